@@ -1,0 +1,72 @@
+"""The few Pydantic calls `prompts/` needs, working under Pydantic 1.10 and 2.x (seed 001 FR-014).
+
+`prompts/` is meant to be usable as a library on its own, including in code bases still on
+Pydantic 1, so every version-dependent call goes through here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import pydantic
+from pydantic import BaseModel
+
+PYDANTIC_V2 = pydantic.VERSION.startswith("2.")
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def validate_model(model: type[ModelT], data: Any) -> ModelT:
+    """Validate plain data into `model`, raising pydantic's ValidationError on mismatch."""
+    if PYDANTIC_V2:
+        return model.model_validate(data)
+    return model.parse_obj(data)
+
+
+def dump_model(instance: BaseModel) -> dict[str, Any]:
+    """Plain-dict form of a model instance."""
+    if PYDANTIC_V2:
+        return instance.model_dump()
+    return instance.dict()
+
+
+def model_fields(model: type[BaseModel]) -> list[str]:
+    """Names of the fields a model declares."""
+    if PYDANTIC_V2:
+        return list(model.model_fields)
+    return list(model.__fields__)
+
+
+def json_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """JSON schema of a model, used to tell a model (or a repair prompt) the exact shape."""
+    if PYDANTIC_V2:
+        return model.model_json_schema()
+    return model.schema()
+
+
+if PYDANTIC_V2:
+    from pydantic import ConfigDict
+
+    class StrictModel(BaseModel):
+        """Base for prompt inputs: unknown fields are a caller's typo, so they are refused."""
+
+        model_config = ConfigDict(extra="forbid")
+
+    class LenientModel(BaseModel):
+        """Base for prompt outputs: models add chatter fields; the contract is the named ones."""
+
+        model_config = ConfigDict(extra="ignore")
+
+else:  # pragma: no cover - exercised by the Pydantic 1.10 CI run
+
+    class StrictModel(BaseModel):  # type: ignore[no-redef]
+        """Base for prompt inputs: unknown fields are a caller's typo, so they are refused."""
+
+        class Config:
+            extra = "forbid"
+
+    class LenientModel(BaseModel):  # type: ignore[no-redef]
+        """Base for prompt outputs: models add chatter fields; the contract is the named ones."""
+
+        class Config:
+            extra = "ignore"
