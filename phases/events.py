@@ -1,0 +1,244 @@
+"""The events phases exchange, and the run state that travels inside them.
+
+Workers keep nothing between events, so everything a later phase needs rides in the event:
+`RunState` grows as the run moves through A → B → C/D → E. Each event names the logical stream
+it goes to (`STREAM`); the bus adds the deployment's prefix.
+
+Event ids of derived events are deterministic (a hash of the parent's id and the child's kind):
+a handler that runs twice for the same input event produces the same ids, so the consumer's
+dedupe by event id drops the copy instead of starting a second branch of the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any, ClassVar, Literal, TypeVar
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+from phases.models import (
+    DEFAULT_TTL_CAP,
+    ExecutionPass,
+    FinalAnswer,
+    Plan,
+    Rule,
+    TaskProfile,
+)
+
+DEFAULT_THRESHOLD = 0.8
+MAX_REQUEST_CHARS = 20_000
+
+E = TypeVar("E", bound="Event")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def derived_id(parent_id: str, kind: str) -> str:
+    """The id of the `kind` event made from `parent_id`: same inputs, same id, on any worker."""
+    return hashlib.blake2b(f"{parent_id}/{kind}".encode(), digest_size=16).hexdigest()
+
+
+class Usage(BaseModel):
+    """Token usage summed over a run's LLM calls."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, prompt_tokens: int, completion_tokens: int) -> None:
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+        self.calls += 1
+
+
+class RunState(BaseModel):
+    """What a run has produced so far; each phase adds its part and passes it on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    request: str
+    rules: list[Rule] = Field(default_factory=list)
+    threshold: float = Field(DEFAULT_THRESHOLD, ge=0.0, le=1.0)
+    max_ttl: int = Field(DEFAULT_TTL_CAP, ge=1, le=100)
+    started_at: datetime = Field(default_factory=utcnow)
+    profile: TaskProfile | None = None
+    profile_is_default: bool = False
+    ttl_remaining: int = Field(0, ge=0)
+    plan: Plan | None = None
+    passes: list[ExecutionPass] = Field(default_factory=list)
+    total_refinements: int = Field(0, ge=0)
+    usage: Usage = Field(default_factory=Usage)
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def pass_count(self) -> int:
+        return len(self.passes)
+
+    @property
+    def last_pass(self) -> ExecutionPass | None:
+        return self.passes[-1] if self.passes else None
+
+
+class Event(BaseModel):
+    """The envelope every event shares (DESIGN.md, Events and streams)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    STREAM: ClassVar[str] = ""
+
+    event_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
+    correlation_id: str
+    causation_id: str | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+    deadline: datetime
+
+    def child(self, cls: type[E], **fields: Any) -> E:
+        """The event made from this one: same run and deadline, deterministic id."""
+        return cls(
+            event_id=derived_id(self.event_id, cls.__name__),
+            correlation_id=self.correlation_id,
+            causation_id=self.event_id,
+            deadline=self.deadline,
+            **fields,
+        )
+
+    def expired(self, now: datetime | None = None) -> bool:
+        return (now or utcnow()) >= self.deadline
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(self.model_dump(mode="json"))
+
+
+class RequestSubmitted(Event):
+    """A user's request, as the gateway (or any producer) puts it on the requests stream."""
+
+    STREAM: ClassVar[str] = "requests"
+
+    request: str = Field(..., min_length=1, max_length=MAX_REQUEST_CHARS)
+    rules: list[Rule] = Field(default_factory=list)
+    threshold: float = Field(DEFAULT_THRESHOLD, ge=0.0, le=1.0)
+    max_ttl: int = Field(DEFAULT_TTL_CAP, ge=1, le=100)
+
+    @classmethod
+    def new(
+        cls,
+        request: str,
+        *,
+        timeout: float,
+        rules: list[Rule] | None = None,
+        max_ttl: int = DEFAULT_TTL_CAP,
+        threshold: float = DEFAULT_THRESHOLD,
+    ) -> RequestSubmitted:
+        """A fresh request with its own correlation id and a deadline `timeout` seconds away."""
+        return cls(
+            correlation_id=uuid.uuid4().hex,
+            deadline=utcnow() + timedelta(seconds=timeout),
+            request=request,
+            rules=rules or [],
+            max_ttl=max_ttl,
+            threshold=threshold,
+        )
+
+    def initial_state(self) -> RunState:
+        return RunState(
+            request=self.request,
+            rules=self.rules,
+            threshold=self.threshold,
+            max_ttl=self.max_ttl,
+            started_at=self.created_at,
+        )
+
+
+class TaskProfiled(Event):
+    STREAM: ClassVar[str] = "profiled"
+    run: RunState
+
+
+class PlanReady(Event):
+    STREAM: ClassVar[str] = "passes"
+    run: RunState
+
+
+class PassRequested(Event):
+    STREAM: ClassVar[str] = "passes"
+    run: RunState
+
+
+class PassCompleted(Event):
+    STREAM: ClassVar[str] = "pass-completed"
+    run: RunState
+
+
+ExitReason = Literal[
+    "converged", "ttl_exhausted", "stagnated", "max_passes", "deadline_exceeded", "failed"
+]
+
+
+class LoopExited(Event):
+    """The C-loop is over, for whatever reason; Phase E answers every one of these."""
+
+    STREAM: ClassVar[str] = "loop-exited"
+
+    reason: ExitReason
+    detail: str = ""
+    request: str = Field("", description="the request text, kept even when the run is lost")
+    run: RunState | None = None
+
+
+class ExecutionResult(BaseModel):
+    """What a run ended with (seed 000 FR-040): status, effort, and the FinalAnswer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: str
+    degraded: bool
+    total_passes: int
+    total_refinements: int
+    ttl_remaining: int
+    usage: Usage
+    elapsed_seconds: float
+    final_answer: FinalAnswer
+
+
+class FinalAnswerReady(Event):
+    STREAM: ClassVar[str] = "answers"
+    result: ExecutionResult
+
+
+class DeadLetter(Event):
+    """An event the pipeline gave up on, kept whole so an operator can inspect or replay it."""
+
+    STREAM: ClassVar[str] = "dead-letter"
+
+    source_stream: str
+    group: str
+    entry_id: str
+    fields: dict[str, str]
+    reason: str
+    deliveries: int
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.__name__: cls
+    for cls in (
+        RequestSubmitted,
+        TaskProfiled,
+        PlanReady,
+        PassRequested,
+        PassCompleted,
+        LoopExited,
+        FinalAnswerReady,
+        DeadLetter,
+    )
+}

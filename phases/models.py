@@ -1,0 +1,324 @@
+"""Domain models of a run: profile, plan, passes, evaluation, and Phase E's input and output.
+
+Everything here is plain data with the small pure functions that belong to it (TTL allocation,
+applying refinement actions, rubric checks), so phases stay thin and the rules are testable
+without a bus or an LLM.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Dict, List, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+ToolUsage = Literal["none", "minimal", "moderate", "extensive"]
+Breadth = Literal["narrow", "moderate", "broad"]
+ConfidenceLevel = Literal["low", "medium", "high"]
+
+TOOL_WEIGHT: dict[str, float] = {"none": 0.5, "minimal": 0.75, "moderate": 1.0, "extensive": 1.5}
+BREADTH_WEIGHT: dict[str, float] = {"narrow": 0.75, "moderate": 1.0, "broad": 1.5}
+CONFIDENCE_WEIGHT: dict[str, float] = {"low": 0.75, "medium": 1.0, "high": 1.5}
+DEFAULT_TTL_CAP = 10
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaskProfile(Model):
+    reasoning_depth: int = Field(3, ge=1, le=5)
+    information_sufficiency: float = Field(0.5, ge=0.0, le=1.0)
+    expected_tool_usage: ToolUsage = "moderate"
+    output_breadth: Breadth = "moderate"
+    confidence_requirement: ConfidenceLevel = "medium"
+    raw_inference: str = ""
+    profile_version: int = Field(1, ge=1)
+
+    @classmethod
+    def default(cls) -> TaskProfile:
+        return cls(raw_inference="default profile")
+
+    def allocate_ttl(self, cap: int = DEFAULT_TTL_CAP) -> int:
+        """Passes the loop may spend: DESIGN.md's formula, at least 1 and at most `cap`."""
+        raw = (
+            self.reasoning_depth
+            * 1.5
+            * self.information_sufficiency
+            * TOOL_WEIGHT[self.expected_tool_usage]
+            * BREADTH_WEIGHT[self.output_breadth]
+            * CONFIDENCE_WEIGHT[self.confidence_requirement]
+            * 2.0
+        )
+        return max(1, min(cap, int(raw)))
+
+
+StepStatus = Literal["pending", "done", "failed"]
+
+
+class PlanStep(Model):
+    step_id: str = Field(..., min_length=1, max_length=64)
+    description: str = Field(..., min_length=1)
+    status: StepStatus = "pending"
+    output: str | None = None
+    executed_in_pass: int | None = None
+
+    @property
+    def executed(self) -> bool:
+        return self.status != "pending"
+
+
+class Plan(Model):
+    goal: str
+    steps: list[PlanStep] = Field(default_factory=list)
+
+    @field_validator("steps")
+    @classmethod
+    def _unique_ids(cls, steps: list[PlanStep]) -> list[PlanStep]:
+        ids = [s.step_id for s in steps]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise ValueError(f"step ids must be unique; repeated: {duplicates}")
+        return steps
+
+    def pending(self) -> list[PlanStep]:
+        return [s for s in self.steps if not s.executed]
+
+    def step(self, step_id: str) -> PlanStep | None:
+        return next((s for s in self.steps if s.step_id == step_id), None)
+
+
+ActionType = Literal["ADD", "MODIFY", "REMOVE", "REPLACE"]
+
+
+class RefinementAction(Model):
+    action_type: ActionType
+    target_step_id: str | None = None
+    new_step: PlanStep | None = None
+    reason: str = ""
+
+    @model_validator(mode="after")
+    def _shape(self) -> RefinementAction:
+        needs_target = self.action_type != "ADD"
+        needs_step = self.action_type != "REMOVE"
+        if needs_target and not self.target_step_id:
+            raise ValueError(f"{self.action_type} needs target_step_id")
+        if needs_step and self.new_step is None:
+            raise ValueError(f"{self.action_type} needs new_step")
+        return self
+
+
+class RefinementOutcome(Model):
+    plan: Plan
+    applied: list[RefinementAction] = Field(default_factory=list)
+    rejected: list[str] = Field(default_factory=list)
+
+
+def apply_refinements(
+    plan: Plan, actions: list[RefinementAction], max_actions: int
+) -> RefinementOutcome:
+    """Apply at most `max_actions` actions; executed steps are never touched.
+
+    Each rejected action is reported with why, so an operator can see what the LLM asked for.
+    """
+    steps = list(plan.steps)
+    applied: list[RefinementAction] = []
+    rejected: list[str] = []
+    for action in actions:
+        over = len(applied) >= max_actions
+        problem = f"over the limit of {max_actions}" if over else _apply_one(steps, action)
+        if problem:
+            rejected.append(f"{action.action_type} {action.target_step_id or ''}: {problem}")
+        else:
+            applied.append(action)
+    return RefinementOutcome(
+        plan=Plan(goal=plan.goal, steps=steps), applied=applied, rejected=rejected
+    )
+
+
+def _apply_one(steps: list[PlanStep], action: RefinementAction) -> str | None:
+    ids = [s.step_id for s in steps]
+    new = (
+        action.new_step.model_copy(
+            update={"status": "pending", "output": None, "executed_in_pass": None}
+        )
+        if action.new_step
+        else None
+    )
+    if action.action_type == "ADD":
+        if new is None or new.step_id in ids:
+            return "new step id already in the plan"
+        steps.append(new)
+        return None
+    if action.target_step_id not in ids:
+        return "no such step"
+    index = ids.index(action.target_step_id)
+    if steps[index].executed:
+        return "step already executed; executed steps are immutable"
+    if action.action_type == "REMOVE":
+        del steps[index]
+    elif action.action_type == "MODIFY":
+        steps[index] = steps[index].model_copy(update={"description": new.description})
+    else:  # REPLACE
+        if new.step_id != action.target_step_id and new.step_id in ids:
+            return "replacement step id already in the plan"
+        steps[index] = new
+    return None
+
+
+class ValidationIssue(Model):
+    kind: str = "semantic"
+    severity: Literal["low", "medium", "high"] = "medium"
+    description: str
+    step_id: str | None = None
+
+
+class SemanticValidationReport(Model):
+    issues: list[ValidationIssue] = Field(default_factory=list)
+    summary: str = ""
+
+    def text(self) -> str:
+        if not self.issues:
+            return "no issues"
+        return "\n".join(f"- [{i.severity}] {i.description}" for i in self.issues)
+
+
+class Consistency(Model):
+    plan_aligned: bool
+    step_aligned: bool
+    answer_aligned: bool
+
+
+class ConvergenceAssessment(Model):
+    converged: bool
+    completeness_score: float = Field(..., ge=0.0, le=1.0)
+    coherence_score: float = Field(..., ge=0.0, le=1.0)
+    consistency: Consistency
+    reason_codes: list[str] = Field(default_factory=list)
+    summary: str = ""
+
+    def meets_default_rubric(self) -> bool:
+        """DESIGN.md's rubric when a request has no rules: the host's test, not the LLM's word."""
+        c = self.consistency
+        return (
+            self.completeness_score >= 0.95
+            and self.coherence_score >= 0.90
+            and c.plan_aligned
+            and c.step_aligned
+            and c.answer_aligned
+        )
+
+    @property
+    def score(self) -> float:
+        return round((self.completeness_score + self.coherence_score) / 2, 4)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules and evaluation (seed 004).
+# ---------------------------------------------------------------------------------------------
+
+Severity = Literal["fail", "warn", "info"]
+Verdict = Literal["pass", "fail", "warn", "skipped"]
+
+
+class RuleCheck(Model):
+    type: Literal["content", "executable"]
+    search: str | None = Field(
+        None, description="content: a regular expression searched in the pass output"
+    )
+    command: str | None = Field(None, description="executable: a shell command; exit 0 passes")
+    expected: str = ""
+
+    @model_validator(mode="after")
+    def _shape(self) -> RuleCheck:
+        if self.type == "content":
+            if not self.search:
+                raise ValueError("a content check needs 'search' (a regular expression)")
+            try:
+                re.compile(self.search)
+            except re.error as exc:
+                raise ValueError(f"'search' is not a valid regular expression: {exc}") from exc
+        elif not self.command:
+            raise ValueError("an executable check needs 'command'")
+        return self
+
+
+class Rule(Model):
+    id: str = Field(..., min_length=1, max_length=128)
+    description: str = ""
+    severity: Severity = "fail"
+    weight: Literal[0, 1, 2] = 1
+    check: RuleCheck
+
+
+class RuleFinding(Model):
+    id: str
+    severity: Severity
+    message: str
+
+
+class RuleResult(Model):
+    id: str
+    verdict: Verdict
+    details: str = ""
+
+
+class Evaluation(Model):
+    score: float
+    passed: bool
+    failed: list[RuleFinding] = Field(default_factory=list)
+    warnings: list[RuleFinding] = Field(default_factory=list)
+    rule_results: list[RuleResult] = Field(default_factory=list)
+
+
+class CritiqueIssue(Model):
+    rule_id: str
+    problem: str
+    fix_instruction: str
+    expected_effect: str = ""
+
+
+class ExecutionPass(Model):
+    pass_number: int = Field(..., ge=1)
+    executed_step_ids: list[str] = Field(default_factory=list)
+    blocked_step_ids: list[str] = Field(default_factory=list)
+    validation: SemanticValidationReport | None = None
+    assessment: ConvergenceAssessment | None = None
+    evaluation: Evaluation | None = None
+    critique: list[CritiqueIssue] = Field(default_factory=list)
+    score: float = 0.0
+    converged: bool = False
+    refinement: RefinementOutcome | None = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Phase E (seed 000 FR-037 / FR-038, exactly; FR-039 asks for explicit Optional[] hints).
+# ---------------------------------------------------------------------------------------------
+
+
+class PhaseEInput(BaseModel):
+    request: str
+    correlation_id: str
+    execution_start_timestamp: datetime
+    convergence_status: str
+    total_passes: int = Field(..., ge=0)
+    total_refinements: int = Field(..., ge=0)
+    ttl_remaining: int = Field(..., ge=0)
+    plan_state: Optional[Dict[str, Any]] = None
+    execution_results: Optional[Dict[str, Any]] = None
+    convergence_assessment: Optional[Dict[str, Any]] = None
+    execution_passes: Optional[List[Dict[str, Any]]] = None
+    semantic_validation: Optional[Dict[str, Any]] = None
+    task_profile: Optional[Dict[str, Any]] = None
+
+
+class FinalAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    answer_text: str = Field(..., min_length=1)
+    confidence: Optional[float] = Field(None, ge=0.0, le=1.0)
+    used_step_ids: Optional[List[str]] = None
+    notes: Optional[str] = None
+    ttl_exhausted: Optional[bool] = None
+    metadata: Dict[str, Any]
