@@ -32,7 +32,9 @@ class LoopSettings:
     def from_env(cls, env: Mapping[str, str] = os.environ) -> LoopSettings:
         return cls(
             max_passes=int(env.get("AEON_MAX_PASSES", cls.max_passes)),
-            max_actions_per_pass=int(env.get("AEON_MAX_ACTIONS_PER_PASS", cls.max_actions_per_pass)),
+            max_actions_per_pass=int(
+                env.get("AEON_MAX_ACTIONS_PER_PASS", cls.max_actions_per_pass)
+            ),
             max_refinements_per_run=int(
                 env.get("AEON_MAX_REFINEMENTS_PER_RUN", cls.max_refinements_per_run)
             ),
