@@ -1,0 +1,163 @@
+"""OpenAIAdapter against a fake OpenAI-compatible server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from llm.base import LLMAdapter, LLMError, TokenUsage
+from llm.openai_adapter import OpenAIAdapter
+from prompts.registry import PromptId, ReasoningStepInput
+
+SECRET = "sk-test-do-not-leak-0123456789"
+
+
+@pytest.fixture
+def call(make_call):
+    data = ReasoningStepInput(
+        request="Explain tides", goal="Explain", step_id="s1", step_description="d", pass_number=1
+    )
+    return make_call(PromptId.REASONING_STEP_USER, data, instructions="Explain tides <now>")
+
+
+@pytest.fixture
+async def adapter_for(fake_openai):
+    adapters: list[OpenAIAdapter] = []
+
+    def build(**overrides) -> OpenAIAdapter:
+        options = {
+            "base_url": fake_openai.base_url,
+            "model": "fake-model",
+            "api_key": SECRET,
+            "timeout": 2.0,
+            "max_retries": 2,
+            "backoff_base": 0.01,
+            "backoff_max": 0.02,
+        }
+        adapter = OpenAIAdapter(**{**options, **overrides})
+        adapters.append(adapter)
+        return adapter
+
+    yield build
+    for adapter in adapters:
+        await adapter.aclose()
+
+
+async def test_success_returns_text_usage_and_model(fake_openai, adapter_for, call):
+    fake_openai.reply("the answer", model="served-model")
+    adapter = adapter_for()
+
+    reply = await adapter.complete(call)
+
+    assert isinstance(adapter, LLMAdapter)
+    assert adapter.family == "openai"
+    assert reply.text == "the answer"
+    assert reply.usage == TokenUsage(prompt_tokens=11, completion_tokens=7)
+    assert reply.model == "served-model"
+    [request] = fake_openai.seen
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == f"Bearer {SECRET}"
+    assert request.body["model"] == "fake-model"
+    assert request.body["messages"] == [{"role": "user", "content": call.prompt.to_xml()}]
+    assert "Explain tides &lt;now&gt;" in request.body["messages"][0]["content"]
+
+
+async def test_missing_usage_counts_zero(fake_openai, adapter_for, call):
+    fake_openai.reply("text", usage=False)
+
+    reply = await adapter_for().complete(call)
+
+    assert reply.usage == TokenUsage(0, 0)
+
+
+@pytest.mark.parametrize("content", [None, "", "   "])
+async def test_empty_content_is_an_error(fake_openai, adapter_for, call, content):
+    fake_openai.reply(content)
+
+    with pytest.raises(LLMError, match="empty") as caught:
+        await adapter_for().complete(call)
+
+    assert caught.value.transient is False
+    assert len(fake_openai.seen) == 1
+
+
+@pytest.mark.parametrize("status", [500, 503, 429])
+async def test_transient_status_is_retried(fake_openai, adapter_for, call, status):
+    fake_openai.fail(status)
+    fake_openai.reply("recovered")
+
+    reply = await adapter_for().complete(call)
+
+    assert reply.text == "recovered"
+    assert len(fake_openai.seen) == 2
+
+
+async def test_transient_failures_give_up_after_max_retries(fake_openai, adapter_for, call):
+    fake_openai.fail(502)
+
+    with pytest.raises(LLMError, match="HTTP 502") as caught:
+        await adapter_for(max_retries=2).complete(call)
+
+    assert caught.value.transient is True
+    assert len(fake_openai.seen) == 3
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 422])
+async def test_client_errors_fail_at_once(fake_openai, adapter_for, call, status):
+    fake_openai.fail(status, "bad request")
+    fake_openai.reply("never reached")
+
+    with pytest.raises(LLMError, match=f"HTTP {status}") as caught:
+        await adapter_for().complete(call)
+
+    assert caught.value.transient is False
+    assert len(fake_openai.seen) == 1
+
+
+async def test_timeout_is_retried_then_fails_quickly(fake_openai, adapter_for, call):
+    fake_openai.stall(1.5)
+    started = time.monotonic()
+
+    with pytest.raises(LLMError, match="timed out") as caught:
+        await adapter_for(timeout=0.2, max_retries=1).complete(call)
+
+    assert caught.value.transient is True
+    assert len(fake_openai.seen) == 2
+    assert time.monotonic() - started < 1.2
+
+
+async def test_connection_refused_is_transient(adapter_for, call):
+    adapter = adapter_for(base_url="http://127.0.0.1:9/v1", max_retries=1)
+
+    with pytest.raises(LLMError) as caught:
+        await adapter.complete(call)
+
+    assert caught.value.transient is True
+
+
+async def test_api_key_never_in_errors_or_logs(fake_openai, adapter_for, call, caplog):
+    fake_openai.fail(500, f"upstream rejected key {SECRET}")
+    fake_openai.fail(401, f"Incorrect API key provided: {SECRET}")
+    caplog.set_level(logging.DEBUG, logger="llm")
+
+    with pytest.raises(LLMError) as caught:
+        await adapter_for().complete(call)
+
+    error = caught.value
+    assert "HTTP 401" in str(error)
+    assert SECRET not in str(error) and SECRET not in repr(error)
+    assert error.__cause__ is None and error.__suppress_context__
+    assert "retrying" in caplog.text and SECRET not in caplog.text
+
+
+async def test_client_has_no_retries_of_its_own(adapter_for):
+    assert adapter_for()._client.max_retries == 0
+
+
+@pytest.mark.parametrize("options", [{"timeout": 0}, {"max_retries": -1}])
+def test_bad_options_are_refused(options):
+    base = {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key": None}
+    with pytest.raises(ValueError):
+        OpenAIAdapter(**base, **options)
