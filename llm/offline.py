@@ -1,0 +1,400 @@
+"""The zero-config default adapter: deterministic replies built from the request, no network.
+
+It answers from `call.prompt_id`'s typed input (never from the rendered prose), so each reply fits
+its prompt's contract: JSON prompts get JSON matching their output model, free-form ones get text.
+The texts below are model *replies*, i.e. data, not prompts.
+
+Across a run it behaves like a model that improves once, so the loop visibly refines:
+
+- pass 1: the pass's semantic validation reports one low-severity issue (no final review step) and
+  the convergence assessment says completeness 0.85, not converged; refinement ADDs the review step;
+- pass 2 on: validation finds nothing, the assessment says converged (0.97 / 0.95, all aligned).
+
+Its final answers say plainly that they come from the offline model and that no LLM was called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from llm.base import LLMCall, LLMError, LLMReply, TokenUsage
+from prompts.registry import (
+    AnswerSynthesisInput,
+    ConvergenceAssessmentInput,
+    CritiqueInput,
+    PlanGenerationInput,
+    PromptId,
+    PromptInput,
+    ReasoningStepInput,
+    RecursivePlanInput,
+    RecursiveSubplanInput,
+    RefinementInput,
+    RepairJSONInput,
+    RepairMissingToolInput,
+    RepairPlanInput,
+    RepairToolCallInput,
+    SemanticValidationInput,
+    SystemPromptInput,
+    TaskProfileInferenceInput,
+    TaskProfileUpdateInput,
+)
+
+MODEL_NAME = "aeon-offline"
+REVIEW_STEP = "Review the answer for accuracy and completeness"
+OFFLINE_NOTICE = "This answer was produced by Aeon's offline model: no LLM was called."
+
+MIN_STEPS, MAX_STEPS = 2, 6
+MAX_CRITIQUE_ISSUES = 5
+MAX_DESCRIPTION = 200
+
+_CLAUSE_BREAK = re.compile(
+    r"(?<=[.!?])\s+"  # sentence ends
+    r"|\s*;\s*"
+    r"|\s*,\s*(?:and\s+)?then\s+"  # ", then" / ", and then"
+    r"|\s+and\s+then\s+",
+    re.IGNORECASE,
+)
+_STEP_ID = re.compile(r"\bs(\d+)\b")
+# "id, severity, message" (also "- id: message"); the severity word is dropped from the message.
+_RULE_LINE = re.compile(
+    r"^[-*\s]*([^,:\s]+)\s*[,:]?\s*(?:(?:fail|warn|info)\b\s*[,:]?\s*)?(.*)$", re.IGNORECASE
+)
+
+
+class OfflineLLM:
+    """LLMAdapter that needs nothing: same call, same reply, every time."""
+
+    family = "offline"
+
+    def __init__(self, delay: float = 0.0) -> None:
+        #: Seconds slept per call: a stand-in for LLM latency in load tests and benchmarks.
+        self.delay = delay
+
+    async def complete(self, call: LLMCall) -> LLMReply:
+        """Reply from the typed input; LLMError for a prompt id and input it has no reply for."""
+        if self.delay > 0:
+            await asyncio.sleep(self.delay)
+        text = reply_text(call.prompt_id, call.input)
+        usage = TokenUsage(
+            prompt_tokens=approx_tokens(_prompt_length(call)),
+            completion_tokens=approx_tokens(len(text)),
+        )
+        return LLMReply(text=text, usage=usage, model=MODEL_NAME)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+def reply_text(prompt_id: PromptId, data: PromptInput) -> str:
+    """The offline reply to one prompt (JSON text for the JSON prompts).
+
+    A *_SYSTEM id carries no request, so it gets a fixed reply of its pair's shape.
+    """
+    if isinstance(data, SystemPromptInput) and prompt_id in _SYSTEM_REPLIES:
+        reply: str | dict[str, Any] = _SYSTEM_REPLIES[prompt_id]
+    elif prompt_id in _REPLIES and isinstance(data, _REPLIES[prompt_id][0]):
+        reply = _REPLIES[prompt_id][1](data)
+    else:
+        detail = f"{prompt_id.value} with {type(data).__name__}"
+        raise LLMError(f"the offline model has no reply for {detail}", transient=False)
+    return reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
+
+
+def approx_tokens(length: int) -> int:
+    """About four characters per token, which is all a usage report without a tokenizer needs."""
+    return max(1, length // 4)
+
+
+def _prompt_length(call: LLMCall) -> int:
+    prompt = call.prompt
+    context = sum(len(item.content) for item in prompt.context)
+    return len(prompt.system_prompt) + len(prompt.instructions) + context
+
+
+# --------------------------------------------------------------------------------------------
+# Text helpers.
+# --------------------------------------------------------------------------------------------
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _shorten(text: str, limit: int = MAX_DESCRIPTION) -> str:
+    text = _squash(text)
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _sentence(text: str) -> str:
+    text = _squash(text).rstrip(" .!?;,")
+    return text[:1].upper() + text[1:] if text else text
+
+
+def clauses(request: str) -> list[str]:
+    """The request's clauses, in order: sentences, and the parts joined by "then" or ";"."""
+    parts = (_sentence(part) for part in _CLAUSE_BREAK.split(request))
+    return [part for part in parts if part]
+
+
+def plan_steps(request: str) -> list[str]:
+    """2–6 step descriptions from the request's clauses (extra clauses fold into the last)."""
+    parts = clauses(request) or [_sentence(request) or "The request"]
+    if len(parts) < MIN_STEPS:
+        subject = parts[0]
+        parts = [f"Work out what is asked: {subject}", f"Answer it: {subject}"]
+    if len(parts) > MAX_STEPS:
+        parts = [*parts[: MAX_STEPS - 1], "; ".join(parts[MAX_STEPS - 1 :])]
+    return [_shorten(part) for part in parts]
+
+
+def _step_ids(text: str) -> list[str]:
+    """Step ids (s1, s2, ...) mentioned in `text`, first mention first."""
+    return list(dict.fromkeys(f"s{n}" for n in _STEP_ID.findall(text)))
+
+
+def _first_json_object(text: str) -> dict[str, Any] | None:
+    decoder = json.JSONDecoder()
+    for candidate in (text, re.sub(r",\s*([}\]])", r"\1", text)):
+        for match in re.finditer(r"\{", candidate):
+            try:
+                value, _ = decoder.raw_decode(candidate, match.start())
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                return value
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Replies, one per input model.
+# --------------------------------------------------------------------------------------------
+
+DEFAULT_PROFILE: dict[str, Any] = {
+    "reasoning_depth": 3,
+    "information_sufficiency": 0.5,
+    "expected_tool_usage": "moderate",
+    "output_breadth": "moderate",
+    "confidence_requirement": "medium",
+}
+
+
+def _profile(data: TaskProfileInferenceInput) -> dict[str, Any]:
+    words = len(data.request.split())
+    note = (
+        f"Offline model (no LLM was called): the default profile for a request of {words} "
+        f"word(s) in {len(clauses(data.request))} clause(s)."
+    )
+    return {**DEFAULT_PROFILE, "raw_inference": note}
+
+
+def _profile_update(data: TaskProfileUpdateInput) -> dict[str, Any]:
+    """Keeps the profile in force: offline, there is no judgement to revise it with."""
+    current = _first_json_object(data.current_profile) or {}
+    kept = {key: current.get(key, value) for key, value in DEFAULT_PROFILE.items()}
+    note = "Offline model (no LLM was called): the profile in force is kept unchanged."
+    return {**kept, "raw_inference": note}
+
+
+def _plan(goal: str, descriptions: list[str]) -> dict[str, Any]:
+    steps = [
+        {"step_id": f"s{number}", "description": description}
+        for number, description in enumerate(descriptions, start=1)
+    ]
+    return {"plan": {"goal": _shorten(goal, 300), "steps": steps}}
+
+
+def _plan_for_request(data: PlanGenerationInput | RecursivePlanInput | RepairPlanInput) -> dict:
+    return _plan(data.request, plan_steps(data.request))
+
+
+def _subplan(data: RecursiveSubplanInput) -> dict[str, Any]:
+    return _plan(data.parent_step_description, plan_steps(data.parent_step_description))
+
+
+def _reasoning_step(data: ReasoningStepInput) -> str:
+    sentences = [
+        f"Step {data.step_id} (pass {data.pass_number}): {_sentence(data.step_description)}.",
+        f"Worked offline for the request: {_sentence(_shorten(data.request))}.",
+    ]
+    if _squash(data.goal) != _squash(data.request):
+        sentences.append(f"Goal: {_sentence(_shorten(data.goal))}.")
+    prior = data.prior_outputs.strip()
+    sentences.append(
+        f"It builds on the earlier steps ({', '.join(_step_ids(prior)) or 'their outputs'})."
+        if prior
+        else "It is the first step, so it starts from the request alone."
+    )
+    return " ".join(sentences)
+
+
+def _semantic_validation(data: SemanticValidationInput) -> dict[str, Any]:
+    """A pass without the review step gets one low issue asking for it; anything else is clean."""
+    if data.artifact_kind == "pass" and REVIEW_STEP.lower() not in data.artifact.lower():
+        issue = {
+            "kind": "semantic",
+            "severity": "low",
+            "description": f"No final review step yet; add one: {REVIEW_STEP}.",
+            "step_id": None,
+        }
+        return {"issues": [issue], "summary": "Offline check: one low-severity gap."}
+    return {"issues": [], "summary": f"Offline check: the {data.artifact_kind} fits the request."}
+
+
+def _convergence(data: ConvergenceAssessmentInput) -> dict[str, Any]:
+    if data.pass_number < 2:
+        return {
+            "converged": False,
+            "completeness_score": 0.85,
+            "coherence_score": 0.9,
+            "consistency": {"plan_aligned": True, "step_aligned": True, "answer_aligned": False},
+            "reason_codes": ["needs_review"],
+            "summary": "Offline assessment: the steps ran once; a review pass is still due.",
+        }
+    return {
+        "converged": True,
+        "completeness_score": 0.97,
+        "coherence_score": 0.95,
+        "consistency": {"plan_aligned": True, "step_aligned": True, "answer_aligned": True},
+        "reason_codes": ["complete"],
+        "summary": f"Offline assessment: complete and coherent after pass {data.pass_number}.",
+    }
+
+
+def _plan_steps_in(plan_json: str) -> list[dict[str, Any]]:
+    document = _first_json_object(plan_json) or {}
+    body = document.get("plan", document)
+    steps = body.get("steps", []) if isinstance(body, dict) else []
+    return [step for step in steps if isinstance(step, dict)]
+
+
+def _refinement(data: RefinementInput) -> dict[str, Any]:
+    """ADD the review step once, under a fresh id; executed steps are never touched."""
+    steps = _plan_steps_in(data.plan)
+    descriptions = {_squash(str(step.get("description", ""))).lower() for step in steps}
+    if REVIEW_STEP.lower() in descriptions:
+        return {"actions": []}
+    known = [str(step.get("step_id", "")) for step in steps] + data.executed_step_ids
+    numbers = [int(n) for step_id in known for n in _STEP_ID.findall(step_id)]
+    new_id = f"s{max(numbers, default=0) + 1}"
+    action = {
+        "action_type": "ADD",
+        "target_step_id": None,
+        "new_step": {"step_id": new_id, "description": REVIEW_STEP},
+        "reason": "A final review makes the answer complete.",
+    }
+    return {"actions": [action]}
+
+
+def _critique(data: CritiqueInput) -> dict[str, Any]:
+    issues = []
+    for line in data.failed_rules.splitlines():
+        match = _RULE_LINE.match(line.strip())
+        if not line.strip() or not match:
+            continue
+        rule_id, detail = match.group(1), _sentence(match.group(2)) or "the rule's check failed"
+        issues.append(
+            {
+                "rule_id": rule_id,
+                "problem": f"Rule {rule_id} failed: {detail}.",
+                "fix_instruction": f"Revise the output so that rule {rule_id} holds: {detail}.",
+                "expected_effect": f"Rule {rule_id} passes on the next pass.",
+            }
+        )
+    return {"issues": issues[:MAX_CRITIQUE_ISSUES]}
+
+
+def _repair_json(data: RepairJSONInput) -> dict[str, Any]:
+    return _first_json_object(data.malformed_output) or {}
+
+
+def _repair_tool_call(data: RepairToolCallInput) -> dict[str, Any]:
+    found = _first_json_object(data.malformed_call)
+    return found if found is not None else {"tool": data.tool_name, "arguments": {}}
+
+
+def _repair_missing_tool(data: RepairMissingToolInput) -> dict[str, Any]:
+    tool = data.available_tools[0] if data.available_tools else None
+    return {
+        "tool": tool,
+        "missing_tool": data.tool_name,
+        "step_description": _shorten(data.step_description),
+        "note": "Offline model: the first available tool stands in, or none.",
+    }
+
+
+def _answer(data: AnswerSynthesisInput) -> dict[str, Any]:
+    results = data.results_summary.strip() or "(no step results were recorded)"
+    sections = [
+        OFFLINE_NOTICE + " It composes the work the loop did rather than adding knowledge.",
+        f"Request: {_squash(data.request)}",
+        f"Step results:\n{results}",
+    ]
+    if data.plan_summary.strip():
+        sections.append(f"Plan:\n{data.plan_summary.strip()}")
+    notes = (
+        f"convergence: {data.convergence_status}; passes: {data.total_passes}; "
+        f"refinements: {data.total_refinements}; ttl remaining: {data.ttl_remaining}"
+    )
+    if data.missing_fields:
+        notes += f"; missing: {', '.join(data.missing_fields)}"
+    return {
+        "answer_text": "\n\n".join(sections),
+        "confidence": 0.5,
+        "used_step_ids": _step_ids(data.results_summary),
+        "notes": notes,
+    }
+
+
+_Handler = Callable[[Any], str | dict[str, Any]]
+
+_REPLIES: dict[PromptId, tuple[type[PromptInput], _Handler]] = {
+    PromptId.TASKPROFILE_INFERENCE_USER: (TaskProfileInferenceInput, _profile),
+    PromptId.TASKPROFILE_UPDATE_USER: (TaskProfileUpdateInput, _profile_update),
+    PromptId.PLAN_GENERATION_USER: (PlanGenerationInput, _plan_for_request),
+    PromptId.RECURSIVE_PLAN_GENERATION_USER: (RecursivePlanInput, _plan_for_request),
+    PromptId.SUPERVISOR_REPAIR_PLAN_USER: (RepairPlanInput, _plan_for_request),
+    PromptId.RECURSIVE_SUBPLAN_GENERATION_USER: (RecursiveSubplanInput, _subplan),
+    PromptId.REASONING_STEP_USER: (ReasoningStepInput, _reasoning_step),
+    PromptId.VALIDATION_SEMANTIC_USER: (SemanticValidationInput, _semantic_validation),
+    PromptId.CONVERGENCE_ASSESSMENT_USER: (ConvergenceAssessmentInput, _convergence),
+    PromptId.RECURSIVE_REFINEMENT_USER: (RefinementInput, _refinement),
+    PromptId.RULE_CRITIQUE_USER: (CritiqueInput, _critique),
+    PromptId.SUPERVISOR_REPAIR_JSON_USER: (RepairJSONInput, _repair_json),
+    PromptId.SUPERVISOR_REPAIR_TOOLCALL_USER: (RepairToolCallInput, _repair_tool_call),
+    PromptId.SUPERVISOR_REPAIR_MISSINGTOOL_USER: (RepairMissingToolInput, _repair_missing_tool),
+    PromptId.ANSWER_SYNTHESIS_USER: (AnswerSynthesisInput, _answer),
+}
+
+_SYSTEM_REPLIES: dict[PromptId, str | dict[str, Any]] = {
+    PromptId.TASKPROFILE_INFERENCE_SYSTEM: {
+        **DEFAULT_PROFILE,
+        "raw_inference": "Offline model (no LLM was called): the default profile.",
+    },
+    PromptId.TASKPROFILE_UPDATE_SYSTEM: {
+        **DEFAULT_PROFILE,
+        "raw_inference": "Offline model (no LLM was called): the default profile.",
+    },
+    PromptId.PLAN_GENERATION_SYSTEM: {"plan": {"goal": "", "steps": []}},
+    PromptId.REASONING_STEP_SYSTEM: "Offline model: no step was given to work on.",
+    PromptId.VALIDATION_SEMANTIC_SYSTEM: {"issues": [], "summary": "Offline check: nothing given."},
+    PromptId.CONVERGENCE_ASSESSMENT_SYSTEM: {
+        "converged": False,
+        "completeness_score": 0.0,
+        "coherence_score": 0.0,
+        "consistency": {"plan_aligned": False, "step_aligned": False, "answer_aligned": False},
+        "reason_codes": ["nothing_to_assess"],
+        "summary": "Offline assessment: nothing was given to assess.",
+    },
+    PromptId.RECURSIVE_REFINEMENT_SYSTEM: {"actions": []},
+    PromptId.SUPERVISOR_REPAIR_SYSTEM: {},
+    PromptId.ANSWER_SYNTHESIS_SYSTEM: {
+        "answer_text": OFFLINE_NOTICE + " No request was given.",
+        "confidence": 0.0,
+        "used_step_ids": [],
+    },
+    PromptId.RULE_CRITIQUE_SYSTEM: {"issues": []},
+}

@@ -1,0 +1,328 @@
+"""OfflineLLM: every prompt's contract, determinism, and the refine-once-then-converge run."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from llm.base import LLMAdapter, LLMError
+from llm.offline import REVIEW_STEP, OfflineLLM, plan_steps
+from prompts import registry as r
+from prompts.registry import PromptId
+
+REQUEST = "Compare the two sorting algorithms, then pick the faster one; explain why."
+
+SYSTEM = r.SystemPromptInput(agent="offline")
+
+SAMPLES: dict[PromptId, r.PromptInput] = {
+    PromptId.TASKPROFILE_INFERENCE_USER: r.TaskProfileInferenceInput(request=REQUEST),
+    PromptId.TASKPROFILE_UPDATE_USER: r.TaskProfileUpdateInput(
+        request=REQUEST,
+        current_profile=json.dumps({"reasoning_depth": 4, "output_breadth": "broad"}),
+        evidence="not converged",
+    ),
+    PromptId.PLAN_GENERATION_USER: r.PlanGenerationInput(request=REQUEST),
+    PromptId.REASONING_STEP_USER: r.ReasoningStepInput(
+        request=REQUEST,
+        goal=REQUEST,
+        step_id="s2",
+        step_description="Pick the faster one",
+        prior_outputs="s1: compared them",
+        pass_number=1,
+    ),
+    PromptId.VALIDATION_SEMANTIC_USER: r.SemanticValidationInput(
+        request=REQUEST, artifact_kind="pass", artifact="s1: compared"
+    ),
+    PromptId.CONVERGENCE_ASSESSMENT_USER: r.ConvergenceAssessmentInput(
+        request=REQUEST, goal=REQUEST, pass_number=1, step_outputs="s1: compared"
+    ),
+    PromptId.RECURSIVE_PLAN_GENERATION_USER: r.RecursivePlanInput(
+        request=REQUEST, parent_goal=REQUEST
+    ),
+    PromptId.RECURSIVE_SUBPLAN_GENERATION_USER: r.RecursiveSubplanInput(
+        request=REQUEST, parent_step_id="s1", parent_step_description="Measure both. Compare."
+    ),
+    PromptId.RECURSIVE_REFINEMENT_USER: r.RefinementInput(
+        request=REQUEST,
+        plan=json.dumps({"goal": "g", "steps": [{"step_id": "s1", "description": "a"}]}),
+        issues="no review",
+        executed_step_ids=["s1"],
+    ),
+    PromptId.SUPERVISOR_REPAIR_JSON_USER: r.RepairJSONInput(
+        expected_schema="{}", malformed_output='Sure! {"a": 1,} done', error="trailing comma"
+    ),
+    PromptId.SUPERVISOR_REPAIR_TOOLCALL_USER: r.RepairToolCallInput(
+        tool_name="search", malformed_call="search(q", error="unclosed"
+    ),
+    PromptId.SUPERVISOR_REPAIR_PLAN_USER: r.RepairPlanInput(
+        request=REQUEST, plan="{broken", error="not JSON"
+    ),
+    PromptId.SUPERVISOR_REPAIR_MISSINGTOOL_USER: r.RepairMissingToolInput(
+        tool_name="calc", available_tools=["python"], step_description="Add numbers"
+    ),
+    PromptId.ANSWER_SYNTHESIS_USER: r.AnswerSynthesisInput(
+        request=REQUEST,
+        convergence_status="converged",
+        total_passes=2,
+        total_refinements=1,
+        ttl_remaining=2,
+        plan_summary="s1 compare; s2 pick; s3 explain",
+        results_summary="s1: quicksort vs mergesort\ns3: quicksort is faster on average",
+    ),
+    PromptId.RULE_CRITIQUE_USER: r.CritiqueInput(
+        request=REQUEST,
+        artifact="answer",
+        failed_rules="R1, fail, must mention complexity\n\n- R2: warn, cite a source",
+    ),
+}
+SAMPLES.update({prompt_id: SYSTEM for prompt_id in PromptId if prompt_id.endswith("_SYSTEM")})
+
+# The registry's documented split (prompts/registry.py): which prompts reply with which JSON.
+OUTPUT_MODELS: dict[str, type[r.PromptOutput]] = {
+    "TASKPROFILE_INFERENCE": r.TaskProfileOutput,
+    "TASKPROFILE_UPDATE": r.TaskProfileOutput,
+    "PLAN_GENERATION": r.PlanGenerationOutput,
+    "RECURSIVE_SUBPLAN_GENERATION": r.PlanGenerationOutput,
+    "RECURSIVE_REFINEMENT": r.RefinementOutput,
+    "VALIDATION_SEMANTIC": r.SemanticValidationOutput,
+    "CONVERGENCE_ASSESSMENT": r.ConvergenceAssessmentOutput,
+    "SUPERVISOR_REPAIR_JSON": r.RepairedJSONOutput,
+    "ANSWER_SYNTHESIS": r.FinalAnswerOutput,
+    "RULE_CRITIQUE": r.CritiqueOutput,
+}
+
+
+def output_model(prompt_id: PromptId) -> type[r.PromptOutput] | None:
+    stem = prompt_id.value.removesuffix("_USER").removesuffix("_SYSTEM")
+    return OUTPUT_MODELS.get(stem)
+
+
+async def reply_json(make_call, prompt_id: PromptId, data: r.PromptInput) -> dict:
+    reply = await OfflineLLM().complete(make_call(prompt_id, data))
+    return json.loads(reply.text)
+
+
+def test_samples_cover_every_prompt_id():
+    assert set(SAMPLES) == set(PromptId)
+
+
+@pytest.mark.parametrize("prompt_id", list(PromptId), ids=lambda p: p.value)
+async def test_reply_fits_the_prompt_contract(make_call, prompt_id):
+    reply = await OfflineLLM().complete(make_call(prompt_id, SAMPLES[prompt_id]))
+
+    assert reply.text.strip()
+    assert reply.model == "aeon-offline"
+    assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
+    model = output_model(prompt_id)
+    if model is not None:
+        model.model_validate(json.loads(reply.text))
+
+
+@pytest.mark.parametrize("prompt_id", list(PromptId), ids=lambda p: p.value)
+async def test_replies_are_deterministic(make_call, prompt_id):
+    call = make_call(prompt_id, SAMPLES[prompt_id])
+
+    first, second = await OfflineLLM().complete(call), await OfflineLLM().complete(call)
+
+    assert first == second
+
+
+async def test_mismatched_input_is_an_error(make_call):
+    call = make_call(PromptId.PLAN_GENERATION_USER, SAMPLES[PromptId.ANSWER_SYNTHESIS_USER])
+
+    with pytest.raises(LLMError, match="PLAN_GENERATION_USER"):
+        await OfflineLLM().complete(call)
+
+
+def test_is_an_adapter_of_its_own_family():
+    adapter = OfflineLLM()
+    assert isinstance(adapter, LLMAdapter)
+    assert adapter.family == "offline"
+
+
+@pytest.mark.parametrize(
+    ("request_text", "expected"),
+    [
+        (
+            "Compare A and B, then pick one; explain why.",
+            ["Compare A and B", "Pick one", "Explain why"],
+        ),
+        (
+            "Read it. Summarise it and then translate it!",
+            ["Read it", "Summarise it", "Translate it"],
+        ),
+        ("What is 2+2?", ["Work out what is asked: What is 2+2", "Answer it: What is 2+2"]),
+        ("a. b. c. d. e. f. g. h.", ["A", "B", "C", "D", "E", "F; G; H"]),
+    ],
+)
+def test_plan_steps_follow_the_request_clauses(request_text, expected):
+    assert plan_steps(request_text) == expected
+
+
+async def test_plan_has_sequential_ids_and_the_request_as_goal(make_call):
+    body = await reply_json(
+        make_call, PromptId.PLAN_GENERATION_USER, SAMPLES[PromptId.PLAN_GENERATION_USER]
+    )
+
+    plan = r.PlanGenerationOutput.model_validate(body).plan
+    assert plan.goal == REQUEST
+    assert [step.step_id for step in plan.steps] == ["s1", "s2", "s3"]
+    assert plan.steps[1].description == "Pick the faster one"
+
+
+async def test_reasoning_step_restates_the_step(make_call):
+    data = SAMPLES[PromptId.REASONING_STEP_USER]
+    reply = await OfflineLLM().complete(make_call(PromptId.REASONING_STEP_USER, data))
+
+    assert reply.text.startswith("Step s2 (pass 1): Pick the faster one.")
+    assert "s1" in reply.text
+
+
+async def test_profile_is_the_default_and_says_offline(make_call):
+    data = SAMPLES[PromptId.TASKPROFILE_INFERENCE_USER]
+    profile = r.TaskProfileOutput.model_validate(
+        await reply_json(make_call, PromptId.TASKPROFILE_INFERENCE_USER, data)
+    )
+
+    assert (profile.reasoning_depth, profile.information_sufficiency) == (3, 0.5)
+    assert profile.expected_tool_usage == "moderate" and profile.output_breadth == "moderate"
+    assert profile.confidence_requirement == "medium"
+    assert "offline" in profile.raw_inference.lower()
+
+
+async def test_profile_update_keeps_the_profile_in_force(make_call):
+    data = SAMPLES[PromptId.TASKPROFILE_UPDATE_USER]
+    body = await reply_json(make_call, PromptId.TASKPROFILE_UPDATE_USER, data)
+
+    assert body["reasoning_depth"] == 4 and body["output_breadth"] == "broad"
+    assert body["information_sufficiency"] == 0.5
+
+
+async def test_the_loop_refines_once_then_converges(make_call):
+    """Pass 1: one low issue, not converged, refinement adds the review step; pass 2: converged."""
+    validation = r.SemanticValidationInput
+    pass_1 = await reply_json(
+        make_call,
+        PromptId.VALIDATION_SEMANTIC_USER,
+        validation(request=REQUEST, artifact_kind="pass", artifact="s1: compared"),
+    )
+    [issue] = r.SemanticValidationOutput.model_validate(pass_1).issues
+    assert issue.severity == "low" and REVIEW_STEP in issue.description
+
+    plan_check = await reply_json(
+        make_call,
+        PromptId.VALIDATION_SEMANTIC_USER,
+        validation(request=REQUEST, artifact_kind="plan", artifact="s1 compare"),
+    )
+    assert plan_check["issues"] == []
+
+    assessment = r.ConvergenceAssessmentInput
+    first = await reply_json(
+        make_call,
+        PromptId.CONVERGENCE_ASSESSMENT_USER,
+        assessment(request=REQUEST, goal=REQUEST, pass_number=1, step_outputs="s1"),
+    )
+    assert first["converged"] is False and first["completeness_score"] == 0.85
+
+    plan = {"plan": {"goal": "g", "steps": [{"step_id": "s1", "description": "a"}]}}
+    refinement = await reply_json(
+        make_call,
+        PromptId.RECURSIVE_REFINEMENT_USER,
+        r.RefinementInput(
+            request=REQUEST,
+            plan=json.dumps(plan),
+            issues=issue.description,
+            executed_step_ids=["s1", "s2"],
+        ),
+    )
+    [action] = r.RefinementOutput.model_validate(refinement).actions
+    assert action.action_type == "ADD"
+    assert action.new_step is not None
+    assert (action.new_step.step_id, action.new_step.description) == ("s3", REVIEW_STEP)
+
+    review_output = f"Step s3 (pass 2): {REVIEW_STEP}."
+    pass_2 = await reply_json(
+        make_call,
+        PromptId.VALIDATION_SEMANTIC_USER,
+        validation(request=REQUEST, artifact_kind="pass", artifact=review_output),
+    )
+    assert pass_2["issues"] == []
+
+    second = r.ConvergenceAssessmentOutput.model_validate(
+        await reply_json(
+            make_call,
+            PromptId.CONVERGENCE_ASSESSMENT_USER,
+            assessment(request=REQUEST, goal=REQUEST, pass_number=2, step_outputs=review_output),
+        )
+    )
+    assert second.converged is True
+    assert (second.completeness_score, second.coherence_score) == (0.97, 0.95)
+    assert all(second.consistency.model_dump().values())
+
+
+async def test_refinement_adds_nothing_when_the_review_step_exists(make_call):
+    plan = {
+        "steps": [
+            {"step_id": "s1", "description": "a"},
+            {"step_id": "s2", "description": REVIEW_STEP},
+        ]
+    }
+    data = r.RefinementInput(request=REQUEST, plan=json.dumps(plan), issues="x")
+
+    body = await reply_json(make_call, PromptId.RECURSIVE_REFINEMENT_USER, data)
+
+    assert body == {"actions": []}
+
+
+async def test_critique_names_one_issue_per_failed_rule_at_most_five(make_call):
+    lines = "\n".join(f"R{n}, fail, rule {n} text" for n in range(1, 8))
+    data = r.CritiqueInput(request=REQUEST, artifact="a", failed_rules=lines)
+
+    body = await reply_json(make_call, PromptId.RULE_CRITIQUE_USER, data)
+
+    assert [issue["rule_id"] for issue in body["issues"]] == ["R1", "R2", "R3", "R4", "R5"]
+    sample = await reply_json(
+        make_call, PromptId.RULE_CRITIQUE_USER, SAMPLES[PromptId.RULE_CRITIQUE_USER]
+    )
+    assert [issue["rule_id"] for issue in sample["issues"]] == ["R1", "R2"]
+    assert sample["issues"][0]["problem"] == "Rule R1 failed: Must mention complexity."
+
+
+@pytest.mark.parametrize(
+    ("malformed", "expected"),
+    [
+        ('Here: {"a": 1,} ok', {"a": 1}),
+        ('```json\n{"plan": {"goal": "g"}}\n```', {"plan": {"goal": "g"}}),
+        ("no json at all", {}),
+        ('[1, 2] then {"b": [true]}', {"b": [True]}),
+    ],
+)
+async def test_repair_json_echoes_the_object(make_call, malformed, expected):
+    data = r.RepairJSONInput(expected_schema="{}", malformed_output=malformed, error="e")
+
+    assert await reply_json(make_call, PromptId.SUPERVISOR_REPAIR_JSON_USER, data) == expected
+
+
+async def test_answer_says_offline_and_composes_the_results(make_call):
+    data = SAMPLES[PromptId.ANSWER_SYNTHESIS_USER]
+    answer = r.FinalAnswerOutput.model_validate(
+        await reply_json(make_call, PromptId.ANSWER_SYNTHESIS_USER, data)
+    )
+
+    assert "offline model" in answer.answer_text and "no LLM was called" in answer.answer_text
+    assert "quicksort is faster on average" in answer.answer_text
+    assert answer.confidence == 0.5
+    assert answer.used_step_ids == ["s1", "s3"]
+
+
+async def test_delay_stands_in_for_latency_without_blocking(make_call):
+    adapter = OfflineLLM(delay=0.1)
+    call = make_call(PromptId.PLAN_GENERATION_USER, SAMPLES[PromptId.PLAN_GENERATION_USER])
+    started = time.monotonic()
+
+    await asyncio.gather(*(adapter.complete(call) for _ in range(10)))
+
+    assert 0.1 <= time.monotonic() - started < 0.5
