@@ -216,19 +216,6 @@ class FinalAnswerReady(Event):
     result: ExecutionResult
 
 
-class DeadLetter(Event):
-    """An event the pipeline gave up on, kept whole so an operator can inspect or replay it."""
-
-    STREAM: ClassVar[str] = "dead-letter"
-
-    source_stream: str
-    group: str
-    entry_id: str
-    fields: dict[str, str]
-    reason: str
-    deliveries: int
-
-
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (
@@ -239,6 +226,5 @@ EVENT_TYPES: dict[str, type[Event]] = {
         PassCompleted,
         LoopExited,
         FinalAnswerReady,
-        DeadLetter,
     )
 }
