@@ -287,8 +287,9 @@ class RedisServer:
         """Stop the server; its data directory stays (so `start()` again resumes it).
 
         graceful=True sends SIGTERM: Redis flushes and fsyncs the AOF, writes no RDB (`save ""`),
-        and exits. graceful=False sends SIGKILL, a crash: with `appendfsync everysec` up to about a
-        second of writes may be lost, as on a real node.
+        and exits. graceful=False sends SIGKILL, a process crash: what Redis has written to the AOF
+        survives (the kernel holds it); `appendfsync everysec` bounds the loss to about a second
+        only when the whole machine goes down.
         """
         proc = self._proc
         if proc is None:

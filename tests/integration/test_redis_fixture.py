@@ -175,6 +175,24 @@ def test_port_in_use_gives_a_clear_error(redis_server_factory) -> None:
             server.start()
 
 
+def test_port_taken_before_redis_binds_it_is_retried(redis_server_factory, monkeypatch) -> None:
+    """A port taken between picking and binding it: retried on another port, not an error."""
+    import bus.embedded
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        real_free_port = bus.embedded._free_port
+        picks = iter([taken])
+        monkeypatch.setattr(
+            bus.embedded, "_free_port", lambda: next(picks, None) or real_free_port()
+        )
+        server = redis_server_factory()
+        assert server.running and server.port != taken
+        assert "Address already in use" in server.log_path.read_text()
+
+
 def test_missing_binary_gives_a_clear_error(redis_server_factory, tmp_path: Path) -> None:
     server = redis_server_factory(start=False, executable=str(tmp_path / "no-redis-server"))
     with pytest.raises(RedisServerError, match="cannot run redis-server"):
