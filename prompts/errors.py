@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import List, Optional
-
 
 class PromptError(Exception):
     """Base of every prompt-subsystem error."""
@@ -28,8 +26,8 @@ class JSONExtractionError(PromptError):
     def __init__(
         self,
         message: str,
-        extraction_methods_attempted: List[str],
-        prompt_id: Optional[object] = None,
+        extraction_methods_attempted: list[str],
+        prompt_id: object | None = None,
     ) -> None:
         self.message = message
         self.extraction_methods_attempted = list(extraction_methods_attempted)
@@ -46,9 +44,14 @@ class NoOutputModelError(PromptError):
 
 
 class TemplateNotFound(PromptError):
-    def __init__(self, phase: str, agent: str, tried: List[str]) -> None:
+    def __init__(self, phase: str, agent: str, tried: list[str]) -> None:
         self.phase = phase
         self.agent = agent
         self.tried = list(tried)
-        where = ", ".join(self.tried) or "no valid path (phase and agent may use A-Z a-z 0-9 _ . - only)"
-        super().__init__(f"no system template for phase {phase!r} (agent {agent!r}); looked in: {where}")
+        where = (
+            ", ".join(self.tried)
+            or "no valid path (phase and agent may use A-Z a-z 0-9 _ . - only)"
+        )
+        super().__init__(
+            f"no system template for phase {phase!r} (agent {agent!r}); looked in: {where}"
+        )

@@ -22,7 +22,6 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import List, Tuple
 from xml.sax.saxutils import escape, quoteattr
 
 from prompts.errors import TemplateNotFound
@@ -65,10 +64,13 @@ class ContextItem:
 class UnifiedPrompt:
     system_prompt: str
     instructions: str
-    context: Tuple[ContextItem, ...] = field(default_factory=tuple)
+    context: tuple[ContextItem, ...] = field(default_factory=tuple)
 
     def to_xml(self) -> str:
-        parts: List[str] = ["<prompt>", f"<system_prompt>{_text(self.system_prompt)}</system_prompt>"]
+        parts: list[str] = [
+            "<prompt>",
+            f"<system_prompt>{_text(self.system_prompt)}</system_prompt>",
+        ]
         if self.context:
             parts.append("<context>")
             parts.extend(item.to_xml() for item in self.context)
