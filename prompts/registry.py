@@ -2,20 +2,55 @@
 
 Seeds 000/001 are the contract: one PromptId per prompt, an input model for every prompt, an output
 model exactly for the JSON-producing ones, rendering by f-string field access on the validated
-input, and `validate_output` as the only place JSON is pulled out of an LLM reply.
+input, and `validate_output` as the only place JSON is pulled out of an LLM reply. Everything
+lives in this one file (FR-008); prompt text lives here and in `templates/system/*.md` only.
+
+Which prompts return JSON. Seed 000 lists PLAN_GENERATION_*, RECURSIVE_SUBPLAN_GENERATION_USER,
+RECURSIVE_REFINEMENT_*, CONVERGENCE_ASSESSMENT_*, SUPERVISOR_REPAIR_JSON_USER and
+ANSWER_SYNTHESIS_*. Project decision beyond the seed: TASKPROFILE_INFERENCE_*,
+TASKPROFILE_UPDATE_* (TaskProfileOutput), VALIDATION_SEMANTIC_* (SemanticValidationOutput) and
+RULE_CRITIQUE_* (CritiqueOutput) return JSON too, because the loop acts on their structure (TTL
+from the profile, issues to refine, critique issues tied to rules) and parsing prose for it would
+be a second, hidden extraction next to `validate_output`. Every other prompt (REASONING_STEP_*,
+RECURSIVE_PLAN_GENERATION_USER, SUPERVISOR_REPAIR_SYSTEM and the tool-call, plan and missing-tool
+repairs) is free-form and has no output model. A *_SYSTEM prompt carries the output model of the
+pair it frames, as the seed lists them.
+
+System prompts are files: `templates/system/<agent>-<phase>.md`, else `BASE-<phase>.md`
+(seed 003), so each model family can get its own wording without a code change.
 """
 
 from __future__ import annotations
 
-from enum import Enum
-from typing import List, Literal, Optional
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import lru_cache
+from pathlib import Path
+from string import Formatter
+from typing import Any, Literal, cast, overload
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
-from prompts.compat import LenientModel, StrictModel
+from prompts.compat import (
+    LenientModel,
+    ModelT,
+    StrictModel,
+    dump_model,
+    json_schema,
+    model_fields,
+    validate_model,
+)
+from prompts.errors import NoOutputModelError, PromptNotFoundError, RenderingError
+from prompts.extraction import extract_json
+from prompts.unified import TEMPLATES_DIR, load_system_template
 
 
-class PromptId(str, Enum):
+class PromptId(StrEnum):
+    """Every prompt Aeon sends; the value is the name, so ids read the same in logs and keys."""
+
     # Seed 000 FR-005.
     PLAN_GENERATION_SYSTEM = "PLAN_GENERATION_SYSTEM"
     PLAN_GENERATION_USER = "PLAN_GENERATION_USER"
@@ -66,7 +101,9 @@ class PromptOutput(LenientModel):
 class SystemPromptInput(PromptInput):
     """Input of every *_SYSTEM prompt: which model family's template to prefer."""
 
-    agent: str = Field("BASE", min_length=1, description="model family, e.g. 'openai'; BASE is the fallback")
+    agent: str = Field(
+        "BASE", min_length=1, description="model family, e.g. 'openai'; BASE is the fallback"
+    )
 
 
 class TaskProfileInferenceInput(PromptInput):
@@ -77,7 +114,9 @@ class TaskProfileInferenceInput(PromptInput):
 class TaskProfileUpdateInput(PromptInput):
     request: str = Field(..., min_length=1)
     current_profile: str = Field(..., description="the profile now in force, as JSON")
-    evidence: str = Field(..., description="what the last pass showed: convergence, issues, blocked steps")
+    evidence: str = Field(
+        ..., description="what the last pass showed: convergence, issues, blocked steps"
+    )
 
 
 class PlanGenerationInput(PromptInput):
@@ -96,7 +135,7 @@ class RefinementInput(PromptInput):
     request: str = Field(..., min_length=1)
     plan: str = Field(..., description="the current plan as JSON")
     issues: str = Field(..., description="the issues the refinement must address, one per line")
-    executed_step_ids: List[str] = Field(default_factory=list)
+    executed_step_ids: list[str] = Field(default_factory=list)
     max_actions: int = Field(5, ge=1)
 
 
@@ -121,7 +160,9 @@ class ConvergenceAssessmentInput(PromptInput):
 class CritiqueInput(PromptInput):
     request: str = Field(..., min_length=1)
     artifact: str
-    failed_rules: str = Field(..., description="the failed rules, one per line: id, severity, message")
+    failed_rules: str = Field(
+        ..., description="the failed rules, one per line: id, severity, message"
+    )
 
 
 class RepairJSONInput(PromptInput):
@@ -144,7 +185,7 @@ class RepairPlanInput(PromptInput):
 
 class RepairMissingToolInput(PromptInput):
     tool_name: str
-    available_tools: List[str] = Field(default_factory=list)
+    available_tools: list[str] = Field(default_factory=list)
     step_description: str
 
 
@@ -171,7 +212,7 @@ class AnswerSynthesisInput(PromptInput):
     plan_summary: str = ""
     results_summary: str = ""
     assessment_summary: str = ""
-    missing_fields: List[str] = Field(default_factory=list)
+    missing_fields: list[str] = Field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------
@@ -195,7 +236,7 @@ class PlanStepOutput(PromptOutput):
 
 class PlanBody(PromptOutput):
     goal: str
-    steps: List[PlanStepOutput] = Field(default_factory=list)
+    steps: list[PlanStepOutput] = Field(default_factory=list)
 
 
 class PlanGenerationOutput(PromptOutput):
@@ -206,23 +247,23 @@ class SemanticIssueOutput(PromptOutput):
     kind: str = "semantic"
     severity: Literal["low", "medium", "high"] = "medium"
     description: str = Field(..., min_length=1)
-    step_id: Optional[str] = None
+    step_id: str | None = None
 
 
 class SemanticValidationOutput(PromptOutput):
-    issues: List[SemanticIssueOutput] = Field(default_factory=list)
+    issues: list[SemanticIssueOutput] = Field(default_factory=list)
     summary: str = ""
 
 
 class RefinementActionOutput(PromptOutput):
     action_type: Literal["ADD", "MODIFY", "REMOVE", "REPLACE"]
-    target_step_id: Optional[str] = None
-    new_step: Optional[PlanStepOutput] = None
+    target_step_id: str | None = None
+    new_step: PlanStepOutput | None = None
     reason: str = ""
 
 
 class RefinementOutput(PromptOutput):
-    actions: List[RefinementActionOutput] = Field(default_factory=list)
+    actions: list[RefinementActionOutput] = Field(default_factory=list)
 
 
 class ConsistencyOutput(PromptOutput):
@@ -236,7 +277,7 @@ class ConvergenceAssessmentOutput(PromptOutput):
     completeness_score: float = Field(..., ge=0.0, le=1.0)
     coherence_score: float = Field(..., ge=0.0, le=1.0)
     consistency: ConsistencyOutput
-    reason_codes: List[str] = Field(default_factory=list)
+    reason_codes: list[str] = Field(default_factory=list)
     summary: str = ""
 
 
@@ -248,17 +289,645 @@ class CritiqueIssueOutput(PromptOutput):
 
 
 class CritiqueOutput(PromptOutput):
-    issues: List[CritiqueIssueOutput] = Field(default_factory=list)
+    issues: list[CritiqueIssueOutput] = Field(default_factory=list)
 
 
 class RepairedJSONOutput(PromptOutput):
-    """A repaired reply is any JSON object; the caller validates it against the original model."""
+    """A repaired reply is any JSON object; the caller validates it against the original model.
+
+    Validating against this model only proves the reply holds a JSON object; the repaired data is
+    read with `validate_output(<original prompt id>, repaired_reply)` (or the original model).
+    """
 
 
 class FinalAnswerOutput(PromptOutput):
     """The model's part of a FinalAnswer; the host adds ttl_exhausted and metadata (FR-041)."""
 
     answer_text: str = Field(..., min_length=1)
-    confidence: Optional[float] = Field(None, ge=0.0, le=1.0)
-    used_step_ids: Optional[List[str]] = None
-    notes: Optional[str] = None
+    confidence: float | None = Field(None, ge=0.0, le=1.0)
+    used_step_ids: list[str] | None = None
+    notes: str | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# Definitions: one per PromptId.
+# --------------------------------------------------------------------------------------------
+
+#: How an empty string or list renders, so a prompt never shows a dangling "Rules:" line.
+NONE_TEXT = "(none)"
+
+
+@dataclass(frozen=True)
+class PromptDefinition:
+    """One prompt's contract: its text, what it takes, and what it must return (if JSON).
+
+    A user prompt has a `template` rendered by field access on the validated input. A system
+    prompt has a `system_phase` instead: its text is the file `<agent>-<phase>.md` (else
+    `BASE-<phase>.md`), so wording per model family changes without code. The checks below run at
+    import, so a template naming a field its input lacks, or an unescaped brace in a JSON example,
+    fails every test instead of the first production call.
+    """
+
+    prompt_id: PromptId
+    template: str
+    input_model: type[PromptInput]
+    output_model: type[PromptOutput] | None
+    description: str
+    system_phase: str | None = None
+    #: For JSON user prompts: the literal example object the template shows the model.
+    example_output: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not issubclass(self.input_model, PromptInput):
+            raise TypeError(f"{self.prompt_id}: input model must derive from PromptInput")
+        if self.output_model is not None and not issubclass(self.output_model, PromptOutput):
+            raise TypeError(f"{self.prompt_id}: output model must derive from PromptOutput")
+        if self.system_phase is not None:
+            if self.template or not issubclass(self.input_model, SystemPromptInput):
+                raise ValueError(
+                    f"{self.prompt_id}: a system prompt takes SystemPromptInput and its text "
+                    "from a template file, not an inline template"
+                )
+        else:
+            unknown = _placeholders(self.template) - set(model_fields(self.input_model))
+            if unknown:
+                raise ValueError(f"{self.prompt_id}: template names unknown fields {unknown}")
+        if self.example_output is not None:
+            if self.output_model is None:
+                raise ValueError(f"{self.prompt_id}: a free-form prompt has no example output")
+            validate_model(self.output_model, self.example_output)
+
+    @property
+    def is_json(self) -> bool:
+        """Whether the prompt's reply is JSON, validated by `validate_output`."""
+        return self.output_model is not None
+
+
+def _placeholders(template: str) -> set[str]:
+    """Field names a format template refers to (`{plan.goal}` refers to `plan`)."""
+    names = set()
+    for _literal, field_name, _spec, _conversion in Formatter().parse(template):
+        if field_name is not None:
+            names.add(re.split(r"[.\[]", field_name, maxsplit=1)[0])
+    return names
+
+
+def _render_value(value: Any) -> str:
+    """A field as prompt text: lists joined with commas, empty values as NONE_TEXT."""
+    text = ", ".join(str(item) for item in value) if isinstance(value, list) else str(value)
+    return text if text.strip() else NONE_TEXT
+
+
+def _system(prompt_id: PromptId, output_model: type[PromptOutput] | None) -> PromptDefinition:
+    """A *_SYSTEM prompt; its phase is the id without the suffix (PLAN_GENERATION_SYSTEM ->
+    plan_generation), which names its template file."""
+    phase = prompt_id.value.removesuffix("_SYSTEM").lower()
+    return PromptDefinition(
+        prompt_id=prompt_id,
+        template="",
+        input_model=SystemPromptInput,
+        output_model=output_model,
+        description=f"system prompt from templates/system/<agent>-{phase}.md",
+        system_phase=phase,
+    )
+
+
+def _json_user(
+    prompt_id: PromptId,
+    input_model: type[PromptInput],
+    output_model: type[PromptOutput],
+    description: str,
+    task: str,
+    example: dict[str, Any],
+    field_rules: str,
+) -> PromptDefinition:
+    """A JSON user prompt: the task, then the literal shape of the reply and its field rules.
+
+    The example is serialised here (and checked against the output model at import), so the shape
+    the model is shown cannot drift from the shape `validate_output` accepts.
+    """
+    shape = json.dumps(example, indent=2).replace("{", "{{").replace("}", "}}")
+    template = (
+        f"{task}\n\n"
+        "Reply with only the JSON object, in exactly this shape (the values only illustrate the "
+        "types; write your own):\n"
+        f"{shape}\n\n"
+        f"{field_rules}\n\n"
+        "No text before or after the object, and no Markdown fences."
+    )
+    return PromptDefinition(
+        prompt_id=prompt_id,
+        template=template,
+        input_model=input_model,
+        output_model=output_model,
+        description=description,
+        example_output=example,
+    )
+
+
+def _free_form(
+    prompt_id: PromptId, input_model: type[PromptInput], description: str, template: str
+) -> PromptDefinition:
+    return PromptDefinition(
+        prompt_id=prompt_id,
+        template=template,
+        input_model=input_model,
+        output_model=None,
+        description=description,
+    )
+
+
+_PROFILE_SCALES = """\
+- reasoning_depth: integer 1 to 5. 1 = a fact or a single lookup; 3 = several connected steps;
+  5 = long, multi-stage reasoning where later parts depend on earlier ones.
+- information_sufficiency: number 0.0 to 1.0: how much of what the answer needs the request
+  itself supplies (1.0 = everything; 0.0 = the answer hinges on facts the request does not give).
+- expected_tool_usage: "none", "minimal", "moderate" or "extensive": how much the work depends
+  on looking things up, calculating or running code.
+- output_breadth: "narrow" (one short answer), "moderate" (a few connected points) or "broad"
+  (a long answer with many parts).
+- confidence_requirement: "low", "medium" or "high": how costly a wrong answer would be.
+- raw_inference: one or two sentences explaining the ratings."""
+
+_PROFILE_EXAMPLE: dict[str, Any] = {
+    "reasoning_depth": 3,
+    "information_sufficiency": 0.7,
+    "expected_tool_usage": "minimal",
+    "output_breadth": "moderate",
+    "confidence_requirement": "medium",
+    "raw_inference": "Several connected steps; the request gives most of the facts needed.",
+}
+
+_PLAN_EXAMPLE: dict[str, Any] = {
+    "plan": {
+        "goal": "One sentence: what the final answer must achieve.",
+        "steps": [
+            {"step_id": "s1", "description": "What this step does and what it must produce."},
+            {"step_id": "s2", "description": "The next piece of work, using the output of s1."},
+        ],
+    }
+}
+
+_PLAN_FIELDS = """\
+- plan.goal: string, required.
+- plan.steps: list of steps in execution order; each has step_id (a short string, unique within
+  the plan, at most 64 characters) and description (a non-empty string)."""
+
+
+def _definitions() -> list[PromptDefinition]:
+    """Every prompt Aeon sends. The texts are the contract the offline adapter and tests follow."""
+    return [
+        # ---- A: task profile -----------------------------------------------------------------
+        _system(PromptId.TASKPROFILE_INFERENCE_SYSTEM, TaskProfileOutput),
+        _json_user(
+            PromptId.TASKPROFILE_INFERENCE_USER,
+            TaskProfileInferenceInput,
+            TaskProfileOutput,
+            "Phase A: rate how much reasoning a request needs; the TTL is computed from it.",
+            "Judge what the request below will take to answer well. Do not answer it.\n\n"
+            "Request:\n{request}\n\n"
+            "Rules the answer will be checked against:\n{rules_summary}\n\n"
+            "Rate the request on these scales:\n" + _PROFILE_SCALES,
+            _PROFILE_EXAMPLE,
+            "Use exactly these field names and only the allowed values listed above.",
+        ),
+        _system(PromptId.TASKPROFILE_UPDATE_SYSTEM, TaskProfileOutput),
+        _json_user(
+            PromptId.TASKPROFILE_UPDATE_USER,
+            TaskProfileUpdateInput,
+            TaskProfileOutput,
+            "Phase D: re-rate a request when the last pass shows its profile was misjudged.",
+            "The task profile below set the budget of reasoning passes for this request. The last "
+            "pass suggests it may be wrong. Re-rate the request.\n\n"
+            "Request:\n{request}\n\n"
+            "Current profile (JSON):\n{current_profile}\n\n"
+            "What the last pass showed:\n{evidence}\n\n"
+            "Change a rating only where the evidence shows it was misjudged: for example, raise "
+            "reasoning_depth when steps keep coming out incomplete, or lower "
+            "information_sufficiency when steps are blocked on facts nobody supplied. Keep every "
+            "other rating as it is, and say in raw_inference what you changed and why.\n\n"
+            "The scales:\n" + _PROFILE_SCALES,
+            _PROFILE_EXAMPLE,
+            "Give all six fields, changed or not, with only the allowed values listed above.",
+        ),
+        # ---- B: plan -------------------------------------------------------------------------
+        _system(PromptId.PLAN_GENERATION_SYSTEM, PlanGenerationOutput),
+        _json_user(
+            PromptId.PLAN_GENERATION_USER,
+            PlanGenerationInput,
+            PlanGenerationOutput,
+            "Phase B: write the plan whose steps the C-loop executes.",
+            "Write a plan for the request below.\n\n"
+            "Request:\n{request}\n\n"
+            "Task profile:\n{profile_summary}\n\n"
+            "Rules the final answer will be checked against:\n{rules_summary}\n\n"
+            "Each step is one concrete piece of work whose output later steps can build on, in "
+            "the order it must be done. Use as few steps as the task needs (usually 2 to 7). A "
+            "step that only restates the request is not a step; the last step assembles the "
+            "results of the earlier ones. When there are rules, make sure some step produces "
+            "what each rule checks for.",
+            _PLAN_EXAMPLE,
+            _PLAN_FIELDS,
+        ),
+        _system(PromptId.VALIDATION_SEMANTIC_SYSTEM, SemanticValidationOutput),
+        _json_user(
+            PromptId.VALIDATION_SEMANTIC_USER,
+            SemanticValidationInput,
+            SemanticValidationOutput,
+            "Phases B and C: find semantic problems in a plan or in a pass's step outputs.",
+            "Check the {artifact_kind} below for semantic problems: does it actually serve the "
+            "request?\n\n"
+            "Request:\n{request}\n\n"
+            "The {artifact_kind} to check:\n{artifact}\n\n"
+            "Look for: parts of the request that nothing covers; steps or outputs that do not "
+            "serve the request; steps in the wrong order or relying on something not produced "
+            "earlier; contradictions; claims stated as fact without support; steps too vague to "
+            "carry out. Do not report style or wording. If there is nothing to report, return an "
+            "empty issues list.",
+            {
+                "issues": [
+                    {
+                        "kind": "missing_coverage",
+                        "severity": "high",
+                        "description": "Nothing covers the cost comparison the request asks for.",
+                        "step_id": None,
+                    },
+                    {
+                        "kind": "ordering",
+                        "severity": "medium",
+                        "description": "s3 uses the totals that s4 computes.",
+                        "step_id": "s3",
+                    },
+                ],
+                "summary": "One sentence: the overall verdict.",
+            },
+            "- issues: list, empty when there is nothing to report. Each issue has kind (a short "
+            'label: "missing_coverage", "irrelevant", "ordering", "contradiction", '
+            '"unsupported_claim" or "vague"), severity ("low", "medium" or "high"; high means '
+            "the answer would be wrong or incomplete without a fix), description (what is wrong "
+            "and where), and step_id (the step concerned, or null).\n"
+            "- summary: one sentence.",
+        ),
+        # ---- C: execute, evaluate, refine ----------------------------------------------------
+        _system(PromptId.REASONING_STEP_SYSTEM, None),
+        _free_form(
+            PromptId.REASONING_STEP_USER,
+            ReasoningStepInput,
+            "Phase C: carry out one plan step; the reply is the step's output.",
+            "Carry out one step of a plan. This is pass {pass_number} over the plan.\n\n"
+            "Request:\n{request}\n\n"
+            "Goal of the plan:\n{goal}\n\n"
+            "Outputs of the steps before this one:\n{prior_outputs}\n\n"
+            "Your step ({step_id}):\n{step_description}\n\n"
+            "Do this step only, and write its result: the content itself (facts, reasoning, "
+            "calculations, text), not a description of what you would do. Build on the earlier "
+            "outputs instead of repeating them. If the step cannot be done with what you have, "
+            'start your reply with "BLOCKED:" and say exactly what is missing. Write plain text '
+            "or Markdown, not JSON.",
+        ),
+        _system(PromptId.CONVERGENCE_ASSESSMENT_SYSTEM, ConvergenceAssessmentOutput),
+        _json_user(
+            PromptId.CONVERGENCE_ASSESSMENT_USER,
+            ConvergenceAssessmentInput,
+            ConvergenceAssessmentOutput,
+            "Phase C: assess whether a pass's outputs answer the request (the host decides).",
+            "Assess whether the work so far fully answers the request. This is pass "
+            "{pass_number}.\n\n"
+            "Request:\n{request}\n\n"
+            "Goal of the plan:\n{goal}\n\n"
+            "Step outputs so far:\n{step_outputs}\n\n"
+            "Semantic validation findings:\n{validation_summary}\n\n"
+            "Rule results:\n{rules_summary}\n\n"
+            "Judge from the outputs above, not from what the plan intended. Be strict: a score "
+            "of 1.0 means nothing at all is missing or wrong.",
+            {
+                "converged": False,
+                "completeness_score": 0.7,
+                "coherence_score": 0.9,
+                "consistency": {
+                    "plan_aligned": True,
+                    "step_aligned": True,
+                    "answer_aligned": False,
+                },
+                "reason_codes": ["incomplete"],
+                "summary": "One or two sentences: what is done and what is still missing.",
+            },
+            "- completeness_score: number 0.0 to 1.0, the share of what the request asks for that "
+            "the outputs actually deliver.\n"
+            "- coherence_score: number 0.0 to 1.0, how well the outputs fit together without "
+            "contradictions or gaps in the reasoning.\n"
+            "- consistency.plan_aligned: true when the plan's steps serve the request's goal.\n"
+            "- consistency.step_aligned: true when every step output does what its step said.\n"
+            "- consistency.answer_aligned: true when the outputs, put together, answer the "
+            "request as asked.\n"
+            "- converged: true only when nothing substantive is missing or wrong.\n"
+            '- reason_codes: short labels for what is still wrong ("incomplete", "incoherent", '
+            '"unsupported_claims", "rule_failed", "off_goal"); an empty list when converged.\n'
+            "- summary: one or two sentences.",
+        ),
+        _system(PromptId.RULE_CRITIQUE_SYSTEM, CritiqueOutput),
+        _json_user(
+            PromptId.RULE_CRITIQUE_USER,
+            CritiqueInput,
+            CritiqueOutput,
+            "Phase C (seed 004 CRITIQUE): say how to fix the output for each failed rule.",
+            "The output below failed some of the rules it is checked against. Say how to fix "
+            "it.\n\n"
+            "Request:\n{request}\n\n"
+            "Output that was checked:\n{artifact}\n\n"
+            "Failed rules (id, severity, message):\n{failed_rules}\n\n"
+            "Name at most 5 issues, each tied to exactly one failed rule above. Do not rewrite "
+            "the output, and raise no issue that is not about a failed rule.",
+            {
+                "issues": [
+                    {
+                        "rule_id": "r1",
+                        "problem": "The output never states the total cost.",
+                        "fix_instruction": "Add a closing line with the total cost in euros.",
+                        "expected_effect": "Rule r1 passes.",
+                    }
+                ]
+            },
+            "- issues: at most 5. rule_id is the id of one failed rule, exactly as listed; problem "
+            "says what in the output makes the rule fail; fix_instruction is one specific, "
+            "actionable change; expected_effect says what will pass after the fix.",
+        ),
+        _system(PromptId.RECURSIVE_REFINEMENT_SYSTEM, RefinementOutput),
+        _json_user(
+            PromptId.RECURSIVE_REFINEMENT_USER,
+            RefinementInput,
+            RefinementOutput,
+            "Phases B and C: revise the pending part of a plan to address listed issues.",
+            "Revise the plan below so that it addresses the listed issues.\n\n"
+            "Request:\n{request}\n\n"
+            "Current plan (JSON):\n{plan}\n\n"
+            "Issues to address:\n{issues}\n\n"
+            "Steps already executed, which must not be changed or removed: {executed_step_ids}\n\n"
+            "Propose at most {max_actions} actions, each of one of these types:\n"
+            "- ADD: a new step, appended to the end of the plan. Give new_step with a step_id "
+            "not used in the plan; target_step_id is null.\n"
+            "- MODIFY: a new description for a pending step. Give target_step_id and new_step "
+            "with the same step_id and the new description.\n"
+            "- REMOVE: drop a pending step that is wrong or redundant. Give target_step_id; "
+            "new_step is null.\n"
+            "- REPLACE: swap a pending step for a different one. Give target_step_id and "
+            "new_step.\n"
+            "Address only the listed issues. If none of them needs a change to the plan, return "
+            "an empty actions list.",
+            {
+                "actions": [
+                    {
+                        "action_type": "ADD",
+                        "target_step_id": None,
+                        "new_step": {"step_id": "s4", "description": "Compare the two totals."},
+                        "reason": "Nothing covers the comparison the request asks for.",
+                    },
+                    {
+                        "action_type": "MODIFY",
+                        "target_step_id": "s2",
+                        "new_step": {"step_id": "s2", "description": "List the costs per year."},
+                        "reason": "s2 was too vague to carry out.",
+                    },
+                    {
+                        "action_type": "REMOVE",
+                        "target_step_id": "s3",
+                        "new_step": None,
+                        "reason": "s3 repeats s2.",
+                    },
+                ]
+            },
+            '- actions: list. action_type is "ADD", "MODIFY", "REMOVE" or "REPLACE"; '
+            "target_step_id is a step id or null; new_step has step_id and description, or is "
+            "null; reason names the issue the action fixes.",
+        ),
+        # ---- recursive planning --------------------------------------------------------------
+        _free_form(
+            PromptId.RECURSIVE_PLAN_GENERATION_USER,
+            RecursivePlanInput,
+            "Break a goal of a larger plan into sub-goals, as a plain list.",
+            "Break a goal into smaller sub-goals. This is nesting level {depth} of a larger plan "
+            "for the request below.\n\n"
+            "Request:\n{request}\n\n"
+            "Goal to break down:\n{parent_goal}\n\n"
+            "Write 2 to 5 sub-goals in the order they must be done, one per line, each starting "
+            'with "- ". Each is a concrete piece of work, and together they cover the whole goal. '
+            "Write nothing else.",
+        ),
+        _json_user(
+            PromptId.RECURSIVE_SUBPLAN_GENERATION_USER,
+            RecursiveSubplanInput,
+            PlanGenerationOutput,
+            "Expand one plan step that is too large into a sub-plan.",
+            "One step of the plan for the request below is too large to carry out in one go. "
+            "Write a sub-plan for it.\n\n"
+            "Request:\n{request}\n\n"
+            "The step to expand ({parent_step_id}):\n{parent_step_description}\n\n"
+            "The sub-plan's goal is what this step must produce. Use 2 to 5 steps, and give "
+            'them ids that start with the parent step\'s id: "{parent_step_id}.1", '
+            '"{parent_step_id}.2", and so on.',
+            {
+                "plan": {
+                    "goal": "What the expanded step must produce.",
+                    "steps": [
+                        {"step_id": "s2.1", "description": "The first part of the step's work."},
+                        {"step_id": "s2.2", "description": "The second part, using s2.1."},
+                    ],
+                }
+            },
+            _PLAN_FIELDS,
+        ),
+        # ---- supervisor repairs --------------------------------------------------------------
+        _system(PromptId.SUPERVISOR_REPAIR_SYSTEM, None),
+        PromptDefinition(
+            prompt_id=PromptId.SUPERVISOR_REPAIR_JSON_USER,
+            template=(
+                "A reply that had to be a JSON object could not be used.\n\n"
+                "Why it was rejected:\n{error}\n\n"
+                "The JSON schema the reply must satisfy:\n{expected_schema}\n\n"
+                "The rejected reply:\n{malformed_output}\n\n"
+                "Rewrite it as one JSON object that satisfies the schema. Keep the content of the "
+                "rejected reply; fix the syntax; add missing required fields with values that fit "
+                "that content; drop fields the schema does not have; use only allowed values.\n\n"
+                "Reply with only the JSON object: no text before or after it, and no Markdown "
+                "fences."
+            ),
+            input_model=RepairJSONInput,
+            output_model=RepairedJSONOutput,
+            description="The one repair round for a JSON reply that failed extraction or "
+            "validation; the shape to reach is the schema in the input.",
+        ),
+        _free_form(
+            PromptId.SUPERVISOR_REPAIR_TOOLCALL_USER,
+            RepairToolCallInput,
+            "Repair a malformed tool call.",
+            'A call to the tool "{tool_name}" was malformed and was not run.\n\n'
+            "Error:\n{error}\n\n"
+            "The call as written:\n{malformed_call}\n\n"
+            "Write the corrected call: the same tool and the same intent, with the arguments "
+            "fixed so that this error cannot happen again. Reply with the corrected call only, in "
+            "the same format as the call above.",
+        ),
+        _free_form(
+            PromptId.SUPERVISOR_REPAIR_PLAN_USER,
+            RepairPlanInput,
+            "Repair a plan that was rejected.",
+            "The plan below, written for this request, was rejected.\n\n"
+            "Request:\n{request}\n\n"
+            "The plan:\n{plan}\n\n"
+            "Why it was rejected:\n{error}\n\n"
+            "Write the corrected plan: keep the steps that are fine, fix the problem named above, "
+            "and keep the format of the plan above. Reply with the corrected plan only.",
+        ),
+        _free_form(
+            PromptId.SUPERVISOR_REPAIR_MISSINGTOOL_USER,
+            RepairMissingToolInput,
+            "Rewrite a step that asks for a tool that is not available.",
+            'A plan step asks for the tool "{tool_name}", which is not available.\n\n'
+            "The step:\n{step_description}\n\n"
+            "Available tools: {available_tools}\n\n"
+            "Rewrite the step so it can be done with the available tools, or by reasoning alone "
+            "if none of them fits. Reply with the rewritten step description only, in one or two "
+            "sentences.",
+        ),
+        # ---- E: answer synthesis -------------------------------------------------------------
+        _system(PromptId.ANSWER_SYNTHESIS_SYSTEM, FinalAnswerOutput),
+        _json_user(
+            PromptId.ANSWER_SYNTHESIS_USER,
+            AnswerSynthesisInput,
+            FinalAnswerOutput,
+            "Phase E: write the final answer from whatever the loop produced (FR-041).",
+            "Write the final answer to the request below from the work that was done.\n\n"
+            "Request:\n{request}\n\n"
+            "How the reasoning loop ended: {convergence_status}, after {total_passes} pass(es) "
+            "and {total_refinements} plan refinement(s); passes left in the budget: "
+            "{ttl_remaining}.\n\n"
+            "Plan:\n{plan_summary}\n\n"
+            "Step results:\n{results_summary}\n\n"
+            "Last assessment:\n{assessment_summary}\n\n"
+            "Data missing from this run: {missing_fields}\n\n"
+            "Answer the request directly, using the step results; do not describe the process. "
+            "If the loop did not converge, ran out of budget or is missing data, still give the "
+            "best answer the results support, and say plainly what is incomplete or uncertain. "
+            "Never invent results that are not shown above.",
+            {
+                "answer_text": "The answer itself, in Markdown if that helps the reader.",
+                "confidence": 0.8,
+                "used_step_ids": ["s1", "s2"],
+                "notes": None,
+            },
+            "- answer_text: the answer itself, never empty.\n"
+            "- confidence: number 0.0 to 1.0, how likely the answer is correct and complete.\n"
+            "- used_step_ids: ids of the steps whose results the answer uses (may be empty).\n"
+            "- notes: caveats for the reader as a string, or null.",
+        ),
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# The registry.
+# --------------------------------------------------------------------------------------------
+
+
+class PromptRegistry:
+    """Looks prompts up by id, renders them from validated input, and validates replies.
+
+    `PromptRegistry()` holds every definition of this module; tests pass their own definitions
+    or template directory to exercise the failure paths without touching the real ones.
+    """
+
+    def __init__(
+        self,
+        definitions: Iterable[PromptDefinition] | None = None,
+        templates_dir: Path = TEMPLATES_DIR,
+    ) -> None:
+        self._definitions: dict[PromptId, PromptDefinition] = {}
+        for definition in _definitions() if definitions is None else definitions:
+            if definition.prompt_id in self._definitions:
+                raise ValueError(f"{definition.prompt_id} is defined twice")
+            self._definitions[definition.prompt_id] = definition
+        self._templates_dir = templates_dir
+
+    def get_definition(self, prompt_id: PromptId | str) -> PromptDefinition:
+        """The definition of `prompt_id`; PromptNotFoundError when it is not registered."""
+        try:
+            return self._definitions[PromptId(prompt_id)]
+        except (ValueError, KeyError):
+            raise PromptNotFoundError(prompt_id) from None
+
+    def get_prompt(
+        self, prompt_id: PromptId | str, input_data: BaseModel | Mapping[str, Any]
+    ) -> str:
+        """The prompt text for `input_data`, validated against the prompt's input model first.
+
+        Raises PromptNotFoundError, pydantic's ValidationError for bad input, TemplateNotFound
+        for a system prompt without a template file, and RenderingError when a template fails.
+        """
+        definition = self.get_definition(prompt_id)
+        if isinstance(input_data, BaseModel):
+            input_data = dump_model(input_data)
+        data = validate_model(definition.input_model, input_data)
+        if definition.system_phase is not None:
+            agent = cast(SystemPromptInput, data).agent  # __post_init__ guarantees the type
+            return load_system_template(definition.system_phase, agent, self._templates_dir)
+        fields = {name: _render_value(getattr(data, name)) for name in model_fields(type(data))}
+        try:
+            return definition.template.format_map(fields)
+        except (KeyError, IndexError, AttributeError, ValueError, TypeError) as error:
+            raise RenderingError(definition.prompt_id, error) from error
+
+    def output_schema(self, prompt_id: PromptId | str) -> str:
+        """The JSON schema of the prompt's output model, as text for the JSON repair prompt."""
+        definition = self.get_definition(prompt_id)
+        if definition.output_model is None:
+            raise NoOutputModelError(definition.prompt_id)
+        return json.dumps(json_schema(definition.output_model), indent=2)
+
+    @overload
+    def validate_output(
+        self,
+        prompt_id: PromptId | str,
+        llm_response: str | Mapping[str, Any],
+        output_model: type[ModelT],
+    ) -> ModelT: ...
+
+    @overload
+    def validate_output(
+        self,
+        prompt_id: PromptId | str,
+        llm_response: str | Mapping[str, Any],
+        output_model: None = None,
+    ) -> BaseModel: ...
+
+    def validate_output(
+        self,
+        prompt_id: PromptId | str,
+        llm_response: str | Mapping[str, Any],
+        output_model: type[BaseModel] | None = None,
+    ) -> BaseModel:
+        """The reply's JSON, extracted in seed 000's order and validated against the model.
+
+        `output_model` defaults to the prompt's own; passing one validates a reply against
+        another contract (a repaired reply against the original prompt's model). Raises
+        NoOutputModelError for a free-form prompt without an explicit model, JSONExtractionError
+        when no JSON is found, and pydantic's ValidationError when the JSON does not fit.
+        """
+        definition = self.get_definition(prompt_id)
+        model = output_model or definition.output_model
+        if model is None:
+            raise NoOutputModelError(definition.prompt_id)
+        return validate_model(model, extract_json(llm_response, definition.prompt_id))
+
+
+@lru_cache(maxsize=1)
+def default_registry() -> PromptRegistry:
+    """The process-wide registry of every definition in this module."""
+    return PromptRegistry()
+
+
+def validate_output(
+    prompt_id: PromptId | str,
+    llm_response: str | Mapping[str, Any],
+    output_model: type[BaseModel] | None = None,
+) -> BaseModel:
+    """`PromptRegistry.validate_output` on the default registry."""
+    return default_registry().validate_output(prompt_id, llm_response, output_model)
