@@ -1,0 +1,140 @@
+"""LLMSettings.from_env and build_adapter: defaults, parsing, clear errors, the key kept secret."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llm.factory import LLMSettings, build_adapter
+from llm.offline import OfflineLLM
+from llm.openai_adapter import OpenAIAdapter
+from llm.scripted import ScriptedLLM
+
+SECRET = "sk-factory-secret-42"
+
+
+def test_the_default_is_offline_with_no_delay():
+    settings = LLMSettings.from_env({})
+
+    adapter = build_adapter(settings)
+
+    assert settings.kind == "offline"
+    assert (settings.timeout, settings.max_retries, settings.delay_ms) == (60.0, 3, 0.0)
+    assert isinstance(adapter, OfflineLLM) and adapter.delay == 0.0
+
+
+def test_every_variable_is_read():
+    env = {
+        "AEON_LLM": " OpenAI ",
+        "AEON_LLM_BASE_URL": "http://127.0.0.1:11434/v1",
+        "AEON_LLM_MODEL": "llama3.1",
+        "AEON_LLM_API_KEY": SECRET,
+        "AEON_LLM_TIMEOUT": "2.5",
+        "AEON_LLM_MAX_RETRIES": "0",
+        "AEON_LLM_DELAY_MS": "15",
+        "AEON_LLM_SCRIPT": "/tmp/script.json",
+    }
+
+    settings = LLMSettings.from_env(env)
+
+    assert settings.kind == "openai"
+    assert settings.base_url == "http://127.0.0.1:11434/v1" and settings.model == "llama3.1"
+    assert settings.api_key is not None and settings.api_key.get_secret_value() == SECRET
+    assert (settings.timeout, settings.max_retries, settings.delay_ms) == (2.5, 0, 15.0)
+    assert settings.script == Path("/tmp/script.json")
+
+
+def test_the_key_falls_back_to_openai_api_key():
+    settings = LLMSettings.from_env({"OPENAI_API_KEY": SECRET})
+    preferred = LLMSettings.from_env({"OPENAI_API_KEY": "other", "AEON_LLM_API_KEY": SECRET})
+
+    assert settings.api_key is not None and settings.api_key.get_secret_value() == SECRET
+    assert preferred.api_key is not None and preferred.api_key.get_secret_value() == SECRET
+
+
+def test_the_key_never_shows_in_repr_str_or_dump():
+    settings = LLMSettings.from_env({"AEON_LLM_API_KEY": SECRET})
+
+    for text in (repr(settings), str(settings), settings.model_dump_json()):
+        assert SECRET not in text
+
+
+async def test_openai_adapter_is_built_from_settings():
+    env = {
+        "AEON_LLM": "openai",
+        "AEON_LLM_BASE_URL": "http://127.0.0.1:9/v1",
+        "AEON_LLM_MODEL": "m",
+        "AEON_LLM_TIMEOUT": "3",
+        "AEON_LLM_MAX_RETRIES": "1",
+    }
+
+    adapter = build_adapter(LLMSettings.from_env(env))
+    try:
+        assert isinstance(adapter, OpenAIAdapter)
+        assert (adapter.model, adapter.timeout, adapter.max_retries) == ("m", 3.0, 1)
+        assert adapter.family == "openai"
+    finally:
+        await adapter.aclose()
+
+
+@pytest.mark.parametrize(
+    ("env", "missing"),
+    [
+        ({}, "AEON_LLM_BASE_URL and AEON_LLM_MODEL"),
+        ({"AEON_LLM_MODEL": "m"}, "AEON_LLM_BASE_URL"),
+        ({"AEON_LLM_BASE_URL": "http://h/v1"}, "AEON_LLM_MODEL"),
+    ],
+)
+def test_openai_without_endpoint_or_model_says_what_is_missing(env, missing):
+    settings = LLMSettings.from_env({"AEON_LLM": "openai", **env})
+
+    with pytest.raises(ValueError, match=f"needs {missing} "):
+        build_adapter(settings)
+
+
+async def test_scripted_adapter_reads_its_script_and_delay(tmp_path):
+    path = tmp_path / "script.json"
+    path.write_text(json.dumps({"PLAN_GENERATION_USER": "x"}), encoding="utf-8")
+    env = {"AEON_LLM": "scripted", "AEON_LLM_SCRIPT": str(path), "AEON_LLM_DELAY_MS": "20"}
+
+    adapter = build_adapter(LLMSettings.from_env(env))
+
+    assert isinstance(adapter, ScriptedLLM)
+    assert adapter.delay == 0.02
+    assert isinstance(adapter.fallback, OfflineLLM) and adapter.fallback.delay == 0.02
+
+
+def test_scripted_without_a_script_is_refused():
+    with pytest.raises(ValueError, match="AEON_LLM_SCRIPT"):
+        build_adapter(LLMSettings.from_env({"AEON_LLM": "scripted"}))
+
+
+def test_offline_delay_comes_from_milliseconds():
+    adapter = build_adapter(LLMSettings.from_env({"AEON_LLM_DELAY_MS": "250"}))
+
+    assert isinstance(adapter, OfflineLLM) and adapter.delay == 0.25
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"AEON_LLM": "gpt"}, "AEON_LLM must be one of offline, openai, scripted"),
+        ({"AEON_LLM_TIMEOUT": "soon"}, "AEON_LLM_TIMEOUT must be a number"),
+        ({"AEON_LLM_TIMEOUT": "0"}, "AEON_LLM_TIMEOUT must be more than 0"),
+        ({"AEON_LLM_TIMEOUT": "nan"}, "AEON_LLM_TIMEOUT must be more than 0"),
+        ({"AEON_LLM_MAX_RETRIES": "2.5"}, "AEON_LLM_MAX_RETRIES must be a whole number"),
+        ({"AEON_LLM_MAX_RETRIES": "-1"}, "AEON_LLM_MAX_RETRIES must be at least 0"),
+        ({"AEON_LLM_DELAY_MS": "-5"}, "AEON_LLM_DELAY_MS must be at least 0"),
+    ],
+)
+def test_bad_values_name_the_variable(env, message):
+    with pytest.raises(ValueError, match=message):
+        LLMSettings.from_env(env)
+
+
+def test_blank_values_mean_the_default():
+    settings = LLMSettings.from_env({"AEON_LLM": " ", "AEON_LLM_TIMEOUT": "", "AEON_LLM_MODEL": ""})
+
+    assert (settings.kind, settings.timeout, settings.model) == ("offline", 60.0, None)
