@@ -19,14 +19,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from llm.base import LLMAdapter
 from llm.offline import OfflineLLM
-from llm.openai_adapter import OpenAIAdapter
 from llm.scripted import ScriptedLLM
+
+if TYPE_CHECKING:
+    from llm.openai_adapter import OpenAIAdapter
 
 AdapterKind = Literal["offline", "openai", "scripted"]
 KINDS: tuple[AdapterKind, ...] = ("offline", "openai", "scripted")
@@ -80,12 +82,15 @@ def build_adapter(settings: LLMSettings) -> LLMAdapter:
 
 def _openai(settings: LLMSettings) -> OpenAIAdapter:
     required = {"AEON_LLM_BASE_URL": settings.base_url, "AEON_LLM_MODEL": settings.model}
-    missing = [name for name, value in required.items() if not value]
-    if missing or not settings.base_url or not settings.model:
+    if not settings.base_url or not settings.model:
+        missing = [name for name, value in required.items() if not value]
         raise ValueError(
             f"AEON_LLM=openai needs {' and '.join(missing)} "
             "(e.g. AEON_LLM_BASE_URL=http://localhost:11434/v1 AEON_LLM_MODEL=llama3.1)"
         )
+    # Imported here: the openai client costs ~0.25 s of start-up the offline default never needs.
+    from llm.openai_adapter import OpenAIAdapter
+
     return OpenAIAdapter(
         base_url=settings.base_url,
         model=settings.model,
