@@ -47,7 +47,7 @@ MODEL_NAME = "aeon-offline"
 REVIEW_STEP = "Review the answer for accuracy and completeness"
 OFFLINE_NOTICE = "This answer was produced by Aeon's offline model: no LLM was called."
 
-MIN_STEPS, MAX_STEPS = 2, 6
+MIN_STEPS, MAX_STEPS, MAX_SUBSTEPS = 2, 6, 5
 MAX_CRITIQUE_ISSUES = 5
 MAX_DESCRIPTION = 200
 
@@ -140,14 +140,14 @@ def clauses(request: str) -> list[str]:
     return [part for part in parts if part]
 
 
-def plan_steps(request: str) -> list[str]:
-    """2–6 step descriptions from the request's clauses (extra clauses fold into the last)."""
+def plan_steps(request: str, most: int = MAX_STEPS) -> list[str]:
+    """2 to `most` step descriptions from the request's clauses (extra ones fold into the last)."""
     parts = clauses(request) or [_sentence(request) or "The request"]
     if len(parts) < MIN_STEPS:
         subject = parts[0]
         parts = [f"Work out what is asked: {subject}", f"Answer it: {subject}"]
-    if len(parts) > MAX_STEPS:
-        parts = [*parts[: MAX_STEPS - 1], "; ".join(parts[MAX_STEPS - 1 :])]
+    if len(parts) > most:
+        parts = [*parts[: most - 1], "; ".join(parts[most - 1 :])]
     return [_shorten(part) for part in parts]
 
 
@@ -199,20 +199,27 @@ def _profile_update(data: TaskProfileUpdateInput) -> dict[str, Any]:
     return {**kept, "raw_inference": note}
 
 
-def _plan(goal: str, descriptions: list[str]) -> dict[str, Any]:
+def _plan(goal: str, descriptions: list[str], prefix: str = "s") -> dict[str, Any]:
     steps = [
-        {"step_id": f"s{number}", "description": description}
+        {"step_id": f"{prefix}{number}", "description": description}
         for number, description in enumerate(descriptions, start=1)
     ]
     return {"plan": {"goal": _shorten(goal, 300), "steps": steps}}
 
 
-def _plan_for_request(data: PlanGenerationInput | RecursivePlanInput | RepairPlanInput) -> dict:
+def _plan_for_request(data: PlanGenerationInput) -> dict[str, Any]:
     return _plan(data.request, plan_steps(data.request))
 
 
+def _subgoals(data: RecursivePlanInput) -> str:
+    """Free-form: one "- " line per sub-goal, as the prompt asks."""
+    return "\n".join(f"- {goal}" for goal in plan_steps(data.parent_goal, MAX_SUBSTEPS))
+
+
 def _subplan(data: RecursiveSubplanInput) -> dict[str, Any]:
-    return _plan(data.parent_step_description, plan_steps(data.parent_step_description))
+    """Sub-steps take the parent's id as prefix (s2.1, s2.2, ...), as the prompt asks."""
+    steps = plan_steps(data.parent_step_description, MAX_SUBSTEPS)
+    return _plan(data.parent_step_description, steps, prefix=f"{data.parent_step_id}.")
 
 
 def _reasoning_step(data: ReasoningStepInput) -> str:
@@ -311,19 +318,37 @@ def _repair_json(data: RepairJSONInput) -> dict[str, Any]:
     return _first_json_object(data.malformed_output) or {}
 
 
-def _repair_tool_call(data: RepairToolCallInput) -> dict[str, Any]:
+def _repair_tool_call(data: RepairToolCallInput) -> str:
+    """The call as written with its unclosed brackets closed: the one fix that needs no model."""
     found = _first_json_object(data.malformed_call)
-    return found if found is not None else {"tool": data.tool_name, "arguments": {}}
+    if found is not None:
+        return json.dumps(found, ensure_ascii=False)
+    return data.malformed_call.strip() + _missing_closers(data.malformed_call)
 
 
-def _repair_missing_tool(data: RepairMissingToolInput) -> dict[str, Any]:
-    tool = data.available_tools[0] if data.available_tools else None
-    return {
-        "tool": tool,
-        "missing_tool": data.tool_name,
-        "step_description": _shorten(data.step_description),
-        "note": "Offline model: the first available tool stands in, or none.",
-    }
+def _missing_closers(text: str) -> str:
+    pairs = {"(": ")", "[": "]", "{": "}"}
+    open_brackets: list[str] = []
+    for char in text:
+        if char in pairs:
+            open_brackets.append(pairs[char])
+        elif open_brackets and char == open_brackets[-1]:
+            open_brackets.pop()
+    return "".join(reversed(open_brackets))
+
+
+def _repair_plan(data: RepairPlanInput) -> str:
+    """The plan as given when it parses, else a fresh plan from the request's clauses."""
+    found = _first_json_object(data.plan)
+    reply = found if found is not None else _plan(data.request, plan_steps(data.request))
+    return json.dumps(reply, ensure_ascii=False)
+
+
+def _repair_missing_tool(data: RepairMissingToolInput) -> str:
+    step = _sentence(_shorten(data.step_description))
+    if data.available_tools:
+        return f"{step}, using {data.available_tools[0]} instead of {data.tool_name}."
+    return f"{step}, by reasoning alone ({data.tool_name} is not available)."
 
 
 def _answer(data: AnswerSynthesisInput) -> dict[str, Any]:
@@ -355,8 +380,8 @@ _REPLIES: dict[PromptId, tuple[type[PromptInput], _Handler]] = {
     PromptId.TASKPROFILE_INFERENCE_USER: (TaskProfileInferenceInput, _profile),
     PromptId.TASKPROFILE_UPDATE_USER: (TaskProfileUpdateInput, _profile_update),
     PromptId.PLAN_GENERATION_USER: (PlanGenerationInput, _plan_for_request),
-    PromptId.RECURSIVE_PLAN_GENERATION_USER: (RecursivePlanInput, _plan_for_request),
-    PromptId.SUPERVISOR_REPAIR_PLAN_USER: (RepairPlanInput, _plan_for_request),
+    PromptId.RECURSIVE_PLAN_GENERATION_USER: (RecursivePlanInput, _subgoals),
+    PromptId.SUPERVISOR_REPAIR_PLAN_USER: (RepairPlanInput, _repair_plan),
     PromptId.RECURSIVE_SUBPLAN_GENERATION_USER: (RecursiveSubplanInput, _subplan),
     PromptId.REASONING_STEP_USER: (ReasoningStepInput, _reasoning_step),
     PromptId.VALIDATION_SEMANTIC_USER: (SemanticValidationInput, _semantic_validation),

@@ -80,24 +80,7 @@ SAMPLES: dict[PromptId, r.PromptInput] = {
 }
 SAMPLES.update({prompt_id: SYSTEM for prompt_id in PromptId if prompt_id.endswith("_SYSTEM")})
 
-# The registry's documented split (prompts/registry.py): which prompts reply with which JSON.
-OUTPUT_MODELS: dict[str, type[r.PromptOutput]] = {
-    "TASKPROFILE_INFERENCE": r.TaskProfileOutput,
-    "TASKPROFILE_UPDATE": r.TaskProfileOutput,
-    "PLAN_GENERATION": r.PlanGenerationOutput,
-    "RECURSIVE_SUBPLAN_GENERATION": r.PlanGenerationOutput,
-    "RECURSIVE_REFINEMENT": r.RefinementOutput,
-    "VALIDATION_SEMANTIC": r.SemanticValidationOutput,
-    "CONVERGENCE_ASSESSMENT": r.ConvergenceAssessmentOutput,
-    "SUPERVISOR_REPAIR_JSON": r.RepairedJSONOutput,
-    "ANSWER_SYNTHESIS": r.FinalAnswerOutput,
-    "RULE_CRITIQUE": r.CritiqueOutput,
-}
-
-
-def output_model(prompt_id: PromptId) -> type[r.PromptOutput] | None:
-    stem = prompt_id.value.removesuffix("_USER").removesuffix("_SYSTEM")
-    return OUTPUT_MODELS.get(stem)
+REGISTRY = r.default_registry()
 
 
 async def reply_json(make_call, prompt_id: PromptId, data: r.PromptInput) -> dict:
@@ -105,20 +88,23 @@ async def reply_json(make_call, prompt_id: PromptId, data: r.PromptInput) -> dic
     return json.loads(reply.text)
 
 
-def test_samples_cover_every_prompt_id():
-    assert set(SAMPLES) == set(PromptId)
+@pytest.mark.parametrize("prompt_id", list(PromptId), ids=lambda p: p.value)
+def test_samples_are_the_registered_input_models(prompt_id):
+    assert type(SAMPLES[prompt_id]) is REGISTRY.get_definition(prompt_id).input_model
 
 
 @pytest.mark.parametrize("prompt_id", list(PromptId), ids=lambda p: p.value)
 async def test_reply_fits_the_prompt_contract(make_call, prompt_id):
-    reply = await OfflineLLM().complete(make_call(prompt_id, SAMPLES[prompt_id]))
+    data = SAMPLES[prompt_id]
+    call = make_call(prompt_id, data, instructions=REGISTRY.get_prompt(prompt_id, data))
+
+    reply = await OfflineLLM().complete(call)
 
     assert reply.text.strip()
     assert reply.model == "aeon-offline"
     assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
-    model = output_model(prompt_id)
-    if model is not None:
-        model.model_validate(json.loads(reply.text))
+    if REGISTRY.get_definition(prompt_id).is_json:
+        REGISTRY.validate_output(prompt_id, reply.text)
 
 
 @pytest.mark.parametrize("prompt_id", list(PromptId), ids=lambda p: p.value)
@@ -289,6 +275,48 @@ async def test_critique_names_one_issue_per_failed_rule_at_most_five(make_call):
     )
     assert [issue["rule_id"] for issue in sample["issues"]] == ["R1", "R2"]
     assert sample["issues"][0]["problem"] == "Rule R1 failed: Must mention complexity."
+
+
+async def test_subgoals_are_dash_lines(make_call):
+    data = r.RecursivePlanInput(request=REQUEST, parent_goal="Measure. Compare. Report.")
+    reply = await OfflineLLM().complete(make_call(PromptId.RECURSIVE_PLAN_GENERATION_USER, data))
+
+    assert reply.text.splitlines() == ["- Measure", "- Compare", "- Report"]
+
+
+async def test_subplan_ids_extend_the_parent_id(make_call):
+    data = SAMPLES[PromptId.RECURSIVE_SUBPLAN_GENERATION_USER]
+    body = await reply_json(make_call, PromptId.RECURSIVE_SUBPLAN_GENERATION_USER, data)
+
+    assert [step["step_id"] for step in body["plan"]["steps"]] == ["s1.1", "s1.2"]
+
+
+@pytest.mark.parametrize(
+    ("prompt_id", "data", "expected"),
+    [
+        (
+            PromptId.SUPERVISOR_REPAIR_TOOLCALL_USER,
+            r.RepairToolCallInput(tool_name="f", malformed_call='f(x, [1, {"a": 2', error="e"),
+            'f(x, [1, {"a": 2}])',
+        ),
+        (
+            PromptId.SUPERVISOR_REPAIR_MISSINGTOOL_USER,
+            r.RepairMissingToolInput(tool_name="calc", step_description="add them"),
+            "Add them, by reasoning alone (calc is not available).",
+        ),
+    ],
+)
+async def test_free_form_repairs(make_call, prompt_id, data, expected):
+    reply = await OfflineLLM().complete(make_call(prompt_id, data))
+
+    assert reply.text == expected
+
+
+async def test_plan_repair_keeps_a_plan_that_parses(make_call):
+    plan = {"plan": {"goal": "g", "steps": [{"step_id": "s1", "description": "a"}]}}
+    data = r.RepairPlanInput(request=REQUEST, plan=json.dumps(plan) + " trailing", error="e")
+
+    assert await reply_json(make_call, PromptId.SUPERVISOR_REPAIR_PLAN_USER, data) == plan
 
 
 @pytest.mark.parametrize(
