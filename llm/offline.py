@@ -6,9 +6,11 @@ The texts below are model *replies*, i.e. data, not prompts.
 
 Across a run it behaves like a model that improves once, so the loop visibly refines:
 
-- pass 1: the pass's semantic validation reports one low-severity issue (no final review step) and
-  the convergence assessment says completeness 0.85, not converged; refinement ADDs the review step;
-- pass 2 on: validation finds nothing, the assessment says converged (0.97 / 0.95, all aligned).
+- pass 1: the convergence assessment says completeness 0.85, not converged; the pass's semantic
+  validation reports one low-severity issue because no step output mentions the final review
+  step; refinement ADDs that step (REVIEW_STEP) under a fresh id;
+- pass 2 on: the assessment says converged (0.97 / 0.95, all aligned), and validation finds
+  nothing once the executed review step's output (which restates its description) is in the pass.
 
 Its final answers say plainly that they come from the offline model and that no LLM was called.
 """
@@ -20,6 +22,8 @@ import json
 import re
 from collections.abc import Callable
 from typing import Any
+
+from pydantic import ValidationError
 
 from llm.base import LLMCall, LLMError, LLMReply, TokenUsage
 from prompts.registry import (
@@ -40,6 +44,7 @@ from prompts.registry import (
     SemanticValidationInput,
     SystemPromptInput,
     TaskProfileInferenceInput,
+    TaskProfileOutput,
     TaskProfileUpdateInput,
 )
 
@@ -59,6 +64,7 @@ _CLAUSE_BREAK = re.compile(
     re.IGNORECASE,
 )
 _STEP_ID = re.compile(r"\bs(\d+)\b")
+_STEP_MENTION = re.compile(r"\bs\d+(?:\.\d+)*\b")
 # "id, severity, message" (also "- id: message"); the severity word is dropped from the message.
 _RULE_LINE = re.compile(
     r"^[-*\s]*([^,:\s]+)\s*[,:]?\s*(?:(?:fail|warn|info)\b\s*[,:]?\s*)?(.*)$", re.IGNORECASE
@@ -152,11 +158,15 @@ def plan_steps(request: str, most: int = MAX_STEPS) -> list[str]:
 
 
 def _step_ids(text: str) -> list[str]:
-    """Step ids (s1, s2, ...) mentioned in `text`, first mention first."""
-    return list(dict.fromkeys(f"s{n}" for n in _STEP_ID.findall(text)))
+    """Step ids (s1, s2.1, ...) mentioned in `text`, first mention first."""
+    return list(dict.fromkeys(_STEP_MENTION.findall(text)))
 
 
 def _first_json_object(text: str) -> dict[str, Any] | None:
+    """What a model repairing JSON would do: the first object, trailing commas forgiven.
+
+    This is the offline model's reply logic, not the host's extraction (`validate_output`).
+    """
     decoder = json.JSONDecoder()
     for candidate in (text, re.sub(r",\s*([}\]])", r"\1", text)):
         for match in re.finditer(r"\{", candidate):
@@ -170,7 +180,7 @@ def _first_json_object(text: str) -> dict[str, Any] | None:
 
 
 # --------------------------------------------------------------------------------------------
-# Replies, one per input model.
+# Replies, one per prompt.
 # --------------------------------------------------------------------------------------------
 
 DEFAULT_PROFILE: dict[str, Any] = {
@@ -196,6 +206,10 @@ def _profile_update(data: TaskProfileUpdateInput) -> dict[str, Any]:
     current = _first_json_object(data.current_profile) or {}
     kept = {key: current.get(key, value) for key, value in DEFAULT_PROFILE.items()}
     note = "Offline model (no LLM was called): the profile in force is kept unchanged."
+    try:
+        TaskProfileOutput.model_validate(kept)
+    except ValidationError:
+        kept, note = DEFAULT_PROFILE, "Offline model (no LLM was called): the default profile."
     return {**kept, "raw_inference": note}
 
 

@@ -70,7 +70,7 @@ SAMPLES: dict[PromptId, r.PromptInput] = {
         total_refinements=1,
         ttl_remaining=2,
         plan_summary="s1 compare; s2 pick; s3 explain",
-        results_summary="s1: quicksort vs mergesort\ns3: quicksort is faster on average",
+        results_summary="s1: quicksort vs mergesort\ns3: quicksort is faster\ns3.1: on average",
     ),
     PromptId.RULE_CRITIQUE_USER: r.CritiqueInput(
         request=REQUEST,
@@ -185,6 +185,15 @@ async def test_profile_update_keeps_the_profile_in_force(make_call):
 
     assert body["reasoning_depth"] == 4 and body["output_breadth"] == "broad"
     assert body["information_sufficiency"] == 0.5
+
+
+async def test_profile_update_replaces_an_invalid_profile_with_the_default(make_call):
+    data = r.TaskProfileUpdateInput(
+        request=REQUEST, current_profile='{"reasoning_depth": 9}', evidence="e"
+    )
+    body = await reply_json(make_call, PromptId.TASKPROFILE_UPDATE_USER, data)
+
+    assert body["reasoning_depth"] == 3
 
 
 async def test_the_loop_refines_once_then_converges(make_call):
@@ -341,9 +350,9 @@ async def test_answer_says_offline_and_composes_the_results(make_call):
     )
 
     assert "offline model" in answer.answer_text and "no LLM was called" in answer.answer_text
-    assert "quicksort is faster on average" in answer.answer_text
+    assert "s3: quicksort is faster" in answer.answer_text
     assert answer.confidence == 0.5
-    assert answer.used_step_ids == ["s1", "s3"]
+    assert answer.used_step_ids == ["s1", "s3", "s3.1"]
 
 
 async def test_delay_stands_in_for_latency_without_blocking(make_call):
