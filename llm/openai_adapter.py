@@ -72,8 +72,11 @@ class OpenAIAdapter:
             try:
                 return await self._attempt(call)
             except LLMError as error:
-                if not error.transient or attempt == self.max_retries:
+                if not error.transient:
                     raise
+                if attempt == self.max_retries:
+                    attempts = f"gave up after {attempt + 1} attempt(s)"
+                    raise LLMError(f"{error} ({attempts})", transient=True) from None
                 delay = self._backoff(attempt)
                 log.warning(
                     "LLM call %s failed (attempt %d of %d), retrying in %.2fs: %s",
