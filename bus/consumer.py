@@ -1,0 +1,423 @@
+"""One consumer group on one stream: read in batches, dedupe, handle, commit, recover.
+
+Why not FastStream's subscriber: it reads, decodes, logs and acks one message at a time, and
+measured (DESIGN.md) at ~1,300 µs of CPU per hop against ~80 µs for batched redis-py; it also
+leaves a failed message pending forever. This loop keeps the same Redis commands but does the
+per-message work once per batch, and owns the recovery rules:
+
+- Reads up to `max_records` entries per XREADGROUP, as many as there are free slots.
+- Dedupe: before handling, `SET lock NX PX lease` per entry (pipelined for the whole batch).
+  A lock that says "done" means the event was handled before (a duplicate publish or a crash
+  between publish and ack): ack and skip. A lock held by another live consumer: leave the entry
+  pending; its owner's heartbeat keeps claiming it back.
+- A handler that raises is retried in-process with backoff; after `handler_attempts` the event
+  goes to dead letters and the route's `give_up` decides what carries the run on.
+- Heartbeat: in-flight entries are re-claimed by their owner (XCLAIM JUSTID, which does not
+  count as a delivery) and their locks extended, so a slow LLM call is never mistaken for a
+  dead worker.
+- Recovery: entries idle longer than `claim_idle_ms` in anyone's pending list are claimed; an
+  entry delivered `max_deliveries` times goes to dead letters (it keeps killing workers).
+- NOGROUP (Redis lost its data): the group is recreated and reading goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from bus.codec import DecodeError, Fields, Routable, decode
+from bus.commit import Commit, Committer
+from bus.deadletter import DeadLetter
+from bus.keys import Keys
+from bus.settings import BusSettings
+
+log = logging.getLogger("aeon.bus")
+
+#: True while handling an event that may have been handled before (a claimed entry or a retry):
+#: only then is the memo worth a read. A first delivery cannot have memoised replies.
+redelivered: contextvars.ContextVar[bool] = contextvars.ContextVar("redelivered", default=False)
+
+Handler = Callable[[Any], Awaitable[Sequence[Routable]]]
+GiveUp = Callable[[DeadLetter], Sequence[Routable]]
+_TRANSIENT = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+@dataclass(frozen=True)
+class Route:
+    """What one phase consumes, how it handles it, and what carries a run on when it gives up."""
+
+    stream: str
+    group: str
+    types: Mapping[str, type[BaseModel]]
+    handle: Handler
+    give_up: GiveUp
+
+
+@dataclass(slots=True)
+class Delivery:
+    entry_id: bytes
+    fields: Fields
+    deliveries: int
+
+
+class Consumer:
+    def __init__(
+        self,
+        redis: Redis,
+        route: Route,
+        settings: BusSettings,
+        committer: Committer,
+        keys: Keys,
+    ) -> None:
+        self.route = route
+        self._redis = redis
+        self._settings = settings
+        self._committer = committer
+        self._keys = keys
+        self._stream_key = keys.stream(route.stream)
+        self._group = keys.group(route.group)
+        self._in_flight: dict[bytes, asyncio.Task[None]] = {}
+        self._locks: dict[bytes, str] = {}
+        self._slot_freed = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self.handled = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def ensure_group(self) -> None:
+        """Create the group (and stream) if missing; start from the beginning so nothing
+        published before the first worker started is skipped."""
+        try:
+            await self._redis.xgroup_create(self._stream_key, self._group, id="0", mkstream=True)
+        except ResponseError as error:
+            if "BUSYGROUP" not in str(error):
+                raise
+
+    async def run(self) -> None:
+        """Read, recover and heartbeat until `stop()`; then let in-flight events finish."""
+        await self.ensure_group()
+        background = [
+            asyncio.create_task(self._recover_forever(), name=f"claim-{self.route.group}"),
+            asyncio.create_task(self._heartbeat_forever(), name=f"heartbeat-{self.route.group}"),
+        ]
+        try:
+            await self._read_forever()
+            await self._drain()
+        finally:
+            for task in background:
+                task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._slot_freed.set()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    async def _drain(self) -> None:
+        tasks = list(self._in_flight.values())
+        if not tasks:
+            return
+        _, pending = await asyncio.wait(tasks, timeout=self._settings.shutdown_grace_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            log.warning(
+                "%s: %d events unfinished at shutdown stay pending for others to claim",
+                self._group,
+                len(pending),
+            )
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def _read_forever(self) -> None:
+        backoff = _Backoff()
+        while not self._stopping.is_set():
+            free = self._settings.concurrency - len(self._in_flight)
+            if free <= 0:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+                continue
+            try:
+                reply = await self._redis.xreadgroup(
+                    self._group,
+                    self._settings.consumer_name,
+                    {self._stream_key: ">"},
+                    count=min(free, self._settings.max_records),
+                    block=self._settings.block_ms,
+                )
+            except ResponseError as error:
+                await self._on_response_error(error)
+                continue
+            except _TRANSIENT as error:
+                await backoff.wait(f"{self._group}: reading failed", error)
+                continue
+            backoff.reset()
+            for _stream, entries in reply or ():
+                self._start([Delivery(entry_id, fields, 1) for entry_id, fields in entries])
+
+    async def _on_response_error(self, error: ResponseError) -> None:
+        if "NOGROUP" in str(error):
+            log.warning("%s: group or stream is gone (Redis lost data?); recreating", self._group)
+            await self.ensure_group()
+        else:
+            log.error("%s: %s", self._group, error)
+            await asyncio.sleep(1.0)
+
+    def _start(self, batch: list[Delivery]) -> None:
+        fresh = [d for d in batch if d.entry_id not in self._in_flight]
+        if not fresh:
+            return
+        task = asyncio.create_task(self._process_batch(fresh))
+        for delivery in fresh:
+            self._in_flight[delivery.entry_id] = task
+
+    # -- processing ------------------------------------------------------------------------
+
+    async def _process_batch(self, batch: list[Delivery]) -> None:
+        """Decode and lock the whole batch in one round trip, then handle each concurrently."""
+        try:
+            events, rejects = [], []
+            for delivery in batch:
+                try:
+                    event = decode(
+                        delivery.fields, self.route.types, self._settings.max_event_bytes
+                    )
+                    events.append((delivery, event))
+                except DecodeError as error:
+                    rejects.append(self._give_up(delivery, None, f"undecodable: {error}", None))
+            owned = await self._acquire(events)
+            await asyncio.gather(*rejects, *(self._process(d, e, st) for d, e, st in owned))
+        finally:
+            for delivery in batch:
+                self._in_flight.pop(delivery.entry_id, None)
+            self._slot_freed.set()
+
+    def _decode(self, delivery: Delivery) -> Any:
+        return decode(delivery.fields, self.route.types, self._settings.max_event_bytes)
+
+    async def _acquire(self, events: list[tuple[Delivery, Any]]) -> list[tuple[Delivery, Any, str]]:
+        """Lock each event for this consumer: "mine", "done" (handled before) or "busy"."""
+        if not events:
+            return []
+        pipe = self._redis.pipeline(transaction=False)
+        me = self._settings.consumer_name.encode()
+        for _, event in events:
+            key = self._keys.lock(self._group, event.event_id)
+            pipe.set(key, me, nx=True, px=self._settings.lock_lease_ms)
+            pipe.get(key)
+        replies = await pipe.execute()
+        owned = []
+        for index, (delivery, event) in enumerate(events):
+            took, holder = replies[2 * index], replies[2 * index + 1]
+            state = "mine" if took else ("done" if holder == b"done" else "busy")
+            owned.append((delivery, event, state))
+        return owned
+
+    async def _process(self, delivery: Delivery, event: Any, state: str) -> None:
+        lock_key = self._keys.lock(self._group, event.event_id)
+        if state == "done":
+            await self._commit(delivery, [], lock_key=None)
+            return
+        if state == "busy":
+            return
+        if delivery.deliveries > self._settings.max_deliveries:
+            reason = f"delivered {delivery.deliveries} times without completing"
+            await self._give_up(delivery, event, reason, lock_key)
+            return
+        self._locks[delivery.entry_id] = lock_key
+        try:
+            outputs, error = await self._handle_with_retries(delivery, event)
+        finally:
+            self._locks.pop(delivery.entry_id, None)
+        if error:
+            reason = f"handler failed {self._settings.handler_attempts} times: {error}"
+            await self._give_up(delivery, event, reason, lock_key)
+            return
+        await self._commit(delivery, outputs, lock_key)
+        self.handled += 1
+
+    async def _handle_with_retries(
+        self, delivery: Delivery, event: Any
+    ) -> tuple[Sequence[Routable], str]:
+        """The handler's outputs, or the last error after `handler_attempts` tries."""
+        attempts = self._settings.handler_attempts
+        error_text = ""
+        for attempt in range(1, attempts + 1):
+            token = redelivered.set(delivery.deliveries > 1 or attempt > 1)
+            try:
+                return await self.route.handle(event), ""
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # a handler bug or an outage; retried, then dead-lettered
+                error_text = f"{type(error).__name__}: {error}"
+                log.warning(
+                    "%s: handling %s failed (attempt %d/%d): %s",
+                    self._group,
+                    event.event_id,
+                    attempt,
+                    attempts,
+                    error_text,
+                )
+                if attempt < attempts:
+                    await asyncio.sleep(self._settings.retry_backoff_s * 2 ** (attempt - 1))
+            finally:
+                redelivered.reset(token)
+        return (), error_text
+
+    async def _give_up(
+        self, delivery: Delivery, event: Any | None, reason: str, lock_key: str | None
+    ) -> None:
+        dead = DeadLetter(
+            stream=self.route.stream,
+            group=self.route.group,
+            entry_id=delivery.entry_id.decode(),
+            fields=delivery.fields,
+            reason=reason,
+            deliveries=delivery.deliveries,
+            event=event,
+        )
+        log.error("%s: dead-lettered %s: %s", self._group, dead.entry_id, reason)
+        try:
+            outputs = list(self.route.give_up(dead))
+        except Exception as error:  # give_up must never keep an entry from leaving
+            log.error("%s: give_up failed for %s: %s", self._group, dead.entry_id, error)
+            outputs = []
+        await self._commit(delivery, outputs, lock_key=lock_key, dead=dead)
+
+    async def _commit(
+        self,
+        delivery: Delivery,
+        outputs: Sequence[Routable],
+        lock_key: str | None,
+        dead: DeadLetter | None = None,
+    ) -> None:
+        await self._committer.commit(
+            Commit(
+                stream_key=self._stream_key,
+                group=self._group,
+                entry_id=delivery.entry_id,
+                outputs=list(outputs),
+                lock_key=lock_key,
+                dead=dead,
+            )
+        )
+
+    # -- recovery and heartbeat ------------------------------------------------------------
+
+    async def _recover_forever(self) -> None:
+        backoff = _Backoff()
+        while not self._stopping.is_set():
+            try:
+                claimed = await self.recover_once()
+            except ResponseError as error:
+                await self._on_response_error(error)
+                continue
+            except _TRANSIENT as error:
+                await backoff.wait(f"{self._group}: claiming failed", error)
+                continue
+            backoff.reset()
+            if not claimed:
+                await self._sleep(self._settings.claim_interval_s)
+
+    async def recover_once(self) -> int:
+        """Claim entries idle past `claim_idle_ms`; returns how many were taken over."""
+        free = self._settings.concurrency - len(self._in_flight)
+        if free <= 0:
+            return 0
+        pending = await self._redis.xpending_range(
+            self._stream_key,
+            self._group,
+            min="-",
+            max="+",
+            count=min(free, self._settings.max_records),
+            idle=self._settings.claim_idle_ms,
+        )
+        counts = {
+            p["message_id"]: p["times_delivered"]
+            for p in pending
+            if p["message_id"] not in self._in_flight
+        }
+        if not counts:
+            return 0
+        entries = await self._redis.xclaim(
+            self._stream_key,
+            self._group,
+            self._settings.consumer_name,
+            self._settings.claim_idle_ms,
+            list(counts),
+        )
+        present = [(entry_id, fields) for entry_id, fields in entries if fields]
+        await self._ack_vanished(set(counts) - {entry_id for entry_id, _ in present})
+        self._start([Delivery(i, f, counts.get(i, 1) + 1) for i, f in present])
+        if present:
+            log.info("%s: claimed %d idle entries", self._group, len(present))
+        return len(present)
+
+    async def _ack_vanished(self, entry_ids: set[bytes]) -> None:
+        """Entries trimmed from the stream while pending can never be handled: drop them."""
+        if entry_ids:
+            await self._redis.xack(self._stream_key, self._group, *entry_ids)
+
+    async def _heartbeat_forever(self) -> None:
+        """Keep what this consumer is working on: reclaim its entries, extend its locks."""
+        interval = self._settings.lock_lease_ms / 3000
+        while True:
+            await asyncio.sleep(interval)
+            if not self._locks:
+                continue
+            try:
+                await self.heartbeat_once()
+            except (ResponseError, *_TRANSIENT) as error:
+                log.warning("%s: heartbeat failed: %s", self._group, error)
+
+    async def heartbeat_once(self) -> None:
+        locks = dict(self._locks)
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.xclaim(
+            self._stream_key,
+            self._group,
+            self._settings.consumer_name,
+            0,
+            list(locks),
+            justid=True,
+        )
+        for lock_key in locks.values():
+            pipe.pexpire(lock_key, self._settings.lock_lease_ms)
+        await pipe.execute()
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+
+
+class _Backoff:
+    """Exponential wait for Redis outages, logging once per outage rather than per attempt."""
+
+    def __init__(self) -> None:
+        self._delay = 0.0
+
+    async def wait(self, what: str, error: BaseException) -> None:
+        if self._delay == 0.0:
+            log.warning("%s (%s); retrying until Redis answers", what, type(error).__name__)
+        self._delay = min(max(self._delay * 2, 0.1), 5.0)
+        await asyncio.sleep(self._delay)
+
+    def reset(self) -> None:
+        if self._delay:
+            log.info("Redis answers again")
+        self._delay = 0.0

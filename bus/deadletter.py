@@ -1,0 +1,48 @@
+"""Dead letters: events the pipeline gave up on, kept whole with the reason and attempt count.
+
+An entry on the dead-letter stream is flat fields (readable with `redis-cli XRANGE`): where it
+came from, why it died, how many times it was delivered, and the original type/cid/body, so an
+operator can inspect it and `aeon dlq replay` can put it back exactly as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from bus.codec import Fields, text
+
+
+@dataclass
+class DeadLetter:
+    stream: str
+    group: str
+    entry_id: str
+    fields: Fields
+    reason: str
+    deliveries: int
+    #: The decoded event when the entry decoded; None for entries that are not events at all.
+    event: Any | None = None
+
+    @property
+    def correlation_id(self) -> str:
+        return getattr(self.event, "correlation_id", None) or text(self.fields, b"cid")
+
+    def to_fields(self) -> dict[str, str | bytes]:
+        return {
+            "source_stream": self.stream,
+            "group": self.group,
+            "entry_id": self.entry_id,
+            "reason": self.reason,
+            "deliveries": str(self.deliveries),
+            "failed_at": datetime.now(UTC).isoformat(),
+            "type": self.fields.get(b"type", b""),
+            "cid": self.fields.get(b"cid", b""),
+            "body": self.fields.get(b"body", b""),
+        }
+
+
+def original_fields(record: Fields) -> dict[bytes, bytes]:
+    """The entry as it was before it died: what `replay` puts back on its stream."""
+    return {name: record[name] for name in (b"type", b"cid", b"body") if record.get(name)}

@@ -1,0 +1,36 @@
+"""Every Redis key Aeon uses, in one place, namespaced by the configured prefix.
+
+Keys that a single command or script must touch together share a hash tag (`{...}`), so the
+same code runs on Redis Cluster: the answers stream and the per-run answer keys live in one slot.
+Nothing else needs two keys at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Keys:
+    prefix: str
+
+    def stream(self, name: str) -> str:
+        if name == "answers":
+            return f"{self.prefix}:{{answers}}"
+        return f"{self.prefix}:{name}"
+
+    def group(self, phase: str) -> str:
+        return f"phase-{phase}"
+
+    def answer(self, correlation_id: str) -> str:
+        return f"{self.prefix}:{{answers}}:{correlation_id}"
+
+    def lock(self, group: str, event_id: str) -> str:
+        return f"{self.prefix}:lock:{group}:{event_id}"
+
+    def memo(self, key: str) -> str:
+        return f"{self.prefix}:memo:{key}"
+
+    @property
+    def dead_letter(self) -> str:
+        return self.stream("dead-letter")

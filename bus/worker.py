@@ -1,0 +1,62 @@
+"""A worker process's bus side: one committer, one consumer per route, a clean stop.
+
+`stop()` (SIGTERM in `aeon worker`) stops reading and claiming; events in flight finish within
+the grace period and are acked; anything unfinished stays pending for another worker to claim.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from redis.asyncio import Redis
+
+from bus.commit import Committer
+from bus.consumer import Consumer, Route
+from bus.keys import Keys
+from bus.memo import RedisMemo
+from bus.settings import BusSettings, redact
+
+log = logging.getLogger("aeon.bus")
+
+
+class BusWorker:
+    def __init__(self, redis: Redis, settings: BusSettings) -> None:
+        self.redis = redis
+        self.settings = settings
+        self.keys = Keys(settings.prefix)
+        self.committer = Committer(redis, self.keys, settings)
+        self.memo = RedisMemo(redis, self.keys, self.committer)
+        self.consumers: list[Consumer] = []
+
+    def add(self, routes: Sequence[Route]) -> None:
+        for route in routes:
+            self.consumers.append(
+                Consumer(self.redis, route, self.settings, self.committer, self.keys)
+            )
+
+    async def start(self) -> None:
+        """Create every group before reading, so a request published now is not missed."""
+        for consumer in self.consumers:
+            await consumer.ensure_group()
+
+    async def run(self) -> None:
+        await self.start()
+        url = redact(self.settings.redis_url or "")
+        groups = ", ".join(c.route.group for c in self.consumers)
+        log.info("worker %s consuming [%s] on %s", self.settings.consumer_name, groups, url)
+        flusher = asyncio.create_task(self.committer.run(), name="committer")
+        try:
+            await asyncio.gather(*(c.run() for c in self.consumers))
+        finally:
+            self.committer.close()
+            await flusher
+
+    def stop(self) -> None:
+        for consumer in self.consumers:
+            consumer.stop()
+
+    @property
+    def in_flight(self) -> int:
+        return sum(c.in_flight for c in self.consumers)
