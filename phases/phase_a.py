@@ -1,0 +1,45 @@
+"""Phase A: infer the TaskProfile and allocate the run's TTL (DESIGN.md, "The phases").
+
+A profile is only a judgement of effort, so a failed inference must not stop the run: the default
+profile stands in, `run.profile_is_default` says so, and a note says why.
+"""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+
+from phases import summaries
+from phases.deps import PhaseDeps
+from phases.events import Event, RequestSubmitted, TaskProfiled
+from phases.models import TaskProfile
+from prompts.registry import PromptId, TaskProfileInferenceInput, TaskProfileOutput
+
+
+async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
+    """RequestSubmitted → TaskProfiled, with the profile and `ttl_remaining` set."""
+    run = event.initial_state()
+    session = deps.session(event.correlation_id, run.usage)
+    data = TaskProfileInferenceInput(
+        request=run.request, rules_summary=summaries.rules_summary(run.rules)
+    )
+    try:
+        output = await session.json(
+            PromptId.TASKPROFILE_INFERENCE_USER, data, TaskProfileOutput, scope="a"
+        )
+        profile = profile_from_output(output, version=1)
+    except (*summaries.LLM_FAILURES, ValidationError) as error:
+        profile = TaskProfile.default()
+        run.profile_is_default = True
+        run.notes.append(
+            summaries.failure_note("A", "profile inference", error, "using the default profile")
+        )
+    run.profile = profile
+    run.ttl_remaining = profile.allocate_ttl(cap=run.max_ttl)
+    return [event.child(TaskProfiled, run=run)]
+
+
+def profile_from_output(output: TaskProfileOutput, version: int) -> TaskProfile:
+    """The domain profile from the LLM's reply (only the fields TaskProfile knows)."""
+    fields = {k: v for k, v in output.model_dump().items() if k in TaskProfile.model_fields}
+    fields["profile_version"] = version
+    return TaskProfile(**fields)

@@ -1,0 +1,165 @@
+"""What the phase handlers share: run data formatted into prompt *fields*, and failure handling.
+
+The prompt text itself lives in prompts/registry.py; these helpers only turn the run's data
+(rules, profile, plan, step outputs, findings) into the strings the registry's input models
+carry, so each phase describes its state the same way and no two phases drift apart. Beside
+them: which exceptions count as LLM trouble, the note a handler leaves when it degrades, and
+the LoopExited event every loop exit is made with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from llm.base import LLMError
+from phases.events import Event, ExitReason, LoopExited, RunState
+from phases.llm_calls import LLMOutputError, as_json_text
+from phases.models import (
+    ConvergenceAssessment,
+    CritiqueIssue,
+    Evaluation,
+    ExecutionPass,
+    Plan,
+    PlanStep,
+    Rule,
+    RuleFinding,
+    TaskProfile,
+)
+
+#: What a handler catches from an LLM call: the adapter gave up, or the reply stayed unusable
+#: after its one repair. Anything else (a missing template, a rendering bug) is a defect and is
+#: left to the wiring's retry and dead-letter path.
+LLM_FAILURES: tuple[type[Exception], ...] = (LLMError, LLMOutputError)
+
+
+def failure_note(phase: str, what: str, error: Exception, consequence: str) -> str:
+    """One line for `run.notes`, so Phase E and operators can see what degraded and why."""
+    return f"phase {phase}: {what} failed ({type(error).__name__}: {error}); {consequence}"
+
+
+def loop_exit(event: Event, run: RunState, reason: ExitReason, detail: str) -> LoopExited:
+    """The loop's end, made from `event` (deterministic id), carrying the run as it stands."""
+    return event.child(LoopExited, reason=reason, detail=detail, request=run.request, run=run)
+
+
+def rules_summary(rules: Iterable[Rule]) -> str:
+    """The request's rules, one per line, as the LLM should see them (no rules → empty)."""
+    return "\n".join(_rule_line(rule) for rule in rules)
+
+
+def _rule_line(rule: Rule) -> str:
+    check = rule.check
+    how = f"content matches /{check.search}/" if check.type == "content" else "executable check"
+    text = rule.description or check.expected or how
+    return f"- {rule.id} [{rule.severity}, weight {rule.weight}]: {text} ({how})"
+
+
+def profile_summary(profile: TaskProfile | None) -> str:
+    """The profile's judgement in one line (the plan's size should follow the depth)."""
+    if profile is None:
+        return ""
+    return (
+        f"reasoning_depth={profile.reasoning_depth}, "
+        f"information_sufficiency={profile.information_sufficiency}, "
+        f"expected_tool_usage={profile.expected_tool_usage}, "
+        f"output_breadth={profile.output_breadth}, "
+        f"confidence_requirement={profile.confidence_requirement}"
+    )
+
+
+def profile_json(profile: TaskProfile) -> str:
+    return as_json_text(profile)
+
+
+def plan_json(plan: Plan) -> str:
+    """The plan without step outputs: what refinement may act on, not what the steps said."""
+    steps = [
+        {"step_id": s.step_id, "description": s.description, "status": s.status} for s in plan.steps
+    ]
+    return as_json_text({"goal": plan.goal, "steps": steps})
+
+
+def plan_text(plan: Plan) -> str:
+    """The plan as the validator reads it: goal, then one step per line."""
+    lines = [f"goal: {plan.goal}"]
+    lines += [f"- {s.step_id}: {s.description}" for s in plan.steps]
+    return "\n".join(lines)
+
+
+def step_outputs(steps: Iterable[PlanStep]) -> str:
+    """Outputs of executed steps, each under its id and description, blank line between."""
+    return "\n\n".join(f"[{s.step_id}] {s.description}\n{s.output or ''}" for s in steps)
+
+
+def combined_output(plan: Plan) -> str:
+    """The work so far: every done step's output in plan order, as rules' checks search it."""
+    return "\n\n".join(s.output or "" for s in plan.steps if s.status == "done")
+
+
+def rule_results_text(evaluation: Evaluation | None) -> str:
+    """The host's rule verdicts, one per line, with the score (no rules → empty)."""
+    if evaluation is None:
+        return ""
+    lines = [f"score {evaluation.score}, passed: {evaluation.passed}"]
+    lines += [f"- {r.id}: {r.verdict} ({r.details})" for r in evaluation.rule_results]
+    return "\n".join(lines)
+
+
+def findings_text(findings: Iterable[RuleFinding]) -> str:
+    """Failed rules for the critique, one per line: id, severity, message."""
+    return "\n".join(f"{f.id}, {f.severity}, {f.message}" for f in findings)
+
+
+def critique_text(issues: Iterable[CritiqueIssue]) -> str:
+    """Critique issues as refinement input: each keeps the rule it is tied to."""
+    return "\n".join(
+        f"- [{i.rule_id}] {i.problem} Fix: {i.fix_instruction}".rstrip() for i in issues
+    )
+
+
+def findings_as_issues(findings: Iterable[RuleFinding]) -> str:
+    """Failed rules as refinement input, when the critique gave nothing usable."""
+    return "\n".join(f"- [{f.id}] rule failed: {f.message}" for f in findings)
+
+
+def pass_issues_text(record: ExecutionPass) -> str:
+    """What a pass left to fix, without rules: validation issues, the assessment, blocked steps."""
+    lines = (
+        [f"- [{i.severity}] {i.description}" for i in record.validation.issues]
+        if (record.validation)
+        else []
+    )
+    if record.assessment:
+        lines += _assessment_gaps(record.assessment)
+    lines += [f"- step {s} is blocked: its execution failed" for s in record.blocked_step_ids]
+    return "\n".join(lines)
+
+
+def _assessment_gaps(assessment: ConvergenceAssessment) -> list[str]:
+    c = assessment.consistency
+    flags = {"plan": c.plan_aligned, "step": c.step_aligned, "answer": c.answer_aligned}
+    unaligned = [name for name, aligned in flags.items() if not aligned]
+    lines = [
+        f"- assessment: completeness {assessment.completeness_score}, "
+        f"coherence {assessment.coherence_score}"
+        + (f"; not aligned: {', '.join(unaligned)}" if unaligned else "")
+    ]
+    lines += [f"- assessment: {code}" for code in assessment.reason_codes]
+    return lines
+
+
+def pass_evidence(record: ExecutionPass) -> str:
+    """What Phase D shows the profile update: how the last pass went, in a few lines."""
+    lines = [
+        f"pass {record.pass_number}: converged={record.converged}, score={record.score}",
+        f"executed steps: {', '.join(record.executed_step_ids) or 'none'}",
+        f"blocked steps: {', '.join(record.blocked_step_ids) or 'none'}",
+        f"validation issues:\n{record.validation.text() if record.validation else 'not run'}",
+    ]
+    if record.assessment:
+        a = record.assessment
+        lines.append(
+            f"assessment: completeness={a.completeness_score}, coherence={a.coherence_score}, "
+            f"reasons={', '.join(a.reason_codes) or 'none'}"
+        )
+    return "\n".join(lines)
