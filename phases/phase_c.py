@@ -1,0 +1,339 @@
+"""Phase C: one execution pass — execute the pending steps, evaluate, decide, refine.
+
+The host decides convergence from the evidence, never from the LLM's own `converged` flag:
+
+- with rules that were judged: converged iff the rule evaluation passed and no step is blocked;
+- otherwise (no rules, or none that could be run): converged iff the assessment meets the
+  default rubric, validation found no high-severity issue, and no step is blocked.
+
+A pass that does not converge ends the loop when the score stagnated (moved less than epsilon on
+two passes in a row) or when it was the last allowed pass; else the plan is refined for the next
+pass and Phase D decides, from TTL, whether there is one. A refinement that leaves nothing to
+execute would make the next pass re-judge the same outputs, so it ends the loop here instead.
+
+Every output is a pure function of the input event and the (memoised) LLM replies: the same
+event handled twice makes no new LLM call and returns events with the same ids.
+"""
+
+from __future__ import annotations
+
+from phases import evaluation, summaries
+from phases.deps import LoopSettings, PhaseDeps
+from phases.events import Event, ExitReason, PassCompleted, PassRequested, PlanReady, RunState
+from phases.llm_calls import LLMSession
+from phases.models import (
+    ConvergenceAssessment,
+    CritiqueIssue,
+    Evaluation,
+    ExecutionPass,
+    Plan,
+    SemanticValidationReport,
+)
+from phases.phase_b import adopt, refine, refinement_budget, validate
+from prompts.registry import (
+    ConvergenceAssessmentInput,
+    ConvergenceAssessmentOutput,
+    CritiqueInput,
+    CritiqueOutput,
+    PromptId,
+    ReasoningStepInput,
+)
+
+MAX_CRITIQUE_ISSUES = 5
+#: How REASONING_STEP_USER asks a model to say a step cannot be done (a reply protocol, not text
+#: sent to the model).
+BLOCKED_MARKER = "BLOCKED:"
+
+
+async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Event]:
+    """One pass → PassCompleted (loop goes on via D) or LoopExited (with the reason)."""
+    run = event.run.model_copy(deep=True)
+    settings = deps.settings
+    number = len(run.passes) + 1
+    if number > settings.max_passes:
+        detail = f"pass {number} would exceed the limit of {settings.max_passes} passes"
+        return [summaries.loop_exit(event, run, "max_passes", detail)]
+    if run.plan is None:
+        return [summaries.loop_exit(event, run, "failed", "phase C got a run without a plan")]
+    plan = run.plan
+    session = deps.session(event.correlation_id, run.usage)
+    record = await execute(session, run, plan, number)
+    try:
+        await evaluate(session, run, plan, record, settings)
+    except summaries.LLM_FAILURES as error:
+        run.passes.append(record)
+        detail = f"evaluation of pass {number} failed: {error}"
+        return [summaries.loop_exit(event, run, "failed", detail)]
+    scores = [p.score for p in run.passes] + [record.score]
+    reason = exit_reason(record.converged, scores, number, settings)
+    if reason is None:
+        stop = await refine_for_next_pass(session, run, plan, record, settings)
+    else:
+        stop = (reason, explain_exit(reason, run, record, scores, settings))
+    run.passes.append(record)
+    if stop is not None:
+        return [summaries.loop_exit(event, run, *stop)]
+    return [event.child(PassCompleted, run=run)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Execute.
+# ---------------------------------------------------------------------------------------------
+
+
+async def execute(session: LLMSession, run: RunState, plan: Plan, number: int) -> ExecutionPass:
+    """Run every pending step in plan order; a step that cannot be done is marked blocked.
+
+    Blocked ("failed") means the LLM call failed or the model replied BLOCKED; the other steps
+    still run, and the pass cannot converge.
+    Each step sees the outputs of the steps done before it, in this pass and earlier ones.
+    """
+    prior = [s for s in plan.steps if s.status == "done"]
+    record = ExecutionPass(pass_number=number)
+    for index, step in enumerate(plan.steps):
+        if step.executed:
+            continue
+        data = ReasoningStepInput(
+            request=run.request,
+            goal=plan.goal,
+            step_id=step.step_id,
+            step_description=step.description,
+            prior_outputs=summaries.step_outputs(prior),
+            pass_number=number,
+        )
+        output, problem = await _attempt(session, data, f"c/p{number}/step:{step.step_id}")
+        status = "failed" if problem else "done"
+        plan.steps[index] = step.model_copy(
+            update={"status": status, "output": output, "executed_in_pass": number}
+        )
+        if problem:
+            record.blocked_step_ids.append(step.step_id)
+            run.notes.append(f"phase C: step {step.step_id} is blocked in pass {number}: {problem}")
+        else:
+            prior.append(plan.steps[index])
+            record.executed_step_ids.append(step.step_id)
+    return record
+
+
+async def _attempt(
+    session: LLMSession, data: ReasoningStepInput, scope: str
+) -> tuple[str | None, str | None]:
+    """The step's output, and why it is blocked (LLM failure or a BLOCKED reply) or None."""
+    try:
+        output = await session.text(PromptId.REASONING_STEP_USER, data, scope=scope)
+    except summaries.LLM_FAILURES as error:
+        return None, f"{type(error).__name__}: {error}"
+    return output, (output.strip() if is_blocked_reply(output) else None)
+
+
+def is_blocked_reply(output: str) -> bool:
+    """The model said the step cannot be done with what it has: the step is blocked."""
+    return output.lstrip().upper().startswith(BLOCKED_MARKER)
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluate and decide.
+# ---------------------------------------------------------------------------------------------
+
+
+async def evaluate(
+    session: LLMSession, run: RunState, plan: Plan, record: ExecutionPass, settings: LoopSettings
+) -> None:
+    """Fill the pass's rule evaluation, validation, assessment, score and convergence.
+
+    The rules are checked first (on the host) so the assessment can be shown their results.
+    """
+    number = record.pass_number
+    if run.rules:
+        record.evaluation = await evaluation.evaluate_rules(
+            run.rules,
+            summaries.combined_output(plan),
+            run.threshold,
+            allow_executable=settings.allow_executable_checks,
+            timeout=settings.executable_check_timeout,
+        )
+    outputs = summaries.step_outputs(s for s in plan.steps if s.status == "done")
+    record.validation = await validate(
+        session, run.request, "pass", outputs, scope=f"c/p{number}/validate"
+    )
+    record.assessment = await assess(session, run, plan, outputs, record, number)
+    by_rules = evaluation.judged(run.rules, record.evaluation)
+    record.converged = is_converged(
+        by_rules=by_rules,
+        evaluation=record.evaluation,
+        assessment=record.assessment,
+        validation=record.validation,
+        blocked=bool(record.blocked_step_ids),
+    )
+    record.score = pass_score(by_rules, record.evaluation, record.assessment)
+
+
+async def assess(
+    session: LLMSession,
+    run: RunState,
+    plan: Plan,
+    outputs: str,
+    record: ExecutionPass,
+    number: int,
+) -> ConvergenceAssessment:
+    """The LLM's view of the pass: evidence for the host's decision, not the decision."""
+    data = ConvergenceAssessmentInput(
+        request=run.request,
+        goal=plan.goal,
+        pass_number=number,
+        step_outputs=outputs,
+        validation_summary=record.validation.text() if record.validation else "",
+        rules_summary=summaries.rule_results_text(record.evaluation),
+    )
+    output = await session.json(
+        PromptId.CONVERGENCE_ASSESSMENT_USER,
+        data,
+        ConvergenceAssessmentOutput,
+        scope=f"c/p{number}/assess",
+    )
+    return ConvergenceAssessment.model_validate(output.model_dump())
+
+
+def is_converged(
+    *,
+    by_rules: bool,
+    evaluation: Evaluation | None,
+    assessment: ConvergenceAssessment,
+    validation: SemanticValidationReport,
+    blocked: bool,
+) -> bool:
+    """The host's decision (module docstring); the assessment's own `converged` is not used."""
+    if blocked:
+        return False
+    if by_rules:
+        return evaluation is not None and evaluation.passed
+    high = any(issue.severity == "high" for issue in validation.issues)
+    return assessment.meets_default_rubric() and not high
+
+
+def pass_score(
+    by_rules: bool, evaluation: Evaluation | None, assessment: ConvergenceAssessment
+) -> float:
+    """The number stagnation watches: the rule score when rules decide, else the assessment's."""
+    return evaluation.score if by_rules and evaluation is not None else assessment.score
+
+
+def stagnated(scores: list[float], epsilon: float) -> bool:
+    """The score moved less than `epsilon` on each of the last two passes (needs three scores)."""
+    if len(scores) < 3:
+        return False
+    a, b, c = scores[-3:]
+    return abs(c - b) < epsilon and abs(b - a) < epsilon
+
+
+def exit_reason(
+    converged: bool, scores: list[float], number: int, settings: LoopSettings
+) -> ExitReason | None:
+    """Why the loop ends after this pass, or None to refine and go on (TTL is Phase D's call)."""
+    if converged:
+        return "converged"
+    if stagnated(scores, settings.stagnation_epsilon):
+        return "stagnated"
+    if number >= settings.max_passes:
+        return "max_passes"
+    return None
+
+
+def explain_exit(
+    reason: ExitReason,
+    run: RunState,
+    record: ExecutionPass,
+    scores: list[float],
+    settings: LoopSettings,
+) -> str:
+    """The LoopExited detail: which evidence ended the loop, in words an operator can check."""
+    number = record.pass_number
+    if reason == "converged":
+        by_rules = evaluation.judged(run.rules, record.evaluation)
+        basis = "the rule evaluation passed" if by_rules else "the default rubric is met"
+        return f"pass {number} converged: {basis} (score {record.score})"
+    if reason == "stagnated":
+        last = ", ".join(str(s) for s in scores[-3:])
+        return (
+            f"the score moved less than {settings.stagnation_epsilon} on two passes in a row "
+            f"(last scores: {last})"
+        )
+    return f"pass {number} did not converge and was the last of {settings.max_passes} allowed"
+
+
+# ---------------------------------------------------------------------------------------------
+# Refine for the next pass.
+# ---------------------------------------------------------------------------------------------
+
+
+async def refine_for_next_pass(
+    session: LLMSession, run: RunState, plan: Plan, record: ExecutionPass, settings: LoopSettings
+) -> tuple[ExitReason, str] | None:
+    """Refine the plan from this pass's evidence; an exit (reason, detail) if nothing is left."""
+    number = record.pass_number
+    issues = await issues_to_fix(session, run, plan, record)
+    budget = refinement_budget(settings, run)
+    if budget < 1:
+        return _nothing_left(plan, number, "the run's refinement budget is spent")
+    try:
+        outcome = await refine(
+            session, run.request, plan, issues, budget, scope=f"c/p{number}/refine"
+        )
+    except summaries.LLM_FAILURES as error:
+        what = f"refinement after pass {number}"
+        run.notes.append(summaries.failure_note("C", what, error, "plan kept"))
+        return _nothing_left(plan, number, f"{what} failed: {error}", reason="failed")
+    adopt(run, outcome)
+    record.refinement = outcome
+    why = f"refinement applied {len(outcome.applied)} action(s), rejected {len(outcome.rejected)}"
+    return _nothing_left(outcome.plan, number, why)
+
+
+def _nothing_left(
+    plan: Plan, number: int, why: str, reason: ExitReason = "stagnated"
+) -> tuple[ExitReason, str] | None:
+    """An exit when no step is pending: the next pass would only re-judge the same outputs."""
+    if plan.pending():
+        return None
+    return (
+        reason,
+        f"pass {number} did not converge and no step is left to execute ({why}); "
+        "another pass would only re-judge the same outputs",
+    )
+
+
+async def issues_to_fix(
+    session: LLMSession, run: RunState, plan: Plan, record: ExecutionPass
+) -> str:
+    """Failed rules → the critique's issues (seed 004); otherwise the pass's own evidence."""
+    ev = record.evaluation
+    findings = [*ev.failed, *ev.warnings] if ev is not None else []
+    if not (findings and evaluation.judged(run.rules, ev)):
+        return summaries.pass_issues_text(record)
+    data = CritiqueInput(
+        request=run.request,
+        artifact=summaries.combined_output(plan),
+        failed_rules=summaries.findings_text(findings),
+    )
+    try:
+        output = await session.json(
+            PromptId.RULE_CRITIQUE_USER,
+            data,
+            CritiqueOutput,
+            scope=f"c/p{record.pass_number}/critique",
+        )
+    except summaries.LLM_FAILURES as error:
+        run.notes.append(
+            summaries.failure_note("C", "critique", error, "refining from the failed rules")
+        )
+        return summaries.findings_as_issues(findings)
+    issues = [CritiqueIssue.model_validate(i.model_dump()) for i in output.issues]
+    record.critique = tied_issues(issues, {f.id for f in findings})
+    if not record.critique:
+        return summaries.findings_as_issues(findings)
+    return summaries.critique_text(record.critique)
+
+
+def tied_issues(issues: list[CritiqueIssue], failed_ids: set[str]) -> list[CritiqueIssue]:
+    """At most five issues, each tied to a rule that failed; anything else is dropped."""
+    return [issue for issue in issues if issue.rule_id in failed_ids][:MAX_CRITIQUE_ISSUES]
