@@ -1,0 +1,329 @@
+"""The bus runtime against a real Redis: delivery, dedupe, poison, retries, recovery, answers.
+
+These use tiny events of their own so they test the transport, not the phases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import ClassVar
+
+import pytest
+from pydantic import BaseModel
+from redis.asyncio import Redis
+
+from bus.codec import encode
+from bus.commit import Commit
+from bus.consumer import Consumer, Route
+from bus.deadletter import DeadLetter
+from bus.settings import BusSettings
+from bus.worker import BusWorker
+
+
+class Ping(BaseModel):
+    STREAM: ClassVar[str] = "in"
+    event_id: str
+    correlation_id: str
+    n: int
+
+
+class Pong(BaseModel):
+    STREAM: ClassVar[str] = "out"
+    event_id: str
+    correlation_id: str
+    n: int
+
+
+class Answer(BaseModel):
+    STREAM: ClassVar[str] = "answers"
+    event_id: str
+    correlation_id: str
+    text: str
+
+
+def ping(n: int, event_id: str | None = None) -> Ping:
+    return Ping(event_id=event_id or uuid.uuid4().hex, correlation_id=f"run-{n}", n=n)
+
+
+def pong_of(event: Ping) -> list[Pong]:
+    return [Pong(event_id=f"{event.event_id}/pong", correlation_id=event.correlation_id, n=event.n)]
+
+
+def give_up_with(dead: DeadLetter) -> list[Pong]:
+    return [Pong(event_id=f"{dead.entry_id}/dead", correlation_id=dead.correlation_id, n=-1)]
+
+
+@pytest.fixture
+def settings(redis_url: str, redis_prefix: str) -> BusSettings:
+    return BusSettings(
+        redis_url=redis_url,
+        prefix=redis_prefix,
+        block_ms=100,
+        claim_idle_ms=300,
+        claim_interval_s=0.1,
+        retry_backoff_s=0.01,
+        lock_lease_ms=600,
+        consumer_name=f"test-{uuid.uuid4().hex[:6]}",
+    )
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+class Running:
+    """A BusWorker running one route in the background of a test."""
+
+    def __init__(self, redis: Redis, settings: BusSettings, route: Route) -> None:
+        self.worker = BusWorker(redis, settings)
+        self.worker.add([route])
+        self.task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> BusWorker:
+        await self.worker.start()
+        self.task = asyncio.create_task(self.worker.run())
+        return self.worker
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.worker.stop()
+        assert self.task is not None
+        await asyncio.wait_for(self.task, 10)
+
+
+def route(handle: Callable, give_up: Callable = give_up_with, types: tuple = (Ping,)) -> Route:
+    return Route(
+        stream="in", group="t", types={t.__name__: t for t in types}, handle=handle, give_up=give_up
+    )
+
+
+async def publish(redis: Redis, settings: BusSettings, *events: BaseModel) -> None:
+    for event in events:
+        await redis.xadd(f"{settings.prefix}:{event.STREAM}", encode(event))
+
+
+async def wait_for_len(redis: Redis, key: str, n: int, timeout: float = 10.0) -> list:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while loop.time() < end:
+        entries = await redis.xrange(key)
+        if len(entries) >= n:
+            return entries
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{key} has {len(await redis.xrange(key))} entries, wanted {n}")
+
+
+async def pending_count(redis: Redis, settings: BusSettings) -> int:
+    info = await redis.xpending(f"{settings.prefix}:in", "phase-t")
+    return info["pending"]
+
+
+async def test_every_event_handled_once_and_acked(redis: Redis, settings: BusSettings) -> None:
+    async def handle(event: Ping) -> list[Pong]:
+        return pong_of(event)
+
+    async with Running(redis, settings, route(handle)):
+        await publish(redis, settings, *(ping(i) for i in range(250)))
+        out = await wait_for_len(redis, f"{settings.prefix}:out", 250)
+        await asyncio.sleep(0.2)
+    assert sorted(int(f[b"cid"].split(b"-")[1]) for _, f in out) == list(range(250))
+    assert await pending_count(redis, settings) == 0
+
+
+async def test_duplicate_event_id_is_handled_once(redis: Redis, settings: BusSettings) -> None:
+    calls: list[int] = []
+
+    async def handle(event: Ping) -> list[Pong]:
+        calls.append(event.n)
+        return pong_of(event)
+
+    async with Running(redis, settings, route(handle)):
+        await publish(redis, settings, ping(1, "same"))
+        await wait_for_len(redis, f"{settings.prefix}:out", 1)
+        await publish(redis, settings, ping(1, "same"), ping(2))
+        await wait_for_len(redis, f"{settings.prefix}:out", 2)
+        await asyncio.sleep(0.3)
+    assert calls == [1, 2]
+    assert len(await redis.xrange(f"{settings.prefix}:out")) == 2
+    assert await pending_count(redis, settings) == 0
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"type": "Ping", "cid": "run-9", "body": "not json"}, "does not validate"),
+        ({"type": "Ping", "cid": "run-9", "body": '{"event_id": "x"}'}, "does not validate"),
+        ({"type": "Unknown", "cid": "run-9", "body": "{}"}, "not one this consumer accepts"),
+        ({"cid": "run-9"}, "not one this consumer accepts"),
+        ({"type": "Ping", "cid": "run-9", "body": "x" * 5000}, "exceeds the limit"),
+    ],
+)
+async def test_poison_entries_go_to_dead_letters_at_once(
+    redis: Redis, settings: BusSettings, fields: dict, reason: str
+) -> None:
+    settings = settings.with_(max_event_bytes=4000)
+    handled: list[int] = []
+
+    async def handle(event: Ping) -> list[Pong]:
+        handled.append(event.n)
+        return pong_of(event)
+
+    async with Running(redis, settings, route(handle)):
+        await redis.xadd(f"{settings.prefix}:in", fields)
+        await publish(redis, settings, ping(1))
+        dead = await wait_for_len(redis, f"{settings.prefix}:dead-letter", 1)
+        out = await wait_for_len(redis, f"{settings.prefix}:out", 2)
+    record = dead[0][1]
+    assert reason in record[b"reason"].decode()
+    assert record[b"deliveries"] == b"1"
+    assert record[b"source_stream"] == b"in"
+    assert handled == [1], "the worker keeps serving after a poison entry"
+    # give_up was told the run (cid) of the undecodable entry so it could carry it on.
+    assert {f[b"cid"] for _, f in out} == {b"run-1", b"run-9"}
+    assert await pending_count(redis, settings) == 0
+
+
+async def test_failing_handler_is_retried_then_dead_lettered(
+    redis: Redis, settings: BusSettings
+) -> None:
+    attempts: list[int] = []
+
+    async def handle(event: Ping) -> list[Pong]:
+        attempts.append(event.n)
+        if event.n == 1:
+            raise RuntimeError("always fails")
+        if attempts.count(2) < 2:
+            raise RuntimeError("fails once")
+        return pong_of(event)
+
+    async with Running(redis, settings, route(handle)):
+        await publish(redis, settings, ping(1), ping(2))
+        dead = await wait_for_len(redis, f"{settings.prefix}:dead-letter", 1)
+        out = await wait_for_len(redis, f"{settings.prefix}:out", 2)
+    assert attempts.count(1) == settings.handler_attempts
+    assert attempts.count(2) == 2
+    assert b"always fails" in dead[0][1][b"reason"]
+    assert sorted(f[b"body"].count(b'"n":-1') for _, f in out) == [0, 1]
+
+
+async def test_dead_consumers_entries_are_claimed(redis: Redis, settings: BusSettings) -> None:
+    stream = f"{settings.prefix}:in"
+    await redis.xgroup_create(stream, "phase-t", id="0", mkstream=True)
+    await publish(redis, settings, ping(1), ping(2))
+    # A consumer reads both and dies without acking.
+    await redis.xreadgroup("phase-t", "dead-worker", {stream: ">"}, count=10)
+    assert await pending_count(redis, settings) == 2
+
+    async def handle(event: Ping) -> list[Pong]:
+        return pong_of(event)
+
+    async with Running(redis, settings, route(handle)):
+        out = await wait_for_len(redis, f"{settings.prefix}:out", 2)
+        await asyncio.sleep(0.2)
+    assert len(out) == 2
+    assert await pending_count(redis, settings) == 0
+
+
+async def test_entry_that_keeps_killing_workers_goes_to_dead_letters(
+    redis: Redis, settings: BusSettings
+) -> None:
+    stream = f"{settings.prefix}:in"
+    await redis.xgroup_create(stream, "phase-t", id="0", mkstream=True)
+    await publish(redis, settings, ping(7))
+    for attempt in range(settings.max_deliveries):
+        await redis.xreadgroup("phase-t", f"dying-{attempt}", {stream: ">"}, count=1)
+        entry_id = (await redis.xpending_range(stream, "phase-t", "-", "+", 1))[0]["message_id"]
+        if attempt:
+            await redis.xclaim(stream, "phase-t", f"dying-{attempt}", 0, [entry_id])
+
+    async def handle(event: Ping) -> list[Pong]:
+        raise AssertionError("a poison entry must not be handled again")
+
+    async with Running(redis, settings, route(handle)):
+        dead = await wait_for_len(redis, f"{settings.prefix}:dead-letter", 1)
+    assert b"without completing" in dead[0][1][b"reason"]
+    assert int(dead[0][1][b"deliveries"]) == settings.max_deliveries + 1
+
+
+async def test_slow_handler_is_not_taken_over(redis: Redis, settings: BusSettings) -> None:
+    """The heartbeat keeps a live consumer's long call from looking like a dead worker's."""
+    calls: list[str] = []
+
+    async def handle(event: Ping) -> list[Pong]:
+        calls.append(event.event_id)
+        await asyncio.sleep(1.5)  # five claim-idle periods
+        return pong_of(event)
+
+    second = settings.with_(consumer_name="other")
+    async with Running(redis, settings, route(handle)), Running(redis, second, route(handle)):
+        await publish(redis, settings, ping(1))
+        await wait_for_len(redis, f"{settings.prefix}:out", 1)
+        await asyncio.sleep(0.5)
+    assert len(calls) == 1
+    assert len(await redis.xrange(f"{settings.prefix}:out")) == 1
+
+
+async def test_group_recreated_after_redis_loses_the_stream(
+    redis: Redis, settings: BusSettings
+) -> None:
+    async def handle(event: Ping) -> list[Pong]:
+        return pong_of(event)
+
+    async with Running(redis, settings, route(handle)):
+        await publish(redis, settings, ping(1))
+        await wait_for_len(redis, f"{settings.prefix}:out", 1)
+        await redis.delete(f"{settings.prefix}:in")  # as if Redis restarted empty
+        await asyncio.sleep(0.3)
+        await publish(redis, settings, ping(2))
+        await wait_for_len(redis, f"{settings.prefix}:out", 2)
+
+
+async def test_answers_are_published_once_per_correlation_id(
+    redis: Redis, settings: BusSettings
+) -> None:
+    worker = BusWorker(redis, settings)
+    flusher = asyncio.create_task(worker.committer.run())
+    stream = f"{settings.prefix}:in"
+    await redis.xgroup_create(stream, "phase-t", id="0", mkstream=True)
+    first = Answer(event_id="a1", correlation_id="run-1", text="first")
+    second = Answer(event_id="a2", correlation_id="run-1", text="second")
+    for answer in (first, second):
+        await worker.committer.commit(Commit(stream, "phase-t", b"0-1", outputs=[answer]))
+    worker.committer.close()
+    await flusher
+    entries = await redis.xrange(f"{settings.prefix}:{{answers}}")
+    assert len(entries) == 1
+    assert b"first" in entries[0][1][b"body"]
+    stored = await redis.get(f"{settings.prefix}:{{answers}}:run-1")
+    assert b"first" in stored
+    assert 0 < await redis.ttl(f"{settings.prefix}:{{answers}}:run-1") <= settings.answer_ttl_s
+
+
+async def test_stop_lets_in_flight_events_finish(redis: Redis, settings: BusSettings) -> None:
+    started = asyncio.Event()
+
+    async def handle(event: Ping) -> list[Pong]:
+        started.set()
+        await asyncio.sleep(0.5)
+        return pong_of(event)
+
+    running = Running(redis, settings, route(handle))
+    await running.__aenter__()
+    await publish(redis, settings, ping(1))
+    await asyncio.wait_for(started.wait(), 5)
+    await running.__aexit__()
+    assert len(await redis.xrange(f"{settings.prefix}:out")) == 1
+    assert await pending_count(redis, settings) == 0
+
+
+async def test_consumer_recover_once_reports_nothing_when_idle(
+    redis: Redis, settings: BusSettings
+) -> None:
+    worker = BusWorker(redis, settings)
+    consumer = Consumer(redis, route(lambda e: pong_of(e)), settings, worker.committer, worker.keys)
+    await consumer.ensure_group()
+    assert await consumer.recover_once() == 0
