@@ -379,8 +379,11 @@ def _render_value(value: Any) -> str:
 
 
 def _system(prompt_id: PromptId, output_model: type[PromptOutput] | None) -> PromptDefinition:
-    """A *_SYSTEM prompt; its phase is the id without the suffix (PLAN_GENERATION_SYSTEM ->
-    plan_generation), which names its template file."""
+    """A *_SYSTEM prompt, whose text is the template file of its phase.
+
+    The phase is the id without its suffix, in lower case (PLAN_GENERATION_SYSTEM ->
+    plan_generation), so the file name follows from the id and cannot be mistyped.
+    """
     phase = prompt_id.value.removesuffix("_SYSTEM").lower()
     return PromptDefinition(
         prompt_id=prompt_id,
@@ -428,6 +431,7 @@ def _json_user(
 def _free_form(
     prompt_id: PromptId, input_model: type[PromptInput], description: str, template: str
 ) -> PromptDefinition:
+    """A prompt whose reply is prose: no output model, so `validate_output` refuses it."""
     return PromptDefinition(
         prompt_id=prompt_id,
         template=template,
@@ -880,7 +884,7 @@ class PromptRegistry:
         definition = self.get_definition(prompt_id)
         if definition.output_model is None:
             raise NoOutputModelError(definition.prompt_id)
-        return json.dumps(json_schema(definition.output_model), indent=2)
+        return json.dumps(json_schema(definition.output_model))
 
     @overload
     def validate_output(
