@@ -67,8 +67,7 @@ def rescale_ttl(ttl: int, old_depth: int, new_depth: int, ceiling: int) -> int:
     """
     delta = new_depth - old_depth
     factor = 1 + (DEPTH_UP_FACTOR if delta > 0 else DEPTH_DOWN_FACTOR) * delta
-    rescaled = int(round(ttl * factor, 9))  # 3 × 1.2 is 3.5999…; the rule means 3.6 → 3
-    return max(0, min(rescaled, ceiling))
+    return max(0, min(int(ttl * factor), ceiling))
 
 
 def ttl_ceiling(run: RunState) -> int:
