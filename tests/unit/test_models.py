@@ -1,0 +1,221 @@
+"""phases/models.py: TTL allocation, refinement rules, plan ids, rubric and rule shapes."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from phases.models import (
+    Consistency,
+    ConvergenceAssessment,
+    Plan,
+    PlanStep,
+    RefinementAction,
+    RuleCheck,
+    TaskProfile,
+    apply_refinements,
+)
+
+# ---- TTL ----------------------------------------------------------------------------------------
+
+
+def test_default_profile_gets_the_worked_example_ttl_of_4() -> None:
+    # 3 · 1.5 · 0.5 · 1 · 1 · 1 · 2.0 = 4.5 → 4
+    assert TaskProfile.default().allocate_ttl() == 4
+
+
+def test_ttl_truncates_the_product() -> None:
+    # 2 · 1.5 · 0.8 · 0.75 · 0.75 · 0.75 · 2.0 = 2.025 → 2
+    profile = TaskProfile(
+        reasoning_depth=2,
+        information_sufficiency=0.8,
+        expected_tool_usage="minimal",
+        output_breadth="narrow",
+        confidence_requirement="low",
+    )
+    assert profile.allocate_ttl() == 2
+
+
+def test_ttl_is_capped_by_the_default_cap_and_by_the_request_cap() -> None:
+    big = TaskProfile(
+        reasoning_depth=5,
+        information_sufficiency=1.0,
+        expected_tool_usage="extensive",
+        output_breadth="broad",
+        confidence_requirement="high",
+    )
+    assert big.allocate_ttl() == 10
+    assert big.allocate_ttl(cap=3) == 3
+
+
+def test_ttl_is_at_least_one() -> None:
+    assert TaskProfile(reasoning_depth=1, information_sufficiency=0.0).allocate_ttl() == 1
+
+
+def test_profile_ranges_are_enforced() -> None:
+    with pytest.raises(ValidationError):
+        TaskProfile(reasoning_depth=6)
+    with pytest.raises(ValidationError):
+        TaskProfile(information_sufficiency=1.5)
+
+
+# ---- plans and refinement -----------------------------------------------------------------------
+
+
+def _plan(done: int = 1, pending: int = 2) -> Plan:
+    steps = [
+        PlanStep(step_id=f"s{n}", description=f"step {n}", status="done", output=f"out {n}")
+        for n in range(1, done + 1)
+    ]
+    steps += [
+        PlanStep(step_id=f"s{n}", description=f"step {n}")
+        for n in range(done + 1, done + pending + 1)
+    ]
+    return Plan(goal="g", steps=steps)
+
+
+def _add(step_id: str) -> RefinementAction:
+    return RefinementAction(
+        action_type="ADD", new_step=PlanStep(step_id=step_id, description="new")
+    )
+
+
+def test_plan_step_ids_must_be_unique() -> None:
+    with pytest.raises(ValidationError, match="repeated"):
+        Plan(goal="g", steps=[PlanStep(step_id="a", description="x")] * 2)
+
+
+def test_add_appends_a_pending_step_even_if_the_llm_says_it_is_done() -> None:
+    action = RefinementAction(
+        action_type="ADD",
+        new_step=PlanStep(step_id="s9", description="new", status="done", output="fake"),
+    )
+    outcome = apply_refinements(_plan(), [action], max_actions=5)
+    added = outcome.plan.steps[-1]
+    assert (added.step_id, added.status, added.output) == ("s9", "pending", None)
+    assert outcome.applied == [action]
+
+
+def test_add_with_a_used_id_is_rejected() -> None:
+    outcome = apply_refinements(_plan(), [_add("s2")], max_actions=5)
+    assert outcome.applied == []
+    assert "already in the plan" in outcome.rejected[0]
+
+
+def test_modify_changes_only_the_description_of_a_pending_step() -> None:
+    action = RefinementAction(
+        action_type="MODIFY",
+        target_step_id="s2",
+        new_step=PlanStep(step_id="other", description="better"),
+    )
+    outcome = apply_refinements(_plan(), [action], max_actions=5)
+    step = outcome.plan.step("s2")
+    assert step is not None and step.description == "better"
+    assert outcome.plan.step("other") is None
+
+
+def test_remove_drops_a_pending_step() -> None:
+    action = RefinementAction(action_type="REMOVE", target_step_id="s3")
+    outcome = apply_refinements(_plan(), [action], max_actions=5)
+    assert [s.step_id for s in outcome.plan.steps] == ["s1", "s2"]
+
+
+def test_replace_swaps_a_pending_step_in_place() -> None:
+    action = RefinementAction(
+        action_type="REPLACE",
+        target_step_id="s2",
+        new_step=PlanStep(step_id="s2b", description="instead"),
+    )
+    outcome = apply_refinements(_plan(), [action], max_actions=5)
+    assert [s.step_id for s in outcome.plan.steps] == ["s1", "s2b", "s3"]
+
+
+def test_replace_onto_another_existing_id_is_rejected() -> None:
+    action = RefinementAction(
+        action_type="REPLACE",
+        target_step_id="s2",
+        new_step=PlanStep(step_id="s3", description="clash"),
+    )
+    outcome = apply_refinements(_plan(), [action], max_actions=5)
+    assert outcome.applied == [] and "already in the plan" in outcome.rejected[0]
+
+
+@pytest.mark.parametrize("kind", ["MODIFY", "REMOVE", "REPLACE"])
+def test_executed_steps_are_immutable(kind: str) -> None:
+    new_step = None if kind == "REMOVE" else PlanStep(step_id="s1", description="rewritten")
+    action = RefinementAction(action_type=kind, target_step_id="s1", new_step=new_step)
+    plan = _plan()
+    outcome = apply_refinements(plan, [action], max_actions=5)
+    assert outcome.plan.steps[0] == plan.steps[0]
+    assert "immutable" in outcome.rejected[0]
+
+
+def test_unknown_target_is_rejected() -> None:
+    action = RefinementAction(action_type="REMOVE", target_step_id="nope")
+    assert "no such step" in apply_refinements(_plan(), [action], 5).rejected[0]
+
+
+def test_max_actions_bounds_what_is_applied() -> None:
+    outcome = apply_refinements(_plan(), [_add("a"), _add("b"), _add("c")], max_actions=2)
+    assert [a.new_step.step_id for a in outcome.applied if a.new_step] == ["a", "b"]
+    assert "over the limit of 2" in outcome.rejected[0]
+
+
+def test_apply_refinements_leaves_the_input_plan_alone() -> None:
+    plan = _plan()
+    apply_refinements(
+        plan, [_add("x"), RefinementAction(action_type="REMOVE", target_step_id="s2")], 5
+    )
+    assert [s.step_id for s in plan.steps] == ["s1", "s2", "s3"]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"action_type": "ADD"},
+        {"action_type": "MODIFY", "new_step": {"step_id": "a", "description": "b"}},
+        {"action_type": "REMOVE"},
+        {"action_type": "REPLACE", "target_step_id": "s1"},
+    ],
+)
+def test_action_shape_is_checked(fields: dict) -> None:
+    with pytest.raises(ValidationError):
+        RefinementAction.model_validate(fields)
+
+
+# ---- rubric and rules ---------------------------------------------------------------------------
+
+
+def _assessment(
+    completeness: float, coherence: float, aligned: bool = True
+) -> ConvergenceAssessment:
+    return ConvergenceAssessment(
+        converged=True,
+        completeness_score=completeness,
+        coherence_score=coherence,
+        consistency=Consistency(plan_aligned=True, step_aligned=True, answer_aligned=aligned),
+    )
+
+
+def test_default_rubric_boundaries() -> None:
+    assert _assessment(0.95, 0.90).meets_default_rubric()
+    assert not _assessment(0.949, 0.99).meets_default_rubric()
+    assert not _assessment(0.99, 0.899).meets_default_rubric()
+    assert not _assessment(1.0, 1.0, aligned=False).meets_default_rubric()
+
+
+def test_assessment_score_is_the_mean_of_completeness_and_coherence() -> None:
+    assert _assessment(0.8, 0.9).score == 0.85
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"type": "content"},
+        {"type": "content", "search": "(unclosed"},
+        {"type": "executable"},
+    ],
+)
+def test_rule_check_shape_is_checked(fields: dict) -> None:
+    with pytest.raises(ValidationError):
+        RuleCheck.model_validate(fields)
