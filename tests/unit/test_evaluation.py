@@ -1,0 +1,165 @@
+"""phases/evaluation.py: content and executable checks, verdicts, and seed 004's scoring."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+
+from phases.evaluation import (
+    SKIPPED_REASON,
+    content_check,
+    evaluate_rules,
+    judged,
+    score_results,
+)
+from phases.models import Rule, RuleCheck, RuleResult
+
+OUTPUT = "The total is 42 EUR.\nA second line mentions caching."
+
+
+def content(rule_id: str, search: str, severity: str = "fail", weight: int = 1) -> Rule:
+    check = RuleCheck(type="content", search=search)
+    return Rule(id=rule_id, severity=severity, weight=weight, check=check, description=rule_id)
+
+
+def executable(rule_id: str, code: str, severity: str = "fail") -> Rule:
+    command = f"python3 -c {shlex.quote(code)}"
+    check = RuleCheck(type="executable", command=command)
+    return Rule(id=rule_id, severity=severity, check=check)
+
+
+async def evaluate(rules: list[Rule], threshold: float = 0.8, **options: object):
+    return await evaluate_rules(rules, OUTPUT, threshold, **options)
+
+
+# ---- content checks -----------------------------------------------------------------------------
+
+
+def test_content_check_is_a_regex_search() -> None:
+    assert content_check(r"\b42 EUR\b", OUTPUT).held
+    assert content_check(r"^A second", OUTPUT).held  # multiline: ^ matches each line
+    assert not content_check(r"\bUSD\b", OUTPUT).held
+
+
+async def test_content_rules_pass_and_fail() -> None:
+    ev = await evaluate([content("total", r"\d+ EUR"), content("usd", "USD")])
+    assert [r.verdict for r in ev.rule_results] == ["pass", "fail"]
+    assert ev.score == 0.5 and not ev.passed
+    assert [f.id for f in ev.failed] == ["usd"] and ev.warnings == []
+
+
+# ---- scoring ------------------------------------------------------------------------------------
+
+
+async def test_score_is_weighted_by_passed_over_active() -> None:
+    rules = [content("a", "42", weight=2), content("b", "nope", severity="warn", weight=1)]
+    ev = await evaluate(rules, threshold=0.6)
+    assert ev.score == pytest.approx(2 / 3, abs=1e-4)
+    assert ev.passed  # a warn failure lowers the score but does not block by itself
+    assert [w.id for w in ev.warnings] == ["b"] and ev.failed == []
+
+
+async def test_warn_failures_can_still_sink_the_threshold() -> None:
+    rules = [content("a", "42", weight=1), content("b", "nope", severity="warn", weight=2)]
+    ev = await evaluate(rules)
+    assert ev.score == pytest.approx(1 / 3, abs=1e-4) and not ev.passed
+
+
+async def test_a_fail_severity_failure_blocks_even_at_full_score() -> None:
+    rules = [content("a", "42", weight=2), content("zero", "nope", weight=0)]
+    ev = await evaluate(rules)
+    assert ev.score == 1.0
+    assert not ev.passed
+    assert [f.id for f in ev.failed] == ["zero"]
+
+
+async def test_score_equal_to_threshold_passes() -> None:
+    rules = [content(f"p{n}", "42") for n in range(4)] + [content("w", "nope", severity="warn")]
+    ev = await evaluate(rules, threshold=0.8)
+    assert ev.score == 0.8 and ev.passed
+
+
+async def test_info_rules_never_fail_and_never_count() -> None:
+    rules = [content("a", "42"), content("note", "nope", severity="info", weight=2)]
+    ev = await evaluate(rules)
+    assert ev.score == 1.0 and ev.passed
+    assert ev.failed == [] and ev.warnings == []
+    info = ev.rule_results[1]
+    assert info.verdict == "warn" and "never fails" in info.details
+
+
+async def test_no_active_weight_scores_one() -> None:
+    assert (await evaluate([])).score == 1.0
+    ev = await evaluate([content("zero", "42", weight=0)])
+    assert ev.score == 1.0 and ev.passed
+
+
+def test_score_results_takes_verdicts_as_given() -> None:
+    rules = [content("a", "x", weight=2), content("b", "x", weight=2)]
+    results = [RuleResult(id="a", verdict="pass"), RuleResult(id="b", verdict="fail")]
+    ev = score_results(rules, results, threshold=0.5)
+    assert ev.score == 0.5 and not ev.passed  # b is fail-severity
+
+
+# ---- executable checks --------------------------------------------------------------------------
+
+
+async def test_executable_checks_are_skipped_unless_enabled() -> None:
+    rules = [executable("exe", "raise SystemExit(1)"), content("a", "42")]
+    ev = await evaluate(rules)
+    skipped = ev.rule_results[0]
+    assert skipped.verdict == "skipped" and skipped.details == SKIPPED_REASON
+    assert ev.score == 1.0 and ev.passed  # a check that did not run says nothing either way
+
+
+async def test_only_skipped_rules_leave_nothing_judged() -> None:
+    rules = [executable("exe", "pass")]
+    ev = await evaluate(rules)
+    assert not judged(rules, ev)
+    assert judged([content("a", "42")], await evaluate([content("a", "42")]))
+
+
+async def test_enabled_executable_checks_read_the_output_from_stdin() -> None:
+    reads = "import sys; sys.exit(0 if '42 EUR' in sys.stdin.read() else 1)"
+    misses = "import sys; sys.exit(0 if 'USD' in sys.stdin.read() else 3)"
+    rules = [executable("has-eur", reads), executable("has-usd", misses)]
+    ev = await evaluate(rules, allow_executable=True)
+    assert [r.verdict for r in ev.rule_results] == ["pass", "fail"]
+    assert ev.rule_results[1].details.startswith("exit 3")
+
+
+async def test_enabled_executable_checks_see_the_output_as_artifact_md() -> None:
+    code = (
+        "import pathlib, sys; "
+        "sys.exit(0 if 'caching' in pathlib.Path('artifact.md').read_text() else 1)"
+    )
+    ev = await evaluate([executable("file", code)], allow_executable=True)
+    assert ev.rule_results[0].verdict == "pass"
+
+
+async def test_executable_check_times_out() -> None:
+    rule = executable("slow", "import time; time.sleep(10)", severity="warn")
+    ev = await evaluate([rule], allow_executable=True, timeout=0.3)
+    assert ev.rule_results[0].verdict == "warn"
+    assert "timed out" in ev.rule_results[0].details
+    assert [w.id for w in ev.warnings] == ["slow"]
+
+
+@pytest.mark.parametrize(
+    ("command", "why"),
+    [("'unbalanced", "cannot be parsed"), ("no-such-program-aeon --x", "cannot start")],
+)
+async def test_bad_commands_fail_with_the_reason(command: str, why: str) -> None:
+    rule = Rule(id="bad", check=RuleCheck(type="executable", command=command))
+    ev = await evaluate([rule], allow_executable=True)
+    assert ev.rule_results[0].verdict == "fail" and why in ev.rule_results[0].details
+
+
+async def test_no_shell_is_involved() -> None:
+    # With a shell, `;` would start a second command; without one it is just an argument.
+    code = "import sys; sys.exit(0 if sys.argv[1:] == [';', 'exit', '1'] else 1)"
+    command = f"python3 -c {shlex.quote(code)} ';' exit 1"
+    rule = Rule(id="argv", check=RuleCheck(type="executable", command=command))
+    ev = await evaluate([rule], allow_executable=True)
+    assert ev.rule_results[0].verdict == "pass"
