@@ -1,0 +1,240 @@
+"""Helpers for the phase tests: scripted replies, deps, run states and a loop driver.
+
+Every test talks to the real PromptRegistry through a ScriptedLLM with no fallback, so an
+unscripted prompt fails loudly (as an LLMError the phase must handle) instead of being answered
+by the offline model behind the test's back.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from llm.base import LLMCall
+from llm.scripted import ScriptedLLM
+from phases import phase_a, phase_b, phase_c, phase_d
+from phases.deps import LoopSettings, PhaseDeps
+from phases.events import (
+    Event,
+    LoopExited,
+    PassCompleted,
+    PassRequested,
+    PlanReady,
+    RequestSubmitted,
+    RunState,
+    TaskProfiled,
+    utcnow,
+)
+from phases.llm_calls import DictMemo
+from phases.models import Plan, PlanStep, Rule, TaskProfile
+from prompts.registry import PromptRegistry
+
+REQUEST = "Compare two ways to cache web pages and recommend one."
+
+#: Known defect outside these tests' reach; tests marked `repair_round` are expected to fail with
+#: it (strictly: once it is fixed they pass, the xfail turns red, and this hook should go).
+REPAIR_ROUND_DEFECT = (
+    "phases/llm_calls.py: LLMSession._repair calls _reply without its `context` argument "
+    "(TypeError on every repair round)"
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "repair_round: goes through LLMSession's JSON repair")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("repair_round"):
+            item.add_marker(
+                pytest.mark.xfail(raises=TypeError, strict=True, reason=REPAIR_ROUND_DEFECT)
+            )
+
+
+class Replies:
+    """LLM replies (JSON text) that fit each prompt's output model."""
+
+    @staticmethod
+    def profile(
+        depth: int = 3,
+        info: float = 0.5,
+        tool: str = "moderate",
+        breadth: str = "moderate",
+        confidence: str = "medium",
+    ) -> str:
+        return json.dumps(
+            {
+                "reasoning_depth": depth,
+                "information_sufficiency": info,
+                "expected_tool_usage": tool,
+                "output_breadth": breadth,
+                "confidence_requirement": confidence,
+                "raw_inference": "scripted",
+            }
+        )
+
+    @staticmethod
+    def plan(*descriptions: str, ids: list[str] | None = None, goal: str = "a goal") -> str:
+        ids = ids or [f"s{n}" for n in range(1, len(descriptions) + 1)]
+        steps = [{"step_id": i, "description": d} for i, d in zip(ids, descriptions, strict=True)]
+        return json.dumps({"plan": {"goal": goal, "steps": steps}})
+
+    @staticmethod
+    def validation(*issues: tuple[str, str]) -> str:
+        """Issues as (severity, description)."""
+        found = [{"severity": sev, "description": text} for sev, text in issues]
+        return json.dumps({"issues": found, "summary": "scripted"})
+
+    @staticmethod
+    def assessment(
+        completeness: float = 0.97,
+        coherence: float = 0.95,
+        answer_aligned: bool = True,
+        converged: bool = True,
+        reasons: tuple[str, ...] = (),
+    ) -> str:
+        return json.dumps(
+            {
+                "converged": converged,
+                "completeness_score": completeness,
+                "coherence_score": coherence,
+                "consistency": {
+                    "plan_aligned": True,
+                    "step_aligned": True,
+                    "answer_aligned": answer_aligned,
+                },
+                "reason_codes": list(reasons),
+                "summary": "scripted",
+            }
+        )
+
+    @staticmethod
+    def weak(completeness: float = 0.8) -> str:
+        """An assessment that misses the default rubric."""
+        return Replies.assessment(
+            completeness, 0.9, answer_aligned=False, converged=False, reasons=("incomplete",)
+        )
+
+    @staticmethod
+    def refinement(*actions: dict[str, Any]) -> str:
+        return json.dumps({"actions": list(actions)})
+
+    @staticmethod
+    def add(step_id: str, description: str) -> dict[str, Any]:
+        return {
+            "action_type": "ADD",
+            "target_step_id": None,
+            "new_step": {"step_id": step_id, "description": description},
+            "reason": "scripted",
+        }
+
+    @staticmethod
+    def modify(target: str, description: str) -> dict[str, Any]:
+        return {
+            "action_type": "MODIFY",
+            "target_step_id": target,
+            "new_step": {"step_id": target, "description": description},
+            "reason": "scripted",
+        }
+
+    @staticmethod
+    def critique(*rule_ids: str) -> str:
+        issues = [
+            {"rule_id": r, "problem": f"{r} fails", "fix_instruction": f"fix {r}"} for r in rule_ids
+        ]
+        return json.dumps({"issues": issues})
+
+    @staticmethod
+    def step_output(call: LLMCall) -> str:
+        """A step's output that repeats its description, so content checks can target it."""
+        return f"[{call.input.step_id}] done: {call.input.step_description}"
+
+
+@dataclass
+class Harness:
+    llm: ScriptedLLM
+    deps: PhaseDeps
+
+
+HarnessFactory = Callable[..., Harness]
+
+
+@pytest.fixture
+def replies() -> type[Replies]:
+    return Replies
+
+
+@pytest.fixture
+def harness() -> HarnessFactory:
+    """`harness(script, **loop_settings)`: a ScriptedLLM (no fallback) wired into PhaseDeps."""
+
+    def make(script: Mapping[Any, Any], **settings: Any) -> Harness:
+        llm = ScriptedLLM(script, fallback=None)
+        deps = PhaseDeps(
+            llm=llm, registry=PromptRegistry(), memo=DictMemo(), settings=LoopSettings(**settings)
+        )
+        return Harness(llm, deps)
+
+    return make
+
+
+def submitted(rules: list[Rule] | None = None, max_ttl: int = 10) -> RequestSubmitted:
+    return RequestSubmitted.new(REQUEST, timeout=600, rules=rules, max_ttl=max_ttl)
+
+
+def plan_ready(
+    *descriptions: str,
+    rules: list[Rule] | None = None,
+    ttl: int = 4,
+    threshold: float = 0.8,
+) -> PlanReady:
+    """C's input: a run with a profile, TTL and a plan of pending steps s1..sN."""
+    steps = [PlanStep(step_id=f"s{n}", description=d) for n, d in enumerate(descriptions, 1)]
+    run = RunState(
+        request=REQUEST,
+        rules=rules or [],
+        threshold=threshold,
+        profile=TaskProfile.default(),
+        ttl_remaining=ttl,
+        plan=Plan(goal="a goal", steps=steps),
+    )
+    return PlanReady(correlation_id="run-1", deadline=utcnow() + timedelta(hours=1), run=run)
+
+
+@pytest.fixture
+def make_request() -> Callable[..., RequestSubmitted]:
+    return submitted
+
+
+@pytest.fixture
+def make_plan_ready() -> Callable[..., PlanReady]:
+    return plan_ready
+
+
+HANDLERS: dict[type[Event], Callable[[Any, PhaseDeps], Awaitable[list[Event]]]] = {
+    RequestSubmitted: phase_a.handle,
+    TaskProfiled: phase_b.handle,
+    PlanReady: phase_c.handle,
+    PassRequested: phase_c.handle,
+    PassCompleted: phase_d.handle,
+}
+
+
+async def drive_loop(event: Event, deps: PhaseDeps, max_hops: int = 40) -> list[Event]:
+    """Feed each handler's single output to the next handler until the loop exits."""
+    trail: list[Event] = []
+    while not isinstance(event, LoopExited):
+        assert len(trail) < max_hops, "the loop did not end"
+        (event,) = await HANDLERS[type(event)](event, deps)
+        trail.append(event)
+    return trail
+
+
+@pytest.fixture
+def drive() -> Callable[..., Awaitable[list[Event]]]:
+    return drive_loop

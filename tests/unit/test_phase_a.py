@@ -1,0 +1,77 @@
+"""Phase A: profile inference, the TTL it allocates, and the default profile on LLM trouble."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm.base import LLMError
+from phases import phase_a
+from phases.events import TaskProfiled
+from phases.models import Rule, RuleCheck, TaskProfile
+from prompts.registry import PromptId
+
+INFER = PromptId.TASKPROFILE_INFERENCE_USER
+REPAIR = PromptId.SUPERVISOR_REPAIR_JSON_USER
+
+
+async def test_inferred_profile_sets_version_1_and_the_ttl(harness, replies, make_request) -> None:
+    h = harness({INFER: replies.profile(depth=5, info=1.0, breadth="broad")})
+    (out,) = await phase_a.handle(make_request(), h.deps)
+    assert isinstance(out, TaskProfiled)
+    profile = out.run.profile
+    assert profile is not None
+    assert (profile.reasoning_depth, profile.profile_version) == (5, 1)
+    assert out.run.ttl_remaining == 10  # 5·1.5·1·1·1.5·1·2 = 22.5, capped at 10
+    assert not out.run.profile_is_default and out.run.notes == []
+    assert out.run.usage.calls == 1
+
+
+async def test_ttl_respects_the_request_cap(harness, replies, make_request) -> None:
+    h = harness({INFER: replies.profile(depth=5, info=1.0)})
+    (out,) = await phase_a.handle(make_request(max_ttl=2), h.deps)
+    assert out.run.ttl_remaining == 2
+
+
+async def test_rules_reach_the_prompt(harness, replies, make_request) -> None:
+    rule = Rule(id="has-total", check=RuleCheck(type="content", search="total"))
+    h = harness({INFER: replies.profile()})
+    await phase_a.handle(make_request(rules=[rule]), h.deps)
+    assert "has-total" in h.llm.history[0].input.rules_summary
+
+
+async def test_llm_error_gives_the_default_profile_with_a_note(harness, make_request) -> None:
+    h = harness({INFER: LLMError("endpoint down")})
+    (out,) = await phase_a.handle(make_request(), h.deps)
+    assert out.run.profile == TaskProfile.default()
+    assert out.run.profile_is_default
+    assert out.run.ttl_remaining == 4
+    assert "endpoint down" in out.run.notes[0] and "default profile" in out.run.notes[0]
+
+
+@pytest.mark.repair_round
+async def test_malformed_reply_is_repaired_once(harness, replies, make_request) -> None:
+    h = harness({INFER: "depth is 2, I think {", REPAIR: replies.profile(depth=2)})
+    (out,) = await phase_a.handle(make_request(), h.deps)
+    assert h.llm.calls == [INFER, REPAIR]
+    assert out.run.profile.reasoning_depth == 2 and not out.run.profile_is_default
+
+
+@pytest.mark.repair_round
+async def test_malformed_twice_falls_back_to_the_default_profile(harness, make_request) -> None:
+    """The documented outcome: after one failed repair A degrades, it does not fail the run."""
+    h = harness({INFER: "not json", REPAIR: '{"reasoning_depth": 9}'})
+    (out,) = await phase_a.handle(make_request(), h.deps)
+    assert h.llm.calls == [INFER, REPAIR]
+    assert out.run.profile_is_default
+    assert "LLMOutputError" in out.run.notes[0]
+
+
+async def test_same_event_twice_makes_no_second_call(harness, replies, make_request) -> None:
+    h = harness({INFER: replies.profile(depth=4)})
+    event = make_request()
+    (first,) = await phase_a.handle(event, h.deps)
+    (second,) = await phase_a.handle(event, h.deps)
+    assert h.llm.calls == [INFER]
+    assert first.event_id == second.event_id
+    assert first.run.profile == second.run.profile
+    assert first.run.ttl_remaining == second.run.ttl_remaining

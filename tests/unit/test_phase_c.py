@@ -1,0 +1,398 @@
+"""Phase C: execution, the host's convergence decision, exits, and refinement between passes."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm.base import LLMCall, LLMError
+from phases import phase_c
+from phases.deps import LoopSettings
+from phases.events import LoopExited, PassCompleted, PassRequested
+from phases.models import (
+    Consistency,
+    ConvergenceAssessment,
+    Evaluation,
+    ExecutionPass,
+    Rule,
+    RuleCheck,
+    SemanticValidationReport,
+    ValidationIssue,
+)
+from prompts.registry import PromptId
+
+STEP = PromptId.REASONING_STEP_USER
+VALIDATE = PromptId.VALIDATION_SEMANTIC_USER
+ASSESS = PromptId.CONVERGENCE_ASSESSMENT_USER
+REFINE = PromptId.RECURSIVE_REFINEMENT_USER
+CRITIQUE = PromptId.RULE_CRITIQUE_USER
+REPAIR = PromptId.SUPERVISOR_REPAIR_JSON_USER
+UPDATE = PromptId.TASKPROFILE_UPDATE_USER
+
+
+def content_rule(rule_id: str, search: str, severity: str = "fail") -> Rule:
+    check = RuleCheck(type="content", search=search)
+    return Rule(id=rule_id, severity=severity, check=check, description=f"needs {search}")
+
+
+def base_script(replies) -> dict:
+    """A pass that converges: every step answers, validation is clean, the rubric is met."""
+    return {
+        STEP: replies.step_output,
+        VALIDATE: replies.validation(),
+        ASSESS: replies.assessment(),
+        REFINE: replies.refinement(),
+    }
+
+
+# ---- one pass -----------------------------------------------------------------------------------
+
+
+async def test_converges_in_pass_1(harness, replies, make_plan_ready) -> None:
+    h = harness(base_script(replies))
+    (out,) = await phase_c.handle(make_plan_ready("gather", "answer"), h.deps)
+    assert isinstance(out, LoopExited) and out.reason == "converged"
+    assert "default rubric" in out.detail
+    record = out.run.passes[0]
+    assert record.pass_number == 1 and record.converged
+    assert record.executed_step_ids == ["s1", "s2"] and record.blocked_step_ids == []
+    assert record.score == 0.96
+    assert all(s.status == "done" and s.executed_in_pass == 1 for s in out.run.plan.steps)
+    assert h.llm.calls == [STEP, STEP, VALIDATE, ASSESS]
+
+
+async def test_each_step_sees_the_outputs_before_it(harness, replies, make_plan_ready) -> None:
+    h = harness(base_script(replies))
+    await phase_c.handle(make_plan_ready("gather", "answer"), h.deps)
+    first, second = (c.input for c in h.llm.history[:2])
+    assert first.prior_outputs == "" and first.pass_number == 1
+    assert "[s1] done: gather" in second.prior_outputs
+
+
+async def test_the_llm_saying_converged_is_not_enough(harness, replies, make_plan_ready) -> None:
+    claimed = replies.assessment(completeness=0.9, converged=True)
+    h = harness(base_script(replies) | {ASSESS: claimed})
+    (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
+    assert isinstance(out, LoopExited) and out.reason == "stagnated"  # nothing left to execute
+    assert not out.run.passes[0].converged
+
+
+async def test_a_high_severity_issue_blocks_convergence(harness, replies, make_plan_ready) -> None:
+    script = base_script(replies) | {
+        VALIDATE: replies.validation(("high", "wrong total")),
+        REFINE: replies.refinement(replies.add("s2", "fix the total")),
+    }
+    h = harness(script)
+    (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
+    assert isinstance(out, PassCompleted)
+    assert not out.run.passes[0].converged
+    assert "wrong total" in h.llm.history[-1].input.issues
+
+
+async def test_a_failed_step_is_blocked_and_the_others_run(
+    harness, replies, make_plan_ready
+) -> None:
+    def step(call: LLMCall) -> str:
+        if call.input.step_id == "s2":
+            raise LLMError("model overloaded")
+        return replies.step_output(call)
+
+    script = base_script(replies) | {
+        STEP: step,
+        REFINE: replies.refinement(replies.add("s4", "redo s2")),
+    }
+    h = harness(script)
+    (out,) = await phase_c.handle(make_plan_ready("a", "b", "c"), h.deps)
+    assert isinstance(out, PassCompleted)
+    record = out.run.passes[0]
+    assert record.executed_step_ids == ["s1", "s3"] and record.blocked_step_ids == ["s2"]
+    assert not record.converged  # even with a perfect assessment
+    statuses = [(s.step_id, s.status) for s in out.run.plan.steps]
+    assert statuses == [("s1", "done"), ("s2", "failed"), ("s3", "done"), ("s4", "pending")]
+    assert any("model overloaded" in note for note in out.run.notes)
+    assert "s2 is blocked" in h.llm.history[-1].input.issues
+
+
+async def test_a_blocked_reply_blocks_the_step(harness, replies, make_plan_ready) -> None:
+    script = base_script(replies) | {
+        STEP: "BLOCKED: the prices are not given",
+        REFINE: replies.refinement(replies.add("s2", "estimate prices")),
+    }
+    h = harness(script)
+    (out,) = await phase_c.handle(make_plan_ready("price it"), h.deps)
+    assert out.run.passes[0].blocked_step_ids == ["s1"]
+    assert out.run.plan.steps[0].status == "failed"
+
+
+async def test_evaluation_llm_error_ends_the_loop_with_the_pass(
+    harness, replies, make_plan_ready
+) -> None:
+    h = harness(base_script(replies) | {ASSESS: LLMError("gateway timeout")})
+    (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
+    assert isinstance(out, LoopExited) and out.reason == "failed"
+    assert "gateway timeout" in out.detail
+    assert len(out.run.passes) == 1 and out.run.passes[0].executed_step_ids == ["s1"]
+
+
+@pytest.mark.repair_round
+async def test_malformed_twice_in_assessment_ends_the_loop(
+    harness, replies, make_plan_ready
+) -> None:
+    """The documented outcome in C: an unusable evaluation after repair is a failed exit."""
+    h = harness(base_script(replies) | {ASSESS: "looks fine to me", REPAIR: "still not json"})
+    (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
+    assert isinstance(out, LoopExited) and out.reason == "failed"
+    assert h.llm.calls[-2:] == [ASSESS, REPAIR]
+
+
+@pytest.mark.repair_round
+async def test_malformed_once_in_assessment_is_repaired(harness, replies, make_plan_ready) -> None:
+    h = harness(base_script(replies) | {ASSESS: "sure: {", REPAIR: replies.assessment()})
+    (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
+    assert isinstance(out, LoopExited) and out.reason == "converged"
+
+
+# ---- exits --------------------------------------------------------------------------------------
+
+
+async def test_beyond_max_passes_exits_without_a_call(harness, replies, make_plan_ready) -> None:
+    h = harness(base_script(replies), max_passes=0)
+    (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
+    assert isinstance(out, LoopExited) and out.reason == "max_passes"
+    assert h.llm.calls == [] and out.run.passes == []
+
+
+async def test_last_allowed_pass_exits_max_passes(harness, replies, make_plan_ready) -> None:
+    h = harness(base_script(replies) | {ASSESS: replies.weak()}, max_passes=1)
+    (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
+    assert isinstance(out, LoopExited) and out.reason == "max_passes"
+    assert len(out.run.passes) == 1 and REFINE not in h.llm.calls
+
+
+async def test_nothing_left_to_execute_is_stagnation(harness, replies, make_plan_ready) -> None:
+    h = harness(base_script(replies) | {ASSESS: replies.weak()})
+    (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
+    assert isinstance(out, LoopExited) and out.reason == "stagnated"
+    assert "no step is left to execute" in out.detail and "applied 0" in out.detail
+    assert out.run.passes[0].refinement is not None
+
+
+async def test_spent_refinement_budget_is_stagnation(harness, replies, make_plan_ready) -> None:
+    h = harness(base_script(replies) | {ASSESS: replies.weak()}, max_refinements_per_run=0)
+    (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
+    assert isinstance(out, LoopExited) and out.reason == "stagnated"
+    assert "budget" in out.detail and REFINE not in h.llm.calls
+
+
+async def test_refinement_failure_ends_the_loop_as_failed(
+    harness, replies, make_plan_ready
+) -> None:
+    h = harness(base_script(replies) | {ASSESS: replies.weak(), REFINE: LLMError("down")})
+    (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
+    assert isinstance(out, LoopExited) and out.reason == "failed"
+    assert "refinement after pass 1 failed" in out.detail
+
+
+# ---- across passes ------------------------------------------------------------------------------
+
+
+async def test_refined_plan_converges_in_pass_2(harness, replies, make_plan_ready, drive) -> None:
+    script = base_script(replies) | {
+        VALIDATE: [replies.validation(("medium", "no comparison")), replies.validation()],
+        ASSESS: [replies.weak(), replies.assessment()],
+        REFINE: replies.refinement(
+            replies.modify("s1", "rewrite history"), replies.add("s3", "compare")
+        ),
+        UPDATE: replies.profile(depth=3),
+    }
+    h = harness(script)
+    first = make_plan_ready("gather", "answer")
+    trail = await drive(first, h.deps)
+    assert [type(e).__name__ for e in trail] == ["PassCompleted", "PassRequested", "LoopExited"]
+    after_pass_1 = trail[0].run
+    refinement = after_pass_1.passes[0].refinement
+    assert [a.action_type for a in refinement.applied] == ["ADD"]
+    assert "immutable" in refinement.rejected[0]  # the MODIFY of executed s1
+    assert after_pass_1.total_refinements == 1
+
+    done = trail[-1]
+    assert done.reason == "converged"
+    p1, p2 = done.run.passes
+    assert (p1.converged, p2.converged) == (False, True)
+    assert p2.executed_step_ids == ["s3"]
+    s1, s2, s3 = done.run.plan.steps
+    assert (s1.description, s1.output, s1.executed_in_pass) == ("gather", "[s1] done: gather", 1)
+    assert s2.executed_in_pass == 1 and s3.executed_in_pass == 2
+    pass_2_step = [c.input for c in h.llm.history if c.prompt_id == STEP][-1]
+    assert pass_2_step.pass_number == 2 and "[s2] done: answer" in pass_2_step.prior_outputs
+
+
+async def test_stagnation_on_two_flat_passes(harness, replies, make_plan_ready, drive) -> None:
+    script = base_script(replies) | {
+        ASSESS: [replies.weak(0.8), replies.weak(0.81), replies.weak(0.8)],
+        REFINE: [replies.refinement(replies.add(f"x{n}", f"more {n}")) for n in range(3)],
+    }
+    h = harness(script)
+    trail = await drive(make_plan_ready("one", ttl=10), h.deps)
+    done = trail[-1]
+    assert done.reason == "stagnated"
+    assert [p.score for p in done.run.passes] == [0.85, 0.855, 0.85]
+    assert "two passes in a row" in done.detail
+
+
+async def test_rules_drive_critique_and_convergence(
+    harness, replies, make_plan_ready, drive
+) -> None:
+    rules = [
+        content_rule("has-price", r"PRICE: \d+"),
+        content_rule("has-summary", "Summary", severity="warn"),
+        content_rule("mentions-cache", "cache"),
+    ]
+    critique = replies.critique(
+        "has-price", "unrelated", "has-summary", "has-price", "has-price", "has-price", "has-price"
+    )
+    script = base_script(replies) | {
+        ASSESS: replies.weak(),  # the rules decide, not the assessment
+        CRITIQUE: critique,
+        REFINE: replies.refinement(replies.add("s2", "PRICE: 12 and a Summary")),
+    }
+    h = harness(script)
+    trail = await drive(make_plan_ready("look at the cache", rules=rules), h.deps)
+    done = trail[-1]
+    assert done.reason == "converged" and "rule evaluation passed" in done.detail
+    p1, p2 = done.run.passes
+    assert p1.evaluation is not None and not p1.evaluation.passed
+    assert {f.id for f in p1.evaluation.failed} == {"has-price"}
+    assert {w.id for w in p1.evaluation.warnings} == {"has-summary"}
+    assert len(p1.critique) == 5
+    assert {i.rule_id for i in p1.critique} == {"has-price", "has-summary"}
+    refine_input = next(c.input for c in h.llm.history if c.prompt_id == REFINE)
+    assert "unrelated" not in refine_input.issues and "[has-price]" in refine_input.issues
+    critique_input = next(c.input for c in h.llm.history if c.prompt_id == CRITIQUE)
+    assert "mentions-cache" not in critique_input.failed_rules
+    assert p2.evaluation.passed and p2.score == 1.0
+
+
+async def test_critique_without_tied_issues_falls_back_to_the_failed_rules(
+    harness, replies, make_plan_ready
+) -> None:
+    script = base_script(replies) | {
+        CRITIQUE: replies.critique("not-a-rule"),
+        REFINE: replies.refinement(replies.add("s2", "PRICE: 1")),
+    }
+    h = harness(script)
+    event = make_plan_ready("one", rules=[content_rule("has-price", "PRICE")])
+    (out,) = await phase_c.handle(event, h.deps)
+    assert isinstance(out, PassCompleted) and out.run.passes[0].critique == []
+    assert "[has-price] rule failed" in h.llm.history[-1].input.issues
+
+
+async def test_only_skipped_rules_leave_it_to_the_rubric(harness, replies, make_plan_ready) -> None:
+    rule = Rule(id="exe", check=RuleCheck(type="executable", command="false"))
+    h = harness(base_script(replies))
+    (out,) = await phase_c.handle(make_plan_ready("one", rules=[rule]), h.deps)
+    assert isinstance(out, LoopExited) and out.reason == "converged"
+    assert out.run.passes[0].evaluation.rule_results[0].verdict == "skipped"
+    assert "default rubric" in out.detail
+
+
+async def test_same_event_twice_makes_no_second_call(harness, replies, make_plan_ready) -> None:
+    script = base_script(replies) | {
+        ASSESS: replies.weak(),
+        REFINE: replies.refinement(replies.add("s3", "more")),
+    }
+    h = harness(script)
+    event = make_plan_ready("a", "b")
+    (first,) = await phase_c.handle(event, h.deps)
+    calls = list(h.llm.calls)
+    (second,) = await phase_c.handle(event, h.deps)
+    assert h.llm.calls == calls
+    assert first.event_id == second.event_id
+    assert first.run.model_dump(exclude={"usage"}) == second.run.model_dump(exclude={"usage"})
+    assert event.run.passes == []  # the input event is never modified
+
+
+async def test_pass_requested_continues_where_the_run_is(harness, replies, make_plan_ready) -> None:
+    h = harness(base_script(replies) | {ASSESS: replies.weak()})
+    ready = make_plan_ready("a")
+    run = ready.run.model_copy(deep=True)
+    run.plan.steps.append(run.plan.steps[0].model_copy(update={"step_id": "s2"}))
+    run.plan.steps[0] = run.plan.steps[0].model_copy(
+        update={"status": "done", "output": "old", "executed_in_pass": 1}
+    )
+    run.passes.append(ExecutionPass(pass_number=1, score=0.5))
+    (out,) = await phase_c.handle(ready.child(PassRequested, run=run), h.deps)
+    record = out.run.passes[-1]
+    assert record.pass_number == 2 and record.executed_step_ids == ["s2"]
+
+
+# ---- pure decisions -----------------------------------------------------------------------------
+
+
+def _assessment(good: bool) -> ConvergenceAssessment:
+    score = 0.97 if good else 0.5
+    return ConvergenceAssessment(
+        converged=True,
+        completeness_score=score,
+        coherence_score=score,
+        consistency=Consistency(plan_aligned=True, step_aligned=True, answer_aligned=True),
+    )
+
+
+def _validation(*severities: str) -> SemanticValidationReport:
+    return SemanticValidationReport(
+        issues=[ValidationIssue(severity=s, description="x") for s in severities]
+    )
+
+
+@pytest.mark.parametrize(
+    ("by_rules", "passed", "good", "severities", "blocked", "expected"),
+    [
+        (True, True, False, ("high",), False, True),  # rules decide alone
+        (True, False, True, (), False, False),
+        (True, True, True, (), True, False),  # blocked steps always block
+        (False, True, True, ("low", "medium"), False, True),
+        (False, True, True, ("high",), False, False),
+        (False, True, False, (), False, False),
+        (False, True, True, (), True, False),
+    ],
+)
+def test_is_converged(by_rules, passed, good, severities, blocked, expected) -> None:
+    evaluation = Evaluation(score=1.0 if passed else 0.0, passed=passed)
+    result = phase_c.is_converged(
+        by_rules=by_rules,
+        evaluation=evaluation,
+        assessment=_assessment(good),
+        validation=_validation(*severities),
+        blocked=blocked,
+    )
+    assert result is expected
+
+
+def test_pass_score_follows_the_deciding_evidence() -> None:
+    evaluation = Evaluation(score=0.4, passed=False)
+    assert phase_c.pass_score(True, evaluation, _assessment(True)) == 0.4
+    assert phase_c.pass_score(False, evaluation, _assessment(True)) == 0.97
+
+
+@pytest.mark.parametrize(
+    ("scores", "expected"),
+    [
+        ([0.5, 0.51], False),  # needs two moves
+        ([0.5, 0.51, 0.52], True),
+        ([0.5, 0.51, 0.6], False),
+        ([0.3, 0.5, 0.51], False),
+        ([0.1, 0.9, 0.9, 0.9], True),
+        ([0.5, 0.52, 0.54], False),  # exactly epsilon is movement
+    ],
+)
+def test_stagnated(scores: list[float], expected: bool) -> None:
+    assert phase_c.stagnated(scores, 0.02) is expected
+
+
+def test_exit_reason_order() -> None:
+    settings = LoopSettings(max_passes=3)
+    flat = [0.5, 0.5, 0.5]
+    assert phase_c.exit_reason(True, flat, 3, settings) == "converged"
+    assert phase_c.exit_reason(False, flat, 3, settings) == "stagnated"
+    assert phase_c.exit_reason(False, [0.1, 0.5, 0.9], 3, settings) == "max_passes"
+    assert phase_c.exit_reason(False, [0.1, 0.5], 2, settings) is None

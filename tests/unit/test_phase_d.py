@@ -1,0 +1,180 @@
+"""Phase D: when the profile is revised, how TTL is rescaled, and spending TTL per pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm.base import LLMError
+from phases import phase_d
+from phases.events import LoopExited, PassCompleted, PassRequested, RunState
+from phases.models import (
+    ExecutionPass,
+    SemanticValidationReport,
+    TaskProfile,
+    ValidationIssue,
+)
+from prompts.registry import PromptId
+
+UPDATE = PromptId.TASKPROFILE_UPDATE_USER
+
+
+def record(*severities: str, blocked: tuple[str, ...] = (), converged: bool = False):
+    issues = [ValidationIssue(severity=s, description=f"{s} issue") for s in severities]
+    return ExecutionPass(
+        pass_number=1,
+        executed_step_ids=["s1"],
+        blocked_step_ids=list(blocked),
+        validation=SemanticValidationReport(issues=issues),
+        converged=converged,
+    )
+
+
+def completed(make_plan_ready, last: ExecutionPass, ttl: int = 4, max_ttl: int = 10):
+    ready = make_plan_ready("a", ttl=ttl)
+    run: RunState = ready.run.model_copy(update={"max_ttl": max_ttl, "passes": [last]})
+    return ready.child(PassCompleted, run=run)
+
+
+# ---- the pure rules -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ttl", "old", "new", "expected"),
+    [
+        (5, 3, 3, 5),  # no change in depth
+        (5, 3, 5, 7),  # up Δ=2: 5 × 1.4 = 7
+        (3, 3, 4, 3),  # up Δ=1: 3 × 1.2 = 3.6 → 3
+        (5, 3, 4, 6),  # up Δ=1: 5 × 1.2 = 6
+        (4, 3, 2, 3),  # down Δ=-1: 4 × 0.85 = 3.4 → 3
+        (10, 5, 3, 7),  # down Δ=-2: 10 × 0.7 = 7
+        (2, 5, 1, 0),  # down Δ=-4: 2 × 0.4 = 0.8 → 0, out of TTL
+    ],
+)
+def test_rescale_ttl(ttl: int, old: int, new: int, expected: int) -> None:
+    assert phase_d.rescale_ttl(ttl, old, new, ceiling=100) == expected
+
+
+def test_rescale_never_exceeds_the_ceiling() -> None:
+    assert phase_d.rescale_ttl(5, 1, 5, ceiling=6) == 6  # 5 × 1.8 = 9, capped
+
+
+def test_ceiling_is_what_is_left_of_the_request_cap() -> None:
+    run = RunState(request="r", max_ttl=10, passes=[ExecutionPass(pass_number=n) for n in (1, 2)])
+    assert phase_d.ttl_ceiling(run) == 9  # passes 2..10 may still run, the current one included
+
+
+@pytest.mark.parametrize(
+    ("last", "expected"),
+    [
+        (record(), False),
+        (record("low", "low"), False),
+        (record("medium"), True),
+        (record("high"), True),
+        (record(blocked=("s1",)), True),
+        (record("high", converged=True), False),
+    ],
+)
+def test_misjudged(last: ExecutionPass, expected: bool) -> None:
+    assert phase_d.misjudged(last) is expected
+
+
+# ---- the handler --------------------------------------------------------------------------------
+
+
+async def test_a_pass_costs_one_ttl_unit(harness, make_plan_ready) -> None:
+    h = harness({})
+    (out,) = await phase_d.handle(completed(make_plan_ready, record("low"), ttl=4), h.deps)
+    assert isinstance(out, PassRequested)
+    assert out.run.ttl_remaining == 3 and h.llm.calls == []
+
+
+async def test_last_unit_spent_exits_ttl_exhausted(harness, make_plan_ready) -> None:
+    h = harness({})
+    (out,) = await phase_d.handle(completed(make_plan_ready, record(), ttl=1), h.deps)
+    assert isinstance(out, LoopExited) and out.reason == "ttl_exhausted"
+    assert out.run.ttl_remaining == 0
+
+
+async def test_deeper_profile_gets_more_ttl(harness, replies, make_plan_ready) -> None:
+    h = harness({UPDATE: replies.profile(depth=5)})
+    (out,) = await phase_d.handle(completed(make_plan_ready, record("high"), ttl=4), h.deps)
+    assert isinstance(out, PassRequested)
+    profile = out.run.profile
+    assert (profile.reasoning_depth, profile.profile_version) == (5, 2)
+    assert out.run.ttl_remaining == 4  # 4 × 1.4 = 5.6 → 5, then one unit for the pass
+    assert "depth 3 → 5" in out.run.notes[-1]
+    assert "high issue" in h.llm.history[0].input.evidence
+
+
+async def test_deeper_profile_stays_within_the_request_cap(
+    harness, replies, make_plan_ready
+) -> None:
+    h = harness({UPDATE: replies.profile(depth=5)})
+    event = completed(make_plan_ready, record("high"), ttl=4, max_ttl=4)
+    (out,) = await phase_d.handle(event, h.deps)
+    assert out.run.ttl_remaining == 3  # ceiling 4 - 1 + 1 = 4, then one unit for the pass
+
+
+async def test_shallower_profile_gets_less_ttl(harness, replies, make_plan_ready) -> None:
+    h = harness({UPDATE: replies.profile(depth=1)})
+    (out,) = await phase_d.handle(completed(make_plan_ready, record("medium"), ttl=4), h.deps)
+    assert out.run.profile.profile_version == 2
+    assert out.run.ttl_remaining == 1  # 4 × 0.7 = 2.8 → 2, then one unit for the pass
+
+
+async def test_update_failure_keeps_the_profile(harness, make_plan_ready) -> None:
+    h = harness({UPDATE: LLMError("rate limited")})
+    (out,) = await phase_d.handle(completed(make_plan_ready, record("high"), ttl=4), h.deps)
+    assert isinstance(out, PassRequested)
+    assert out.run.profile == TaskProfile.default()
+    assert out.run.ttl_remaining == 3
+    assert "rate limited" in out.run.notes[-1] and "kept" in out.run.notes[-1]
+
+
+async def test_same_event_twice_makes_no_second_call(harness, replies, make_plan_ready) -> None:
+    h = harness({UPDATE: replies.profile(depth=4)})
+    event = completed(make_plan_ready, record(blocked=("s1",)), ttl=4)
+    (first,) = await phase_d.handle(event, h.deps)
+    (second,) = await phase_d.handle(event, h.deps)
+    assert h.llm.calls == [UPDATE]
+    assert first.event_id == second.event_id
+    assert first.run.model_dump(exclude={"usage"}) == second.run.model_dump(exclude={"usage"})
+    assert event.run.ttl_remaining == 4
+
+
+async def test_no_pass_is_a_failed_exit(harness, make_plan_ready) -> None:
+    ready = make_plan_ready("a")
+    (out,) = await phase_d.handle(ready.child(PassCompleted, run=ready.run), harness({}).deps)
+    assert isinstance(out, LoopExited) and out.reason == "failed"
+
+
+# ---- the whole loop, A to exit ------------------------------------------------------------------
+
+
+async def test_ttl_exhausted_path(harness, replies, make_request, drive) -> None:
+    refinements = [replies.refinement(replies.add(f"x{n}", f"more {n}")) for n in range(5)]
+    script = {
+        # 1 · 1.5 · 0.7 · 1 · 1 · 1 · 2 = 2.1 → TTL 2
+        PromptId.TASKPROFILE_INFERENCE_USER: replies.profile(depth=1, info=0.7),
+        PromptId.PLAN_GENERATION_USER: replies.plan("one", "two"),
+        PromptId.VALIDATION_SEMANTIC_USER: replies.validation(),
+        PromptId.REASONING_STEP_USER: replies.step_output,
+        PromptId.CONVERGENCE_ASSESSMENT_USER: [replies.weak(0.5), replies.weak(0.9)],
+        PromptId.RECURSIVE_REFINEMENT_USER: refinements,
+    }
+    h = harness(script)
+    trail = await drive(make_request(), h.deps)
+    names = [type(e).__name__ for e in trail]
+    assert names == [
+        "TaskProfiled",
+        "PlanReady",
+        "PassCompleted",
+        "PassRequested",
+        "PassCompleted",
+        "LoopExited",
+    ]
+    done = trail[-1]
+    assert done.reason == "ttl_exhausted"
+    assert len(done.run.passes) == 2 and done.run.ttl_remaining == 0
+    assert done.run.total_refinements == 2
+    assert done.correlation_id == trail[0].correlation_id
