@@ -1,0 +1,53 @@
+"""The shape of a reference chain: how many hops, and the event each hop reads and publishes.
+
+The references replay the pipeline's traffic without its logic: hop i reads stream i through its
+own consumer group and publishes the next event, of the size and type name the pipeline's own
+event had at that point of a run. `ChainSpec` is what the bench process measured and what the
+reference process is told (on its command line), so both sides agree on streams and payloads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+#: MAXLEN ~ on every XADD, as the pipeline's committer does, so the commands match.
+STREAM_MAXLEN = 100_000
+GROUP = "ref"
+
+
+@dataclass(frozen=True)
+class ChainSpec:
+    """`types[i]` / `sizes[i]`: the event entering hop i; the last pair is the final answer."""
+
+    prefix: str
+    types: tuple[str, ...]
+    sizes: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.types) != len(self.sizes) or len(self.types) < 2:
+            raise ValueError("a chain needs matching types and sizes, at least one hop")
+
+    @property
+    def hops(self) -> int:
+        return len(self.types) - 1
+
+    def stream(self, hop: int) -> str:
+        """The stream hop `hop` reads; `stream(hops)` is the answers stream the gateway reads."""
+        return f"{self.prefix}:hop{hop}" if hop < self.hops else f"{self.prefix}:out"
+
+    def payload(self, hop: int, cid: bytes) -> dict[bytes, bytes]:
+        """The entry published into stream `hop`: the pipeline's three fields, same sizes."""
+        kind, body = self._bodies[hop]
+        return {b"type": kind, b"cid": cid, b"body": body}
+
+    @cached_property
+    def _bodies(self) -> list[tuple[bytes, bytes]]:
+        """Built once: the references must do no per-message work the pipeline could avoid."""
+        return [
+            (kind.encode(), b"x" * size) for kind, size in zip(self.types, self.sizes, strict=True)
+        ]
+
+    def to_args(self) -> list[str]:
+        sizes = ",".join(str(size) for size in self.sizes)
+        return ["--prefix", self.prefix, "--types", ",".join(self.types), "--sizes", sizes]

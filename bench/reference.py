@@ -1,0 +1,104 @@
+"""The plain redis-py reference consumers, run as their own process: `python -m bench.reference`.
+
+Each hop of a `ChainSpec` gets one consumer (a stream, a group, one asyncio task), all in one
+process like the pipeline's phases are in one `aeon worker`, so the CPU per hop of both can be
+read from /proc the same way. Two modes, the issue's two references:
+
+- sequential: XREADGROUP COUNT 1, then await XADD of the next hop's entry, then await XACK;
+- batched: XREADGROUP COUNT 100, then XADD per entry plus one XACK, pipelined for the batch.
+
+No decoding, no validation, no logging: this is what Python on Redis costs with nothing on top.
+It runs on uvloop when the pipeline does (gateway.cli runs workers with uvloop.run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+from collections.abc import Awaitable, Callable, Sequence
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from bench import eventloop
+from bench.chain import GROUP, STREAM_MAXLEN, ChainSpec
+
+MODES = ("sequential", "batched")
+BATCH = 100
+BLOCK_MS = 500
+Hop = Callable[[Redis, ChainSpec, int], Awaitable[None]]
+
+
+async def ensure_groups(redis: Redis, spec: ChainSpec) -> None:
+    """Create every hop's group from id 0, so nothing published before the readers start is lost."""
+    for hop in range(spec.hops):
+        with contextlib.suppress(ResponseError):  # BUSYGROUP: already there
+            await redis.xgroup_create(spec.stream(hop), GROUP, id="0", mkstream=True)
+
+
+async def sequential_hop(redis: Redis, spec: ChainSpec, hop: int) -> None:
+    source, target = spec.stream(hop), spec.stream(hop + 1)
+    while True:
+        reply = await redis.xreadgroup(GROUP, "c", {source: ">"}, count=1, block=BLOCK_MS)
+        for _stream, entries in reply or ():
+            for entry_id, fields in entries:
+                payload = spec.payload(hop + 1, fields[b"cid"])
+                await redis.xadd(target, payload, maxlen=STREAM_MAXLEN, approximate=True)
+                await redis.xack(source, GROUP, entry_id)
+
+
+async def batched_hop(redis: Redis, spec: ChainSpec, hop: int) -> None:
+    source, target = spec.stream(hop), spec.stream(hop + 1)
+    while True:
+        reply = await redis.xreadgroup(GROUP, "c", {source: ">"}, count=BATCH, block=BLOCK_MS)
+        for _stream, entries in reply or ():
+            pipe = redis.pipeline(transaction=False)
+            for _entry_id, fields in entries:
+                payload = spec.payload(hop + 1, fields[b"cid"])
+                pipe.xadd(target, payload, maxlen=STREAM_MAXLEN, approximate=True)
+            pipe.xack(source, GROUP, *(entry_id for entry_id, _ in entries))
+            await pipe.execute()
+
+
+HOPS: dict[str, Hop] = {"sequential": sequential_hop, "batched": batched_hop}
+
+
+async def serve(url: str, spec: ChainSpec, mode: str) -> None:
+    """Run one consumer per hop until SIGTERM or SIGINT."""
+    redis = Redis.from_url(url)
+    try:
+        await ensure_groups(redis, spec)
+        hop_loop = HOPS[mode]
+        tasks = [asyncio.create_task(hop_loop(redis, spec, hop)) for hop in range(spec.hops)]
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        await redis.aclose()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.reference", description=__doc__)
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--mode", choices=MODES, required=True)
+    parser.add_argument("--prefix", required=True)
+    parser.add_argument("--types", required=True, help="comma-separated event type names")
+    parser.add_argument("--sizes", required=True, help="comma-separated body sizes in bytes")
+    args = parser.parse_args(argv)
+    spec = ChainSpec(
+        prefix=args.prefix,
+        types=tuple(args.types.split(",")),
+        sizes=tuple(int(size) for size in args.sizes.split(",")),
+    )
+    eventloop.run(serve(args.url, spec, args.mode))
+
+
+if __name__ == "__main__":
+    main()
