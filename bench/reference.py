@@ -28,7 +28,7 @@ from bench.chain import GROUP, STREAM_MAXLEN, ChainSpec
 MODES = ("sequential", "batched")
 BATCH = 100
 BLOCK_MS = 500
-Hop = Callable[[Redis, ChainSpec, int], Awaitable[None]]
+Hop = Callable[[Redis, ChainSpec, int, asyncio.Event], Awaitable[None]]
 
 
 async def ensure_groups(redis: Redis, spec: ChainSpec) -> None:
@@ -38,9 +38,9 @@ async def ensure_groups(redis: Redis, spec: ChainSpec) -> None:
             await redis.xgroup_create(spec.stream(hop), GROUP, id="0", mkstream=True)
 
 
-async def sequential_hop(redis: Redis, spec: ChainSpec, hop: int) -> None:
+async def sequential_hop(redis: Redis, spec: ChainSpec, hop: int, stop: asyncio.Event) -> None:
     source, target = spec.stream(hop), spec.stream(hop + 1)
-    while True:
+    while not stop.is_set():
         reply = await redis.xreadgroup(GROUP, "c", {source: ">"}, count=1, block=BLOCK_MS)
         for _stream, entries in reply or ():
             for entry_id, fields in entries:
@@ -49,9 +49,9 @@ async def sequential_hop(redis: Redis, spec: ChainSpec, hop: int) -> None:
                 await redis.xack(source, GROUP, entry_id)
 
 
-async def batched_hop(redis: Redis, spec: ChainSpec, hop: int) -> None:
+async def batched_hop(redis: Redis, spec: ChainSpec, hop: int, stop: asyncio.Event) -> None:
     source, target = spec.stream(hop), spec.stream(hop + 1)
-    while True:
+    while not stop.is_set():
         reply = await redis.xreadgroup(GROUP, "c", {source: ">"}, count=BATCH, block=BLOCK_MS)
         for _stream, entries in reply or ():
             pipe = redis.pipeline(transaction=False)
@@ -66,20 +66,20 @@ HOPS: dict[str, Hop] = {"sequential": sequential_hop, "batched": batched_hop}
 
 
 async def serve(url: str, spec: ChainSpec, mode: str) -> None:
-    """Run one consumer per hop until SIGTERM or SIGINT."""
+    """Run one consumer per hop until SIGTERM or SIGINT.
+
+    The hops stop on a flag, not by cancellation: they end within one XREADGROUP block, and a
+    cancellation swallowed by redis-py's wait_for on Python 3.11 cannot keep them looping.
+    """
     redis = Redis.from_url(url)
     try:
         await ensure_groups(redis, spec)
-        hop_loop = HOPS[mode]
-        tasks = [asyncio.create_task(hop_loop(redis, spec, hop)) for hop in range(spec.hops)]
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        hop_loop = HOPS[mode]
+        await asyncio.gather(*(hop_loop(redis, spec, hop, stop) for hop in range(spec.hops)))
     finally:
         await redis.aclose()
 

@@ -1,0 +1,118 @@
+"""The gateway side of a benchmark: one coroutine per run, submit and await the answer.
+
+`PipelineGateway` is the real thing (AeonClient's `ask`: validation, a RequestSubmitted, one
+reader for every answer). `ReferenceGateway` does what a gateway of the plain redis-py chain
+must: XADD the first entry, and hand each entry of the final stream to the waiter of its cid,
+read by one XREAD loop for all runs in flight. Both run in the bench process, whose CPU the
+report shows, so it is visible if the gateway rather than the worker is the limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from types import TracebackType
+from typing import Self
+
+from bench.chain import STREAM_MAXLEN, ChainSpec
+from bus.connection import connect
+from bus.settings import BusSettings
+from gateway.client import AeonClient
+from phases.events import ExecutionResult
+
+#: The README's main-job request: two clauses, so the offline model plans more than one step.
+REQUEST = "Explain how photosynthesis works, then rewrite it for a 10-year-old"
+RUN_TIMEOUT_S = 600.0
+_RECANCEL_S = 2.0
+
+
+class PipelineGateway:
+    """Runs through the real pipeline, via AeonClient."""
+
+    def __init__(self, redis_url: str, prefix: str) -> None:
+        settings = BusSettings(redis_url=redis_url, prefix=prefix)
+        self._client = AeonClient(settings=settings)
+
+    async def __aenter__(self) -> Self:
+        await self._client.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # AeonClient cancels its readers and awaits them. On Python 3.11 a cancellation that
+        # lands while redis-py sends a command is swallowed by asyncio.wait_for (CPython
+        # gh-86296; redis-py sends through wait_for when socket_timeout is set), and the
+        # reader's `while True` loop goes on: the exit then never ends. Until the client
+        # stops on a flag, cancel its readers again until they are gone.
+        closing = asyncio.ensure_future(self._client.__aexit__(exc_type, exc, tb))
+        while not (await asyncio.wait({closing}, timeout=_RECANCEL_S))[0]:
+            for reader in self._client._readers:
+                reader.cancel()
+        closing.result()
+
+    async def one_run(self) -> ExecutionResult:
+        return await self._client.ask(REQUEST, timeout=RUN_TIMEOUT_S)
+
+
+class ReferenceGateway:
+    """Runs through a reference chain: XADD into hop 0, wait for the cid on the final stream."""
+
+    def __init__(self, redis_url: str, spec: ChainSpec) -> None:
+        # The same pool as AeonClient's, so the two gateways differ only in what they do.
+        self._redis = connect(BusSettings(redis_url=redis_url), consumers=2)
+        self._spec = spec
+        self._waiters: dict[bytes, asyncio.Future[None]] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._closing = False
+
+    async def __aenter__(self) -> Self:
+        seconds, micros = await self._redis.time()
+        start = f"{seconds * 1000 + micros // 1000 - 1}-0"
+        self._reader = asyncio.create_task(self._follow(start))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # A flag as well as the cancel: a swallowed cancellation (see PipelineGateway) must
+        # not keep the reader looping; it ends within one XREAD block either way.
+        self._closing = True
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        await self._redis.aclose()
+
+    async def one_run(self) -> None:
+        cid = uuid.uuid4().hex.encode()
+        future = self._waiters[cid] = asyncio.get_running_loop().create_future()
+        try:
+            await self._redis.xadd(
+                self._spec.stream(0),
+                self._spec.payload(0, cid),
+                maxlen=STREAM_MAXLEN,
+                approximate=True,
+            )
+            await asyncio.wait_for(future, RUN_TIMEOUT_S)
+        finally:
+            self._waiters.pop(cid, None)
+
+    async def _follow(self, start: str) -> None:
+        out = self._spec.stream(self._spec.hops)
+        last = start
+        while not self._closing:
+            reply = await self._redis.xread({out: last}, count=500, block=1000)
+            for _stream, entries in reply or ():
+                last = entries[-1][0]
+                for _entry_id, fields in entries:
+                    future = self._waiters.get(fields[b"cid"])
+                    if future is not None and not future.done():
+                        future.set_result(None)

@@ -1,0 +1,63 @@
+"""A running pipeline to measure: `aeon worker` processes under a fresh prefix, and a gateway.
+
+`running_pipeline` returns only once every consumer of every worker is reading, so no
+measurement includes a worker's start-up, and a scale-out run really has both workers reading.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from bench.context import BenchContext
+from bench.gateways import PipelineGateway
+from bench.processes import Spawned, aeon_workers
+from bench.readiness import blocked_readers, until_reading
+from phases.events import (
+    Event,
+    LoopExited,
+    PassCompleted,
+    PassRequested,
+    PlanReady,
+    RequestSubmitted,
+    TaskProfiled,
+)
+
+#: Each phase group and the events it consumes, as phases.worker wires them.
+PHASE_TYPES: dict[str, tuple[type[Event], ...]] = {
+    "a": (RequestSubmitted,),
+    "b": (TaskProfiled,),
+    "c": (PlanReady, PassRequested),
+    "d": (PassCompleted,),
+    "e": (LoopExited,),
+}
+#: Each phase group and the stream it reads.
+PHASE_STREAMS = {phase: types[0].STREAM for phase, types in PHASE_TYPES.items()}
+
+
+@contextlib.asynccontextmanager
+async def running_pipeline(
+    ctx: BenchContext,
+    prefix: str,
+    *,
+    workers: int = 1,
+    concurrency: int | None = None,
+    llm_delay_ms: float = 0.0,
+    argv: list[str] | None = None,
+) -> AsyncIterator[tuple[list[Spawned], PipelineGateway]]:
+    """Workers serving every phase under `prefix`, ready, and a gateway to send runs through.
+
+    `argv` runs another worker program in their place (default `aeon worker`)."""
+    baseline = await blocked_readers(ctx.redis)
+    with aeon_workers(
+        workers,
+        ctx.redis_url,
+        prefix,
+        ctx.log_dir,
+        concurrency=concurrency,
+        llm_delay_ms=llm_delay_ms,
+        argv=argv,
+    ) as procs:
+        await until_reading(ctx.redis, baseline, len(PHASE_STREAMS) * workers, procs)
+        async with PipelineGateway(ctx.redis_url, prefix) as gateway:
+            yield procs, gateway
