@@ -1,0 +1,161 @@
+"""`python -m bench`: run the benchmarks, print the table, write the JSON report.
+
+    python -m bench [--quick | --smoke] [--redis-url URL] [--out PATH] [--only SECTIONS]
+
+Without --redis-url (or AEON_BENCH_REDIS_URL) it starts a throwaway redis-server of its own,
+so a fresh checkout needs nothing but `pip install -e .`. Exit status: 0 when every target
+measured was met, 1 when one was missed, 2 when the benchmark itself failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import eventloop
+from bench.concurrency import run_concurrency
+from bench.context import BenchContext
+from bench.memory import run_memory
+from bench.overhead import run_overhead
+from bench.profiles import FULL, QUICK, SMOKE, Profile
+from bench.report import render, write_json
+from bench.scaleout import run_scaleout
+from bench.targets import judge
+from bus.connection import connect
+from bus.embedded import RedisServer
+from bus.settings import BusSettings, redact
+
+SECTIONS = {
+    "overhead": run_overhead,
+    "concurrency": run_concurrency,
+    "scaleout": run_scaleout,
+    "memory": run_memory,
+}
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
+_SECRET_HINTS = ("URL", "KEY", "PASSWORD", "TOKEN", "SECRET")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    profile = SMOKE if args.smoke else QUICK if args.quick else FULL
+    log_dir = Path(tempfile.mkdtemp(prefix="aeon-bench-"))
+    try:
+        with _redis(args.redis_url) as (url, pid, source):
+            report = eventloop.run(_run(url, pid, source, profile, args.only, log_dir))
+    except Exception as error:
+        print(f"bench: failed: {type(error).__name__}: {error}", file=sys.stderr)
+        print(f"bench: process logs kept in {log_dir}", file=sys.stderr)
+        return 2
+    shutil.rmtree(log_dir, ignore_errors=True)
+    write_json(report, args.out)
+    print(render(report))
+    print(f"\nJSON report: {args.out}")
+    missed = [row for row in report["targets"] if row["met"] is False]
+    return 1 if missed else 0
+
+
+async def _run(
+    url: str, pid: int | None, source: str, profile: Profile, only: list[str], log_dir: Path
+) -> dict[str, Any]:
+    started = time.perf_counter()
+    redis = connect(BusSettings(redis_url=url))
+    try:
+        info = await redis.info("server")
+        ctx = BenchContext(url, pid, profile, log_dir, redis)
+        report: dict[str, Any] = {}
+        for name in only:
+            section_started = time.perf_counter()
+            _say(f"{name}: running ({profile.name})")
+            report[name] = await SECTIONS[name](ctx)
+            _say(f"{name}: done in {time.perf_counter() - section_started:.1f} s")
+    finally:
+        await redis.aclose()
+    report["targets"] = judge(report)
+    report["meta"] = {
+        "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "duration_s": round(time.perf_counter() - started, 1),
+        "profile": profile.name,
+        "command": " ".join([Path(sys.executable).name, "-m", "bench", *sys.argv[1:]]),
+        "sections": only,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "event_loop": eventloop.loop_name(),
+        "redis": {"source": source, "url": redact(url), "version": info.get("redis_version")},
+        "inherited_env": _inherited_env(),
+    }
+    return report
+
+
+@contextlib.contextmanager
+def _redis(url: str | None) -> Iterator[tuple[str, int | None, str]]:
+    """The given server (URL, no pid), or a throwaway one of our own (its CPU is reported)."""
+    if url:
+        yield url, None, "url"
+        return
+    with RedisServer() as server:
+        yield server.url, server.pid, "embedded"
+
+
+def _inherited_env() -> dict[str, str]:
+    """AEON_* settings the workers inherit (so a tuning run says what it tuned); no secrets."""
+    return {
+        name: "***" if any(hint in name for hint in _SECRET_HINTS) else value
+        for name, value in sorted(os.environ.items())
+        if name.startswith("AEON_")
+    }
+
+
+def _say(line: str) -> None:
+    print(f"bench: {line}", file=sys.stderr, flush=True)
+
+
+def _sections(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in SECTIONS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"choose from {', '.join(SECTIONS)} (comma-separated); got {text!r}"
+        )
+    return [name for name in SECTIONS if name in names]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="Benchmark Aeon's bus and pipeline against plain redis-py (issue 5).",
+        epilog="Exit status: 0 every target met, 1 a target missed, 2 the benchmark failed.",
+    )
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="smaller loads, same sections")
+    size.add_argument(
+        "--smoke", action="store_true", help="tiny loads for the test suite (figures meaningless)"
+    )
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("AEON_BENCH_REDIS_URL") or None,
+        help="use this Redis (default: $AEON_BENCH_REDIS_URL, else a throwaway server)",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help=f"JSON report ({DEFAULT_OUT})"
+    )
+    parser.add_argument(
+        "--only",
+        type=_sections,
+        default=list(SECTIONS),
+        help=f"sections to run, comma-separated ({','.join(SECTIONS)})",
+    )
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""How big each benchmark is: full (the issue's figures), quick, and smoke (the test suite's).
+
+The full profile keeps the whole invocation under five minutes on the 2-core machine; quick
+keeps every target measurable (1,000 runs in flight included) in about half that; smoke only
+proves the harness works end to end and its figures mean nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    #: Runs each system does before any measurement (start-up, caches, connections).
+    warmup_runs: int
+    #: Bus overhead: runs at 1 in flight, and runs at `parallel_in_flight` in flight.
+    sequential_runs: int
+    parallel_runs: int
+    parallel_in_flight: int
+    #: Concurrency, scale-out and memory: the slow LLM stand-in, per call.
+    llm_delay_ms: float
+    #: Runs at 1 in flight that give the time per run behind the slow LLM.
+    single_runs: int
+    #: Runs submitted at once, one worker (the last is also the scale-out and memory load).
+    bursts: tuple[int, ...]
+    #: AEON_CONCURRENCY for the slow-LLM workers (events in flight per phase per process).
+    concurrency: int
+
+    @property
+    def big_burst(self) -> int:
+        return max(self.bursts)
+
+
+FULL = Profile(
+    name="full",
+    warmup_runs=20,
+    sequential_runs=200,
+    parallel_runs=2000,
+    parallel_in_flight=200,
+    llm_delay_ms=200,
+    single_runs=3,
+    bursts=(200, 500, 1000),
+    concurrency=1000,
+)
+QUICK = Profile(
+    name="quick",
+    warmup_runs=10,
+    sequential_runs=50,
+    parallel_runs=600,
+    parallel_in_flight=200,
+    llm_delay_ms=200,
+    single_runs=2,
+    bursts=(200, 1000),
+    concurrency=1000,
+)
+SMOKE = Profile(
+    name="smoke",
+    warmup_runs=2,
+    sequential_runs=4,
+    parallel_runs=12,
+    parallel_in_flight=6,
+    llm_delay_ms=10,
+    single_runs=1,
+    bursts=(4, 12),
+    concurrency=50,
+)
+PROFILES = {p.name: p for p in (FULL, QUICK, SMOKE)}

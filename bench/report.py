@@ -1,0 +1,168 @@
+"""The report: a table on stdout for people, the same figures as JSON for machines and CI."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def write_json(report: Mapping[str, Any], path: Path) -> None:
+    """Strict JSON: a figure that could not be computed (NaN) is written as null."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_finite(report), indent=2, allow_nan=False) + "\n")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
+
+
+def render(report: Mapping[str, Any]) -> str:
+    """Every section that ran, then the targets."""
+    parts = [_header(report["meta"])]
+    for name, render_section in _SECTIONS.items():
+        if name in report:
+            parts.append(render_section(report[name]))
+    parts.append(_targets(report["targets"]))
+    return "\n\n".join(parts)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Right-aligned columns (left for the first), figures formatted for reading."""
+    cells = [list(headers)] + [[_cell(value) for value in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+
+    def line(row: Sequence[str]) -> str:
+        first = row[0].ljust(widths[0])
+        rest = (cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True))
+        return "  ".join([first, *rest]).rstrip()
+
+    rule = "  ".join("-" * width for width in widths)
+    return "\n".join([line(cells[0]), rule, *(line(row) for row in cells[1:])])
+
+
+def _cell(value: object) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}" if value else "0"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _header(meta: Mapping[str, Any]) -> str:
+    return (
+        f"Aeon benchmark ({meta['profile']}): {meta['cpus']} CPUs, Python {meta['python']}, "
+        f"Redis {meta['redis']['version']} ({meta['redis']['source']}), "
+        f"{meta['event_loop']} everywhere, {meta['duration_s']:.0f} s"
+    )
+
+
+def _overhead(section: Mapping[str, Any]) -> str:
+    traffic = section["traffic"]
+    chain = " → ".join(f"{hop['type']} {hop['body_bytes']:,} B" for hop in traffic["chain"])
+    rows = [
+        [
+            row["system"],
+            row["in_flight"],
+            row["runs"],
+            row["runs_per_s"],
+            row["latency_ms"]["p50"],
+            row["latency_ms"]["p99"],
+            row["cpu_us_per_hop"],
+            row["cpu_percent"]["consumer"],
+            row["cpu_percent"]["bench"],
+            row["cpu_percent"].get("redis"),
+        ]
+        for row in section["results"]
+    ]
+    headers = ["system", "in flight", "runs", "runs/s", "p50 ms", "p99 ms", "CPU µs/hop"]
+    headers += ["consumer CPU%", "bench CPU%", "redis CPU%"]
+    ratios = section["ratios"]
+    return "\n".join(
+        [
+            f"1. Bus overhead, instant LLM ({traffic['hops_per_run']:g} hops per run: {chain})",
+            table(headers, rows),
+            "pipeline ÷ reference: "
+            + ", ".join(f"{key} {_cell(value)}" for key, value in ratios.items()),
+        ]
+    )
+
+
+def _bursts(points: Sequence[Mapping[str, Any]]) -> str:
+    headers = ["workers", "submitted", "max in flight", "runs/s", "ideal", "efficiency"]
+    headers += ["p50 ms", "p99 ms", "worker CPU%", "bench CPU%", "CPU ms/run", "CPU knee"]
+    rows = [
+        [
+            p["workers"],
+            p["submitted"],
+            p["max_in_flight"],
+            p["runs_per_s"],
+            p["ideal_runs_per_s"],
+            p["efficiency"],
+            p["latency_ms"]["p50"],
+            p["latency_ms"]["p99"],
+            p["worker_cpu_percent"],
+            p["cpu_percent"]["bench"],
+            p["worker_cpu_ms_per_run"],
+            p["cpu_knee_in_flight"],
+        ]
+        for p in points
+    ]
+    return table(headers, rows)
+
+
+def _concurrency(section: Mapping[str, Any]) -> str:
+    return "\n".join(
+        [
+            f"2. Concurrency, one worker, {section['llm_delay_ms']:g} ms LLM "
+            f"({section['llm_calls_per_run']:g} calls per run, "
+            f"time per run at 1 in flight {section['time_per_run_s']:.3f} s, "
+            f"LLM floor {section['llm_floor_s']:.3f} s; ideal = submitted ÷ time per run; "
+            "CPU knee = runs in flight one core can serve)",
+            _bursts(section["points"]),
+        ]
+    )
+
+
+def _scaleout(section: Mapping[str, Any]) -> str:
+    return "\n".join(
+        [
+            f"3. Scale-out, {section['submitted']:,} runs at once "
+            f"(2 workers ÷ 1: {_cell(section['speedup_2_vs_1'])})",
+            _bursts(section["points"]),
+        ]
+    )
+
+
+def _memory(section: Mapping[str, Any]) -> str:
+    return (
+        f"4. Memory: peak RSS {section['peak_rss_kb_1_in_flight']:,} KB with 1 run in flight, "
+        f"{section['peak_rss_kb_n_in_flight']:,} KB with {section['n_max_in_flight']:,} "
+        f"→ {_cell(section['kb_per_in_flight_run'])} KB per in-flight run"
+    )
+
+
+def _targets(rows: Sequence[Mapping[str, Any]]) -> str:
+    verdict = {True: "PASS", False: "MISS", None: "not run"}
+    return "Targets\n" + table(
+        ["target", "goal", "measured", "verdict"],
+        [[r["target"], r["goal"], r["value"], verdict[r["met"]]] for r in rows],
+    )
+
+
+_SECTIONS = {
+    "overhead": _overhead,
+    "concurrency": _concurrency,
+    "scaleout": _scaleout,
+    "memory": _memory,
+}

@@ -1,0 +1,85 @@
+"""The issue's four targets, judged from the report: PASS, MISS, or not measured (None)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: The in-flight count the concurrency target asks for.
+TARGET_IN_FLIGHT = 1000
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    goal: str
+    section: str
+    #: The figure judged, from the section's report; None if it was not measured.
+    value: Callable[[Mapping[str, Any]], float | None]
+    #: Whether the figure meets the goal (the section is there for conditions beyond it).
+    met: Callable[[float, Mapping[str, Any]], bool]
+
+
+def _ratio(key: str) -> Callable[[Mapping[str, Any]], float | None]:
+    return lambda section: section["ratios"][key]
+
+
+def _biggest_burst(section: Mapping[str, Any]) -> Mapping[str, Any]:
+    return max(section["points"], key=lambda point: point["submitted"])
+
+
+def _concurrency_met(efficiency: float, section: Mapping[str, Any]) -> bool:
+    """At least 90 % of ideal, with the worker really holding 1,000 runs at once."""
+    return efficiency >= 0.9 and _biggest_burst(section)["max_in_flight"] >= TARGET_IN_FLIGHT
+
+
+TARGETS = (
+    Target(
+        "throughput vs batched reference",
+        ">= 0.5",
+        "overhead",
+        _ratio("throughput_vs_batched"),
+        lambda v, _: v >= 0.5,
+    ),
+    Target(
+        "p50 latency, 1 in flight, vs sequential reference",
+        "<= 2.0",
+        "overhead",
+        _ratio("p50_1_in_flight_vs_sequential"),
+        lambda v, _: v <= 2.0,
+    ),
+    Target(
+        f"efficiency with >= {TARGET_IN_FLIGHT} runs in flight (200 ms LLM)",
+        ">= 0.9",
+        "concurrency",
+        lambda section: _biggest_burst(section)["efficiency"],
+        _concurrency_met,
+    ),
+    Target(
+        "memory per in-flight run (KB)",
+        "< 50",
+        "memory",
+        lambda section: section["kb_per_in_flight_run"],
+        lambda v, _: v < 50,
+    ),
+)
+
+
+def judge(report: Mapping[str, Any]) -> list[dict[str, object]]:
+    """One row per target: its figure and whether it was met (None: section not run)."""
+    rows = []
+    for target in TARGETS:
+        section = report.get(target.section)
+        value = target.value(section) if section else None
+        known = value is not None and not math.isnan(value)
+        rows.append(
+            {
+                "target": target.name,
+                "goal": target.goal,
+                "value": value if known else None,
+                "met": target.met(value, section) if known else None,
+            }
+        )
+    return rows

@@ -1,0 +1,94 @@
+"""The benchmark harness runs end to end in its smallest mode and writes a well-formed report.
+
+No timing is asserted (figures from a shared test machine mean nothing): only that every
+section ran against the real test Redis with real `aeon worker` processes, that the JSON has
+the structure the README describes, and that the figures are positive. `python -m bench`
+itself is what runs, as a subprocess, so its command line is covered too.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+
+@pytest.fixture(scope="module")
+def report(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("bench") / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke", "--redis-url", redis_url, "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=220,
+    )
+    # 0: every target met, 1: one missed (expected with smoke loads); 2 is a broken harness.
+    assert done.returncode in (0, 1), done.stderr + done.stdout
+    assert "Targets" in done.stdout
+    return json.loads(out.read_text())
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and value > 0
+
+
+def test_meta_says_what_ran(report: dict[str, Any]) -> None:
+    meta = report["meta"]
+    assert meta["profile"] == "smoke"
+    assert meta["sections"] == ["overhead", "concurrency", "scaleout", "memory"]
+    assert meta["redis"]["source"] == "url"
+    assert _positive(meta["duration_s"])
+
+
+def test_overhead_compares_the_pipeline_with_both_references(report: dict[str, Any]) -> None:
+    section = report["overhead"]
+    traffic = section["traffic"]
+    assert traffic["hops_per_run"] >= 5
+    kinds = [hop["type"] for hop in traffic["chain"]]
+    assert kinds[0] == "RequestSubmitted" and kinds[-1] == "FinalAnswerReady"
+    assert all(_positive(hop["body_bytes"]) for hop in traffic["chain"])
+    systems = {(row["system"], row["in_flight"]) for row in section["results"]}
+    for system in ("pipeline", "bus_only", "reference_sequential", "reference_batched"):
+        assert {in_flight for name, in_flight in systems if name == system} == {1, 6}
+    for row in section["results"]:
+        assert _positive(row["runs_per_s"])
+        assert _positive(row["latency_ms"]["p50"])
+        assert row["latency_ms"]["p99"] >= row["latency_ms"]["p50"]
+        assert row["cpu_us_per_hop"] >= 0
+        assert set(row["cpu_percent"]) == {"consumer", "bench"}  # no pid for a given Redis
+    for name in ("throughput_vs_batched", "p50_1_in_flight_vs_sequential"):
+        assert _positive(section["ratios"][name])
+
+
+def test_slow_llm_sections_report_in_flight_runs_and_memory(report: dict[str, Any]) -> None:
+    concurrency = report["concurrency"]
+    assert _positive(concurrency["llm_calls_per_run"])
+    assert concurrency["time_per_run_s"] >= concurrency["llm_floor_s"] > 0
+    assert [p["submitted"] for p in concurrency["points"]] == [4, 12]
+    scaleout = report["scaleout"]
+    assert [p["workers"] for p in scaleout["points"]] == [1, 2]
+    assert len(scaleout["points"][1]["peak_rss_kb"]) == 2
+    for point in concurrency["points"] + scaleout["points"]:
+        assert 1 <= point["max_in_flight"] <= point["submitted"]
+        for key in ("runs_per_s", "ideal_runs_per_s", "efficiency", "worker_cpu_ms_per_run"):
+            assert _positive(point[key]), key
+    memory = report["memory"]
+    assert _positive(memory["peak_rss_kb_1_in_flight"])
+    assert _positive(memory["peak_rss_kb_n_in_flight"])
+
+
+def test_every_target_is_judged(report: dict[str, Any]) -> None:
+    targets = report["targets"]
+    assert len(targets) == 4
+    for row in targets:
+        assert isinstance(row["met"], bool), row
+        assert row["value"] is not None
