@@ -6,12 +6,18 @@ once reaches it only if the worker can start every LLM call as soon as the last 
 when it cannot, the worker's CPU says why. Its CPU time per run gives the ceiling one core
 allows (runs/s), and so the number of runs in flight where scaling must stop: ceiling × time
 per run.
+
+A burst is the harsh case: all N runs wake from the LLM together, so each wave of N handlers
+queues behind the others for the CPU even when the average load is well under a core. The
+sustained load keeps N in flight for several rounds and reports the throughput once the runs
+have spread out (`LoadResult.steady_runs_per_s`), which is what a worker behind a steady
+stream of requests sees.
 """
 
 from __future__ import annotations
 
 from bench.context import BenchContext
-from bench.slowllm import SlowLoad, burst, single_runs
+from bench.slowllm import SlowLoad, burst, single_runs, sustained
 from bench.stats import latency_summary, ratio
 
 
@@ -19,6 +25,7 @@ async def run_concurrency(ctx: BenchContext) -> dict[str, object]:
     single = await single_runs(ctx)
     time_per_run = single.p50_s
     points = [burst_row(await burst(ctx, runs, 1), time_per_run) for runs in ctx.profile.bursts]
+    steady = await sustained(ctx, ctx.profile.big_burst)
     return {
         "llm_delay_ms": ctx.profile.llm_delay_ms,
         "concurrency_setting": ctx.profile.concurrency,
@@ -31,7 +38,26 @@ async def run_concurrency(ctx: BenchContext) -> dict[str, object]:
             "worker_cpu_ms_per_run": round(1000 * single.worker_cpu_s / single.runs, 2),
         },
         "points": points,
+        "sustained": sustained_row(steady, time_per_run),
     }
+
+
+def sustained_row(load: SlowLoad, time_per_run: float) -> dict[str, object]:
+    """A sustained load: the burst figures, plus throughput and efficiency in steady state."""
+    row = burst_row(load, time_per_run)
+    in_flight = load.measured.load.in_flight
+    rate, counted = load.measured.load.steady_runs_per_s()
+    ideal = in_flight / time_per_run
+    row.update(
+        {
+            "in_flight": in_flight,
+            "ideal_runs_per_s": round(ideal, 2),
+            "steady_runs_per_s": round(rate, 2),
+            "steady_runs_counted": counted,
+            "efficiency": round(ratio(rate, ideal), 3),
+        }
+    )
+    return row
 
 
 def burst_row(load: SlowLoad, time_per_run: float) -> dict[str, object]:

@@ -17,35 +17,58 @@ OneRun = Callable[[], Awaitable[object]]
 
 @dataclass
 class LoadResult:
-    """What a load produced: per-run latencies (s), wall time (s) and the run results."""
+    """What a load produced: wall time, and per run its start and end (s from the load's start)
+    and its result."""
 
     runs: int
     in_flight: int
     wall: float
-    latencies: list[float] = field(default_factory=list)
+    starts: list[float] = field(default_factory=list)
+    ends: list[float] = field(default_factory=list)
     results: list[object] = field(default_factory=list)
+
+    @property
+    def latencies(self) -> list[float]:
+        return [end - start for start, end in zip(self.starts, self.ends, strict=True)]
 
     @property
     def runs_per_s(self) -> float:
         return self.runs / self.wall if self.wall > 0 else 0.0
 
+    def steady_runs_per_s(self) -> tuple[float, int]:
+        """Throughput with every lane busy, by Little's law, and how many runs it rests on.
+
+        A closed loop keeps `in_flight` runs going, so its throughput is in_flight ÷ mean
+        latency. Only runs started after the first one ended count: the first wave all start
+        at the same moment, which says more about a burst than about a steady load.
+        """
+        settled = min(self.ends, default=0.0)
+        steady = [
+            end - start
+            for start, end in zip(self.starts, self.ends, strict=True)
+            if start >= settled
+        ]
+        if not steady:
+            return 0.0, 0
+        return self.in_flight / (sum(steady) / len(steady)), len(steady)
+
 
 async def closed_loop(one_run: OneRun, runs: int, in_flight: int) -> LoadResult:
     """Run `one_run` `runs` times with `in_flight` of them going at once."""
-    in_flight = max(1, min(in_flight, runs))
-    latencies: list[float] = []
-    results: list[object] = []
+    result = LoadResult(runs, max(1, min(in_flight, runs)), 0.0)
     left = runs
+    origin = time.perf_counter()
 
     async def lane() -> None:
         nonlocal left
         while left > 0:
             left -= 1
-            started = time.perf_counter()
-            results.append(await one_run())
-            latencies.append(time.perf_counter() - started)
+            started = time.perf_counter() - origin
+            outcome = await one_run()
+            result.ends.append(time.perf_counter() - origin)
+            result.starts.append(started)
+            result.results.append(outcome)
 
-    started = time.perf_counter()
-    await asyncio.gather(*(lane() for _ in range(in_flight)))
-    wall = time.perf_counter() - started
-    return LoadResult(runs, in_flight, wall, latencies, results)
+    await asyncio.gather(*(lane() for _ in range(result.in_flight)))
+    result.wall = time.perf_counter() - origin
+    return result

@@ -27,6 +27,8 @@ class Profile:
     bursts: tuple[int, ...]
     #: AEON_CONCURRENCY for the slow-LLM workers (events in flight per phase per process).
     concurrency: int
+    #: Sustained load: the largest burst's count kept in flight for this many runs per lane.
+    sustained_rounds: int
 
     @property
     def big_burst(self) -> int:
@@ -43,6 +45,7 @@ FULL = Profile(
     single_runs=3,
     bursts=(200, 500, 1000),
     concurrency=1000,
+    sustained_rounds=3,
 )
 QUICK = Profile(
     name="quick",
@@ -54,6 +57,7 @@ QUICK = Profile(
     single_runs=2,
     bursts=(200, 1000),
     concurrency=1000,
+    sustained_rounds=2,
 )
 SMOKE = Profile(
     name="smoke",
@@ -65,5 +69,6 @@ SMOKE = Profile(
     single_runs=1,
     bursts=(4, 12),
     concurrency=50,
+    sustained_rounds=3,
 )
 PROFILES = {p.name: p for p in (FULL, QUICK, SMOKE)}

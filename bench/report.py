@@ -122,6 +122,7 @@ def _bursts(points: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _concurrency(section: Mapping[str, Any]) -> str:
+    steady = section["sustained"]
     return "\n".join(
         [
             f"2. Concurrency, one worker, {section['llm_delay_ms']:g} ms LLM "
@@ -130,6 +131,13 @@ def _concurrency(section: Mapping[str, Any]) -> str:
             f"LLM floor {section['llm_floor_s']:.3f} s; ideal = submitted ÷ time per run; "
             "CPU knee = runs in flight one core can serve)",
             _bursts(section["points"]),
+            f"sustained: {steady['in_flight']:,} kept in flight for {steady['submitted']:,} runs: "
+            f"{_cell(steady['steady_runs_per_s'])} runs/s in steady state "
+            f"(in flight ÷ mean latency of {steady['steady_runs_counted']:,} runs after the "
+            f"first wave) vs ideal "
+            f"{_cell(steady['ideal_runs_per_s'])} → efficiency {_cell(steady['efficiency'])}, "
+            f"max in flight {steady['max_in_flight']:,}, worker CPU "
+            f"{_cell(steady['worker_cpu_percent'])} %, p50 {_cell(steady['latency_ms']['p50'])} ms",
         ]
     )
 

@@ -2,7 +2,8 @@
 
 Sections 2–4 share these loads, each on fresh worker processes so a peak RSS (VmHWM) belongs
 to one load only: the single-run probe (one run in flight at a time: the time per run, and the
-memory of a worker with one run) and bursts of N runs submitted at once on 1 or 2 workers.
+memory of a worker with one run), bursts of N runs submitted at once on 1 or 2 workers, and a
+sustained load keeping N runs in flight for several rounds.
 A load measured for one section is reused by the others (memoised in the context), so
 `--only concurrency,scaleout,memory` does each load once.
 """
@@ -51,6 +52,13 @@ async def single_runs(ctx: BenchContext) -> SlowLoad:
 async def burst(ctx: BenchContext, runs: int, workers: int) -> SlowLoad:
     """`runs` runs submitted at once to `workers` fresh worker processes."""
     return await _memoised(ctx, f"burst-{runs}x{workers}", workers, runs, in_flight=runs)
+
+
+async def sustained(ctx: BenchContext, in_flight: int) -> SlowLoad:
+    """`in_flight` runs kept going on one fresh worker, `sustained_rounds` runs per lane: past
+    the first wave the runs no longer move in lockstep, as they would behind a real gateway."""
+    runs = in_flight * ctx.profile.sustained_rounds
+    return await _memoised(ctx, f"sustained-{in_flight}", 1, runs, in_flight=in_flight)
 
 
 async def _memoised(

@@ -30,9 +30,13 @@ def _biggest_burst(section: Mapping[str, Any]) -> Mapping[str, Any]:
     return max(section["points"], key=lambda point: point["submitted"])
 
 
-def _concurrency_met(efficiency: float, section: Mapping[str, Any]) -> bool:
+def _burst_met(efficiency: float, section: Mapping[str, Any]) -> bool:
     """At least 90 % of ideal, with the worker really holding 1,000 runs at once."""
     return efficiency >= 0.9 and _biggest_burst(section)["max_in_flight"] >= TARGET_IN_FLIGHT
+
+
+def _sustained_met(efficiency: float, section: Mapping[str, Any]) -> bool:
+    return efficiency >= 0.9 and section["sustained"]["max_in_flight"] >= TARGET_IN_FLIGHT
 
 
 TARGETS = (
@@ -51,11 +55,18 @@ TARGETS = (
         lambda v, _: v <= 2.0,
     ),
     Target(
-        f"efficiency with >= {TARGET_IN_FLIGHT} runs in flight (200 ms LLM)",
+        f"efficiency, {TARGET_IN_FLIGHT} runs submitted at once (200 ms LLM)",
         ">= 0.9",
         "concurrency",
         lambda section: _biggest_burst(section)["efficiency"],
-        _concurrency_met,
+        _burst_met,
+    ),
+    Target(
+        f"efficiency, {TARGET_IN_FLIGHT} runs kept in flight (200 ms LLM)",
+        ">= 0.9",
+        "concurrency",
+        lambda section: section["sustained"]["efficiency"],
+        _sustained_met,
     ),
     Target(
         "memory per in-flight run (KB)",

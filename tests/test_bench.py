@@ -74,10 +74,13 @@ def test_slow_llm_sections_report_in_flight_runs_and_memory(report: dict[str, An
     assert _positive(concurrency["llm_calls_per_run"])
     assert concurrency["time_per_run_s"] >= concurrency["llm_floor_s"] > 0
     assert [p["submitted"] for p in concurrency["points"]] == [4, 12]
+    steady = concurrency["sustained"]
+    assert steady["in_flight"] == 12 and steady["submitted"] == 36
+    assert _positive(steady["steady_runs_per_s"]) and _positive(steady["steady_runs_counted"])
     scaleout = report["scaleout"]
     assert [p["workers"] for p in scaleout["points"]] == [1, 2]
     assert len(scaleout["points"][1]["peak_rss_kb"]) == 2
-    for point in concurrency["points"] + scaleout["points"]:
+    for point in [*concurrency["points"], steady, *scaleout["points"]]:
         assert 1 <= point["max_in_flight"] <= point["submitted"]
         for key in ("runs_per_s", "ideal_runs_per_s", "efficiency", "worker_cpu_ms_per_run"):
             assert _positive(point[key]), key
@@ -88,7 +91,7 @@ def test_slow_llm_sections_report_in_flight_runs_and_memory(report: dict[str, An
 
 def test_every_target_is_judged(report: dict[str, Any]) -> None:
     targets = report["targets"]
-    assert len(targets) == 4
+    assert len(targets) == 5
     for row in targets:
         assert isinstance(row["met"], bool), row
         assert row["value"] is not None
