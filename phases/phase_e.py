@@ -1,0 +1,653 @@
+"""Phase E: answer synthesis for every LoopExited, whatever the reason (seed 000 FR-019..FR-041).
+
+Every accepted request must end with exactly one FinalAnswer, so nothing here may raise:
+
+- The normal path asks the model (ANSWER_SYNTHESIS_USER through an LLMSession, so the reply is
+  validated, repaired at most once and memoised) and the host adds what the model is not asked
+  for: `ttl_exhausted`, `metadata`, and which step ids really exist.
+- An upstream run that did not go well (no pass ran, TTL exhausted, data missing, or the loop
+  exited before converging) is still answered by the model, from whatever is available, but the
+  answer is degraded: `metadata["degraded"]` is True, `metadata["reason"]` says why, and
+  `answer_text` opens by saying the loop exited early (FR-030).
+- When the model cannot be used (an LLM error, a reply unusable after its repair, a broken
+  registry, a lost request, a passed deadline, or Phase E itself dead-lettered), the host
+  assembles a degraded answer from the upstream artifacts alone (FR-027/FR-028): one builder,
+  `degraded_answer`, serves `execute_phase_e`, `handle` and `fallback_answer`.
+
+Metadata always holds convergence_status, total_passes, total_refinements, ttl_remaining,
+missing_fields, degraded and reason, plus each upstream artifact present (FR-028's raw data).
+FinalAnswer never gets a field of its own beyond the seed's six (FR-026, FR-033).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel
+
+from llm.base import LLMAdapter, LLMError
+from phases.deps import PhaseDeps
+from phases.events import (
+    Event,
+    ExecutionResult,
+    FinalAnswerReady,
+    LoopExited,
+    Usage,
+    utcnow,
+)
+from phases.llm_calls import DictMemo, LLMOutputError, LLMSession, as_json_text
+from phases.models import FinalAnswer, PhaseEInput, Plan
+from prompts.errors import PromptError
+from prompts.registry import (
+    AnswerSynthesisInput,
+    FinalAnswerOutput,
+    PromptId,
+    PromptRegistry,
+)
+
+#: PhaseEInput's optional upstream artifacts, in the order answers present them (FR-028).
+ARTIFACT_FIELDS = (
+    "plan_state",
+    "execution_results",
+    "execution_passes",
+    "convergence_assessment",
+    "semantic_validation",
+    "task_profile",
+)
+#: The request of a run whose state was lost and whose LoopExited did not carry the text either.
+LOST_REQUEST = "(the request text was lost before answer synthesis)"
+SYNTHESIS_SCOPE = "e/synthesis"
+#: Characters of one step's output shown to the model, and in a host-made degraded answer.
+PROMPT_OUTPUT_CHARS = 8_000
+ANSWER_OUTPUT_CHARS = 2_000
+ERROR_CHARS = 500
+PROFILE_KEYS = (
+    "reasoning_depth",
+    "information_sufficiency",
+    "expected_tool_usage",
+    "output_breadth",
+    "confidence_requirement",
+    "profile_version",
+)
+
+
+class Reason(StrEnum):
+    """`metadata["reason"]`: why an answer is what it is, for machines (CLI exit codes, alerts)."""
+
+    # The model wrote the answer.
+    CONVERGED = "converged"  # not degraded: the loop converged with its data complete
+    NO_PASSES = "no_passes"  # no execution pass ran (e.g. no plan could be made)
+    TTL_EXHAUSTED = "ttl_exhausted"  # the loop spent its TTL before converging
+    INCOMPLETE_STATE = "incomplete_state"  # some upstream artifacts are missing or empty
+    NOT_CONVERGED = "not_converged"  # stagnated, max_passes, failed, ...: see convergence_status
+    # The host assembled the answer without the model.
+    LLM_ERROR = "llm_error"  # the adapter gave up on the synthesis call
+    INVALID_LLM_OUTPUT = "invalid_llm_output"  # the reply stayed unusable after one repair
+    PROMPT_ERROR = "prompt_error"  # the registry could not find or render the synthesis prompt
+    SYNTHESIS_ERROR = "synthesis_error"  # anything else that broke during synthesis
+    REQUEST_LOST = "request_lost"  # no request text survived: nothing to answer
+    DEADLINE_EXCEEDED = "deadline_exceeded"  # the deadline passed: no further model call
+    PHASE_E_FAILED = "phase_e_failed"  # Phase E's own event was dead-lettered
+
+
+#: How a host-made degraded answer explains that the model's answer is missing.
+WHY_NO_MODEL_ANSWER: dict[Reason, str] = {
+    Reason.LLM_ERROR: "the language model call failed",
+    Reason.INVALID_LLM_OUTPUT: "the language model's reply was unusable even after one repair",
+    Reason.PROMPT_ERROR: "the synthesis prompt could not be prepared",
+    Reason.SYNTHESIS_ERROR: "answer synthesis failed unexpectedly",
+    Reason.REQUEST_LOST: "the request text was lost, so there was nothing to put to the model",
+    Reason.DEADLINE_EXCEEDED: "the request's deadline passed, so the model was not called again",
+    Reason.PHASE_E_FAILED: "answer synthesis kept failing, so the model was not called again",
+}
+
+
+@dataclass(frozen=True)
+class ExitContext:
+    """What the bus knows beyond PhaseEInput: why the loop exited, and the phases' notes."""
+
+    detail: str = ""
+    notes: tuple[str, ...] = ()
+
+
+NO_CONTEXT = ExitContext()
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry points.
+# ---------------------------------------------------------------------------------------------
+
+
+async def execute_phase_e(
+    phase_e_input: PhaseEInput, llm_adapter: LLMAdapter, prompt_registry: PromptRegistry
+) -> FinalAnswer:
+    """The seed's Phase E (FR-021): a FinalAnswer for any input, never an exception.
+
+    Replies are memoised in a private DictMemo and usage is not reported; the bus handler uses
+    `synthesize` with the run's shared memo and usage instead.
+    """
+    session = LLMSession(
+        llm_adapter, prompt_registry, DictMemo(), phase_e_input.correlation_id, Usage()
+    )
+    return await synthesize(phase_e_input, session)
+
+
+async def synthesize(
+    phase_e_input: PhaseEInput, session: LLMSession, context: ExitContext = NO_CONTEXT
+) -> FinalAnswer:
+    """The model's answer when it can be had, else the host's degraded answer; never raises.
+
+    Cancellation is not caught: a worker that is stopping must be allowed to stop, and the
+    event is then redelivered.
+    """
+    try:
+        if _request_lost(phase_e_input):
+            return degraded_answer(phase_e_input, Reason.REQUEST_LOST, context)
+        output = await session.json(
+            PromptId.ANSWER_SYNTHESIS_USER,
+            synthesis_input(phase_e_input),
+            FinalAnswerOutput,
+            scope=SYNTHESIS_SCOPE,
+        )
+        return model_answer(phase_e_input, output, context)
+    except Exception as error:  # FR-032: Phase E answers whatever went wrong
+        return degraded_answer(phase_e_input, failure_reason(error), context, error)
+
+
+def build_phase_e_input(event: LoopExited) -> PhaseEInput:
+    """FR-028's mapping from the run the event carries (which may be partial, or lost) to E's input.
+
+    A lost run keeps only what the event itself knows: the reason, the request text if it rode
+    along, and the event's own time as the start (the real start went with the run).
+    """
+    run = event.run
+    request = (run.request if run else "") or event.request or LOST_REQUEST
+    if run is None:
+        return PhaseEInput(
+            request=request,
+            correlation_id=event.correlation_id,
+            execution_start_timestamp=event.created_at,
+            convergence_status=event.reason,
+            total_passes=0,
+            total_refinements=0,
+            ttl_remaining=0,
+        )
+    last = run.last_pass
+    return PhaseEInput(
+        request=request,
+        correlation_id=event.correlation_id,
+        execution_start_timestamp=run.started_at,
+        convergence_status=event.reason,
+        total_passes=run.pass_count,
+        total_refinements=run.total_refinements,
+        ttl_remaining=run.ttl_remaining,
+        plan_state=_dump(run.plan),
+        execution_results=step_results(run.plan),
+        convergence_assessment=_dump(last.assessment if last else None),
+        execution_passes=[p.model_dump(mode="json") for p in run.passes] or None,
+        semantic_validation=_dump(last.validation if last else None),
+        task_profile=_dump(run.profile),
+    )
+
+
+async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
+    """LoopExited → FinalAnswerReady, one per run, with the run's token usage included.
+
+    Replies go through `deps.memo`, so a redelivered event does not pay for synthesis twice, and
+    the output's id derives from the input's, so the bus's dedupe drops a second copy. After the
+    deadline no model is called: the gateway has stopped waiting and an answer now beats a
+    better one later.
+    """
+    phase_e_input = build_phase_e_input(event)
+    usage = event.run.usage.model_copy() if event.run else Usage()
+    context = exit_context(event)
+    if event.reason == "deadline_exceeded" or event.expired():
+        answer = degraded_answer(phase_e_input, Reason.DEADLINE_EXCEEDED, context)
+    else:
+        session = deps.session(event.correlation_id, usage)
+        answer = await synthesize(phase_e_input, session, context)
+    return [answer_event(event, phase_e_input, answer, usage)]
+
+
+def fallback_answer(event: LoopExited, reason: str) -> FinalAnswerReady:
+    """A degraded answer made without any LLM call, for when Phase E's own event is dead-lettered.
+
+    `reason` is the bus's account of why it gave up; it goes into metadata["error"]. The event
+    id is the one `handle` would have used, so the run still gets only one FinalAnswer.
+    """
+    try:
+        phase_e_input = build_phase_e_input(event)
+    except Exception:  # the last resort must answer even for a corrupt run
+        phase_e_input = build_phase_e_input(event.model_copy(update={"run": None}))
+    usage = event.run.usage.model_copy() if event.run else Usage()
+    answer = degraded_answer(phase_e_input, Reason.PHASE_E_FAILED, exit_context(event), reason)
+    return answer_event(event, phase_e_input, answer, usage)
+
+
+# ---------------------------------------------------------------------------------------------
+# The run's situation: degraded or not, and why, in one place.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Situation:
+    """How the run ended, as PhaseEInput tells it; decides `degraded`, `reason` and wording."""
+
+    status: str
+    converged: bool
+    ttl_exhausted: bool
+    total_passes: int
+    missing_fields: tuple[str, ...]
+    detail: str = ""
+
+    @classmethod
+    def of(cls, phase_e_input: PhaseEInput, detail: str = "") -> Situation:
+        status = phase_e_input.convergence_status
+        converged = status.strip().lower() == "converged"
+        passes = phase_e_input.total_passes
+        # TTL counts passes, so a run that ran none cannot have spent it (a lost run reports 0).
+        spent = phase_e_input.ttl_remaining == 0 and passes > 0 and not converged
+        return cls(
+            status=status,
+            converged=converged,
+            ttl_exhausted=status == "ttl_exhausted" or spent,
+            total_passes=passes,
+            missing_fields=missing_fields(phase_e_input),
+            detail=detail,
+        )
+
+    @property
+    def upstream_reason(self) -> Reason:
+        """Why a model-written answer is degraded; CONVERGED when it is not."""
+        if self.total_passes == 0:
+            return Reason.NO_PASSES
+        if self.ttl_exhausted:
+            return Reason.TTL_EXHAUSTED
+        if self.missing_fields:
+            return Reason.INCOMPLETE_STATE
+        if not self.converged:
+            return Reason.NOT_CONVERGED
+        return Reason.CONVERGED
+
+    @property
+    def ttl_flag(self) -> bool | None:
+        """FinalAnswer.ttl_exhausted: True when TTL was exhausted, None otherwise (FR-027)."""
+        return True if self.ttl_exhausted else None
+
+    def describe(self) -> str:
+        """How the loop ended and what is missing, stating an early exit plainly (FR-030)."""
+        ran = _passes_ran(self.total_passes)
+        why = f": {self.detail}" if self.detail else ""
+        if self.converged:
+            text = f"The reasoning loop converged; {ran}."
+        elif self.ttl_exhausted:
+            text = (
+                f"TTL exhausted: the reasoning loop used its whole budget and exited early, "
+                f"before converging{why}; {ran}."
+            )
+        else:
+            text = (
+                f"The reasoning loop exited early ({self.status}{why}), before converging; {ran}."
+            )
+        if self.missing_fields:
+            text += f" Missing from the run's data: {', '.join(self.missing_fields)}."
+        return text
+
+
+def missing_fields(phase_e_input: PhaseEInput) -> tuple[str, ...]:
+    """Upstream artifacts that are absent or empty: an empty result is no result (seed 000)."""
+    return tuple(name for name in ARTIFACT_FIELDS if not getattr(phase_e_input, name, None))
+
+
+def failure_reason(error: BaseException) -> Reason:
+    """The machine-readable reason for an exception raised while synthesising."""
+    if isinstance(error, LLMError):
+        return Reason.LLM_ERROR
+    if isinstance(error, LLMOutputError):
+        return Reason.INVALID_LLM_OUTPUT
+    if isinstance(error, PromptError):
+        return Reason.PROMPT_ERROR
+    return Reason.SYNTHESIS_ERROR
+
+
+def exit_context(event: LoopExited) -> ExitContext:
+    return ExitContext(detail=event.detail, notes=tuple(event.run.notes) if event.run else ())
+
+
+# ---------------------------------------------------------------------------------------------
+# Answers.
+# ---------------------------------------------------------------------------------------------
+
+
+def synthesis_input(phase_e_input: PhaseEInput) -> AnswerSynthesisInput:
+    """What the model is shown (FR-041): the run's facts and its artifacts, summarised."""
+    assessment = "\n".join(
+        text
+        for text in (
+            assessment_summary(phase_e_input.convergence_assessment),
+            validation_summary(phase_e_input.semantic_validation),
+        )
+        if text
+    )
+    return AnswerSynthesisInput(
+        request=phase_e_input.request,
+        convergence_status=phase_e_input.convergence_status,
+        total_passes=phase_e_input.total_passes,
+        total_refinements=phase_e_input.total_refinements,
+        ttl_remaining=phase_e_input.ttl_remaining,
+        plan_summary=plan_summary(phase_e_input.plan_state),
+        results_summary=results_summary(
+            phase_e_input.execution_results, phase_e_input.plan_state, PROMPT_OUTPUT_CHARS
+        ),
+        assessment_summary=assessment,
+        missing_fields=list(missing_fields(phase_e_input)),
+    )
+
+
+def model_answer(
+    phase_e_input: PhaseEInput, output: FinalAnswerOutput, context: ExitContext = NO_CONTEXT
+) -> FinalAnswer:
+    """The model's answer with the host's part: the TTL flag, metadata, and, when the run did
+    not go well, an opening paragraph saying so (FR-030), since the model may not."""
+    situation = Situation.of(phase_e_input, context.detail)
+    reason = situation.upstream_reason
+    text = output.answer_text
+    if reason is not Reason.CONVERGED:
+        caveat = "What follows rests only on the data that was available and may be incomplete."
+        text = f"Degraded answer: {situation.describe()} {caveat}\n\n{text}"
+    used = output.used_step_ids
+    known = known_step_ids(phase_e_input)
+    return FinalAnswer(
+        answer_text=text,
+        confidence=output.confidence,
+        used_step_ids=None if used is None else [i for i in used if i in known],
+        notes=output.notes,
+        ttl_exhausted=situation.ttl_flag,
+        metadata=build_metadata(phase_e_input, situation, reason, context),
+    )
+
+
+def degraded_answer(
+    phase_e_input: PhaseEInput,
+    reason: Reason,
+    context: ExitContext = NO_CONTEXT,
+    error: BaseException | str | None = None,
+) -> FinalAnswer:
+    """The host's answer when the model's cannot be had: the situation, then the available data.
+
+    Upstream data is summarised, never invented (FR-028); the raw artifacts go to metadata.
+    Should even that fail on some unforeseen shape of data, a minimal answer still comes back.
+    """
+    try:
+        situation = Situation.of(phase_e_input, context.detail)
+        opening = f"Unable to synthesize a complete answer: {WHY_NO_MODEL_ANSWER[reason]}"
+        if error is not None:
+            opening += f" ({_error_text(error)})"
+        text = f"{opening}. {situation.describe()}\n\n{available_data(phase_e_input)}"
+        results = phase_e_input.execution_results
+        return FinalAnswer(
+            answer_text=text,
+            used_step_ids=list(results) if isinstance(results, dict) and results else None,
+            ttl_exhausted=situation.ttl_flag,
+            metadata=build_metadata(phase_e_input, situation, reason, context, error),
+        )
+    except Exception as failure:  # the degraded path must not fail in turn
+        return minimal_answer(phase_e_input, reason, failure)
+
+
+def minimal_answer(phase_e_input: PhaseEInput, reason: Reason, failure: Exception) -> FinalAnswer:
+    """The last resort: no summaries, only the facts and the required metadata keys."""
+    return FinalAnswer(
+        answer_text=(
+            f"Unable to synthesize an answer ({reason.value}), and the run's data could not be "
+            f"summarised ({_error_text(failure)}). Request: {phase_e_input.request}"
+        ),
+        metadata={
+            **_core_metadata(phase_e_input),
+            "missing_fields": list(missing_fields(phase_e_input)),
+            "degraded": True,
+            "reason": reason.value,
+            "error": _error_text(failure),
+        },
+    )
+
+
+def build_metadata(
+    phase_e_input: PhaseEInput,
+    situation: Situation,
+    reason: Reason,
+    context: ExitContext = NO_CONTEXT,
+    error: BaseException | str | None = None,
+) -> dict[str, Any]:
+    """The keys every answer has, the exit's context, and each upstream artifact present."""
+    metadata: dict[str, Any] = {
+        **_core_metadata(phase_e_input),
+        "missing_fields": list(situation.missing_fields),
+        "degraded": reason is not Reason.CONVERGED,
+        "reason": reason.value,
+    }
+    if context.detail:
+        metadata["exit_detail"] = context.detail
+    if context.notes:
+        metadata["run_notes"] = list(context.notes)
+    if error is not None:
+        metadata["error"] = _error_text(error)
+    for name in ARTIFACT_FIELDS:
+        value = getattr(phase_e_input, name)
+        if value:
+            metadata[name] = value
+    return metadata
+
+
+def answer_event(
+    event: LoopExited, phase_e_input: PhaseEInput, answer: FinalAnswer, usage: Usage
+) -> FinalAnswerReady:
+    """The run's ExecutionResult (FR-040), with token usage added to the answer's metadata."""
+    usage_data = {**usage.model_dump(), "total_tokens": usage.total_tokens}
+    answer = answer.model_copy(update={"metadata": {**answer.metadata, "usage": usage_data}})
+    result = ExecutionResult(
+        status=event.reason,
+        degraded=bool(answer.metadata.get("degraded", True)),
+        total_passes=phase_e_input.total_passes,
+        total_refinements=phase_e_input.total_refinements,
+        ttl_remaining=phase_e_input.ttl_remaining,
+        usage=usage,
+        elapsed_seconds=_elapsed_since(phase_e_input.execution_start_timestamp),
+        final_answer=answer,
+    )
+    return event.child(FinalAnswerReady, result=result)
+
+
+# ---------------------------------------------------------------------------------------------
+# Summaries of upstream artifacts: plain data, read defensively.
+# ---------------------------------------------------------------------------------------------
+
+
+def _tolerant(summary: Callable[..., str]) -> Callable[..., str]:
+    """Upstream dicts are data, not contracts: an unexpected shape is shown as its JSON."""
+
+    @functools.wraps(summary)
+    def summarise(value: Any, *args: Any) -> str:
+        if not value:
+            return ""
+        try:
+            return summary(value, *args)
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return _clip(_json_text(value), ANSWER_OUTPUT_CHARS)
+
+    return summarise
+
+
+@_tolerant
+def plan_summary(plan_state: dict[str, Any]) -> str:
+    """Goal, then one line per step with its status."""
+    lines = [f"goal: {plan_state['goal']}"] if plan_state.get("goal") else []
+    lines += [
+        f"- {step['step_id']} ({step.get('status', 'unknown')}): {step.get('description', '')}"
+        for step in plan_state.get("steps") or []
+    ]
+    return "\n".join(lines)
+
+
+@_tolerant
+def results_summary(
+    execution_results: dict[str, Any], plan_state: dict[str, Any] | None, limit: int
+) -> str:
+    """Each step's output under its id and description, clipped to `limit` characters."""
+    descriptions = _step_descriptions(plan_state)
+    return "\n\n".join(
+        _result_block(str(step_id), descriptions.get(str(step_id), ""), _clip(_text(out), limit))
+        for step_id, out in execution_results.items()
+    )
+
+
+def _result_block(step_id: str, description: str, output: str) -> str:
+    return f"[{step_id}] {description}".rstrip() + f"\n{output}"
+
+
+@_tolerant
+def passes_summary(execution_passes: list[dict[str, Any]]) -> str:
+    """One line per pass: its verdict, score, and which steps ran or were blocked."""
+    return "\n".join(
+        f"- pass {p.get('pass_number', '?')}: converged={p.get('converged')}, "
+        f"score={p.get('score')}, executed: {_ids(p.get('executed_step_ids'))}, "
+        f"blocked: {_ids(p.get('blocked_step_ids'))}"
+        for p in execution_passes
+    )
+
+
+@_tolerant
+def assessment_summary(assessment: dict[str, Any]) -> str:
+    """The last assessment's scores, reason codes and summary."""
+    text = (
+        f"completeness {assessment.get('completeness_score')}, "
+        f"coherence {assessment.get('coherence_score')}"
+    )
+    if assessment.get("reason_codes"):
+        text += f"; reasons: {', '.join(map(str, assessment['reason_codes']))}"
+    if assessment.get("summary"):
+        text += f"; {assessment['summary']}"
+    return text
+
+
+@_tolerant
+def validation_summary(validation: dict[str, Any]) -> str:
+    """The last semantic validation: its issues, one per line, or that there were none."""
+    issues = validation.get("issues") or []
+    lines = [f"validation: {len(issues)} issue(s)" if issues else "validation: no issues"]
+    lines += [f"- [{i.get('severity', '?')}] {i['description']}" for i in issues]
+    if validation.get("summary"):
+        lines.append(str(validation["summary"]))
+    return "\n".join(lines)
+
+
+@_tolerant
+def profile_summary(task_profile: dict[str, Any]) -> str:
+    """The task profile's judgement in one line."""
+    shown = [f"{key}={task_profile[key]}" for key in PROFILE_KEYS if key in task_profile]
+    return ", ".join(shown) or _json_text(task_profile)
+
+
+def available_data(phase_e_input: PhaseEInput) -> str:
+    """The request and a summary of each upstream artifact present, for a host-made answer."""
+    p = phase_e_input
+    sections = [
+        ("Plan", plan_summary(p.plan_state)),
+        ("Step results", results_summary(p.execution_results, p.plan_state, ANSWER_OUTPUT_CHARS)),
+        ("Passes", passes_summary(p.execution_passes)),
+        ("Last assessment", assessment_summary(p.convergence_assessment)),
+        ("Last validation", validation_summary(p.semantic_validation)),
+        ("Task profile", profile_summary(p.task_profile)),
+    ]
+    parts = [f"Request: {p.request}"]
+    parts += [f"{title}:\n{text}" for title, text in sections if text]
+    if len(parts) == 1:
+        parts.append("No execution data is available beyond the request.")
+    return "\n\n".join(parts)
+
+
+def step_results(plan: Plan | None) -> dict[str, Any] | None:
+    """FR-028's execution_results: the output of every step that completed, by step id."""
+    if plan is None:
+        return None
+    return {s.step_id: s.output or "" for s in plan.steps if s.status == "done"} or None
+
+
+def known_step_ids(phase_e_input: PhaseEInput) -> set[str]:
+    """Step ids the run really has: the model may cite only these as used."""
+    results = phase_e_input.execution_results
+    ids = set(results) if isinstance(results, dict) else set()
+    return ids | set(_step_descriptions(phase_e_input.plan_state))
+
+
+def _step_descriptions(plan_state: dict[str, Any] | None) -> dict[str, str]:
+    try:
+        return {
+            str(step["step_id"]): str(step.get("description", ""))
+            for step in (plan_state or {}).get("steps") or []
+        }
+    except (AttributeError, KeyError, TypeError):
+        return {}
+
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers.
+# ---------------------------------------------------------------------------------------------
+
+
+def _core_metadata(phase_e_input: PhaseEInput) -> dict[str, Any]:
+    return {
+        "convergence_status": phase_e_input.convergence_status,
+        "total_passes": phase_e_input.total_passes,
+        "total_refinements": phase_e_input.total_refinements,
+        "ttl_remaining": phase_e_input.ttl_remaining,
+    }
+
+
+def _request_lost(phase_e_input: PhaseEInput) -> bool:
+    return phase_e_input.request in ("", LOST_REQUEST) or not phase_e_input.request.strip()
+
+
+def _dump(model: BaseModel | None) -> dict[str, Any] | None:
+    return model.model_dump(mode="json") if model is not None else None
+
+
+def _passes_ran(count: int) -> str:
+    if count == 0:
+        return "no execution pass ran"
+    return f"{count} execution pass{'' if count == 1 else 'es'} ran"
+
+
+def _ids(values: Iterable[Any] | None) -> str:
+    return ", ".join(map(str, values or [])) or "none"
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else _json_text(value)
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return as_json_text(value)
+    except TypeError:
+        return repr(value)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit].rstrip() + " …"
+
+
+def _error_text(error: BaseException | str) -> str:
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return _clip(text, ERROR_CHARS)
+
+
+def _elapsed_since(start: datetime) -> float:
+    if start.tzinfo is None:
+        start = start.replace(tzinfo=UTC)
+    return max(0.0, (utcnow() - start).total_seconds())
