@@ -1,0 +1,117 @@
+"""How the CLI shows a run's result (seed 000 FR-043..FR-046): for people, or as JSON.
+
+Both take the ExecutionResult as plain data (`model_dump(mode="json")`) or None, and return the
+text to print: pure functions, so the CLI only prints and the tests only compare strings. They
+read the data defensively (a result fetched from an older or newer worker may lack a key) and
+never raise on a missing or partial answer (FR-046).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from phases.models import FinalAnswer
+
+NO_ANSWER = "No final answer available"
+TTL_WARNING = "⚠️  Time limit reached: the loop used its whole TTL before converging"
+
+
+def render_human(result: Mapping[str, Any] | None) -> str:
+    """FR-044: the answer first, then confidence, the TTL warning, notes and a metadata summary."""
+    answer = _final_answer(result)
+    if answer is None or not answer.get("answer_text"):
+        return NO_ANSWER
+    lines = [f"Answer: {answer['answer_text']}"]
+    confidence = answer.get("confidence")
+    if _is_number(confidence):
+        lines.append(f"Confidence: {round(confidence, 2)}")
+    if answer.get("ttl_exhausted") is True:
+        lines.append(TTL_WARNING)
+    if answer.get("notes"):
+        lines.append(f"Note: {answer['notes']}")
+    summary = metadata_summary(result or {}, answer)
+    if summary:
+        lines.append(f"Metadata: {summary}")
+    return "\n".join(lines)
+
+
+def render_json(result: Mapping[str, Any] | None, correlation_id: str) -> str:
+    """FR-045: the execution result's fields and `final_answer` as a top-level key, all fields.
+
+    Without an answer, `final_answer` is null and `message` says so (FR-046).
+    """
+    data: dict[str, Any] = {"correlation_id": correlation_id}
+    answer = _final_answer(result)
+    if answer is None:
+        data.update(final_answer=None, message=NO_ANSWER)
+    else:
+        data.update({k: v for k, v in (result or {}).items() if k != "final_answer"})
+        data["final_answer"] = {name: answer.get(name) for name in FinalAnswer.model_fields}
+    return json.dumps(data, indent=2, ensure_ascii=False, default=str)
+
+
+def metadata_summary(result: Mapping[str, Any], answer: Mapping[str, Any]) -> str:
+    """One line of what matters about the run: status, effort, degradation and its reason, tokens.
+
+    The raw upstream artifacts in the answer's metadata stay out of it; `--json` shows them.
+    """
+    metadata = answer.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
+    parts = [
+        _pair("status", _first(result.get("status"), metadata.get("convergence_status"))),
+        _pair("passes", _first(result.get("total_passes"), metadata.get("total_passes"))),
+        _pair(
+            "refinements",
+            _first(result.get("total_refinements"), metadata.get("total_refinements")),
+        ),
+        _pair("degraded", _degraded(result, metadata)),
+        _pair("missing", ", ".join(map(str, metadata.get("missing_fields") or [])) or None),
+        _pair("tokens", _tokens(result.get("usage") or metadata.get("usage"))),
+        _pair("elapsed", _seconds(result.get("elapsed_seconds"))),
+    ]
+    return "; ".join(part for part in parts if part)
+
+
+def _final_answer(result: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    answer = result.get("final_answer") if isinstance(result, Mapping) else None
+    return answer if isinstance(answer, Mapping) else None
+
+
+def _degraded(result: Mapping[str, Any], metadata: Mapping[str, Any]) -> str | None:
+    degraded = _first(result.get("degraded"), metadata.get("degraded"))
+    if degraded is None:
+        return None
+    if not degraded:
+        return "no"
+    reason = metadata.get("reason")
+    return f"yes ({reason})" if reason else "yes"
+
+
+def _tokens(usage: Any) -> str | None:
+    if not isinstance(usage, Mapping):
+        return None
+    prompt, completion, calls = (
+        usage.get(k) for k in ("prompt_tokens", "completion_tokens", "calls")
+    )
+    if not (_is_number(prompt) and _is_number(completion)):
+        return None
+    text = f"{prompt + completion} (prompt {prompt}, completion {completion})"
+    return f"{text} in {calls} call(s)" if _is_number(calls) else text
+
+
+def _seconds(value: Any) -> str | None:
+    return f"{value:.1f}s" if _is_number(value) else None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def _pair(key: str, value: Any) -> str:
+    return "" if value is None else f"{key}={value}"
