@@ -38,8 +38,8 @@ class Profile:
 FULL = Profile(
     name="full",
     warmup_runs=20,
-    sequential_runs=200,
-    parallel_runs=2000,
+    sequential_runs=300,
+    parallel_runs=5000,
     parallel_in_flight=200,
     llm_delay_ms=200,
     single_runs=3,
