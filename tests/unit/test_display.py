@@ -1,0 +1,125 @@
+"""CLI display of the FinalAnswer (seed 000 FR-053): human-readable, JSON, and no answer at all.
+
+The renderers take what the CLI has, an ExecutionResult dumped to plain data, so the tests build
+real ExecutionResult models and dump them the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from gateway.display import NO_ANSWER, render_human, render_json
+from phases.events import ExecutionResult, Usage
+from phases.models import FinalAnswer
+
+
+def result(**answer_fields: Any) -> dict[str, Any]:
+    """A TTL-exhausted run's result, as `model_dump(mode="json")` gives it to the CLI."""
+    answer = {
+        "answer_text": "Use a CDN.",
+        "confidence": 0.42,
+        "used_step_ids": ["s1"],
+        "notes": "Only one provider was compared.",
+        "ttl_exhausted": True,
+        "metadata": {
+            "convergence_status": "ttl_exhausted",
+            "total_passes": 3,
+            "total_refinements": 2,
+            "ttl_remaining": 0,
+            "missing_fields": ["semantic_validation"],
+            "degraded": True,
+            "reason": "ttl_exhausted",
+            "plan_state": {"goal": "a very long raw plan that the summary must leave out"},
+        },
+        **answer_fields,
+    }
+    return ExecutionResult(
+        status="ttl_exhausted",
+        degraded=True,
+        total_passes=3,
+        total_refinements=2,
+        ttl_remaining=0,
+        usage=Usage(prompt_tokens=1200, completion_tokens=300, calls=9),
+        elapsed_seconds=12.34,
+        final_answer=FinalAnswer(**answer),
+    ).model_dump(mode="json")
+
+
+def test_human_readable_format() -> None:
+    """FR-053 (1): answer, confidence, TTL warning, notes and a metadata summary."""
+    lines = render_human(result()).splitlines()
+
+    assert lines[0] == "Answer: Use a CDN."
+    assert "Confidence: 0.42" in lines
+    assert any("Time limit reached" in line for line in lines)
+    assert "Note: Only one provider was compared." in lines
+    (summary,) = [line for line in lines if line.startswith("Metadata: ")]
+    for part in (
+        "status=ttl_exhausted",
+        "passes=3",
+        "refinements=2",
+        "degraded=yes (ttl_exhausted)",
+        "missing=semantic_validation",
+        "tokens=1500 (prompt 1200, completion 300) in 9 call(s)",
+        "elapsed=12.3s",
+    ):
+        assert part in summary
+    assert "raw plan" not in summary, "raw artifacts belong to --json, not the summary"
+
+
+def test_human_readable_format_leaves_out_what_is_absent() -> None:
+    text = render_human(result(confidence=None, notes=None, ttl_exhausted=None))
+    assert text.startswith("Answer: Use a CDN.")
+    assert "Confidence" not in text and "Note:" not in text and "Time limit" not in text
+
+
+def test_human_readable_format_of_a_complete_answer() -> None:
+    data = result(ttl_exhausted=None)
+    data.update(status="converged", degraded=False)
+    data["final_answer"]["metadata"].update(degraded=False, reason="converged", missing_fields=[])
+    summary = render_human(data).splitlines()[-1]
+    assert "status=converged" in summary and "degraded=no" in summary
+    assert "missing=" not in summary
+
+
+def test_json_format() -> None:
+    """FR-053 (2): final_answer as a top-level key with every FinalAnswer field."""
+    data = result()
+    payload = json.loads(render_json(data, "cid-123"))
+
+    assert payload["correlation_id"] == "cid-123"
+    assert set(payload["final_answer"]) == set(FinalAnswer.model_fields)
+    assert payload["final_answer"] == data["final_answer"]
+    assert (payload["status"], payload["degraded"], payload["total_passes"]) == (
+        "ttl_exhausted",
+        True,
+        3,
+    )
+    assert payload["usage"] == {"prompt_tokens": 1200, "completion_tokens": 300, "calls": 9}
+
+
+def test_json_format_lists_every_field_even_when_the_stored_answer_omits_some() -> None:
+    data = result()
+    del data["final_answer"]["notes"]
+    payload = json.loads(render_json(data, "cid"))
+    assert set(payload["final_answer"]) == set(FinalAnswer.model_fields)
+    assert payload["final_answer"]["notes"] is None
+
+
+def test_missing_final_answer_is_handled() -> None:
+    """FR-053 (3): no answer → a message, never a crash, in both formats."""
+    assert render_human(None) == NO_ANSWER == "No final answer available"
+    assert render_human({"status": "failed"}) == NO_ANSWER
+    assert render_human({"final_answer": None}) == NO_ANSWER
+    assert render_human({"final_answer": {"answer_text": ""}}) == NO_ANSWER
+    payload = json.loads(render_json(None, "cid-9"))
+    assert payload == {"correlation_id": "cid-9", "final_answer": None, "message": NO_ANSWER}
+
+
+def test_partial_data_does_not_crash() -> None:
+    """A result from another version of the worker may lack keys or have odd values."""
+    data = {"final_answer": {"answer_text": "Hi", "confidence": "high", "metadata": None}}
+    assert render_human(data) == "Answer: Hi"
+    payload = json.loads(render_json(data, "cid"))
+    assert payload["final_answer"]["answer_text"] == "Hi"
