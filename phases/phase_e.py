@@ -610,7 +610,7 @@ def _core_metadata(phase_e_input: PhaseEInput) -> dict[str, Any]:
 
 
 def _request_lost(phase_e_input: PhaseEInput) -> bool:
-    return phase_e_input.request in ("", LOST_REQUEST) or not phase_e_input.request.strip()
+    return not phase_e_input.request.strip() or phase_e_input.request == LOST_REQUEST
 
 
 def _dump(model: BaseModel | None) -> dict[str, Any] | None:
