@@ -376,7 +376,7 @@ class Consumer:
     async def _heartbeat_forever(self) -> None:
         """Keep what this consumer is working on: reclaim its entries, extend its locks."""
         interval = self._settings.lock_lease_ms / 3000
-        while True:
+        while not self._stopping.is_set() or self._locks:
             await asyncio.sleep(interval)
             if not self._locks:
                 continue

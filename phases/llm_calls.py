@@ -124,11 +124,18 @@ class LLMSession:
             error=_short(error),
         )
         return await self._reply(
-            PromptId.SUPERVISOR_REPAIR_JSON_USER, repair_input, f"{scope}/repair:{prompt_id.value}"
+            PromptId.SUPERVISOR_REPAIR_JSON_USER,
+            repair_input,
+            f"{scope}/repair:{prompt_id.value}",
+            context=(),
         )
 
     async def _reply(
-        self, prompt_id: PromptId, data: PromptInput, scope: str, context: Sequence[ContextItem]
+        self,
+        prompt_id: PromptId,
+        data: PromptInput,
+        scope: str,
+        context: Sequence[ContextItem],
     ) -> str:
         key = f"{self.run_key}/{scope}/{prompt_id.value}"
         remembered = await self.memo.get(key)

@@ -36,25 +36,6 @@ from prompts.registry import PromptRegistry
 
 REQUEST = "Compare two ways to cache web pages and recommend one."
 
-#: Known defect outside these tests' reach; tests marked `repair_round` are expected to fail with
-#: it (strictly: once it is fixed they pass, the xfail turns red, and this hook should go).
-REPAIR_ROUND_DEFECT = (
-    "phases/llm_calls.py: LLMSession._repair calls _reply without its `context` argument "
-    "(TypeError on every repair round)"
-)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "repair_round: goes through LLMSession's JSON repair")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("repair_round"):
-            item.add_marker(
-                pytest.mark.xfail(raises=TypeError, strict=True, reason=REPAIR_ROUND_DEFECT)
-            )
-
 
 class Replies:
     """LLM replies (JSON text) that fit each prompt's output model."""

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from llm.base import LLMError
 from phases import phase_a
 from phases.events import TaskProfiled
@@ -48,7 +46,6 @@ async def test_llm_error_gives_the_default_profile_with_a_note(harness, make_req
     assert "endpoint down" in out.run.notes[0] and "default profile" in out.run.notes[0]
 
 
-@pytest.mark.repair_round
 async def test_malformed_reply_is_repaired_once(harness, replies, make_request) -> None:
     h = harness({INFER: "depth is 2, I think {", REPAIR: replies.profile(depth=2)})
     (out,) = await phase_a.handle(make_request(), h.deps)
@@ -56,7 +53,6 @@ async def test_malformed_reply_is_repaired_once(harness, replies, make_request) 
     assert out.run.profile.reasoning_depth == 2 and not out.run.profile_is_default
 
 
-@pytest.mark.repair_round
 async def test_malformed_twice_falls_back_to_the_default_profile(harness, make_request) -> None:
     """The documented outcome: after one failed repair A degrades, it does not fail the run."""
     h = harness({INFER: "not json", REPAIR: '{"reasoning_depth": 9}'})

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from llm.base import LLMError
 from phases import phase_b
 from phases.events import LoopExited, PlanReady, RunState, TaskProfiled
@@ -107,7 +105,6 @@ async def test_empty_plan_ends_the_loop(harness, replies, make_request) -> None:
     assert "no steps" in out.detail
 
 
-@pytest.mark.repair_round
 async def test_unusable_plan_after_repair_ends_the_loop(harness, make_request) -> None:
     h = harness({PLAN: "step one, step two", REPAIR: '{"steps": "none"}'})
     (out,) = await phase_b.handle(profiled(make_request), h.deps)

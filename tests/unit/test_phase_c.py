@@ -133,7 +133,6 @@ async def test_evaluation_llm_error_ends_the_loop_with_the_pass(
     assert len(out.run.passes) == 1 and out.run.passes[0].executed_step_ids == ["s1"]
 
 
-@pytest.mark.repair_round
 async def test_malformed_twice_in_assessment_ends_the_loop(
     harness, replies, make_plan_ready
 ) -> None:
@@ -144,7 +143,6 @@ async def test_malformed_twice_in_assessment_ends_the_loop(
     assert h.llm.calls[-2:] == [ASSESS, REPAIR]
 
 
-@pytest.mark.repair_round
 async def test_malformed_once_in_assessment_is_repaired(harness, replies, make_plan_ready) -> None:
     h = harness(base_script(replies) | {ASSESS: "sure: {", REPAIR: replies.assessment()})
     (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)

@@ -12,8 +12,6 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
-
 from llm.base import LLMError
 from phases import phase_e
 from phases.events import FinalAnswerReady, LoopExited, RunState, Usage, derived_id, utcnow
@@ -44,10 +42,6 @@ REQUIRED_METADATA = {
     "degraded",
     "reason",
 }
-REPAIR_DEFECT = (
-    "phases/llm_calls.py: LLMSession._repair calls _reply without its `context` argument, so a "
-    "malformed reply ends in TypeError (synthesis_error) before the repair is ever sent"
-)
 
 
 def reply(text: str = "The answer.", used: list[str] | None = None, **extra: Any) -> str:
@@ -174,7 +168,6 @@ async def test_malformed_reply_twice_never_raises(harness) -> None:
     assert answer.metadata["reason"] in {"invalid_llm_output", "synthesis_error"}
 
 
-@pytest.mark.xfail(strict=True, reason=REPAIR_DEFECT)
 async def test_malformed_reply_twice_is_repaired_once_then_degraded(harness) -> None:
     h = harness({SYNTHESIS: "no JSON here", REPAIR: "still none"})
     answer = await execute_phase_e(full_input(), h.llm, h.deps.registry)
@@ -182,7 +175,6 @@ async def test_malformed_reply_twice_is_repaired_once_then_degraded(harness) -> 
     assert answer.metadata["reason"] == "invalid_llm_output"
 
 
-@pytest.mark.xfail(strict=True, reason=REPAIR_DEFECT)
 async def test_malformed_reply_repaired_once_is_the_answer(harness) -> None:
     h = harness({SYNTHESIS: "answer_text: hi", REPAIR: reply("Repaired.")})
     answer = await execute_phase_e(
