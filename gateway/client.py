@@ -1,0 +1,240 @@
+"""The Python client: publish requests, await their answers, follow their progress.
+
+    async with AeonClient("redis://localhost:6379/0") as client:
+        correlation_id = await client.submit("Explain photosynthesis")
+        result = await client.wait(correlation_id, timeout=120)
+        print(result.final_answer.answer_text)
+
+One client serves any number of requests in flight: a single reader per client follows the
+answers stream (and one more the progress streams) and
+hands each entry to the waiter of its correlation id, read from the entry's `cid` field without
+decoding the body. Answers are also stored under their correlation id, so `wait` checks the
+store too and `fetch` finds an answer long after the stream entry is gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Self
+
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from bus.codec import encode
+from bus.connection import connect
+from bus.keys import Keys
+from bus.settings import BusSettings
+from gateway.validation import check_request
+from phases.events import (
+    DEFAULT_THRESHOLD,
+    EVENT_TYPES,
+    Event,
+    ExecutionResult,
+    FinalAnswerReady,
+    RequestSubmitted,
+)
+from phases.models import DEFAULT_TTL_CAP, Rule
+
+log = logging.getLogger("aeon.gateway")
+
+PROGRESS_STREAMS = ("profiled", "passes", "pass-completed", "loop-exited")
+#: How often a waiter also looks in the answer store, in case its stream entry was missed
+#: (a reconnect, or an entry trimmed before this client read it).
+_STORE_POLL_S = 2.0
+#: How long past a request's deadline its gateway keeps waiting: the phase that notices the
+#: deadline still has to hand the run to Phase E, which answers degraded without the LLM.
+ANSWER_GRACE_S = 5.0
+
+ProgressCallback = Callable[[Event], None]
+
+
+class AnswerTimeout(TimeoutError):
+    def __init__(self, correlation_id: str, timeout: float) -> None:
+        self.correlation_id = correlation_id
+        super().__init__(
+            f"no answer for {correlation_id} within {timeout:g}s; it may still come: "
+            f"`aeon answer {correlation_id}` fetches it later"
+        )
+
+
+@dataclass
+class _Waiter:
+    future: asyncio.Future[ExecutionResult]
+    on_progress: ProgressCallback | None
+
+
+class AeonClient:
+    def __init__(
+        self,
+        redis_url: str | None = None,
+        *,
+        settings: BusSettings | None = None,
+        redis: Redis | None = None,
+    ) -> None:
+        self.settings = settings or BusSettings.from_env()
+        self._url = redis_url or self.settings.redis_url
+        self._redis = redis
+        self._owns_redis = redis is None
+        self.keys = Keys(self.settings.prefix)
+        self._waiters: dict[str, _Waiter] = {}
+        self._readers: list[asyncio.Task[None]] = []
+        self._closing = False
+
+    async def __aenter__(self) -> Self:
+        if self._redis is None:
+            self._redis = connect(self.settings, self._url, consumers=2)
+        start = await _stream_id_now(self._redis)
+        self._readers = [
+            asyncio.create_task(self._follow((self.keys.stream("answers"),), start)),
+            asyncio.create_task(
+                self._follow(tuple(self.keys.stream(s) for s in PROGRESS_STREAMS), start)
+            ),
+        ]
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._closing = True
+        for task in self._readers:
+            task.cancel()
+        await asyncio.gather(*self._readers, return_exceptions=True)
+        if self._owns_redis and self._redis is not None:
+            await self._redis.aclose()
+
+    @property
+    def redis(self) -> Redis:
+        if self._redis is None:
+            raise RuntimeError("use the client inside `async with AeonClient(...)`")
+        return self._redis
+
+    # -- requests ---------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        request: str,
+        *,
+        rules: list[Rule] | None = None,
+        max_ttl: int = DEFAULT_TTL_CAP,
+        threshold: float = DEFAULT_THRESHOLD,
+        timeout: float = 300.0,
+        on_progress: ProgressCallback | None = None,
+    ) -> str:
+        """Publish a request and return its correlation id; BadInput before publishing if the
+        request is not acceptable. `timeout` becomes the request's deadline in the pipeline."""
+        event = RequestSubmitted.new(
+            check_request(request),
+            timeout=timeout,
+            rules=rules,
+            max_ttl=max_ttl,
+            threshold=threshold,
+        )
+        self._watch(event.correlation_id, on_progress)
+        await self.redis.xadd(
+            self.keys.stream(RequestSubmitted.STREAM),
+            encode(event),
+            maxlen=self.settings.stream_maxlen,
+            approximate=True,
+        )
+        return event.correlation_id
+
+    async def wait(self, correlation_id: str, timeout: float) -> ExecutionResult:
+        """The run's result, or AnswerTimeout after `timeout` seconds."""
+        waiter = self._watch(correlation_id, None)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                stored = await self._stored(correlation_id)
+                if stored is not None:
+                    return stored
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AnswerTimeout(correlation_id, timeout)
+                with contextlib.suppress(TimeoutError):
+                    return await asyncio.wait_for(
+                        asyncio.shield(waiter.future), min(left, _STORE_POLL_S)
+                    )
+        finally:
+            self._waiters.pop(correlation_id, None)
+
+    async def ask(
+        self,
+        request: str,
+        *,
+        timeout: float = 300.0,
+        on_progress: ProgressCallback | None = None,
+        **options: object,
+    ) -> ExecutionResult:
+        correlation_id = await self.submit(
+            request, timeout=timeout, on_progress=on_progress, **options
+        )
+        return await self.wait(correlation_id, timeout + ANSWER_GRACE_S)
+
+    async def fetch(self, correlation_id: str) -> ExecutionResult | None:
+        """A stored answer, whenever it was produced (until it expires)."""
+        return await self._stored(correlation_id)
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def _watch(self, correlation_id: str, on_progress: ProgressCallback | None) -> _Waiter:
+        waiter = self._waiters.get(correlation_id)
+        if waiter is None:
+            future = asyncio.get_running_loop().create_future()
+            waiter = self._waiters[correlation_id] = _Waiter(future, on_progress)
+        elif on_progress is not None:
+            waiter.on_progress = on_progress
+        return waiter
+
+    async def _stored(self, correlation_id: str) -> ExecutionResult | None:
+        with contextlib.suppress(RedisConnectionError, RedisTimeoutError):
+            body = await self.redis.get(self.keys.answer(correlation_id))
+            if body is not None:
+                return FinalAnswerReady.model_validate_json(body).result
+        return None
+
+    async def _follow(self, streams: tuple[str, ...], start: str) -> None:
+        """Hand every entry of `streams` to the waiter of its correlation id."""
+        last = dict.fromkeys(streams, start)
+        failing = False
+        while not self._closing:
+            try:
+                reply = await self.redis.xread(last, count=500, block=500)
+            except (RedisConnectionError, RedisTimeoutError, OSError) as error:
+                if not failing:
+                    log.warning("lost Redis (%s); reconnecting", type(error).__name__)
+                failing = True
+                await asyncio.sleep(0.5)
+                continue
+            failing = False
+            for stream, entries in reply or ():
+                last[stream.decode()] = entries[-1][0]
+                for _entry_id, fields in entries:
+                    self._deliver(fields)
+
+    def _deliver(self, fields: dict[bytes, bytes]) -> None:
+        waiter = self._waiters.get(fields.get(b"cid", b"").decode())
+        if waiter is None:
+            return
+        kind = fields.get(b"type", b"").decode()
+        if kind == FinalAnswerReady.__name__:
+            result = FinalAnswerReady.model_validate_json(fields[b"body"]).result
+            if not waiter.future.done():
+                waiter.future.set_result(result)
+        elif waiter.on_progress is not None and kind in EVENT_TYPES:
+            waiter.on_progress(EVENT_TYPES[kind].model_validate_json(fields[b"body"]))
+
+
+async def _stream_id_now(redis: Redis) -> str:
+    """A stream id just before now on the server's clock: every later entry gets read."""
+    seconds, micros = await redis.time()
+    return f"{seconds * 1000 + micros // 1000 - 1}-0"

@@ -1,0 +1,80 @@
+"""Bad input is refused at the gateway, with a message a person can act on, before anything is
+published: an empty, oversized or binary request, or a rules file that does not parse or breaks
+the rule schema.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
+
+from phases.events import MAX_REQUEST_CHARS
+from phases.models import Rule
+
+MAX_RULES = 100
+MAX_RULES_FILE_BYTES = 1_000_000
+_ALLOWED_CONTROLS = {"\n", "\r", "\t"}
+_RULES = TypeAdapter(list[Rule])
+
+
+class BadInput(ValueError):
+    """Input the gateway refuses; the message says what is wrong and how to fix it."""
+
+
+def check_request(text: str) -> str:
+    """The request, stripped, if it is something a model can be asked; else BadInput."""
+    if not text or not text.strip():
+        raise BadInput("the request is empty: say what you want answered")
+    if len(text) > MAX_REQUEST_CHARS:
+        raise BadInput(
+            f"the request is {len(text):,} characters; the limit is {MAX_REQUEST_CHARS:,}"
+        )
+    if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+        raise BadInput("the request is not valid UTF-8 text (binary data?)")
+    controls = [c for c in text if unicodedata.category(c) == "Cc" and c not in _ALLOWED_CONTROLS]
+    if controls:
+        raise BadInput(
+            f"the request contains {len(controls)} control character(s) such as "
+            f"{controls[0]!r}: binary data is not a request"
+        )
+    return text.strip()
+
+
+def load_rules(path: str | Path) -> list[Rule]:
+    """Rules from a JSON file: a list of rules, or {"rules": [...]} (seed 004's schema)."""
+    file = Path(path)
+    try:
+        raw = file.read_bytes()
+    except OSError as error:
+        raise BadInput(f"cannot read rules file {file}: {error.strerror}") from None
+    if len(raw) > MAX_RULES_FILE_BYTES:
+        raise BadInput(f"rules file {file} is over {MAX_RULES_FILE_BYTES:,} bytes")
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise BadInput(f"rules file {file} is not valid JSON: {error}") from None
+    return parse_rules(data, source=str(file))
+
+
+def parse_rules(data: object, source: str = "rules") -> list[Rule]:
+    if isinstance(data, dict) and "rules" in data:
+        data = data["rules"]
+    if not isinstance(data, list):
+        raise BadInput(f'{source}: expected a list of rules or {{"rules": [...]}}')
+    if len(data) > MAX_RULES:
+        raise BadInput(f"{source}: {len(data)} rules; the limit is {MAX_RULES}")
+    try:
+        rules = _RULES.validate_python(data)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"rule {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors()[:5]
+        )
+        raise BadInput(f"{source} breaks the rule schema: {problems}") from None
+    ids = [r.id for r in rules]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise BadInput(f"{source}: rule ids must be unique; repeated: {', '.join(repeated)}")
+    return rules

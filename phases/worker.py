@@ -1,0 +1,154 @@
+"""The worker app: phase handlers wired to their streams, deadlines and dead-letter hand-offs.
+
+Each route says what a phase consumes, how to handle it, and what carries a run on when the bus
+gives up on one of its events: phases A–D send the run to Phase E as `failed`; Phase E, which
+cannot send anything further, publishes a degraded answer made without the LLM. Either way the
+request still ends with exactly one FinalAnswer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import timedelta
+
+from redis.asyncio import Redis
+
+from bus.codec import text
+from bus.consumer import Route
+from bus.deadletter import DeadLetter
+from bus.settings import BusSettings
+from bus.worker import BusWorker
+from llm.base import LLMAdapter
+from phases import phase_a, phase_b, phase_c, phase_d, phase_e
+from phases.deps import LoopSettings, PhaseDeps
+from phases.events import (
+    Event,
+    LoopExited,
+    PassCompleted,
+    PassRequested,
+    PlanReady,
+    RequestSubmitted,
+    RunState,
+    TaskProfiled,
+    derived_id,
+    utcnow,
+)
+from prompts.registry import default_registry
+
+PHASES = ("a", "b", "c", "d", "e")
+
+Handler = Callable[[Event, PhaseDeps], Awaitable[list[Event]]]
+
+
+def build_routes(deps: PhaseDeps, phases: Iterable[str] = PHASES) -> list[Route]:
+    """Routes for the named phases (all by default), in pipeline order."""
+    wanted = set(phases)
+    unknown = wanted - set(PHASES)
+    if unknown:
+        raise ValueError(f"unknown phase(s) {sorted(unknown)}; choose from {', '.join(PHASES)}")
+    table: list[tuple[str, str, Sequence[type[Event]], Handler]] = [
+        ("a", RequestSubmitted.STREAM, (RequestSubmitted,), phase_a.handle),
+        ("b", TaskProfiled.STREAM, (TaskProfiled,), phase_b.handle),
+        ("c", PlanReady.STREAM, (PlanReady, PassRequested), phase_c.handle),
+        ("d", PassCompleted.STREAM, (PassCompleted,), phase_d.handle),
+    ]
+    routes = [
+        Route(
+            stream=stream,
+            group=name,
+            types={t.__name__: t for t in types},
+            handle=_before_deadline(handler, deps),
+            give_up=_send_to_phase_e,
+        )
+        for name, stream, types, handler in table
+        if name in wanted
+    ]
+    if "e" in wanted:
+        routes.append(
+            Route(
+                stream=LoopExited.STREAM,
+                group="e",
+                types={LoopExited.__name__: LoopExited},
+                handle=lambda event: phase_e.handle(event, deps),
+                give_up=_answer_without_llm,
+            )
+        )
+    return routes
+
+
+def make_worker(
+    redis: Redis,
+    settings: BusSettings,
+    llm: LLMAdapter,
+    phases: Iterable[str] = PHASES,
+    loop: LoopSettings | None = None,
+) -> BusWorker:
+    """A bus worker running the named phases with `llm`, memoising replies in Redis."""
+    worker = BusWorker(redis, settings)
+    deps = PhaseDeps(
+        llm=llm,
+        registry=default_registry(),
+        memo=worker.memo,
+        settings=loop or LoopSettings.from_env(),
+    )
+    worker.add(build_routes(deps, phases))
+    return worker
+
+
+def run_of(event: Event) -> RunState | None:
+    """The run an event carries; a request is a run that has not started yet."""
+    if isinstance(event, RequestSubmitted):
+        return event.initial_state()
+    return getattr(event, "run", None)
+
+
+def _before_deadline(handler: Handler, deps: PhaseDeps) -> Callable[[Event], Awaitable[list]]:
+    """A phase that sees the deadline passed sends the run to E instead of calling the LLM."""
+
+    async def handle(event: Event) -> list[Event]:
+        if event.expired():
+            return [_exit(event, "deadline_exceeded", "the request's deadline passed")]
+        return await handler(event, deps)
+
+    return handle
+
+
+def _exit(event: Event, reason: str, detail: str) -> LoopExited:
+    run = run_of(event)
+    return event.child(
+        LoopExited,
+        reason=reason,
+        detail=detail,
+        request=run.request if run else "",
+        run=run,
+    )
+
+
+def _send_to_phase_e(dead: DeadLetter) -> list[Event]:
+    detail = f"phase {dead.group.upper()} gave up: {dead.reason}"
+    if dead.event is not None:
+        return [_exit(dead.event, "failed", detail)]
+    lost = _lost_run_exit(dead, detail)
+    return [lost] if lost else []
+
+
+def _answer_without_llm(dead: DeadLetter) -> list[Event]:
+    exit_event = dead.event if isinstance(dead.event, LoopExited) else None
+    exit_event = exit_event or _lost_run_exit(dead, f"phase E gave up: {dead.reason}")
+    if exit_event is None:
+        return []
+    return [phase_e.fallback_answer(exit_event, dead.reason)]
+
+
+def _lost_run_exit(dead: DeadLetter, detail: str) -> LoopExited | None:
+    """An exit for an entry that is not an event at all: answerable only if it names its run."""
+    correlation_id = text(dead.fields, b"cid")
+    if not correlation_id:
+        return None
+    return LoopExited(
+        event_id=derived_id(f"{dead.stream}/{dead.entry_id}", "LoopExited"),
+        correlation_id=correlation_id,
+        deadline=utcnow() + timedelta(hours=1),
+        reason="failed",
+        detail=detail,
+    )

@@ -1,0 +1,307 @@
+"""Whole runs through the real bus: gateway client → A → B → C/D loop → E → answer.
+
+The workers run in this process (the multi-process proofs are in tests/e2e); the Redis is real,
+and the LLM is scripted per PromptId so each scenario of the loop is forced on purpose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+from redis.asyncio import Redis
+
+from bus.settings import BusSettings
+from gateway.client import AeonClient
+from llm.base import LLMAdapter, LLMCall, LLMError
+from llm.offline import OfflineLLM
+from llm.scripted import ScriptedLLM
+from phases.deps import LoopSettings
+from phases.events import ExecutionResult
+from phases.worker import make_worker
+from prompts.registry import PromptId
+
+
+def assessment(score: float, converged: bool = False) -> str:
+    aligned = score >= 0.95
+    return json.dumps(
+        {
+            "converged": converged,
+            "completeness_score": score,
+            "coherence_score": score,
+            "consistency": {
+                "plan_aligned": aligned,
+                "step_aligned": aligned,
+                "answer_aligned": aligned,
+            },
+            "reason_codes": [] if aligned else ["incomplete"],
+            "summary": f"score {score}",
+        }
+    )
+
+
+NO_ISSUES = json.dumps({"issues": [], "summary": "fine"})
+PLAN = json.dumps(
+    {
+        "plan": {
+            "goal": "answer",
+            "steps": [
+                {"step_id": "s1", "description": "Explain it"},
+                {"step_id": "s2", "description": "Simplify it"},
+            ],
+        }
+    }
+)
+
+
+def add_a_step() -> Callable[[LLMCall], str]:
+    """A refinement that adds one new step per call, so every pass has work to do."""
+    added: list[int] = []
+
+    def refine(call: LLMCall) -> str:
+        added.append(1)
+        step = {"step_id": f"extra{len(added)}", "description": f"Deepen the answer ({len(added)})"}
+        return json.dumps({"actions": [{"action_type": "ADD", "new_step": step, "reason": "gap"}]})
+
+    return refine
+
+
+@pytest.fixture
+def settings(redis_url: str, redis_prefix: str) -> BusSettings:
+    return BusSettings(
+        redis_url=redis_url,
+        prefix=redis_prefix,
+        block_ms=100,
+        claim_idle_ms=1000,
+        claim_interval_s=0.2,
+        retry_backoff_s=0.01,
+        consumer_name=f"test-{uuid.uuid4().hex[:6]}",
+    )
+
+
+@asynccontextmanager
+async def pipeline(
+    settings: BusSettings, llm: LLMAdapter, loop: LoopSettings | None = None
+) -> AsyncIterator[AeonClient]:
+    redis = Redis.from_url(settings.redis_url)
+    worker = make_worker(redis, settings, llm, loop=loop or LoopSettings())
+    await worker.start()
+    running = asyncio.create_task(worker.run())
+    try:
+        async with AeonClient(settings=settings) as client:
+            yield client
+    finally:
+        worker.stop()
+        await asyncio.wait_for(running, 15)
+        await redis.aclose()
+
+
+async def ask(settings: BusSettings, llm: LLMAdapter, request: str, **options) -> ExecutionResult:
+    loop = options.pop("loop", None)
+    async with pipeline(settings, llm, loop) as client:
+        return await client.ask(request, timeout=options.pop("timeout", 30), **options)
+
+
+async def test_offline_model_refines_once_and_converges_in_pass_2(settings: BusSettings) -> None:
+    result = await ask(settings, OfflineLLM(), "Explain tides, then summarise them for a child")
+    answer = result.final_answer
+    assert result.status == "converged"
+    assert result.total_passes == 2
+    assert result.total_refinements >= 1
+    assert not result.degraded
+    assert "offline model" in answer.answer_text
+    assert answer.metadata["degraded"] is False
+    assert result.usage.calls > 0 and result.usage.total_tokens > 0
+
+
+async def test_converges_in_pass_1(settings: BusSettings) -> None:
+    llm = ScriptedLLM(
+        {
+            PromptId.PLAN_GENERATION_USER: PLAN,
+            PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
+            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.99, converged=True),
+        }
+    )
+    result = await ask(settings, llm, "Explain photosynthesis")
+    assert (result.status, result.total_passes, result.degraded) == ("converged", 1, False)
+    assert llm.calls.count(PromptId.REASONING_STEP_USER) == 2
+
+
+async def test_llm_saying_converged_is_not_enough(settings: BusSettings) -> None:
+    """The host decides from the evidence: a low-scoring 'converged' does not end the loop."""
+    llm = ScriptedLLM(
+        {
+            PromptId.PLAN_GENERATION_USER: PLAN,
+            PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
+            PromptId.CONVERGENCE_ASSESSMENT_USER: [
+                assessment(0.5, converged=True),
+                assessment(0.99, converged=True),
+            ],
+        }
+    )
+    result = await ask(settings, llm, "Explain photosynthesis")
+    assert result.status == "converged"
+    assert result.total_passes == 2
+
+
+async def test_ttl_exhausted(settings: BusSettings) -> None:
+    llm = ScriptedLLM(
+        {
+            PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
+            PromptId.CONVERGENCE_ASSESSMENT_USER: [
+                assessment(0.3),
+                assessment(0.6),
+                assessment(0.8),
+            ],
+            PromptId.RECURSIVE_REFINEMENT_USER: add_a_step(),
+        }
+    )
+    result = await ask(settings, llm, "Explain photosynthesis", max_ttl=2)
+    assert result.status == "ttl_exhausted"
+    assert result.total_passes == 2
+    assert result.ttl_remaining == 0
+    assert result.degraded
+    assert result.final_answer.ttl_exhausted is True
+
+
+async def test_stagnation(settings: BusSettings) -> None:
+    llm = ScriptedLLM(
+        {
+            PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
+            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.5),
+            PromptId.RECURSIVE_REFINEMENT_USER: add_a_step(),
+        }
+    )
+    result = await ask(settings, llm, "Explain photosynthesis")
+    assert result.status == "stagnated"
+    assert result.total_passes == 3
+    assert result.degraded
+
+
+async def test_no_plan_gives_a_zero_pass_degraded_answer(settings: BusSettings) -> None:
+    llm = ScriptedLLM(
+        {
+            PromptId.PLAN_GENERATION_USER: "I cannot plan this.",
+            PromptId.SUPERVISOR_REPAIR_JSON_USER: "still no JSON",
+        }
+    )
+    result = await ask(settings, llm, "Explain photosynthesis")
+    assert result.status == "failed"
+    assert result.total_passes == 0
+    assert result.degraded
+    assert result.final_answer.metadata["degraded"] is True
+    assert result.final_answer.answer_text
+
+
+async def test_malformed_json_is_repaired_once(settings: BusSettings) -> None:
+    llm = ScriptedLLM(
+        {
+            PromptId.PLAN_GENERATION_USER: "Here it is: {plan: goal=answer",
+            PromptId.SUPERVISOR_REPAIR_JSON_USER: PLAN,
+            PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
+            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.99, converged=True),
+        }
+    )
+    result = await ask(settings, llm, "Explain photosynthesis")
+    assert (result.status, result.degraded) == ("converged", False)
+    assert llm.calls.count(PromptId.SUPERVISOR_REPAIR_JSON_USER) == 1
+
+
+async def test_llm_error_gives_a_degraded_answer_with_the_reason(settings: BusSettings) -> None:
+    llm = ScriptedLLM(
+        {
+            PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
+            PromptId.CONVERGENCE_ASSESSMENT_USER: LLMError("model endpoint returned 503"),
+        }
+    )
+    result = await ask(settings, llm, "Explain photosynthesis")
+    assert result.status == "failed"
+    assert result.degraded
+    assert "503" in json.dumps(result.final_answer.metadata)
+
+
+async def test_synthesis_failure_still_answers(settings: BusSettings) -> None:
+    llm = ScriptedLLM({PromptId.ANSWER_SYNTHESIS_USER: LLMError("synthesis model down")})
+    result = await ask(settings, llm, "Explain photosynthesis")
+    assert result.degraded
+    assert result.final_answer.metadata["degraded"] is True
+    assert result.final_answer.answer_text
+
+
+async def test_handler_crash_is_dead_lettered_and_the_run_still_answered(
+    settings: BusSettings,
+) -> None:
+    def crash(call: LLMCall) -> str:
+        raise RuntimeError("bug in a handler")
+
+    llm = ScriptedLLM({PromptId.CONVERGENCE_ASSESSMENT_USER: crash})
+    result = await ask(settings, llm, "Explain photosynthesis")
+    assert result.status == "failed"
+    assert result.degraded
+    redis = Redis.from_url(settings.redis_url)
+    dead = await redis.xrange(f"{settings.prefix}:dead-letter")
+    await redis.aclose()
+    assert len(dead) == 1
+    assert dead[0][1][b"group"] == b"c"
+    assert b"bug in a handler" in dead[0][1][b"reason"]
+
+
+async def test_deadline_exceeded(settings: BusSettings) -> None:
+    llm = OfflineLLM(delay=0.4)
+    result = await ask(settings, llm, "Explain photosynthesis", timeout=1.5)
+    assert result.status == "deadline_exceeded"
+    assert result.degraded
+
+
+async def test_rules_drive_convergence(settings: BusSettings) -> None:
+    from gateway.validation import parse_rules
+
+    rules = parse_rules(
+        [
+            {
+                "id": "mentions-light",
+                "description": "must mention light",
+                "severity": "fail",
+                "weight": 2,
+                "check": {"type": "content", "search": "(?i)light"},
+            }
+        ]
+    )
+    llm = ScriptedLLM(
+        {
+            PromptId.PLAN_GENERATION_USER: PLAN,
+            PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
+            PromptId.REASONING_STEP_USER: "Plants use light to make sugar.",
+            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.5),
+        }
+    )
+    result = await ask(settings, llm, "Explain photosynthesis", rules=rules)
+    assert result.status == "converged", "rules passed: the rubric's low score does not matter"
+    assert result.total_passes == 1
+
+
+async def test_many_requests_in_flight_each_get_their_own_answer(settings: BusSettings) -> None:
+    llm = OfflineLLM(delay=0.01)
+    async with pipeline(settings, llm) as client:
+        requests = [f"Explain topic number {i}, then give an example" for i in range(40)]
+        results = await asyncio.gather(*(client.ask(r, timeout=60) for r in requests))
+    for request, result in zip(requests, results, strict=True):
+        assert request.split(",")[0] in result.final_answer.answer_text
+    redis = Redis.from_url(settings.redis_url)
+    answers = await redis.xrange(f"{settings.prefix}:{{answers}}")
+    await redis.aclose()
+    assert len(answers) == 40
+    assert len({f[b"cid"] for _, f in answers}) == 40
+
+
+async def test_progress_is_reported(settings: BusSettings) -> None:
+    seen: list[str] = []
+    callback: Callable = lambda event: seen.append(type(event).__name__)  # noqa: E731
+    async with pipeline(settings, OfflineLLM()) as client:
+        await client.ask("Explain photosynthesis", timeout=30, on_progress=callback)
+    assert seen[0] == "TaskProfiled"
+    assert {"PlanReady", "PassCompleted", "PassRequested", "LoopExited"} <= set(seen)
