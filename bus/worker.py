@@ -52,6 +52,8 @@ class BusWorker:
         finally:
             self.committer.close()
             await flusher
+            counts = ", ".join(f"{c.route.group}={c.handled}" for c in self.consumers)
+            log.info("worker %s stopped; events handled: %s", self.settings.consumer_name, counts)
 
     def stop(self) -> None:
         for consumer in self.consumers:
