@@ -194,10 +194,8 @@ class Consumer:
             events, rejects = [], []
             for delivery in batch:
                 try:
-                    event = decode(
-                        delivery.fields, self.route.types, self._settings.max_event_bytes
-                    )
-                    events.append((delivery, event))
+                    events.append((delivery, self._decode(delivery)))
+                    _forget_body(delivery)
                 except DecodeError as error:
                     rejects.append(self._give_up(delivery, None, f"undecodable: {error}", None))
             owned = await self._acquire(events)
@@ -209,6 +207,21 @@ class Consumer:
 
     def _decode(self, delivery: Delivery) -> Any:
         return decode(delivery.fields, self.route.types, self._settings.max_event_bytes)
+
+    async def _reload(self, delivery: Delivery) -> Any | None:
+        """A fresh decode of the entry, re-read from the stream (None if it is gone).
+
+        Handlers own the event they are given and may change it, so a retry, or the dead
+        letter after the last one, must not see what a failed attempt left behind.
+        """
+        found = await self._redis.xrange(self._stream_key, delivery.entry_id, delivery.entry_id)
+        if not found:
+            return None
+        delivery.fields = found[0][1]
+        try:
+            return self._decode(delivery)
+        except DecodeError:
+            return None
 
     async def _acquire(self, events: list[tuple[Delivery, Any]]) -> list[tuple[Delivery, Any, str]]:
         """Lock each event for this consumer: "mine", "done" (handled before) or "busy"."""
@@ -246,7 +259,7 @@ class Consumer:
             self._locks.pop(delivery.entry_id, None)
         if error:
             reason = f"handler failed {self._settings.handler_attempts} times: {error}"
-            await self._give_up(delivery, event, reason, lock_key)
+            await self._give_up(delivery, await self._reload(delivery) or event, reason, lock_key)
             return
         await self._commit(delivery, outputs, lock_key)
         self.handled += 1
@@ -260,6 +273,10 @@ class Consumer:
         for attempt in range(1, attempts + 1):
             token = redelivered.set(delivery.deliveries > 1 or attempt > 1)
             try:
+                if attempt > 1:
+                    event = await self._reload(delivery)
+                    if event is None:
+                        return (), "the entry left the stream before it could be retried"
                 return await self.route.handle(event), ""
             except asyncio.CancelledError:
                 raise
@@ -403,6 +420,14 @@ class Consumer:
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+
+
+def _forget_body(delivery: Delivery) -> None:
+    """Keep only what a dead letter needs without a re-read; the body is the bulk of memory
+    per in-flight event, and the decoded event already holds it."""
+    delivery.fields = {
+        name: delivery.fields[name] for name in (b"type", b"cid") if name in delivery.fields
+    }
 
 
 class _Backoff:

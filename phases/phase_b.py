@@ -42,7 +42,7 @@ MAX_STEP_ID = 64  # PlanStep.step_id's limit
 
 async def handle(event: TaskProfiled, deps: PhaseDeps) -> list[Event]:
     """TaskProfiled → PlanReady with `run.plan`, or LoopExited("failed") when no plan came."""
-    run = event.run.model_copy(deep=True)
+    run = event.run
     session = deps.session(event.correlation_id, run.usage)
     try:
         plan = await generate_plan(session, run)

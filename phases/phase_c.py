@@ -47,7 +47,7 @@ BLOCKED_MARKER = "BLOCKED:"
 
 async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Event]:
     """One pass → PassCompleted (loop goes on via D) or LoopExited (with the reason)."""
-    run = event.run.model_copy(deep=True)
+    run = event.run
     settings = deps.settings
     number = len(run.passes) + 1
     if number > settings.max_passes:

@@ -29,7 +29,7 @@ DEPTH_DOWN_FACTOR = 0.15
 
 async def handle(event: PassCompleted, deps: PhaseDeps) -> list[Event]:
     """PassCompleted → PassRequested while TTL is left, else LoopExited("ttl_exhausted")."""
-    run = event.run.model_copy(deep=True)
+    run = event.run
     last = run.last_pass
     if last is None:
         return [summaries.loop_exit(event, run, "failed", "phase D got a run with no pass")]

@@ -176,7 +176,9 @@ async def test_malformed_actions_are_rejected_not_fatal(harness, replies, make_r
     assert "applied 1 action(s) and rejected 1" in out.run.notes[-1]
 
 
-async def test_same_event_twice_makes_no_second_call(harness, replies, make_request) -> None:
+async def test_same_event_twice_makes_no_second_call(
+    harness, delivered, replies, make_request
+) -> None:
     h = harness(
         {
             PLAN: replies.plan("one"),
@@ -185,9 +187,8 @@ async def test_same_event_twice_makes_no_second_call(harness, replies, make_requ
         }
     )
     event = profiled(make_request)
-    (first,) = await phase_b.handle(event, h.deps)
-    (second,) = await phase_b.handle(event, h.deps)
+    (first,) = await phase_b.handle(delivered(event), h.deps)
+    (second,) = await phase_b.handle(delivered(event), h.deps)
     assert h.llm.calls == [PLAN, VALIDATE, REFINE]
     assert first.event_id == second.event_id
     assert first.run.plan == second.run.plan
-    assert event.run.plan is None  # the input event is never modified

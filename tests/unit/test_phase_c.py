@@ -293,20 +293,21 @@ async def test_only_skipped_rules_leave_it_to_the_rubric(harness, replies, make_
     assert "default rubric" in out.detail
 
 
-async def test_same_event_twice_makes_no_second_call(harness, replies, make_plan_ready) -> None:
+async def test_same_event_twice_makes_no_second_call(
+    harness, delivered, replies, make_plan_ready
+) -> None:
     script = base_script(replies) | {
         ASSESS: replies.weak(),
         REFINE: replies.refinement(replies.add("s3", "more")),
     }
     h = harness(script)
     event = make_plan_ready("a", "b")
-    (first,) = await phase_c.handle(event, h.deps)
+    (first,) = await phase_c.handle(delivered(event), h.deps)
     calls = list(h.llm.calls)
-    (second,) = await phase_c.handle(event, h.deps)
+    (second,) = await phase_c.handle(delivered(event), h.deps)
     assert h.llm.calls == calls
     assert first.event_id == second.event_id
     assert first.run.model_dump(exclude={"usage"}) == second.run.model_dump(exclude={"usage"})
-    assert event.run.passes == []  # the input event is never modified
 
 
 async def test_pass_requested_continues_where_the_run_is(harness, replies, make_plan_ready) -> None:
