@@ -1,0 +1,38 @@
+"""The README is part of the product: what it documents must match the code."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import fields
+from pathlib import Path
+
+from bus.settings import BusSettings
+from phases.deps import LoopSettings
+from phases.events import RequestSubmitted
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def test_request_schema_in_readme_is_the_codes() -> None:
+    block = README.split("<summary>RequestSubmitted JSON schema</summary>", 1)[1]
+    schema = re.search(r"```json\n(.*?)\n```", block, re.S)
+    assert schema, "the README lost its RequestSubmitted schema block"
+    assert json.loads(schema.group(1)) == RequestSubmitted.model_json_schema()
+
+
+def test_every_bus_setting_is_documented() -> None:
+    for field in fields(BusSettings):
+        assert f"`AEON_{field.name.upper()}`" in README, field.name
+
+
+def test_every_loop_setting_is_documented() -> None:
+    for field in fields(LoopSettings):
+        assert f"`AEON_{field.name.upper()}`" in README, field.name
+
+
+def test_set_up_commands_are_the_ones_ci_runs() -> None:
+    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+    assert 'pip install ".[test]" && pytest' in README
+    assert re.search(r'^pip install -q "\.\[test\]"$', ci, re.M)
+    assert re.search(r"^pytest$", ci, re.M)
