@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol, TypeVar
 
 import orjson
@@ -154,8 +155,13 @@ class LLMSession:
         return reply.text
 
     def _system_prompt(self, prompt_id: PromptId) -> str:
-        system_id = SYSTEM_OF[prompt_id]
-        return self.registry.get_prompt(system_id, SystemPromptInput(agent=self.llm.family))
+        return _system_text(self.registry, SYSTEM_OF[prompt_id], self.llm.family)
+
+
+@lru_cache(maxsize=256)
+def _system_text(registry: PromptRegistry, system_id: PromptId, family: str) -> str:
+    """System prompts depend only on the prompt and the model family: render each once."""
+    return registry.get_prompt(system_id, SystemPromptInput(agent=family))
 
 
 def _short(error: Exception, limit: int = 1_000) -> str:
