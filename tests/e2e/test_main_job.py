@@ -1,0 +1,53 @@
+"""The README's main job, as a person runs it on a fresh machine: no Redis configured, no key.
+
+`aeon ask` then starts its own Redis and in-process workers, shows progress on stderr, prints
+the FinalAnswer and cleans up.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from e2e_support import Processes, child_env
+
+pytestmark = pytest.mark.e2e
+
+MAIN_JOB = "Explain how photosynthesis works, then rewrite it for a 10-year-old"
+
+
+@pytest.fixture
+def zero_config() -> dict[str, str]:
+    """No AEON_* at all (child_env drops the runner's): what a fresh shell has."""
+    env = child_env(fast=False)
+    assert not any(key.startswith("AEON_") for key in env)
+    return env
+
+
+@pytest.mark.timeout(60)
+def test_main_job_answers_with_progress(procs: Processes, zero_config: dict[str, str]) -> None:
+    ask = procs.run_aeon(zero_config, "ask", MAIN_JOB, timeout=45)
+
+    assert ask.returncode == 0, ask.tail()
+    assert "Answer:" in ask.stdout
+    assert "photosynthesis" in ask.stdout
+    progress = ask.stderr
+    assert "submitted" in progress
+    for line in ("A  profiled", "B  planned", "C  pass 1", "E  loop exited: converged"):
+        assert line in progress, f"no progress line {line!r} on stderr:\n{progress}"
+    assert "Traceback" not in progress
+
+
+@pytest.mark.timeout(60)
+def test_main_job_as_json_has_final_answer_on_top(
+    procs: Processes, zero_config: dict[str, str]
+) -> None:
+    ask = procs.run_aeon(zero_config, "ask", MAIN_JOB, "--json", timeout=45)
+
+    assert ask.returncode == 0, ask.tail()
+    data = json.loads(ask.stdout)
+    assert isinstance(data, dict)
+    assert data["final_answer"]["answer_text"]
+    assert data["status"] == "converged"
+    assert data["degraded"] is False
+    assert len(data["correlation_id"]) == 32
