@@ -1,0 +1,109 @@
+"""Issue 4's chaos proof: workers killed with SIGKILL while 40 requests are in flight.
+
+Two `aeon worker` processes share the load with a scripted LLM that takes 40 ms a call; each
+reads at most 4 events per phase at a time, so the work is spread and lasts a few seconds. One
+of them (the victim) is killed with SIGKILL at three moments, each time while it holds
+unacknowledged entries, and restarted: right after the burst was submitted, when a third of the
+answers are in, and when two thirds are. Its entries are claimed by the live workers after the
+idle time; its half-done work is redone (memoised replies, deterministic event ids) and deduped.
+
+Every request must get exactly one FinalAnswer, the gateway must have received each, and no
+duplicate may reach the answers stream. The counts are printed (`pytest -s`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from e2e_support import Bus, Processes, Worker, assert_answered_once, wait_until
+
+pytestmark = pytest.mark.e2e
+
+REQUESTS = 40
+#: Answers already in when each kill happens: soon after submit, a third, two thirds.
+KILL_AFTER_ANSWERS = (0, REQUESTS // 3, 2 * REQUESTS // 3)
+PROFILE = {
+    "reasoning_depth": 3,
+    "information_sufficiency": 0.5,
+    "expected_tool_usage": "moderate",
+    "output_breadth": "moderate",
+    "confidence_requirement": "medium",
+    "raw_inference": "scripted for the chaos test",
+}
+_CLAIMED = re.compile(r"claimed (\d+) idle entries")
+
+
+@pytest.mark.timeout(150)
+def test_killed_workers_lose_nothing_and_answer_nothing_twice(
+    procs: Processes, bus: Bus, env: dict[str, str], tmp_path: Path
+) -> None:
+    script = tmp_path / "llm.json"
+    script.write_text(json.dumps({"TASKPROFILE_INFERENCE_USER": json.dumps(PROFILE)}))
+    worker_env = {
+        **env,
+        "AEON_LLM": "scripted",
+        "AEON_LLM_SCRIPT": str(script),
+        "AEON_LLM_DELAY_MS": "40",
+    }
+
+    def start(name: str) -> Worker:
+        return procs.worker(worker_env, "--concurrency", "4", name=name)
+
+    start("steady")
+    victim = start("victim")
+    gateway = procs.gateway(env, REQUESTS, timeout=90)
+    wait_until(lambda: len(gateway.submitted()) == REQUESTS, 20, "the burst to be submitted")
+
+    kills = []
+    for threshold in KILL_AFTER_ANSWERS:
+        wait_until(lambda t=threshold: len(bus.answer_cids()) >= t, 60, f"{threshold} answers")
+        held = wait_until(
+            lambda v=victim: bus.pending(v.consumer), 15, f"{victim.name} to hold entries"
+        )
+        answers_before = len(bus.answer_cids())
+        victim.kill()
+        kills.append({"answers_before": answers_before, "victim_held": held})
+        victim = start("victim")
+
+    assert gateway.wait(100) == 0, gateway.tail()
+    submitted = gateway.submitted()
+    assert len(set(submitted)) == REQUESTS
+    answered = gateway.answered()
+    assert sorted(row["cid"] for row in answered) == sorted(submitted), "a client lost its answer"
+    assert_answered_once(bus, submitted)
+
+    dead = bus.dead_letters()
+    degraded = [row["cid"] for row in answered if row["degraded"]]
+    # A run whose event was dead-lettered still gets its one answer, a degraded one.
+    assert {d["cid"] for d in dead} <= set(degraded), (dead, degraded)
+
+    workers = [p for p in procs.started if isinstance(p, Worker)]
+    for worker in workers:
+        if worker.alive:
+            assert worker.stop() == 0, worker.tail()
+    answers = bus.answer_cids()
+    counts = {
+        "requests": len(submitted),
+        "kills": len(kills),
+        "answers": len(answers),
+        "distinct answered": len(set(answers)),
+        "duplicates in answers": len(answers) - len(set(answers)),
+        "lost": len(set(submitted) - set(answers)),
+        "dead letters": len(dead),
+        "degraded answers": len(degraded),
+        "entries held by the victim at each kill": [k["victim_held"] for k in kills],
+        "answers in at each kill": [k["answers_before"] for k in kills],
+        "idle-entry claims (XCLAIM)": sum(
+            int(n) for w in workers for n in _CLAIMED.findall(w.stderr)
+        ),
+        "intermediate events republished (absorbed by dedupe)": bus.repeated_event_ids(),
+    }
+    print("\nchaos counts: " + json.dumps(counts))
+    assert counts["duplicates in answers"] == 0
+    assert counts["lost"] == 0
+    assert counts["answers"] == REQUESTS
+    assert counts["kills"] == 3
+    assert all(k["victim_held"] > 0 for k in kills)
