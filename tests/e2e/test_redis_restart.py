@@ -1,0 +1,95 @@
+"""Issue 4's Redis-restart proofs, on a private append-only Redis the test restarts.
+
+Data kept: the server stops (SIGTERM, AOF flushed) and comes back on the same port while runs
+are in flight; workers and the gateway reconnect and every request is answered exactly once.
+
+Data lost: the server comes back empty. Workers recreate their groups and keep serving new
+requests; a request that existed only in the lost data cannot be answered, and its gateway
+says so with the correlation id and exit code 3 instead of hanging. To be sure that request is
+in Redis (not in a worker's hands) when the data goes, the worker is paused with SIGSTOP while
+it is submitted and resumed (SIGCONT) after the restart.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Callable
+
+import pytest
+from e2e_support import Bus, Processes, assert_answered_once, child_env, wait_until
+
+from bus.embedded import RedisServer
+
+pytestmark = pytest.mark.e2e
+
+REQUESTS = 20
+
+
+@pytest.mark.timeout(120)
+def test_restart_with_data_kept_answers_everything_once(
+    procs: Processes,
+    redis_server_factory: Callable[..., RedisServer],
+    bus_factory: Callable[[str, str], Bus],
+    redis_prefix: str,
+) -> None:
+    server = redis_server_factory(appendonly=True)
+    env = child_env(server.url, redis_prefix)
+    bus = bus_factory(server.url, redis_prefix)
+    worker_env = {**env, "AEON_LLM_DELAY_MS": "40"}
+    workers = [procs.worker(worker_env, "--concurrency", "4") for _ in range(2)]
+    gateway = procs.gateway(env, REQUESTS, timeout=60)
+    wait_until(lambda: len(gateway.submitted()) == REQUESTS, 20, "the burst to be submitted")
+    wait_until(lambda: len(bus.answer_cids()) >= 5, 30, "the first answers")
+
+    answered_before = len(bus.answer_cids())
+    server.restart(keep_data=True)
+    assert bus.xlen("requests") == REQUESTS, "the append-only file did not keep the streams"
+
+    assert gateway.wait(90) == 0, gateway.tail()
+    print(f"\nanswers before the restart: {answered_before} of {REQUESTS}")
+    assert answered_before < REQUESTS, "the restart came after the last answer: not mid-way"
+    submitted = gateway.submitted()
+    assert sorted(row["cid"] for row in gateway.answered()) == sorted(submitted)
+    assert_answered_once(bus, submitted)
+    for worker in workers:
+        assert worker.alive, f"{worker.name} died with Redis:\n{worker.tail()}"
+        assert worker.stop() == 0, worker.tail()
+    assert any("Redis answers again" in w.stderr for w in workers), "no worker saw the outage"
+
+
+@pytest.mark.timeout(120)
+def test_restart_with_data_lost_keeps_serving_and_times_out_the_lost_request(
+    procs: Processes,
+    redis_server_factory: Callable[..., RedisServer],
+    bus_factory: Callable[[str, str], Bus],
+    redis_prefix: str,
+) -> None:
+    server = redis_server_factory(appendonly=True)
+    env = child_env(server.url, redis_prefix)
+    bus = bus_factory(server.url, redis_prefix)
+    worker = procs.worker(env)
+    before = procs.run_aeon(env, "ask", "Explain tides", "--json", timeout=30)
+    assert before.returncode == 0, before.tail()
+
+    worker.process.send_signal(signal.SIGSTOP)
+    try:
+        lost = procs.aeon(env, "ask", "Explain the water cycle", "--timeout", "2")
+        wait_until(lambda: bus.xlen("requests") == 2, 15, "the second request to be published")
+        lost_cid = bus.entries("requests")[-1][1]["cid"].decode()
+        server.restart(keep_data=False)
+        assert not bus.has_keys(), "the restarted server still has data"
+    finally:
+        worker.process.send_signal(signal.SIGCONT)
+
+    after = procs.run_aeon(env, "ask", "Explain the seasons", "--json", timeout=30)
+    assert after.returncode == 0, after.tail()
+    assert json.loads(after.stdout)["status"] == "converged"
+    assert worker.alive
+    assert "recreating" in worker.stderr  # NOGROUP: the groups were made again
+
+    assert lost.wait(20) == 3, lost.tail()
+    assert f"no answer for {lost_cid}" in lost.stderr
+    assert f"aeon answer {lost_cid}" in lost.stderr
+    assert "Traceback" not in lost.stderr
+    assert worker.stop() == 0, worker.tail()
