@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 
 from redis.asyncio import Redis
@@ -36,6 +37,19 @@ if redis.call('SET', KEYS[2], ARGV[3], 'NX', 'EX', ARGV[4]) then
 end
 return false
 """
+
+
+class WriteRefused(Exception):
+    """Redis answered, but refused part of a commit."""
+
+
+def _settle(batch: list[Commit], error: BaseException | None) -> None:
+    for item in batch:
+        if item.done is not None and not item.done.done():
+            if error is None:
+                item.done.set_result(None)
+            else:
+                item.done.set_exception(error)
 
 
 @dataclass(slots=True)
@@ -86,18 +100,29 @@ class Committer:
         self._wake.set()
 
     async def _flush_until_sent(self, batch: list[Commit], memos: list[tuple[str, str]]) -> None:
-        delay = 0.1
+        """Send the batch, retrying while Redis is away or refuses writes (say, out of memory).
+
+        After close, retries stop once the shutdown grace is spent: the entries stay pending
+        for another worker to claim, rather than holding a stopping worker forever.
+        """
+        delay, started = 0.1, time.monotonic()
         while True:
             try:
                 await self._flush(batch, memos)
-            except (RedisConnectionError, RedisTimeoutError, OSError) as error:
-                log.warning("commit failed (%s); retrying in %.1fs", type(error).__name__, delay)
+            except (RedisConnectionError, RedisTimeoutError, OSError, WriteRefused) as error:
+                if self._closed and time.monotonic() - started > self._settings.shutdown_grace_s:
+                    _settle(batch, error)
+                    log.error("%d commits not sent at shutdown; entries stay pending", len(batch))
+                    return
+                log.warning("commit failed (%s); retrying in %.1fs", error, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
-            for item in batch:
-                if item.done is not None and not item.done.done():
-                    item.done.set_result(None)
+            except Exception as error:  # a bug in one batch must not stop every later commit
+                log.exception("commit failed for good; its entries stay pending")
+                _settle(batch, error)
+                return
+            _settle(batch, None)
             return
 
     async def _flush(self, batch: list[Commit], memos: list[tuple[str, str]]) -> None:
@@ -118,8 +143,13 @@ class Committer:
             if item.lock_key is not None:
                 pipe.set(item.lock_key, b"done", px=settings.dedupe_ttl_s * 1000)
             pipe.xack(item.stream_key, item.group, item.entry_id)
-        # Per-command errors (say NOGROUP after Redis lost its data) must not fail the batch.
-        await pipe.execute(raise_on_error=False)
+        # NOGROUP on an ack (Redis lost its data) is harmless; any other refused command (OOM
+        # on an XADD) means outputs were not stored, so the whole batch is sent again: the
+        # outputs' deterministic ids let consumers drop what the first attempt did store.
+        replies = await pipe.execute(raise_on_error=False)
+        refused = [r for r in replies if isinstance(r, Exception) and "NOGROUP" not in str(r)]
+        if refused:
+            raise WriteRefused(f"Redis refused {len(refused)} command(s): {refused[0]}")
 
     def _publish(self, pipe: Pipeline, event: Routable) -> None:
         fields = encode(event)

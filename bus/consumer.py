@@ -132,6 +132,7 @@ class Consumer:
         if not tasks:
             return
         _, pending = await asyncio.wait(tasks, timeout=self._settings.shutdown_grace_s)
+        pending |= {t for t in self._in_flight.values() if not t.done()} - set(tasks)
         for task in pending:
             task.cancel()
         if pending:
@@ -199,7 +200,10 @@ class Consumer:
                 except DecodeError as error:
                     rejects.append(self._give_up(delivery, None, f"undecodable: {error}", None))
             owned = await self._acquire(events)
-            await asyncio.gather(*rejects, *(self._process(d, e, st) for d, e, st in owned))
+            work = (*rejects, *(self._process(d, e, st) for d, e, st in owned))
+            for outcome in await asyncio.gather(*work, return_exceptions=True):
+                if isinstance(outcome, Exception):
+                    log.warning("%s: left pending for a retry: %s", self._group, outcome)
         finally:
             for delivery in batch:
                 self._in_flight.pop(delivery.entry_id, None)
@@ -250,7 +254,7 @@ class Consumer:
             return
         if delivery.deliveries > self._settings.max_deliveries:
             reason = f"delivered {delivery.deliveries} times without completing"
-            await self._give_up(delivery, event, reason, lock_key)
+            await self._give_up(delivery, await self._reload(delivery) or event, reason, lock_key)
             return
         self._locks[delivery.entry_id] = lock_key
         try:
@@ -354,7 +358,7 @@ class Consumer:
     async def recover_once(self) -> int:
         """Claim entries idle past `claim_idle_ms`; returns how many were taken over."""
         free = self._settings.concurrency - len(self._in_flight)
-        if free <= 0:
+        if free <= 0 or self._stopping.is_set():
             return 0
         pending = await self._redis.xpending_range(
             self._stream_key,
@@ -386,13 +390,26 @@ class Consumer:
         return len(present)
 
     async def _ack_vanished(self, entry_ids: set[bytes]) -> None:
-        """Entries trimmed from the stream while pending can never be handled: drop them."""
-        if entry_ids:
-            await self._redis.xack(self._stream_key, self._group, *entry_ids)
+        """Entries trimmed from the stream while pending can never be handled: drop them.
+
+        XCLAIM also skips entries another consumer claimed (or heartbeated) since XPENDING, so
+        an entry counts as vanished only if it is really gone from the stream.
+        """
+        if not entry_ids:
+            return
+        ids = list(entry_ids)
+        pipe = self._redis.pipeline(transaction=False)
+        for entry_id in ids:
+            pipe.xrange(self._stream_key, entry_id, entry_id)
+        found = await pipe.execute()
+        gone = [entry_id for entry_id, entries in zip(ids, found, strict=True) if not entries]
+        if gone:
+            await self._redis.xack(self._stream_key, self._group, *gone)
 
     async def _heartbeat_forever(self) -> None:
         """Keep what this consumer is working on: reclaim its entries, extend its locks."""
-        interval = self._settings.lock_lease_ms / 3000
+        settings = self._settings
+        interval = min(settings.lock_lease_ms, settings.claim_idle_ms) / 3000
         while not self._stopping.is_set() or self._locks:
             await asyncio.sleep(interval)
             if not self._locks:

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 _CREDENTIALS = re.compile(r"(?<=://)[^@/]*@")
+_QUERY_SECRET = re.compile(r"(?i)((?:password|username)=)[^&]*")
 
 
 def redact(url: str) -> str:
-    """The URL with any user:password part masked, for logs and error messages."""
-    return _CREDENTIALS.sub("***@", url)
+    """The URL with any user:password part or ?password= masked, for logs and error messages."""
+    return _QUERY_SECRET.sub(r"\1***", _CREDENTIALS.sub("***@", url))
 
 
 def default_consumer_name() -> str:

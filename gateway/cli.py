@@ -155,15 +155,34 @@ async def worker(args: argparse.Namespace) -> int:
     try:
         await redis.ping()
         running = make_worker(redis, settings, llm, phases)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, running.stop)
-        await running.run()
+        _stop_on_signals(running.stop)
+        try:
+            await running.run()
+        except asyncio.CancelledError:
+            log.warning("stopped by a second signal; unfinished events stay pending")
+            return 1
         log.info("worker stopped cleanly")
         return 0
     finally:
         await llm.aclose()
         await redis.aclose()
+
+
+def _stop_on_signals(stop: Callable[[], None]) -> None:
+    """First SIGTERM/SIGINT: drain and exit. A second one: exit now (Redis may be down)."""
+    main = asyncio.current_task()
+    signals: list[int] = []
+
+    def on_signal(number: int) -> None:
+        signals.append(number)
+        if len(signals) == 1:
+            stop()
+        elif main is not None:
+            main.cancel()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
 
 
 # -- parser ---------------------------------------------------------------------------------

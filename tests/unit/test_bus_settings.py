@@ -1,0 +1,48 @@
+"""Bus settings come from the environment, fail clearly, and never show credentials."""
+
+from __future__ import annotations
+
+import pytest
+
+from bus.settings import BusSettings, redact
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("redis://:s3cret@host:6379/0", "redis://***@host:6379/0"),
+        ("rediss://user:s3cret@host/0", "rediss://***@host/0"),
+        ("redis://host/0?password=s3cret&db=1", "redis://host/0?password=***&db=1"),
+        ("redis://host:6379/0", "redis://host:6379/0"),
+    ],
+)
+def test_redact_hides_credentials(url: str, shown: str) -> None:
+    assert redact(url) == shown
+
+
+def test_repr_never_shows_the_password() -> None:
+    settings = BusSettings(redis_url="redis://:s3cret@host/0")
+    assert "s3cret" not in repr(settings)
+
+
+def test_from_env_reads_typed_values() -> None:
+    settings = BusSettings.from_env(
+        {"AEON_REDIS_URL": "redis://h/0", "AEON_CONCURRENCY": "7", "AEON_RETRY_BACKOFF_S": "0.5"}
+    )
+    assert (settings.redis_url, settings.concurrency, settings.retry_backoff_s) == (
+        "redis://h/0",
+        7,
+        0.5,
+    )
+
+
+def test_from_env_names_the_bad_variable() -> None:
+    with pytest.raises(ValueError, match="AEON_MAX_RECORDS must be a int"):
+        BusSettings.from_env({"AEON_MAX_RECORDS": "many"})
+
+
+def test_limits_are_checked() -> None:
+    with pytest.raises(ValueError, match="concurrency must be at least 1"):
+        BusSettings(concurrency=0)
+    with pytest.raises(ValueError, match="prefix"):
+        BusSettings(prefix="a b")
