@@ -60,6 +60,7 @@ class Commit:
     outputs: list[Routable] = field(default_factory=list)
     lock_key: str | None = None
     dead: DeadLetter | None = None
+    encoded: list[tuple[str, dict[str, bytes]]] = field(default_factory=list)
     done: asyncio.Future[None] | None = None
 
 
@@ -74,7 +75,12 @@ class Committer:
         self._closed = False
 
     async def commit(self, item: Commit) -> None:
-        """Queue `item` and wait until Redis has it."""
+        """Queue `item` and wait until Redis has it.
+
+        Outputs are encoded here, in the caller's task: an event that cannot be encoded fails
+        its own commit (ValueError), never the flush that carries everyone else's.
+        """
+        item.encoded = [(event.STREAM, encode(event)) for event in item.outputs]
         item.done = asyncio.get_running_loop().create_future()
         self._queue.append(item)
         self._wake.set()
@@ -131,8 +137,8 @@ class Committer:
         for key, value in memos:
             pipe.set(self._keys.memo(key), value, ex=settings.memo_ttl_s)
         for item in batch:
-            for event in item.outputs:
-                self._publish(pipe, event)
+            for stream, fields in item.encoded:
+                self._publish(pipe, stream, fields)
             if item.dead is not None:
                 pipe.xadd(
                     self._keys.dead_letter,
@@ -151,16 +157,15 @@ class Committer:
         if refused:
             raise WriteRefused(f"Redis refused {len(refused)} command(s): {refused[0]}")
 
-    def _publish(self, pipe: Pipeline, event: Routable) -> None:
-        fields = encode(event)
-        if event.STREAM == "answers":
+    def _publish(self, pipe: Pipeline, stream: str, fields: dict[str, bytes]) -> None:
+        if stream == "answers":
             # EVAL, not EVALSHA: a pipeline with registered scripts costs a SCRIPT EXISTS round
             # trip per flush, while Redis caches the compiled script by its text anyway.
             pipe.eval(
                 _PUBLISH_ANSWER,
                 2,
                 self._keys.stream("answers"),
-                self._keys.answer(event.correlation_id),
+                self._keys.answer(fields["cid"].decode()),
                 fields["type"],
                 fields["cid"],
                 fields["body"],
@@ -169,7 +174,7 @@ class Committer:
             )
         else:
             pipe.xadd(
-                self._keys.stream(event.STREAM),
+                self._keys.stream(stream),
                 fields,
                 maxlen=self._settings.stream_maxlen,
                 approximate=True,

@@ -128,18 +128,19 @@ class Consumer:
         return len(self._in_flight)
 
     async def _drain(self) -> None:
-        tasks = list(self._in_flight.values())
+        tasks = set(self._in_flight.values())
         if not tasks:
             return
         _, pending = await asyncio.wait(tasks, timeout=self._settings.shutdown_grace_s)
-        pending |= {t for t in self._in_flight.values() if not t.done()} - set(tasks)
+        pending |= {t for t in self._in_flight.values() if not t.done()}
+        left = sum(1 for task in self._in_flight.values() if task in pending)
         for task in pending:
             task.cancel()
-        if pending:
+        if left:
             log.warning(
                 "%s: %d events unfinished at shutdown stay pending for others to claim",
                 self._group,
-                len(pending),
+                left,
             )
         await asyncio.gather(*pending, return_exceptions=True)
 
@@ -265,7 +266,12 @@ class Consumer:
             reason = f"handler failed {self._settings.handler_attempts} times: {error}"
             await self._give_up(delivery, await self._reload(delivery) or event, reason, lock_key)
             return
-        await self._commit(delivery, outputs, lock_key)
+        try:
+            await self._commit(delivery, outputs, lock_key)
+        except ValueError as error:  # an output that cannot be encoded
+            reason = f"an output of the handler cannot be stored: {error}"
+            await self._give_up(delivery, await self._reload(delivery) or event, reason, lock_key)
+            return
         self.handled += 1
 
     async def _handle_with_retries(

@@ -148,11 +148,12 @@ class LLMSession:
             context=tuple(context),
         )
         reply = await self.llm.complete(LLMCall(prompt_id=prompt_id, input=data, prompt=prompt))
-        if not reply.text.strip():
+        text = _storable(reply.text)
+        if not text.strip():
             raise LLMError(f"{prompt_id.value}: the model returned an empty reply")
         self.usage.add(reply.usage.prompt_tokens, reply.usage.completion_tokens)
-        await self.memo.put(key, reply.text)
-        return reply.text
+        await self.memo.put(key, text)
+        return text
 
     def _system_prompt(self, prompt_id: PromptId) -> str:
         return _system_text(self.registry, SYSTEM_OF[prompt_id], self.llm.family)
@@ -162,6 +163,12 @@ class LLMSession:
 def _system_text(registry: PromptRegistry, system_id: PromptId, family: str) -> str:
     """System prompts depend only on the prompt and the model family: render each once."""
     return registry.get_prompt(system_id, SystemPromptInput(agent=family))
+
+
+def _storable(text: str) -> str:
+    """The reply as valid UTF-8: a lone surrogate (a model cutting an emoji in half) becomes '?'
+    here, rather than making every event that carries it impossible to encode."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _short(error: Exception, limit: int = 1_000) -> str:
