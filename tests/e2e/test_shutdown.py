@@ -85,11 +85,6 @@ def test_sigterm_past_the_grace_period_leaves_the_rest_to_other_workers(
     _finish_with_a_fresh_worker(procs, bus, env)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: Consumer._drain counts unfinished batch tasks, not events, so the "
-    "shutdown warning under-reports how many events stay pending",
-)
 @pytest.mark.timeout(60)
 def test_shutdown_warning_counts_the_events_left_pending(
     procs: Processes, bus: Bus, env: dict[str, str]
