@@ -1,0 +1,82 @@
+"""Issue 4's bad-input proofs at the gateway: `aeon ask` refuses before publishing anything.
+
+Each case runs the real CLI against the test Redis (AEON_REDIS_URL and a fresh AEON_PREFIX set)
+and must exit 2 with a one-line `aeon: ...` message saying what is wrong, no traceback, and not
+a single key written under the prefix (so no request reached the requests stream).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from e2e_support import Bus, Processes, wait_until
+
+pytestmark = pytest.mark.e2e
+
+GOOD_RULE = {"id": "r1", "severity": "fail", "check": {"type": "content", "search": "tide"}}
+
+REQUESTS = {
+    "empty": ("", "the request is empty"),
+    "whitespace only": ("  \n\t  ", "the request is empty"),
+    "oversized": ("x" * 20_001, "the request is 20,001 characters; the limit is 20,000"),
+    "control characters": ("hello\x01\x02world", "control character(s) such as '\\x01'"),
+    # Bytes that are not UTF-8 reach Python as lone surrogates (surrogateescape).
+    "invalid utf-8": (b"caf\xe9 au lait", "the request is not valid UTF-8 text"),
+}
+RULES = {
+    "rules not json": ("{not json", "is not valid JSON"),
+    "rules bad severity": (
+        json.dumps([{**GOOD_RULE, "severity": "fatal"}]),
+        "breaks the rule schema: rule 0.severity",
+    ),
+    "rules invalid regex": (
+        json.dumps({"rules": [{**GOOD_RULE, "check": {"type": "content", "search": "(tide"}}]}),
+        "'search' is not a valid regular expression",
+    ),
+    "rules not a list": (json.dumps({"id": "r1"}), 'expected a list of rules or {"rules": [...]}'),
+}
+
+
+def _assert_refused(ask, bus: Bus, message: str) -> None:
+    assert ask.returncode == 2, ask.tail()
+    assert ask.stdout == ""
+    lines = ask.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("aeon: "), ask.stderr
+    assert message in lines[0]
+    assert not bus.has_keys(), "something was written to Redis"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("request_text, message", REQUESTS.values(), ids=REQUESTS.keys())
+def test_bad_request_is_refused_before_publishing(
+    procs: Processes, bus: Bus, env: dict[str, str], request_text: str | bytes, message: str
+) -> None:
+    ask = procs.run_aeon(env, "ask", request_text, timeout=20)
+    _assert_refused(ask, bus, message)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("content, message", RULES.values(), ids=RULES.keys())
+def test_malformed_rules_file_is_refused_before_publishing(
+    procs: Processes, bus: Bus, env: dict[str, str], tmp_path: Path, content: str, message: str
+) -> None:
+    rules = tmp_path / "rules.json"
+    rules.write_text(content)
+    ask = procs.run_aeon(env, "ask", "Explain tides", "--rules", str(rules), timeout=20)
+    _assert_refused(ask, bus, message)
+
+
+@pytest.mark.timeout(30)
+def test_control_the_same_command_with_good_input_publishes(
+    procs: Processes, bus: Bus, env: dict[str, str], tmp_path: Path
+) -> None:
+    """What the refusals are measured against: good input does reach the requests stream."""
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps([GOOD_RULE]))
+    ask = procs.aeon(env, "ask", "Explain tides", "--rules", str(rules))  # no worker: it waits
+    wait_until(lambda: bus.xlen("requests") == 1, 15, "the request to be published")
+    body = json.loads(bus.entries("requests")[0][1]["body"])
+    assert body["request"] == "Explain tides" and body["rules"][0]["id"] == "r1"
+    ask.kill()
