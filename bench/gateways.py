@@ -12,13 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from types import TracebackType
 from typing import Self
 
 from bench.chain import STREAM_MAXLEN, ChainSpec
 from bus.connection import connect
 from bus.settings import BusSettings
-from gateway.client import AeonClient
+from gateway.client import AeonClient, stream_id_now
 from phases.events import ExecutionResult
 
 #: The README's main-job request: two clauses, so the offline model plans more than one step.
@@ -38,18 +37,13 @@ class PipelineGateway:
         await self._client.__aenter__()
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         # AeonClient cancels its readers and awaits them. On Python 3.11 a cancellation that
         # lands while redis-py sends a command is swallowed by asyncio.wait_for (CPython
         # gh-86296; redis-py sends through wait_for when socket_timeout is set), and the
         # reader's `while True` loop goes on: the exit then never ends. Until the client
         # stops on a flag, cancel its readers again until they are gone.
-        closing = asyncio.ensure_future(self._client.__aexit__(exc_type, exc, tb))
+        closing = asyncio.ensure_future(self._client.__aexit__(*exc_info))
         while not (await asyncio.wait({closing}, timeout=_RECANCEL_S))[0]:
             for reader in self._client._readers:
                 reader.cancel()
@@ -71,17 +65,11 @@ class ReferenceGateway:
         self._closing = False
 
     async def __aenter__(self) -> Self:
-        seconds, micros = await self._redis.time()
-        start = f"{seconds * 1000 + micros // 1000 - 1}-0"
+        start = await stream_id_now(self._redis)
         self._reader = asyncio.create_task(self._follow(start))
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         # A flag as well as the cancel: a swallowed cancellation (see PipelineGateway) must
         # not keep the reader looping; it ends within one XREAD block either way.
         self._closing = True

@@ -20,7 +20,6 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Self
 
 from redis.asyncio import Redis
@@ -90,7 +89,7 @@ class AeonClient:
     async def __aenter__(self) -> Self:
         if self._redis is None:
             self._redis = connect(self.settings, self._url, consumers=2)
-        start = await _stream_id_now(self._redis)
+        start = await stream_id_now(self._redis)
         self._readers = [
             asyncio.create_task(self._follow((self.keys.stream("answers"),), start)),
             asyncio.create_task(
@@ -99,12 +98,7 @@ class AeonClient:
         ]
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self._closing = True
         for task in self._readers:
             task.cancel()
@@ -234,7 +228,7 @@ class AeonClient:
             waiter.on_progress(EVENT_TYPES[kind].model_validate_json(fields[b"body"]))
 
 
-async def _stream_id_now(redis: Redis) -> str:
+async def stream_id_now(redis: Redis) -> str:
     """A stream id just before now on the server's clock: every later entry gets read."""
     seconds, micros = await redis.time()
     return f"{seconds * 1000 + micros // 1000 - 1}-0"
