@@ -13,26 +13,16 @@ from bench.context import BenchContext
 from bench.gateways import PipelineGateway
 from bench.processes import Spawned, aeon_workers
 from bench.readiness import blocked_readers, until_reading
-from phases.events import (
-    Event,
-    LoopExited,
-    PassCompleted,
-    PassRequested,
-    PlanReady,
-    RequestSubmitted,
-    TaskProfiled,
-)
+from llm.offline import OfflineLLM
+from phases.deps import PhaseDeps
+from phases.worker import build_routes
+from prompts.registry import PromptRegistry
 
-#: Each phase group and the events it consumes, as phases.worker wires them.
-PHASE_TYPES: dict[str, tuple[type[Event], ...]] = {
-    "a": (RequestSubmitted,),
-    "b": (TaskProfiled,),
-    "c": (PlanReady, PassRequested),
-    "d": (PassCompleted,),
-    "e": (LoopExited,),
-}
+#: Every phase group's route, as phases.worker wires it. The bench reads only their groups,
+#: streams and event types: the handlers, bound to an offline LLM here, never run.
+PHASE_ROUTES = build_routes(PhaseDeps(llm=OfflineLLM(), registry=PromptRegistry()))
 #: Each phase group and the stream it reads.
-PHASE_STREAMS = {phase: types[0].STREAM for phase, types in PHASE_TYPES.items()}
+PHASE_STREAMS = {route.group: route.stream for route in PHASE_ROUTES}
 
 
 @contextlib.asynccontextmanager

@@ -17,10 +17,11 @@ import itertools
 import json
 import signal
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from bench import eventloop
-from bench.pipeline import PHASE_TYPES
+from bench.pipeline import PHASE_ROUTES
 from bus.connection import connect
 from bus.consumer import Route
 from bus.deadletter import DeadLetter
@@ -64,16 +65,7 @@ def replay_routes(successors: Successors) -> list[Route]:
     def give_up(dead: DeadLetter) -> list[Event]:
         return []
 
-    return [
-        Route(
-            stream=types[0].STREAM,
-            group=phase,
-            types={t.__name__: t for t in types},
-            handle=handle,
-            give_up=give_up,
-        )
-        for phase, types in PHASE_TYPES.items()
-    ]
+    return [replace(route, handle=handle, give_up=give_up) for route in PHASE_ROUTES]
 
 
 def write_chain(path: Path, chain: Sequence[tuple[str, bytes]]) -> None:
@@ -87,7 +79,7 @@ def read_chain(path: Path) -> list[tuple[str, bytes]]:
 async def serve(chain_file: Path) -> None:
     """Serve every phase group with replaying handlers until SIGTERM, like `aeon worker`."""
     settings = BusSettings.from_env()
-    redis = connect(settings, consumers=len(PHASE_TYPES))
+    redis = connect(settings, consumers=len(PHASE_ROUTES))
     try:
         worker = BusWorker(redis, settings)
         worker.add(replay_routes(load_successors(read_chain(chain_file))))
