@@ -102,7 +102,10 @@ def _tokens(usage: Any) -> str | None:
 
 
 def _seconds(value: Any) -> str | None:
-    return f"{value:.1f}s" if _is_number(value) else None
+    """Seconds to one decimal; under a second in milliseconds, so a fast run does not read 0.0s."""
+    if not _is_number(value):
+        return None
+    return f"{value:.1f}s" if value >= 1 else f"{value * 1000:.0f} ms"
 
 
 def _is_number(value: Any) -> bool:

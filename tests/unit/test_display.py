@@ -68,6 +68,12 @@ def test_human_readable_format() -> None:
     assert "raw plan" not in summary, "raw artifacts belong to --json, not the summary"
 
 
+def test_a_run_under_a_second_shows_milliseconds() -> None:
+    fast = result() | {"elapsed_seconds": 0.016}
+    (summary,) = [line for line in render_human(fast).splitlines() if line.startswith("Metadata")]
+    assert "elapsed=16 ms" in summary
+
+
 def test_human_readable_format_leaves_out_what_is_absent() -> None:
     text = render_human(result(confidence=None, notes=None, ttl_exhausted=None))
     assert text.startswith("Answer: Use a CDN.")
