@@ -17,21 +17,18 @@ import pytest
 
 from llm.base import LLMCall
 from llm.scripted import ScriptedLLM
-from phases import phase_a, phase_b, phase_c, phase_d
 from phases.deps import LoopSettings, PhaseDeps
 from phases.events import (
     Event,
     LoopExited,
-    PassCompleted,
-    PassRequested,
     PlanReady,
     RequestSubmitted,
     RunState,
-    TaskProfiled,
     utcnow,
 )
 from phases.llm_calls import DictMemo
 from phases.models import Plan, PlanStep, Rule, TaskProfile
+from phases.worker import build_routes
 from prompts.registry import PromptRegistry
 
 REQUEST = "Compare two ways to cache web pages and recommend one."
@@ -116,22 +113,22 @@ class Replies:
         return json.dumps({"actions": list(actions)})
 
     @staticmethod
-    def add(step_id: str, description: str) -> dict[str, Any]:
+    def action(kind: str, target: str | None, step_id: str, description: str) -> dict[str, Any]:
+        """One refinement action whose new step is `step_id: description`."""
         return {
-            "action_type": "ADD",
-            "target_step_id": None,
+            "action_type": kind,
+            "target_step_id": target,
             "new_step": {"step_id": step_id, "description": description},
             "reason": "scripted",
         }
 
     @staticmethod
+    def add(step_id: str, description: str) -> dict[str, Any]:
+        return Replies.action("ADD", None, step_id, description)
+
+    @staticmethod
     def modify(target: str, description: str) -> dict[str, Any]:
-        return {
-            "action_type": "MODIFY",
-            "target_step_id": target,
-            "new_step": {"step_id": target, "description": description},
-            "reason": "scripted",
-        }
+        return Replies.action("MODIFY", target, target, description)
 
     @staticmethod
     def critique(*rule_ids: str) -> str:
@@ -207,21 +204,14 @@ def make_plan_ready() -> Callable[..., PlanReady]:
     return plan_ready
 
 
-HANDLERS: dict[type[Event], Callable[[Any, PhaseDeps], Awaitable[list[Event]]]] = {
-    RequestSubmitted: phase_a.handle,
-    TaskProfiled: phase_b.handle,
-    PlanReady: phase_c.handle,
-    PassRequested: phase_c.handle,
-    PassCompleted: phase_d.handle,
-}
-
-
 async def drive_loop(event: Event, deps: PhaseDeps, max_hops: int = 40) -> list[Event]:
-    """Feed each handler's single output to the next handler until the loop exits."""
+    """Feed each phase's single output to the next phase, routed as the worker app wires
+    phases A-D, until the loop exits."""
+    handlers = {kind: route.handle for route in build_routes(deps, "abcd") for kind in route.types}
     trail: list[Event] = []
     while not isinstance(event, LoopExited):
         assert len(trail) < max_hops, "the loop did not end"
-        (event,) = await HANDLERS[type(event)](event, deps)
+        (event,) = await handlers[type(event).__name__](event)
         trail.append(event)
     return trail
 
