@@ -56,17 +56,10 @@ def give_up_with(dead: DeadLetter) -> list[Pong]:
 
 
 @pytest.fixture
-def settings(redis_url: str, redis_prefix: str) -> BusSettings:
-    return BusSettings(
-        redis_url=redis_url,
-        prefix=redis_prefix,
-        block_ms=100,
-        claim_idle_ms=300,
-        claim_interval_s=0.1,
-        retry_backoff_s=0.01,
-        lock_lease_ms=600,
-        consumer_name=f"test-{uuid.uuid4().hex[:6]}",
-    )
+def settings(settings: BusSettings) -> BusSettings:
+    """The shared test settings (conftest.py) with quicker claims and a short lock lease: the
+    recovery tests here wait for both."""
+    return settings.with_(claim_idle_ms=300, claim_interval_s=0.1, lock_lease_ms=600)
 
 
 @pytest.fixture

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-import pytest
 from redis.asyncio import Redis
 
 from bus.settings import BusSettings
@@ -68,19 +66,6 @@ def add_a_step() -> Callable[[LLMCall], str]:
         return json.dumps({"actions": [{"action_type": "ADD", "new_step": step, "reason": "gap"}]})
 
     return refine
-
-
-@pytest.fixture
-def settings(redis_url: str, redis_prefix: str) -> BusSettings:
-    return BusSettings(
-        redis_url=redis_url,
-        prefix=redis_prefix,
-        block_ms=100,
-        claim_idle_ms=1000,
-        claim_interval_s=0.2,
-        retry_backoff_s=0.01,
-        consumer_name=f"test-{uuid.uuid4().hex[:6]}",
-    )
 
 
 @asynccontextmanager
