@@ -17,7 +17,7 @@ import signal
 from collections.abc import Callable
 
 import pytest
-from e2e_support import Bus, Processes, assert_answered_once, child_env, wait_until
+from e2e_support import Bus, Processes, assert_answered_once, wait_until
 
 from bus.embedded import RedisServer
 
@@ -26,16 +26,22 @@ pytestmark = pytest.mark.e2e
 REQUESTS = 20
 
 
+@pytest.fixture
+def server(redis_server_factory: Callable[..., RedisServer]) -> RedisServer:
+    """A private append-only Redis, for the test to restart."""
+    return redis_server_factory(appendonly=True)
+
+
+@pytest.fixture
+def redis_url(server: RedisServer) -> str:
+    """The private server's URL in place of the session's, so `env` and `bus` point at it."""
+    return server.url
+
+
 @pytest.mark.timeout(120)
 def test_restart_with_data_kept_answers_everything_once(
-    procs: Processes,
-    redis_server_factory: Callable[..., RedisServer],
-    bus_factory: Callable[[str, str], Bus],
-    redis_prefix: str,
+    procs: Processes, server: RedisServer, env: dict[str, str], bus: Bus
 ) -> None:
-    server = redis_server_factory(appendonly=True)
-    env = child_env(server.url, redis_prefix)
-    bus = bus_factory(server.url, redis_prefix)
     worker_env = {**env, "AEON_LLM_DELAY_MS": "40"}
     workers = [procs.worker(worker_env, "--concurrency", "4") for _ in range(2)]
     gateway = procs.gateway(env, REQUESTS, timeout=60)
@@ -60,14 +66,8 @@ def test_restart_with_data_kept_answers_everything_once(
 
 @pytest.mark.timeout(120)
 def test_restart_with_data_lost_keeps_serving_and_times_out_the_lost_request(
-    procs: Processes,
-    redis_server_factory: Callable[..., RedisServer],
-    bus_factory: Callable[[str, str], Bus],
-    redis_prefix: str,
+    procs: Processes, server: RedisServer, env: dict[str, str], bus: Bus
 ) -> None:
-    server = redis_server_factory(appendonly=True)
-    env = child_env(server.url, redis_prefix)
-    bus = bus_factory(server.url, redis_prefix)
     worker = procs.worker(env)
     before = procs.run_aeon(env, "ask", "Explain tides", "--json", timeout=30)
     assert before.returncode == 0, before.tail()

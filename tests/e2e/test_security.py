@@ -25,6 +25,12 @@ def password() -> str:
     return f"s3cret-{uuid.uuid4().hex[:12]}"
 
 
+@pytest.fixture
+def server(redis_server_factory: Callable[..., RedisServer], password: str) -> RedisServer:
+    """A private Redis that requires `password`."""
+    return redis_server_factory(password=password)
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -33,12 +39,8 @@ def _closed_port() -> int:
 
 @pytest.mark.timeout(90)
 def test_password_url_works_and_never_shows_in_any_output(
-    procs: Processes,
-    redis_server_factory: Callable[..., RedisServer],
-    redis_prefix: str,
-    password: str,
+    procs: Processes, server: RedisServer, redis_prefix: str, password: str
 ) -> None:
-    server = redis_server_factory(password=password)
     assert password in server.url
     env = child_env(server.url, redis_prefix, AEON_LOG_LEVEL="DEBUG")
     worker = procs.worker(env)
@@ -80,12 +82,8 @@ def test_unreachable_redis_exits_4_with_the_url_redacted(
 
 @pytest.mark.timeout(60)
 def test_wrong_password_exits_4_without_showing_either_password(
-    procs: Processes,
-    redis_server_factory: Callable[..., RedisServer],
-    redis_prefix: str,
-    password: str,
+    procs: Processes, server: RedisServer, redis_prefix: str, password: str
 ) -> None:
-    server = redis_server_factory(password=password)
     wrong = f"wrong-{uuid.uuid4().hex[:12]}"
     urls = {
         "in the authority": f"redis://:{wrong}@127.0.0.1:{server.port}/0",
