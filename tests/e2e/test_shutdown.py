@@ -17,6 +17,8 @@ pytestmark = pytest.mark.e2e
 
 REQUESTS = 6
 SLOW_LLM_MS = 300  # a pass of Phase C makes 5 calls: 1.5 s in flight
+AMPLE_GRACE_S = 10.0  # time enough to finish every pass in flight
+SHORT_GRACE_S = 0.3  # far less than one pass takes
 
 
 def _sigterm_during_phase_c(
@@ -40,6 +42,7 @@ def _sigterm_during_phase_c(
     slow.terminate()
     assert slow.wait(grace_s + 10) == 0, slow.tail()
     took = time.monotonic() - sent
+    print(f"\nSIGTERM with {held} events in flight, grace {grace_s:g}s: exit 0 after {took:.2f}s")
     procs.started.remove(gateway)
     procs.started.append(gateway)  # keep the gateway last in failure reports
     return slow, took, held
@@ -58,11 +61,9 @@ def _finish_with_a_fresh_worker(procs: Processes, bus: Bus, env: dict[str, str])
 def test_sigterm_finishes_in_flight_events_and_exits_0(
     procs: Processes, bus: Bus, env: dict[str, str]
 ) -> None:
-    grace = 10.0
-    slow, took, held = _sigterm_during_phase_c(procs, bus, env, grace)
+    slow, took, held = _sigterm_during_phase_c(procs, bus, env, AMPLE_GRACE_S)
 
-    print(f"\nSIGTERM with {held} events in flight: exit 0 after {took:.2f}s (grace {grace:g}s)")
-    assert took < grace
+    assert took < AMPLE_GRACE_S
     assert slow.handled()["c"] == held  # each pass it had started was finished...
     assert bus.pending() == 0  # ...and acked: nothing is left for others to claim
     assert bus.xlen("pass-completed") + bus.xlen("loop-exited") == held
@@ -74,10 +75,8 @@ def test_sigterm_finishes_in_flight_events_and_exits_0(
 def test_sigterm_past_the_grace_period_leaves_the_rest_to_other_workers(
     procs: Processes, bus: Bus, env: dict[str, str]
 ) -> None:
-    grace = 0.3
-    slow, took, held = _sigterm_during_phase_c(procs, bus, env, grace)
+    slow, took, held = _sigterm_during_phase_c(procs, bus, env, SHORT_GRACE_S)
 
-    print(f"\nSIGTERM with {held} events in flight, grace {grace:g}s: exit 0 after {took:.2f}s")
     assert took < SLOW_LLM_MS * 5 / 1000, "it waited for the passes instead of the grace period"
     assert slow.handled()["c"] == 0
     assert "events unfinished at shutdown stay pending for others to claim" in slow.stderr
