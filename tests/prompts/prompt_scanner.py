@@ -21,31 +21,30 @@ from pathlib import Path
 #: The source packages of DESIGN.md's layout that must hold no prompt text (those that exist).
 SOURCE_PACKAGES = ("bus", "phases", "llm", "gateway", "bench")
 
-STRONG_PHRASES = tuple(
-    re.compile(pattern, re.IGNORECASE)
-    for pattern in (
-        r"\byou are (a|an|the)\b",
-        r"\b(reply|respond|answer) only with\b",
-        r"\b(reply|respond) with\b[^.\n]{0,60}\bonly\b",
-        r"\b(write|say|output|return) nothing else\b",
-        r"\bno (text|prose|commentary) before or after\b",
-        r"\byour (task|job|role) is\b",
-        r"\bas an ai\b",
-        r"\bthink step by step\b",
-    )
+
+def _phrases(*patterns: str) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(pattern, re.IGNORECASE) for pattern in patterns)
+
+
+STRONG_PHRASES = _phrases(
+    r"\byou are (a|an|the)\b",
+    r"\b(reply|respond|answer) only with\b",
+    r"\b(reply|respond) with\b[^.\n]{0,60}\bonly\b",
+    r"\b(write|say|output|return) nothing else\b",
+    r"\bno (text|prose|commentary) before or after\b",
+    r"\byour (task|job|role) is\b",
+    r"\bas an ai\b",
+    r"\bthink step by step\b",
 )
-WEAK_PHRASES = tuple(
-    re.compile(pattern, re.IGNORECASE)
-    for pattern in (
-        r"\b(reply|respond) with\b",
-        r"\bjson object\b",
-        r"\breturn only\b",
-        r"\byou must\b",
-        r"\bdo not include\b",
-        r"\byour (answer|reply|response)\b",
-        r"\bwrite a plan\b",
-        r"\bthe (request|output|plan|step|text|question|reply)s? below\b",
-    )
+WEAK_PHRASES = _phrases(
+    r"\b(reply|respond) with\b",
+    r"\bjson object\b",
+    r"\breturn only\b",
+    r"\byou must\b",
+    r"\bdo not include\b",
+    r"\byour (answer|reply|response)\b",
+    r"\bwrite a plan\b",
+    r"\bthe (request|output|plan|step|text|question|reply)s? below\b",
 )
 LONG_STRING = 80
 
