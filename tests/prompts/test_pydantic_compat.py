@@ -30,6 +30,15 @@ EXAMPLES = [
     if REGISTRY.get_definition(p).example_output is not None
 ]
 
+#: A valid TaskProfileOutput reply.
+PROFILE = {
+    "reasoning_depth": 2,
+    "information_sufficiency": 0.5,
+    "expected_tool_usage": "none",
+    "output_breadth": "narrow",
+    "confidence_requirement": "low",
+}
+
 
 def test_the_version_switch_matches_the_installed_pydantic() -> None:
     assert pydantic.VERSION.startswith("2.") is PYDANTIC_V2
@@ -57,14 +66,7 @@ def test_every_output_model_validates_and_describes_itself(
 def test_inputs_refuse_unknown_fields_and_outputs_ignore_them() -> None:
     with pytest.raises(ValidationError):
         validate_model(PlanGenerationInput, {"request": "x", "surprise": 1})
-    profile = {
-        "reasoning_depth": 2,
-        "information_sufficiency": 0.5,
-        "expected_tool_usage": "none",
-        "output_breadth": "narrow",
-        "confidence_requirement": "low",
-        "chatter": "ignored",
-    }
+    profile = {**PROFILE, "chatter": "ignored"}
     assert "chatter" not in dump_model(validate_model(TaskProfileOutput, profile))
 
 
@@ -78,12 +80,5 @@ def test_inputs_refuse_unknown_fields_and_outputs_ignore_them() -> None:
     ],
 )
 def test_constraints_hold_in_both_versions(bad: dict[str, object]) -> None:
-    profile = {
-        "reasoning_depth": 2,
-        "information_sufficiency": 0.5,
-        "expected_tool_usage": "none",
-        "output_breadth": "narrow",
-        "confidence_requirement": "low",
-    }
     with pytest.raises(ValidationError):
-        validate_model(TaskProfileOutput, {**profile, **bad})
+        validate_model(TaskProfileOutput, {**PROFILE, **bad})
