@@ -26,7 +26,7 @@ from bus.connection import connect
 from bus.consumer import Route
 from bus.deadletter import DeadLetter
 from bus.settings import BusSettings
-from bus.worker import BusWorker
+from bus.worker import BusWorker, tune_gc
 from phases.events import EVENT_TYPES, Event, derived_id
 
 #: (event type, passes so far) → the event the pipeline made from it. Passes tell apart the
@@ -83,6 +83,7 @@ async def serve(chain_file: Path) -> None:
     try:
         worker = BusWorker(redis, settings)
         worker.add(replay_routes(load_successors(read_chain(chain_file))))
+        tune_gc()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, worker.stop)

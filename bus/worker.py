@@ -7,6 +7,7 @@ the grace period and are acked; anything unfinished stays pending for another wo
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import Sequence
 
@@ -19,6 +20,24 @@ from bus.memo import RedisMemo
 from bus.settings import BusSettings, redact
 
 log = logging.getLogger("aeon.bus")
+
+#: Collect the youngest generation every 50,000 allocations instead of every 700.
+GC_THRESHOLDS = (50_000, 20, 100)
+
+
+def tune_gc() -> None:
+    """Make Python's cycle collector cheap for a process that keeps many runs in flight.
+
+    With a thousand runs in flight the heap holds a thousand large decoded events, and the
+    default thresholds rescan them every few hundred allocations: a fixed tax on every hop that
+    grows with load. Decoded events form almost no reference cycles, so collecting less often
+    costs little memory. Freezing moves what start-up allocated (modules, schemas, templates)
+    out of the collector's sight for good. Measured with `python -m bench --quick --only
+    concurrency`: efficiency at 1,000 in flight rose from 0.48–0.57 to 0.62–0.67.
+    """
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 class BusWorker:

@@ -20,6 +20,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bus.connection import connect
 from bus.settings import BusSettings, redact
+from bus.worker import tune_gc
 from gateway import dlq
 from gateway.client import ANSWER_GRACE_S, AeonClient, AnswerTimeout
 from gateway.display import render_human, render_json
@@ -155,6 +156,7 @@ async def worker(args: argparse.Namespace) -> int:
     try:
         await redis.ping()
         running = make_worker(redis, settings, llm, phases)
+        tune_gc()
         _stop_on_signals(running.stop)
         try:
             await running.run()
