@@ -48,10 +48,10 @@ class _HiredisPacking:
 
 def _pack(args: tuple[Any, ...]) -> bytes:
     # A command name may hold literal arguments ("CLIENT SETNAME"); Redis wants them apart.
-    if isinstance(args[0], str):
-        args = (*args[0].encode().split(), *args[1:])
-    elif b" " in args[0]:
-        args = (*args[0].split(), *args[1:])
+    # hiredis encodes a str name itself, so the common one-word name is passed as it is.
+    name = args[0]
+    if (" " if isinstance(name, str) else b" ") in name:
+        args = (*name.split(), *args[1:])
     try:
         return hiredis.pack_command(args)
     except TypeError as error:  # the error redis-py's own packer gives for such a value
