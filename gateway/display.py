@@ -98,7 +98,12 @@ def _tokens(usage: Any) -> str | None:
     if not (_is_number(prompt) and _is_number(completion)):
         return None
     text = f"{prompt + completion} (prompt {prompt}, completion {completion})"
-    return f"{text} in {calls} call(s)" if _is_number(calls) else text
+    if usage.get("estimated"):
+        text = f"about {text}, estimated: the server reported no usage"
+    if _is_number(calls):
+        text += f" in {calls} call(s)"
+    repairs = usage.get("repair_calls")
+    return f"{text}, {repairs} of them JSON repairs" if _is_number(repairs) and repairs else text
 
 
 def _seconds(value: Any) -> str | None:

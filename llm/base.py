@@ -8,7 +8,8 @@ the typed input, which is what lets them fit every contract without parsing pros
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from datetime import datetime
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from prompts.registry import PromptId, PromptInput
 from prompts.unified import UnifiedPrompt
@@ -18,6 +19,8 @@ from prompts.unified import UnifiedPrompt
 class TokenUsage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: The server sent no usage, so the counts are estimated from the text's length.
+    estimated: bool = False
 
     @property
     def total_tokens(self) -> int:
@@ -27,7 +30,19 @@ class TokenUsage:
         return TokenUsage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
+            self.estimated or other.estimated,
         )
+
+
+#: How JSON prompts ask a server for structured output: `auto` starts at json_schema and steps
+#: down (json_object, then none) when the server refuses; `json_object` starts there.
+StructuredOutput = Literal["auto", "json_object", "off"]
+STRUCTURED_OUTPUTS: tuple[StructuredOutput, ...] = ("auto", "json_object", "off")
+
+
+def approx_tokens(length: int) -> int:
+    """About four characters per token: what a usage report without a tokenizer can say."""
+    return max(1, length // 4)
 
 
 @dataclass(frozen=True)
@@ -35,21 +50,49 @@ class LLMCall:
     prompt_id: PromptId
     input: PromptInput
     prompt: UnifiedPrompt
+    #: JSON schema of the reply, for JSON prompts: adapters that can ask the server for
+    #: structured output send it; the reply is validated by the caller either way.
+    response_schema: dict[str, Any] | None = None
+    #: No attempt or retry starts after this moment (the request's deadline).
+    deadline: datetime | None = None
 
 
 @dataclass(frozen=True)
 class LLMReply:
+    """The answer part of a reply: reasoning blocks and fields are never in `text`."""
+
     text: str
     usage: TokenUsage
     model: str
+    #: The server stopped at its length limit (finish_reason "length"): `text` is incomplete.
+    truncated: bool = False
+    #: The model refused (the server's `refusal` field); `text` holds its words.
+    refused: bool = False
 
 
 class LLMError(Exception):
-    """An LLM call failed for good (after the adapter's own retries, or not worth retrying)."""
+    """An LLM call failed for good (after the adapter's own retries, or not worth retrying).
+
+    `transient` says the cause was the transport or the server's load (connection, timeout,
+    429, 5xx, empty reply), not the prompt or the model's judgement: the same call may work
+    later, and a failure like this is no evidence about the task.
+    """
 
     def __init__(self, message: str, *, transient: bool = False) -> None:
         super().__init__(message)
         self.transient = transient
+
+
+class ContextLengthError(LLMError):
+    """The server refused the prompt as longer than its context window.
+
+    `limit_tokens` is the window the server named in its message, when it named one; the caller
+    may fit the prompt to a tighter budget and try once more.
+    """
+
+    def __init__(self, message: str, *, limit_tokens: int | None = None) -> None:
+        super().__init__(message, transient=False)
+        self.limit_tokens = limit_tokens
 
 
 @runtime_checkable

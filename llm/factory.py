@@ -8,6 +8,8 @@
 | AEON_LLM_API_KEY      | key for the endpoint; falls back to OPENAI_API_KEY      | (none)   |
 | AEON_LLM_TIMEOUT      | seconds per call attempt                                | 60       |
 | AEON_LLM_MAX_RETRIES  | retries of transient failures after the first attempt   | 3        |
+| AEON_LLM_STRUCTURED_OUTPUT | auto (json_schema, stepping down), json_object, off | auto     |
+| AEON_LLM_MAX_TOKENS   | reply token budget sent to the server (unset: its own)  | (none)   |
 | AEON_LLM_DELAY_MS     | offline/scripted stand-in latency per call              | 0        |
 | AEON_LLM_SCRIPT       | JSON script file for `scripted`                         | (none)   |
 
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from llm.base import LLMAdapter
+from llm.base import STRUCTURED_OUTPUTS, LLMAdapter, StructuredOutput
 from llm.offline import OfflineLLM
 from llm.scripted import ScriptedLLM
 
@@ -45,6 +47,8 @@ class LLMSettings(BaseModel):
     api_key: SecretStr | None = None
     timeout: float = Field(60.0, gt=0)
     max_retries: int = Field(3, ge=0)
+    structured_output: StructuredOutput = "auto"
+    max_tokens: int | None = Field(None, ge=1)
     delay_ms: float = Field(0.0, ge=0)
     script: Path | None = None
 
@@ -56,6 +60,13 @@ class LLMSettings(BaseModel):
             raise ValueError(f"AEON_LLM must be one of {', '.join(KINDS)}; got {kind!r}")
         api_key = _get(env, "AEON_LLM_API_KEY") or _get(env, "OPENAI_API_KEY")
         script = _get(env, "AEON_LLM_SCRIPT")
+        structured = _get(env, "AEON_LLM_STRUCTURED_OUTPUT", "auto").lower()
+        if structured not in STRUCTURED_OUTPUTS:
+            choices = ", ".join(STRUCTURED_OUTPUTS)
+            raise ValueError(
+                f"AEON_LLM_STRUCTURED_OUTPUT must be one of {choices}; got {structured!r}"
+            )
+        max_tokens = _number(env, "AEON_LLM_MAX_TOKENS", 0, minimum=0, exclusive=True, integer=True)
         return cls(
             kind=kind,
             base_url=_get(env, "AEON_LLM_BASE_URL") or None,
@@ -63,6 +74,8 @@ class LLMSettings(BaseModel):
             api_key=SecretStr(api_key) if api_key else None,
             timeout=_number(env, "AEON_LLM_TIMEOUT", 60.0, minimum=0.0, exclusive=True),
             max_retries=int(_number(env, "AEON_LLM_MAX_RETRIES", 3, minimum=0, integer=True)),
+            structured_output=structured,
+            max_tokens=int(max_tokens) or None,
             delay_ms=_number(env, "AEON_LLM_DELAY_MS", 0.0, minimum=0.0),
             script=Path(script) if script else None,
         )
@@ -97,6 +110,8 @@ def _openai(settings: LLMSettings) -> OpenAIAdapter:
         api_key=settings.api_key.get_secret_value() if settings.api_key else None,
         timeout=settings.timeout,
         max_retries=settings.max_retries,
+        structured_output=settings.structured_output,
+        max_tokens=settings.max_tokens,
     )
 
 

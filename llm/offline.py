@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from llm.base import LLMCall, LLMError, LLMReply, TokenUsage
+from llm.base import LLMCall, LLMError, LLMReply, TokenUsage, approx_tokens
 from prompts.registry import (
     AnswerSynthesisInput,
     ConvergenceAssessmentInput,
@@ -108,11 +108,6 @@ def reply_text(prompt_id: PromptId, data: PromptInput) -> str:
         detail = f"{prompt_id.value} with {type(data).__name__}"
         raise LLMError(f"the offline model has no reply for {detail}", transient=False)
     return reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
-
-
-def approx_tokens(length: int) -> int:
-    """About four characters per token, which is all a usage report without a tokenizer needs."""
-    return max(1, length // 4)
 
 
 def _prompt_length(call: LLMCall) -> int:

@@ -1,7 +1,8 @@
 """Replies per PromptId chosen by a test, malformed ones included, with the offline model behind.
 
-A reply is a string (returned as is, so it may be broken JSON), an exception instance (raised as
-is, so an LLMError reaches the caller unchanged), or a callable taking the LLMCall and returning
+A reply is a string (returned as is, so it may be broken JSON), an LLMReply (returned as is, for
+a reply cut at the length limit or a refusal), an exception instance (raised as is, so an
+LLMError reaches the caller unchanged), or a callable taking the LLMCall and returning
 the string. A list of replies is used in order and its last one repeats, which scripts "fail
 twice, then succeed" in one line. Prompt ids without a script go to the fallback adapter.
 
@@ -18,11 +19,11 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from llm.base import LLMAdapter, LLMCall, LLMError, LLMReply, TokenUsage
-from llm.offline import OfflineLLM, approx_tokens
+from llm.base import LLMAdapter, LLMCall, LLMError, LLMReply, TokenUsage, approx_tokens
+from llm.offline import OfflineLLM
 from prompts.registry import PromptId
 
-Reply = str | BaseException | Callable[[LLMCall], str | Awaitable[str]]
+Reply = str | LLMReply | BaseException | Callable[[LLMCall], str | Awaitable[str]]
 Script = Mapping[PromptId | str, Reply | Sequence[Reply]]
 
 MODEL_NAME = "aeon-scripted"
@@ -76,9 +77,11 @@ class ScriptedLLM:
             return await self._fall_back(call)
         if self.delay > 0:
             await asyncio.sleep(self.delay)
-        text = await _play(self._next(key), call)
-        usage = TokenUsage(approx_tokens(len(call.prompt.instructions)), approx_tokens(len(text)))
-        return LLMReply(text=text, usage=usage, model=MODEL_NAME)
+        played = await _play(self._next(key), call)
+        if isinstance(played, LLMReply):
+            return played
+        usage = TokenUsage(approx_tokens(len(call.prompt.instructions)), approx_tokens(len(played)))
+        return LLMReply(text=played, usage=usage, model=MODEL_NAME)
 
     async def aclose(self) -> None:
         """Close the fallback, which may hold connections."""
@@ -97,10 +100,10 @@ class ScriptedLLM:
         return await self.fallback.complete(call)
 
 
-async def _play(reply: Reply, call: LLMCall) -> str:
+async def _play(reply: Reply, call: LLMCall) -> str | LLMReply:
     if isinstance(reply, BaseException):
         raise reply
-    if isinstance(reply, str):
+    if isinstance(reply, str | LLMReply):
         return reply
     text = reply(call)
     return await text if inspect.isawaitable(text) else text

@@ -12,16 +12,23 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from llm.base import LLMAdapter
 from phases.events import Usage
-from phases.llm_calls import DictMemo, LLMSession, Memo
+from phases.llm_calls import (
+    DEFAULT_CONTEXT_TOKENS,
+    DictMemo,
+    LLMSession,
+    Memo,
+    prompt_budget_chars,
+)
 from prompts.registry import PromptRegistry
 
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """Bounds of the C-loop; every one is an environment setting (README, Configuration)."""
+    """Bounds of a run; every one is an environment setting (README, Configuration)."""
 
     max_passes: int = 8
     max_actions_per_pass: int = 5
@@ -29,6 +36,11 @@ class LoopSettings:
     stagnation_epsilon: float = 0.02
     allow_executable_checks: bool = False
     executable_check_timeout: float = 10.0
+    #: The model's context window in tokens: every prompt is fitted to it (AEON_LLM_CONTEXT_TOKENS).
+    context_tokens: int = DEFAULT_CONTEXT_TOKENS
+    #: Characters of a step's output kept in the run; the rest is cut with a marker, so model
+    #: verbosity cannot grow an event past AEON_MAX_EVENT_BYTES.
+    step_output_chars: int = 20_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> LoopSettings:
@@ -45,7 +57,18 @@ class LoopSettings:
             executable_check_timeout=float(
                 env.get("AEON_EXECUTABLE_CHECK_TIMEOUT", cls.executable_check_timeout)
             ),
+            context_tokens=_positive(env, "AEON_LLM_CONTEXT_TOKENS", cls.context_tokens),
+            step_output_chars=_positive(env, "AEON_MAX_STEP_OUTPUT_CHARS", cls.step_output_chars),
         )
+
+
+def _positive(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1; got {raw!r}")
+    return int(raw)
 
 
 @dataclass
@@ -55,6 +78,14 @@ class PhaseDeps:
     memo: Memo = field(default_factory=DictMemo)
     settings: LoopSettings = field(default_factory=LoopSettings)
 
-    def session(self, run_key: str, usage: Usage) -> LLMSession:
+    def session(self, run_key: str, usage: Usage, deadline: datetime | None = None) -> LLMSession:
         """LLM access for one run; `usage` is the run's running total, updated in place."""
-        return LLMSession(self.llm, self.registry, self.memo, run_key, usage)
+        return LLMSession(
+            self.llm,
+            self.registry,
+            self.memo,
+            run_key,
+            usage,
+            deadline=deadline,
+            prompt_chars=prompt_budget_chars(self.settings.context_tokens),
+        )

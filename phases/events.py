@@ -44,13 +44,19 @@ def derived_id(parent_id: str, kind: str) -> str:
 
 
 class Usage(BaseModel):
-    """Token usage summed over a run's LLM calls."""
+    """Token usage summed over a run's LLM calls, and what it took to get usable replies."""
 
     model_config = ConfigDict(extra="forbid")
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
+    #: Some server sent no usage, so part of the counts is estimated from text length.
+    estimated: bool = False
+    #: JSON replies made usable locally (lenient JSON, enum case), without an LLM call.
+    local_repairs: int = 0
+    #: Repair calls to the LLM (SUPERVISOR_REPAIR_JSON_USER); each is also one of `calls`.
+    repair_calls: int = 0
 
     @property
     def total_tokens(self) -> int:

@@ -1,24 +1,36 @@
 """How a phase talks to the LLM: registry → UnifiedPrompt → adapter → validate_output → memo.
 
 Phases never build prompt text or parse replies themselves. This module is the one path:
-the system prompt comes from the registry's *_SYSTEM template for the adapter's model family,
-the instructions from the *_USER prompt, the reply goes through `validate_output` (the only JSON
-extraction), a malformed reply gets exactly one repair round, and every reply is memoised per
-(run, phase, pass, step, prompt) so a redelivered event does not pay for the same call again.
+
+- the system prompt comes from the registry's *_SYSTEM template for the adapter's model family,
+  the instructions from the *_USER prompt, rendered from the validated input;
+- the prompt is fitted to the context budget: an input given as a builder of the per-output
+  character cap is rebuilt with the largest cap that fits, so the longest outputs are clipped
+  first, each with a visible marker; a server that still refuses the prompt as too long gets it
+  once more, fitted to a tighter budget;
+- reasoning blocks are removed from the reply before anything reads, stores or shows it;
+- a JSON reply goes through `validate_output` (the only JSON extraction); one that fails is
+  first repaired locally (phases.lenient: lenient JSON, enum case), and only then gets the one
+  repair call to the LLM. A reply cut at the length limit is never accepted as complete;
+- every reply is memoised per (run, phase, pass, step, prompt), with its truncated/refused
+  flags, so a redelivered event does not pay for the same call again and decides the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
 from typing import Protocol, TypeVar
 
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from llm.base import LLMAdapter, LLMCall, LLMError
+from llm.base import ContextLengthError, LLMAdapter, LLMCall, LLMError, LLMReply
+from llm.reasoning import strip_reasoning
 from phases.events import Usage
+from phases.lenient import lenient_candidates, schema_of
 from prompts.errors import JSONExtractionError
 from prompts.registry import (
     PromptId,
@@ -30,6 +42,23 @@ from prompts.registry import (
 from prompts.unified import ContextItem, UnifiedPrompt
 
 T = TypeVar("T", bound=BaseModel)
+
+#: A prompt's input, or a builder of it from the per-output character cap (None: no clipping).
+InputSource = PromptInput | Callable[[int | None], PromptInput]
+
+#: Characters per token assumed when fitting a prompt: lower than English's ~4 so that code,
+#: numbers and other languages, which take more tokens per character, still fit.
+CHARS_PER_TOKEN = 3
+#: Tokens of the window kept free for the reply: a quarter of it, at most this many.
+REPLY_RESERVE_TOKENS = 4096
+DEFAULT_CONTEXT_TOKENS = 32_768
+
+
+def prompt_budget_chars(context_tokens: int) -> int:
+    """Characters of prompt that fit a window of `context_tokens`, leaving room for the reply."""
+    reserve = min(REPLY_RESERVE_TOKENS, context_tokens // 4)
+    return max(1, (context_tokens - reserve) * CHARS_PER_TOKEN)
+
 
 #: The system prompt that frames each user prompt the loop sends.
 SYSTEM_OF: dict[PromptId, PromptId] = {
@@ -76,6 +105,35 @@ class LLMOutputError(Exception):
         super().__init__(f"{prompt_id.value}: unusable reply after one repair ({error})")
 
 
+class TruncatedReply(Exception):
+    """A JSON reply cut at the model's length limit: whatever it holds is not the whole answer."""
+
+    def __init__(self, prompt_id: PromptId) -> None:
+        super().__init__(f"{prompt_id.value}: the reply was cut off at the model's length limit")
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A reply's answer text (reasoning removed) and how the model ended it."""
+
+    text: str
+    truncated: bool = False
+    refused: bool = False
+
+    def to_memo(self) -> str:
+        return orjson.dumps(
+            {"text": self.text, "truncated": self.truncated, "refused": self.refused}
+        ).decode()
+
+    @classmethod
+    def from_memo(cls, value: str) -> Reply:
+        try:
+            data = orjson.loads(value)
+            return cls(str(data["text"]), bool(data["truncated"]), bool(data["refused"]))
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return cls(value)  # memoised as bare text before the flags existed
+
+
 @dataclass
 class LLMSession:
     """One handler's access to the LLM for one run; usage is added to the run's total."""
@@ -85,78 +143,172 @@ class LLMSession:
     memo: Memo
     run_key: str
     usage: Usage
+    #: No LLM call starts after this moment (the request's deadline).
+    deadline: datetime | None = None
+    #: Characters a rendered prompt may take (see `prompt_budget_chars`).
+    prompt_chars: int = prompt_budget_chars(DEFAULT_CONTEXT_TOKENS)
 
     async def text(
         self,
         prompt_id: PromptId,
-        data: PromptInput,
+        data: InputSource,
         *,
         scope: str,
         context: Sequence[ContextItem] = (),
-    ) -> str:
-        """A free-form reply."""
-        return await self._reply(prompt_id, data, scope, context)
+    ) -> Reply:
+        """A free-form reply; the caller decides what a truncated or refused one is worth."""
+        return await self._reply(prompt_id, data, scope, context, None)
 
     async def json(
         self,
         prompt_id: PromptId,
-        data: PromptInput,
+        data: InputSource,
         model: type[T],
         *,
         scope: str,
         context: Sequence[ContextItem] = (),
     ) -> T:
-        """A reply validated against `model`, repaired once if it does not fit."""
-        reply = await self._reply(prompt_id, data, scope, context)
+        """A reply validated against `model`: as sent, else repaired locally, else by one call."""
+        reply = await self._reply(prompt_id, data, scope, context, model)
         try:
-            return self.registry.validate_output(prompt_id, reply, model)
-        except (JSONExtractionError, ValidationError) as error:
+            return self._accept(prompt_id, reply, model)
+        except (TruncatedReply, JSONExtractionError, ValidationError) as error:
             first_error = error
-        repaired = await self._repair(prompt_id, reply, first_error, scope)
+        repaired = await self._repair(prompt_id, reply.text, first_error, scope, model)
         try:
-            return self.registry.validate_output(prompt_id, repaired, model)
-        except (JSONExtractionError, ValidationError) as error:
+            return self._accept(prompt_id, repaired, model)
+        except (TruncatedReply, JSONExtractionError, ValidationError) as error:
             raise LLMOutputError(prompt_id, error) from first_error
 
-    async def _repair(self, prompt_id: PromptId, reply: str, error: Exception, scope: str) -> str:
+    def _accept(self, prompt_id: PromptId, reply: Reply, model: type[T]) -> T:
+        """The reply as `model`: strictly, else after the local repairs; never a cut reply."""
+        if reply.truncated:
+            raise TruncatedReply(prompt_id)
+        try:
+            return self.registry.validate_output(prompt_id, reply.text, model)
+        except (JSONExtractionError, ValidationError) as error:
+            for candidate in lenient_candidates(reply.text, model):
+                try:
+                    output = self.registry.validate_output(prompt_id, candidate, model)
+                except ValidationError:
+                    continue
+                self.usage.local_repairs += 1
+                return output
+            raise error
+
+    async def _repair(
+        self, prompt_id: PromptId, reply: str, error: Exception, scope: str, model: type[T]
+    ) -> Reply:
         repair_input = RepairJSONInput(
             expected_schema=self.registry.output_schema(prompt_id),
-            malformed_output=reply,
+            malformed_output=reply or "(empty)",
             error=_short(error),
         )
+        self.usage.repair_calls += 1
         return await self._reply(
             PromptId.SUPERVISOR_REPAIR_JSON_USER,
             repair_input,
             f"{scope}/repair:{prompt_id.value}",
-            context=(),
+            (),
+            model,
         )
 
     async def _reply(
         self,
         prompt_id: PromptId,
-        data: PromptInput,
+        data: InputSource,
         scope: str,
         context: Sequence[ContextItem],
-    ) -> str:
+        model: type[BaseModel] | None,
+    ) -> Reply:
         key = f"{self.run_key}/{scope}/{prompt_id.value}"
         remembered = await self.memo.get(key)
         if remembered is not None:
-            return remembered
-        prompt = UnifiedPrompt(
-            system_prompt=self._system_prompt(prompt_id),
-            instructions=self.registry.get_prompt(prompt_id, data),
-            context=tuple(context),
+            return Reply.from_memo(remembered)
+        schema = schema_of(model) if model is not None else None
+        budget = self.prompt_chars
+        try:
+            answer = await self.llm.complete(self._call(prompt_id, data, context, schema, budget))
+        except ContextLengthError as error:
+            budget = _tighter(budget, error.limit_tokens)
+            answer = await self.llm.complete(self._call(prompt_id, data, context, schema, budget))
+        reply = _reply_of(answer)
+        if not (reply.text.strip() or reply.truncated):
+            raise LLMError(f"{prompt_id.value}: the model returned an empty reply", transient=True)
+        self.usage.add(answer.usage.prompt_tokens, answer.usage.completion_tokens)
+        self.usage.estimated = self.usage.estimated or answer.usage.estimated
+        await self.memo.put(key, reply.to_memo())
+        return reply
+
+    def _call(
+        self,
+        prompt_id: PromptId,
+        source: InputSource,
+        context: Sequence[ContextItem],
+        schema: dict | None,
+        budget: int,
+    ) -> LLMCall:
+        """The call with its prompt fitted to `budget` characters as far as its input allows."""
+        system = self._system_prompt(prompt_id)
+
+        def render(data: PromptInput) -> UnifiedPrompt:
+            instructions = self.registry.get_prompt(prompt_id, data)
+            return UnifiedPrompt(
+                system_prompt=system, instructions=instructions, context=tuple(context)
+            )
+
+        if isinstance(source, PromptInput):
+            data, prompt = source, render(source)
+        else:
+            data, prompt = fit(lambda cap: render(source(cap)), source, budget)
+        return LLMCall(
+            prompt_id=prompt_id,
+            input=data,
+            prompt=prompt,
+            response_schema=schema,
+            deadline=self.deadline,
         )
-        reply = await self.llm.complete(LLMCall(prompt_id=prompt_id, input=data, prompt=prompt))
-        text = _storable(reply.text)
-        if not text.strip():
-            raise LLMError(f"{prompt_id.value}: the model returned an empty reply")
-        self.usage.add(reply.usage.prompt_tokens, reply.usage.completion_tokens)
-        await self.memo.put(key, text)
-        return text
 
     def _system_prompt(self, prompt_id: PromptId) -> str:
         return _system_text(self.registry, SYSTEM_OF[prompt_id], self.llm.family)
+
+
+def fit(
+    render: Callable[[int | None], UnifiedPrompt],
+    build: Callable[[int | None], PromptInput],
+    budget: int,
+) -> tuple[PromptInput, UnifiedPrompt]:
+    """The input and prompt with the largest per-output cap whose XML fits `budget` characters.
+
+    Unclipped when that fits; else a binary search over the cap, which is deterministic and
+    clips the longest outputs first. When not even a cap of 0 fits (the request alone is too
+    long), that is sent, and the server has the last word.
+    """
+    prompt = render(None)
+    if len(prompt.to_xml()) <= budget:
+        return build(None), prompt
+    low, high = 0, len(prompt.to_xml())
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(render(middle).to_xml()) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return build(low), render(low)
+
+
+def _tighter(budget: int, limit_tokens: int | None) -> int:
+    """The budget for the one retry after a context-length refusal: at most half the last one."""
+    half = budget // 2
+    return min(half, prompt_budget_chars(limit_tokens)) if limit_tokens else half
+
+
+def _reply_of(answer: LLMReply) -> Reply:
+    return Reply(
+        text=_storable(strip_reasoning(answer.text)),
+        truncated=answer.truncated,
+        refused=answer.refused,
+    )
 
 
 @lru_cache(maxsize=256)

@@ -66,7 +66,9 @@ class PlanStep(Model):
 
     @property
     def executed(self) -> bool:
-        return self.status != "pending"
+        """Done, so immutable. A failed step produced nothing to keep: it runs again next
+        pass, and refinement may still change it."""
+        return self.status == "done"
 
 
 class Plan(Model):
@@ -282,7 +284,11 @@ class CritiqueIssue(Model):
 class ExecutionPass(Model):
     pass_number: int = Field(..., ge=1)
     executed_step_ids: list[str] = Field(default_factory=list)
+    #: Steps the model said it could not do (a BLOCKED reply): evidence about the task.
     blocked_step_ids: list[str] = Field(default_factory=list)
+    #: Steps that did not complete for reasons that say nothing about the task (the LLM call
+    #: failed, the reply was cut at the length limit, a refusal), each with why.
+    failed_steps: dict[str, str] = Field(default_factory=dict)
     validation: SemanticValidationReport | None = None
     assessment: ConvergenceAssessment | None = None
     evaluation: Evaluation | None = None

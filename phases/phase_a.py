@@ -18,7 +18,7 @@ from prompts.registry import PromptId, TaskProfileInferenceInput, TaskProfileOut
 async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
     """RequestSubmitted → TaskProfiled, with the profile and `ttl_remaining` set."""
     run = event.initial_state()
-    session = deps.session(event.correlation_id, run.usage)
+    session = deps.session(event.correlation_id, run.usage, event.deadline)
     data = TaskProfileInferenceInput(
         request=run.request, rules_summary=summaries.rules_summary(run.rules)
     )

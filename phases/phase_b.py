@@ -10,6 +10,7 @@ to ask for a semantic check, one way to turn the LLM's actions into an applied r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import ValidationError
@@ -43,7 +44,7 @@ MAX_STEP_ID = 64  # PlanStep.step_id's limit
 async def handle(event: TaskProfiled, deps: PhaseDeps) -> list[Event]:
     """TaskProfiled → PlanReady with `run.plan`, or LoopExited("failed") when no plan came."""
     run = event.run
-    session = deps.session(event.correlation_id, run.usage)
+    session = deps.session(event.correlation_id, run.usage, event.deadline)
     try:
         plan = await generate_plan(session, run)
     except (*summaries.LLM_FAILURES, ValidationError) as error:
@@ -130,14 +131,19 @@ async def validate(
     session: LLMSession,
     request: str,
     kind: Literal["plan", "pass"],
-    artifact: str,
+    artifact: str | Callable[[int | None], str],
     *,
     scope: str,
 ) -> SemanticValidationReport:
-    """One semantic validation of a plan or of a pass's outputs."""
-    data = SemanticValidationInput(request=request, artifact_kind=kind, artifact=artifact)
+    """One semantic validation of a plan, or of a pass's outputs (given as a builder of the
+    per-output cap, so the prompt can be fitted to the context window)."""
+
+    def build(cap: int | None) -> SemanticValidationInput:
+        text = artifact if isinstance(artifact, str) else artifact(cap)
+        return SemanticValidationInput(request=request, artifact_kind=kind, artifact=text)
+
     output = await session.json(
-        PromptId.VALIDATION_SEMANTIC_USER, data, SemanticValidationOutput, scope=scope
+        PromptId.VALIDATION_SEMANTIC_USER, build, SemanticValidationOutput, scope=scope
     )
     return SemanticValidationReport.model_validate(output.model_dump())
 

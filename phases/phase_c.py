@@ -17,6 +17,10 @@ event handled twice makes no new LLM call and returns events with the same ids.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
 from phases import evaluation, summaries
 from phases.deps import LoopSettings, PhaseDeps
 from phases.events import Event, ExitReason, PassCompleted, PassRequested, PlanReady, RunState
@@ -27,9 +31,11 @@ from phases.models import (
     Evaluation,
     ExecutionPass,
     Plan,
+    PlanStep,
     SemanticValidationReport,
 )
 from phases.phase_b import adopt, refine, refinement_budget, validate
+from prompts.clipping import STORED_MARKER, clip
 from prompts.registry import (
     ConvergenceAssessmentInput,
     ConvergenceAssessmentOutput,
@@ -38,11 +44,9 @@ from prompts.registry import (
     PromptId,
     ReasoningStepInput,
 )
+from prompts.replies import is_blocked_reply, is_refusal
 
 MAX_CRITIQUE_ISSUES = 5
-#: How REASONING_STEP_USER asks a model to say a step cannot be done (a reply protocol, not text
-#: sent to the model).
-BLOCKED_MARKER = "BLOCKED:"
 
 
 async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Event]:
@@ -56,8 +60,8 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
     if run.plan is None:
         return [summaries.loop_exit(event, run, "failed", "phase C got a run without a plan")]
     plan = run.plan
-    session = deps.session(event.correlation_id, run.usage)
-    record = await execute(session, run, plan, number)
+    session = deps.session(event.correlation_id, run.usage, event.deadline)
+    record = await execute(session, run, plan, number, settings.step_output_chars)
     try:
         await evaluate(session, run, plan, record, settings)
     except summaries.LLM_FAILURES as error:
@@ -81,54 +85,100 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
 # ---------------------------------------------------------------------------------------------
 
 
-async def execute(session: LLMSession, run: RunState, plan: Plan, number: int) -> ExecutionPass:
-    """Run every pending step in plan order; a step that cannot be done is marked blocked.
+async def execute(
+    session: LLMSession, run: RunState, plan: Plan, number: int, output_chars: int
+) -> ExecutionPass:
+    """Run every step not done yet, in plan order; one that does not complete is "failed".
 
-    Blocked ("failed") means the LLM call failed or the model replied BLOCKED; the other steps
-    still run, and the pass cannot converge.
-    Each step sees the outputs of the steps done before it, in this pass and earlier ones.
+    Failed is either blocked (the model replied BLOCKED: evidence that the task was misjudged)
+    or failed for a reason that says nothing about the task (the LLM call failed, the reply was
+    cut at the length limit, a refusal); either way the other steps still run, the pass cannot
+    converge, and the step runs again next pass. Each step sees the outputs of the steps done
+    before it, in this pass and earlier ones, clipped longest first if the prompt needs it.
+    Outputs are stored cut to `output_chars`.
     """
     prior = [s for s in plan.steps if s.status == "done"]
     record = ExecutionPass(pass_number=number)
     for index, step in enumerate(plan.steps):
         if step.executed:
             continue
-        data = ReasoningStepInput(
-            request=run.request,
-            goal=plan.goal,
-            step_id=step.step_id,
-            step_description=step.description,
-            prior_outputs=summaries.step_outputs(prior),
-            pass_number=number,
-        )
-        output, problem = await _attempt(session, data, f"c/p{number}/step:{step.step_id}")
-        status = "failed" if problem else "done"
+        build = functools.partial(step_input, run, plan.goal, step, tuple(prior), number)
+        scope = f"c/p{number}/step:{step.step_id}"
+        outcome = await attempt_step(session, build, scope, output_chars)
+        status = "done" if outcome.completed else "failed"
         plan.steps[index] = step.model_copy(
-            update={"status": status, "output": output, "executed_in_pass": number}
+            update={"status": status, "output": outcome.output, "executed_in_pass": number}
         )
-        if problem:
+        if outcome.blocked:
             record.blocked_step_ids.append(step.step_id)
-            run.notes.append(f"phase C: step {step.step_id} is blocked in pass {number}: {problem}")
+            run.notes.append(
+                f"phase C: step {step.step_id} is blocked in pass {number}: {outcome.blocked}"
+            )
+        elif outcome.failed:
+            record.failed_steps[step.step_id] = outcome.failed
+            run.notes.append(
+                f"phase C: step {step.step_id} did not complete in pass {number}: {outcome.failed}"
+            )
         else:
             prior.append(plan.steps[index])
             record.executed_step_ids.append(step.step_id)
     return record
 
 
-async def _attempt(
-    session: LLMSession, data: ReasoningStepInput, scope: str
-) -> tuple[str | None, str | None]:
-    """The step's output, and why it is blocked (LLM failure or a BLOCKED reply) or None."""
+def step_input(
+    run: RunState,
+    goal: str,
+    step: PlanStep,
+    prior: Sequence[PlanStep],
+    number: int,
+    cap: int | None,
+) -> ReasoningStepInput:
+    """The step's prompt input, with each earlier output cut to `cap` characters (None: whole)."""
+    return ReasoningStepInput(
+        request=run.request,
+        goal=goal,
+        step_id=step.step_id,
+        step_description=step.description,
+        prior_outputs=summaries.step_outputs(prior, cap),
+        pass_number=number,
+    )
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What one step's LLM call came to."""
+
+    output: str | None
+    #: The model's own BLOCKED reply: the step cannot be done with what it has.
+    blocked: str | None = None
+    #: Why the step did not complete for a reason that says nothing about the task.
+    failed: str | None = None
+
+    @property
+    def completed(self) -> bool:
+        return not (self.blocked or self.failed)
+
+
+async def attempt_step(
+    session: LLMSession,
+    build: Callable[[int | None], ReasoningStepInput],
+    scope: str,
+    output_chars: int,
+) -> StepOutcome:
+    """Run one step and judge its reply: only real work counts as done."""
     try:
-        output = await session.text(PromptId.REASONING_STEP_USER, data, scope=scope)
+        reply = await session.text(PromptId.REASONING_STEP_USER, build, scope=scope)
     except summaries.LLM_FAILURES as error:
-        return None, f"{type(error).__name__}: {error}"
-    return output, (output.strip() if is_blocked_reply(output) else None)
-
-
-def is_blocked_reply(output: str) -> bool:
-    """The model said the step cannot be done with what it has: the step is blocked."""
-    return output.lstrip().upper().startswith(BLOCKED_MARKER)
+        return StepOutcome(None, failed=f"the LLM call failed ({type(error).__name__}: {error})")
+    output = clip(reply.text, output_chars, STORED_MARKER)
+    if reply.truncated:
+        return StepOutcome(output, failed="the reply was cut off at the model's length limit")
+    if reply.refused or is_refusal(reply.text):
+        said = summaries.first_line(reply.text)
+        return StepOutcome(output, failed=f"the model refused the step ({said})")
+    if is_blocked_reply(output):
+        return StepOutcome(output, blocked=output.strip())
+    return StepOutcome(output)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,7 +202,11 @@ async def evaluate(
             allow_executable=settings.allow_executable_checks,
             timeout=settings.executable_check_timeout,
         )
-    outputs = summaries.step_outputs(s for s in plan.steps if s.status == "done")
+    done = [s for s in plan.steps if s.status == "done"]
+
+    def outputs(cap: int | None) -> str:
+        return summaries.step_outputs(done, cap)
+
     record.validation = await validate(
         session, run.request, "pass", outputs, scope=f"c/p{number}/validate"
     )
@@ -163,7 +217,7 @@ async def evaluate(
         evaluation=record.evaluation,
         assessment=record.assessment,
         validation=record.validation,
-        blocked=bool(record.blocked_step_ids),
+        blocked=bool(record.blocked_step_ids or record.failed_steps),
     )
     record.score = pass_score(by_rules, record.evaluation, record.assessment)
 
@@ -172,22 +226,25 @@ async def assess(
     session: LLMSession,
     run: RunState,
     plan: Plan,
-    outputs: str,
+    outputs: Callable[[int | None], str],
     record: ExecutionPass,
     number: int,
 ) -> ConvergenceAssessment:
     """The LLM's view of the pass: evidence for the host's decision, not the decision."""
-    data = ConvergenceAssessmentInput(
-        request=run.request,
-        goal=plan.goal,
-        pass_number=number,
-        step_outputs=outputs,
-        validation_summary=record.validation.text() if record.validation else "",
-        rules_summary=summaries.rule_results_text(record.evaluation),
-    )
+
+    def build(cap: int | None) -> ConvergenceAssessmentInput:
+        return ConvergenceAssessmentInput(
+            request=run.request,
+            goal=plan.goal,
+            pass_number=number,
+            step_outputs=outputs(cap),
+            validation_summary=record.validation.text() if record.validation else "",
+            rules_summary=summaries.rule_results_text(record.evaluation),
+        )
+
     output = await session.json(
         PromptId.CONVERGENCE_ASSESSMENT_USER,
-        data,
+        build,
         ConvergenceAssessmentOutput,
         scope=f"c/p{number}/assess",
     )
@@ -310,15 +367,18 @@ async def issues_to_fix(
     findings = [*ev.failed, *ev.warnings] if ev is not None else []
     if not (findings and evaluation.judged(run.rules, ev)):
         return summaries.pass_issues_text(record)
-    data = CritiqueInput(
-        request=run.request,
-        artifact=summaries.combined_output(plan),
-        failed_rules=summaries.findings_text(findings),
-    )
+
+    def build(cap: int | None) -> CritiqueInput:
+        return CritiqueInput(
+            request=run.request,
+            artifact=summaries.combined_output(plan, cap),
+            failed_rules=summaries.findings_text(findings),
+        )
+
     try:
         output = await session.json(
             PromptId.RULE_CRITIQUE_USER,
-            data,
+            build,
             CritiqueOutput,
             scope=f"c/p{record.pass_number}/critique",
         )

@@ -37,7 +37,8 @@ async def handle(event: PassCompleted, deps: PhaseDeps) -> list[Event]:
         detail = f"pass {last.pass_number} converged"
         return [summaries.loop_exit(event, run, "converged", detail)]
     if misjudged(last):
-        await adapt_profile(deps.session(event.correlation_id, run.usage), run, last)
+        session = deps.session(event.correlation_id, run.usage, event.deadline)
+        await adapt_profile(session, run, last)
     run.ttl_remaining = max(0, run.ttl_remaining - 1)
     if run.ttl_remaining > 0:
         return [event.child(PassRequested, run=run)]

@@ -42,6 +42,7 @@ from phases.events import (
 )
 from phases.llm_calls import DictMemo, LLMOutputError, LLMSession, as_json_text
 from phases.models import FinalAnswer, PhaseEInput, Plan
+from prompts.clipping import clip
 from prompts.errors import PromptError
 from prompts.registry import (
     AnswerSynthesisInput,
@@ -150,7 +151,7 @@ async def synthesize(
             return degraded_answer(phase_e_input, Reason.REQUEST_LOST, context)
         output = await session.json(
             PromptId.ANSWER_SYNTHESIS_USER,
-            synthesis_input(phase_e_input),
+            functools.partial(synthesis_input, phase_e_input),
             FinalAnswerOutput,
             scope=SYNTHESIS_SCOPE,
         )
@@ -209,7 +210,7 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     if event.reason == "deadline_exceeded" or event.expired():
         answer = degraded_answer(phase_e_input, Reason.DEADLINE_EXCEEDED, context)
     else:
-        session = deps.session(event.correlation_id, usage)
+        session = deps.session(event.correlation_id, usage, event.deadline)
         answer = await synthesize(phase_e_input, session, context)
     return [answer_event(event, phase_e_input, answer, usage)]
 
@@ -324,8 +325,13 @@ def exit_context(event: LoopExited) -> ExitContext:
 # ---------------------------------------------------------------------------------------------
 
 
-def synthesis_input(phase_e_input: PhaseEInput) -> AnswerSynthesisInput:
-    """What the model is shown (FR-041): the run's facts and its artifacts, summarised."""
+def synthesis_input(phase_e_input: PhaseEInput, cap: int | None = None) -> AnswerSynthesisInput:
+    """What the model is shown (FR-041): the run's facts and its artifacts, summarised.
+
+    Each step output is clipped to PROMPT_OUTPUT_CHARS, or to `cap` when the session fits the
+    prompt to the context window with a smaller one.
+    """
+    limit = PROMPT_OUTPUT_CHARS if cap is None else min(cap, PROMPT_OUTPUT_CHARS)
     assessment = "\n".join(
         text
         for text in (
@@ -342,7 +348,7 @@ def synthesis_input(phase_e_input: PhaseEInput) -> AnswerSynthesisInput:
         ttl_remaining=phase_e_input.ttl_remaining,
         plan_summary=plan_summary(phase_e_input.plan_state),
         results_summary=results_summary(
-            phase_e_input.execution_results, phase_e_input.plan_state, PROMPT_OUTPUT_CHARS
+            phase_e_input.execution_results, phase_e_input.plan_state, limit
         ),
         assessment_summary=assessment,
         missing_fields=list(missing_fields(phase_e_input)),
@@ -496,12 +502,16 @@ def plan_summary(plan_state: dict[str, Any]) -> str:
 
 @_tolerant
 def results_summary(
-    execution_results: dict[str, Any], plan_state: dict[str, Any] | None, limit: int
+    execution_results: dict[str, Any],
+    plan_state: dict[str, Any] | None,
+    limit: int,
+    shorten: Callable[[str, int], str] = clip,
 ) -> str:
-    """Each step's output under its id and description, clipped to `limit` characters."""
+    """Each step's output under its id and description, clipped to `limit` characters (with
+    the context marker for a prompt; answers shown to people pass a plainer `shorten`)."""
     descriptions = _step_descriptions(plan_state)
     return "\n\n".join(
-        _result_block(str(step_id), descriptions.get(str(step_id), ""), _clip(_text(out), limit))
+        _result_block(str(step_id), descriptions.get(str(step_id), ""), shorten(_text(out), limit))
         for step_id, out in execution_results.items()
     )
 
@@ -516,7 +526,8 @@ def passes_summary(execution_passes: list[dict[str, Any]]) -> str:
     return "\n".join(
         f"- pass {p.get('pass_number', '?')}: converged={p.get('converged')}, "
         f"score={p.get('score')}, executed: {_ids(p.get('executed_step_ids'))}, "
-        f"blocked: {_ids(p.get('blocked_step_ids'))}"
+        f"blocked: {_ids(p.get('blocked_step_ids'))}, "
+        f"did not complete: {_ids(list(p.get('failed_steps') or []))}"
         for p in execution_passes
     )
 
@@ -556,9 +567,10 @@ def profile_summary(task_profile: dict[str, Any]) -> str:
 def available_data(phase_e_input: PhaseEInput) -> str:
     """The request and a summary of each upstream artifact present, for a host-made answer."""
     p = phase_e_input
+    results = results_summary(p.execution_results, p.plan_state, ANSWER_OUTPUT_CHARS, _clip)
     sections = [
         ("Plan", plan_summary(p.plan_state)),
-        ("Step results", results_summary(p.execution_results, p.plan_state, ANSWER_OUTPUT_CHARS)),
+        ("Step results", results),
         ("Passes", passes_summary(p.execution_passes)),
         ("Last assessment", assessment_summary(p.convergence_assessment)),
         ("Last validation", validation_summary(p.semantic_validation)),

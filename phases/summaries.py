@@ -25,6 +25,7 @@ from phases.models import (
     RuleFinding,
     TaskProfile,
 )
+from prompts.clipping import clip
 
 #: What a handler catches from an LLM call: the adapter gave up, or the reply stayed unusable
 #: after its one repair. Anything else (a missing template, a rendering bug) is a defect and is
@@ -86,14 +87,22 @@ def plan_text(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def step_outputs(steps: Iterable[PlanStep]) -> str:
-    """Outputs of executed steps, each under its id and description, blank line between."""
-    return "\n\n".join(f"[{s.step_id}] {s.description}\n{s.output or ''}" for s in steps)
+def step_outputs(steps: Iterable[PlanStep], cap: int | None = None) -> str:
+    """Outputs of executed steps, each under its id and description, blank line between; each
+    output cut to `cap` characters with a marker when a prompt must fit its context window."""
+    return "\n\n".join(f"[{s.step_id}] {s.description}\n{clip(s.output or '', cap)}" for s in steps)
 
 
-def combined_output(plan: Plan) -> str:
-    """The work so far: every done step's output in plan order, as rules' checks search it."""
-    return "\n\n".join(s.output or "" for s in plan.steps if s.status == "done")
+def combined_output(plan: Plan, cap: int | None = None) -> str:
+    """The work so far: every done step's output in plan order, as rules' checks search it
+    (each cut to `cap` characters when shown to a model whose window needs it)."""
+    return "\n\n".join(clip(s.output or "", cap) for s in plan.steps if s.status == "done")
+
+
+def first_line(text: str, limit: int = 120) -> str:
+    """The start of a reply, for a note: its first line, shortened."""
+    line = text.strip().split("\n", 1)[0]
+    return line if len(line) <= limit else line[:limit].rstrip() + "…"
 
 
 def rule_results_text(evaluation: Evaluation | None) -> str:
@@ -131,7 +140,11 @@ def pass_issues_text(record: ExecutionPass) -> str:
     )
     if record.assessment:
         lines += _assessment_gaps(record.assessment)
-    lines += [f"- step {s} is blocked: its execution failed" for s in record.blocked_step_ids]
+    lines += [f"- step {s} is blocked: the model could not do it" for s in record.blocked_step_ids]
+    lines += [
+        f"- step {step_id} did not complete ({why}); it runs again next pass"
+        for step_id, why in record.failed_steps.items()
+    ]
     return "\n".join(lines)
 
 

@@ -217,6 +217,10 @@ class AnswerSynthesisInput(PromptInput):
 
 # --------------------------------------------------------------------------------------------
 # Output models (JSON prompts only).
+#
+# A field its phase acts on is required, even a list that may be empty: a reply is accepted
+# only when it says everything the phase needs, so a fragment (a reasoning model's draft, a
+# reply cut short) fails validation and is repaired instead of being taken for the answer.
 # --------------------------------------------------------------------------------------------
 
 
@@ -236,7 +240,7 @@ class PlanStepOutput(PromptOutput):
 
 class PlanBody(PromptOutput):
     goal: str
-    steps: list[PlanStepOutput] = Field(default_factory=list)
+    steps: list[PlanStepOutput]
 
 
 class PlanGenerationOutput(PromptOutput):
@@ -251,7 +255,7 @@ class SemanticIssueOutput(PromptOutput):
 
 
 class SemanticValidationOutput(PromptOutput):
-    issues: list[SemanticIssueOutput] = Field(default_factory=list)
+    issues: list[SemanticIssueOutput]
     summary: str = ""
 
 
@@ -263,7 +267,7 @@ class RefinementActionOutput(PromptOutput):
 
 
 class RefinementOutput(PromptOutput):
-    actions: list[RefinementActionOutput] = Field(default_factory=list)
+    actions: list[RefinementActionOutput]
 
 
 class ConsistencyOutput(PromptOutput):
@@ -289,7 +293,7 @@ class CritiqueIssueOutput(PromptOutput):
 
 
 class CritiqueOutput(PromptOutput):
-    issues: list[CritiqueIssueOutput] = Field(default_factory=list)
+    issues: list[CritiqueIssueOutput]
 
 
 class RepairedJSONOutput(PromptOutput):
@@ -304,8 +308,8 @@ class FinalAnswerOutput(PromptOutput):
     """The model's part of a FinalAnswer; the host adds ttl_exhausted and metadata (FR-041)."""
 
     answer_text: str = Field(..., min_length=1)
-    confidence: float | None = Field(None, ge=0.0, le=1.0)
-    used_step_ids: list[str] | None = None
+    confidence: float = Field(..., ge=0.0, le=1.0)
+    used_step_ids: list[str]
     notes: str | None = None
 
 

@@ -19,11 +19,12 @@ from prompts.unified import ContextItem, UnifiedPrompt
 
 @dataclass
 class Planned:
-    """One canned response: status, JSON body, and how long to stall before answering."""
+    """One canned response: status, JSON body, headers, and how long to stall before answering."""
 
     status: int = 200
     body: dict[str, Any] | None = None
     sleep: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -31,6 +32,7 @@ class Seen:
     path: str
     headers: dict[str, str]  # names lower-cased
     body: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -40,26 +42,41 @@ class FakeOpenAI:
     base_url: str = ""
     planned: list[Planned] = field(default_factory=list)
     seen: list[Seen] = field(default_factory=list)
+    #: When set, answers every request instead of the queue (a server that reads the request).
+    responder: Callable[[Seen], Planned] | None = None
 
-    def reply(self, text: str | None, model: str = "fake-model", usage: bool = True) -> None:
-        """Queue a successful chat completion."""
-        self.planned.append(Planned(body=completion(text, model, usage)))
+    def reply(
+        self, text: str | None, model: str = "fake-model", usage: bool = True, **message: Any
+    ) -> None:
+        """Queue a successful chat completion; `finish_reason` and message fields as keywords."""
+        self.planned.append(Planned(body=completion(text, model, usage, **message)))
 
-    def fail(self, status: int, message: str = "boom") -> None:
+    def fail(
+        self, status: int, message: str = "boom", headers: dict[str, str] | None = None
+    ) -> None:
         """Queue an HTTP error with an OpenAI-style error body."""
-        self.planned.append(Planned(status=status, body=error_body(message)))
+        self.planned.append(Planned(status=status, body=error_body(message), headers=headers or {}))
 
     def stall(self, seconds: float) -> None:
         """Queue a response that comes only after `seconds`."""
         self.planned.append(Planned(body=completion("too late"), sleep=seconds))
 
-    def next_response(self) -> Planned:
+    def next_response(self, seen: Seen) -> Planned:
+        if self.responder is not None:
+            return self.responder(seen)
         index = min(len(self.seen) - 1, len(self.planned) - 1)
         return self.planned[index] if self.planned else Planned(body=completion("ok"))
 
 
-def completion(text: str | None, model: str = "fake-model", usage: bool = True) -> dict[str, Any]:
-    """A chat.completion body as an OpenAI-compatible server sends it."""
+def completion(
+    text: str | None,
+    model: str = "fake-model",
+    usage: bool = True,
+    finish_reason: str = "stop",
+    **message: Any,
+) -> dict[str, Any]:
+    """A chat.completion body as an OpenAI-compatible server sends it; `message` adds fields to
+    the message (`reasoning_content`, `refusal`)."""
     body: dict[str, Any] = {
         "id": "chatcmpl-1",
         "object": "chat.completion",
@@ -68,8 +85,8 @@ def completion(text: str | None, model: str = "fake-model", usage: bool = True) 
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": text, **message},
+                "finish_reason": finish_reason,
             }
         ],
     }
@@ -88,13 +105,16 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
             headers = {name.lower(): value for name, value in self.headers.items()}
-            fake.seen.append(Seen(self.path, headers, body))
-            planned = fake.next_response()
+            seen = Seen(self.path, headers, body)
+            fake.seen.append(seen)
+            planned = fake.next_response(seen)
             if planned.sleep:
                 time.sleep(planned.sleep)
             payload = json.dumps(planned.body or {}).encode()
             try:
                 self.send_response(planned.status)
+                for name, value in planned.headers.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()

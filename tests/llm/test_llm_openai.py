@@ -64,23 +64,35 @@ async def test_success_returns_text_usage_and_model(fake_openai, adapter_for, ca
     assert "Explain tides &lt;now&gt;" in request.body["messages"][0]["content"]
 
 
-async def test_missing_usage_counts_zero(fake_openai, adapter_for, call):
-    fake_openai.reply("text", usage=False)
+async def test_missing_usage_is_estimated_and_marked(fake_openai, adapter_for, call):
+    fake_openai.reply("a reply of forty characters, more or less", usage=False)
 
     reply = await adapter_for().complete(call)
 
-    assert reply.usage == TokenUsage(0, 0)
+    assert reply.usage.estimated is True
+    assert reply.usage.prompt_tokens == len(call.prompt.to_xml()) // 4
+    assert reply.usage.completion_tokens == len(reply.text) // 4
 
 
 @pytest.mark.parametrize("content", [None, "", "   "])
-async def test_empty_content_is_an_error(fake_openai, adapter_for, call, content):
+async def test_empty_content_is_transient_and_retried(fake_openai, adapter_for, call, content):
     fake_openai.reply(content)
+    fake_openai.reply("recovered")
 
-    with pytest.raises(LLMError, match="empty") as caught:
-        await adapter_for().complete(call)
+    reply = await adapter_for().complete(call)
 
-    assert caught.value.transient is False
-    assert len(fake_openai.seen) == 1
+    assert reply.text == "recovered"
+    assert len(fake_openai.seen) == 2
+
+
+async def test_content_that_stays_empty_fails_as_transient(fake_openai, adapter_for, call):
+    fake_openai.reply("")
+
+    with pytest.raises(LLMError, match=r"empty .*gave up after 3 attempt") as caught:
+        await adapter_for(max_retries=2).complete(call)
+
+    assert caught.value.transient is True
+    assert len(fake_openai.seen) == 3
 
 
 @pytest.mark.parametrize("status", [500, 503, 429])

@@ -102,7 +102,14 @@ def test_json_format() -> None:
         True,
         3,
     )
-    assert payload["usage"] == {"prompt_tokens": 1200, "completion_tokens": 300, "calls": 9}
+    assert payload["usage"] == {
+        "prompt_tokens": 1200,
+        "completion_tokens": 300,
+        "calls": 9,
+        "estimated": False,
+        "local_repairs": 0,
+        "repair_calls": 0,
+    }
 
 
 def test_json_format_lists_every_field_even_when_the_stored_answer_omits_some() -> None:

@@ -88,7 +88,7 @@ async def test_a_high_severity_issue_blocks_convergence(harness, replies, make_p
     assert "wrong total" in h.llm.history[-1].input.issues
 
 
-async def test_a_failed_step_is_blocked_and_the_others_run(
+async def test_a_step_whose_llm_call_fails_does_not_complete_and_the_others_run(
     harness, replies, make_plan_ready
 ) -> None:
     def step(call: LLMCall) -> str:
@@ -104,12 +104,14 @@ async def test_a_failed_step_is_blocked_and_the_others_run(
     (out,) = await phase_c.handle(make_plan_ready("a", "b", "c"), h.deps)
     assert isinstance(out, PassCompleted)
     record = out.run.passes[0]
-    assert record.executed_step_ids == ["s1", "s3"] and record.blocked_step_ids == ["s2"]
+    assert record.executed_step_ids == ["s1", "s3"] and record.blocked_step_ids == []
+    assert list(record.failed_steps) == ["s2"]
+    assert "model overloaded" in record.failed_steps["s2"]
     assert not record.converged  # even with a perfect assessment
     statuses = [(s.step_id, s.status) for s in out.run.plan.steps]
     assert statuses == [("s1", "done"), ("s2", "failed"), ("s3", "done"), ("s4", "pending")]
     assert any("model overloaded" in note for note in out.run.notes)
-    assert "s2 is blocked" in h.llm.history[-1].input.issues
+    assert "s2 did not complete" in h.llm.history[-1].input.issues
 
 
 async def test_a_blocked_reply_blocks_the_step(harness, replies, make_plan_ready) -> None:

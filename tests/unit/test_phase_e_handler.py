@@ -45,7 +45,8 @@ REQUIRED_METADATA = {
 
 
 def reply(text: str = "The answer.", used: list[str] | None = None, **extra: Any) -> str:
-    return json.dumps({"answer_text": text, "confidence": 0.8, "used_step_ids": used, **extra})
+    fields = {"answer_text": text, "confidence": 0.8, "used_step_ids": used or [], **extra}
+    return json.dumps(fields)
 
 
 def a_run(passes: int = 1, converged: bool = True) -> RunState:
@@ -183,11 +184,13 @@ async def test_malformed_reply_repaired_once_is_the_answer(harness) -> None:
     assert answer.answer_text == "Repaired."
 
 
-async def test_answer_without_confidence_or_steps_is_accepted(harness) -> None:
-    h = harness({SYNTHESIS: json.dumps({"answer_text": "Short."})})
+async def test_answer_without_confidence_or_steps_is_repaired_not_accepted(harness) -> None:
+    """A fragment (a reasoning model's draft) lacks what Phase E reports: it goes to repair."""
+    h = harness({SYNTHESIS: json.dumps({"answer_text": "Draft."}), REPAIR: reply("Whole.", ["s1"])})
     answer = await execute_phase_e(full_input(), h.llm, h.deps.registry)
     assert_well_formed(answer)
-    assert (answer.answer_text, answer.confidence, answer.used_step_ids) == ("Short.", None, None)
+    assert (answer.answer_text, answer.confidence, answer.used_step_ids) == ("Whole.", 0.8, ["s1"])
+    assert h.llm.calls == [SYNTHESIS, REPAIR]
 
 
 async def test_step_ids_the_run_does_not_have_are_dropped(harness) -> None:

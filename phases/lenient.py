@@ -1,0 +1,120 @@
+"""Cheap local repairs of a JSON reply, tried before the one repair call to the LLM.
+
+`validate_output` is the contract's strict reading (seed 000's extraction order; it raises, it
+never repairs). Real models miss it in small, mechanical ways that cost a whole LLM call to fix:
+trailing commas, single-quoted Python dicts, `True`/`None`, an unclosed fence, `"Moderate"` where
+the schema says `moderate`, `"add"` for `ADD`. This layer fixes exactly those, locally:
+
+1. the JSON value: what the seed's extraction finds, else what `json-repair` makes of the reply
+   (it parses lenient JSON and Python literals, and finds the object inside prose or fences);
+2. enum values folded to the schema's spelling when they match it ignoring case and white space.
+
+The result is handed back to `validate_output` as JSON text, so extraction and validation stay
+in one place and a value that still does not fit fails there, loudly.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+import json_repair
+from pydantic import BaseModel
+
+from prompts.compat import json_schema
+from prompts.errors import JSONExtractionError
+from prompts.extraction import extract_json
+
+Schema = dict[str, Any]
+
+
+def lenient_candidates(reply: str, model: type[BaseModel]) -> list[str]:
+    """The reply's JSON object with mechanical faults fixed, as text, best guess first.
+
+    Two readings, because each can be right where the other is wrong: the strict extraction's
+    find (right when only enum case is off, and when prose around the object has braces), and
+    json-repair's (right when the outer object is broken, where the strict search would settle
+    on an inner object that parses).
+    """
+    schema = schema_of(model)
+    found: list[str] = []
+    for value in (_extracted(reply), _repaired(reply)):
+        if isinstance(value, dict):
+            folded = fold_enum_case(value, schema, schema.get("$defs", {}))
+            text = json.dumps(folded, ensure_ascii=False)
+            if text not in found:
+                found.append(text)
+    return found
+
+
+@lru_cache(maxsize=64)
+def schema_of(model: type[BaseModel]) -> Schema:
+    """The output model's JSON schema (each model's once: it never changes in a process)."""
+    return json_schema(model)
+
+
+def _extracted(reply: str) -> Any:
+    try:
+        return extract_json(reply)
+    except JSONExtractionError:
+        return None
+
+
+def _repaired(reply: str) -> Any:
+    try:
+        return json_repair.loads(reply)
+    except (ValueError, RecursionError):  # json-repair gives up on some inputs by raising
+        return None
+
+
+def fold_enum_case(value: Any, schema: Schema, defs: Schema) -> Any:
+    """`value` with each string where the schema allows an enum spelled as the enum spells it."""
+    schema = _resolve(schema, defs)
+    if isinstance(value, str):
+        return _enum_member(value, schema, defs)
+    if isinstance(value, dict):
+        properties = _properties(schema, defs)
+        return {
+            key: fold_enum_case(item, properties[key], defs) if key in properties else item
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        items = _items(schema, defs)
+        return [fold_enum_case(item, items, defs) for item in value] if items else value
+    return value
+
+
+def _resolve(schema: Schema, defs: Schema) -> Schema:
+    ref = schema.get("$ref", "")
+    return defs.get(ref.rsplit("/", 1)[-1], schema) if ref else schema
+
+
+def _variants(schema: Schema, defs: Schema) -> list[Schema]:
+    """The schema itself, or each branch of an anyOf/oneOf (Optional fields are anyOf)."""
+    branches = schema.get("anyOf") or schema.get("oneOf")
+    return [_resolve(branch, defs) for branch in branches] if branches else [schema]
+
+
+def _enum_member(text: str, schema: Schema, defs: Schema) -> str:
+    wanted = text.strip().casefold()
+    for variant in _variants(schema, defs):
+        members = variant.get("enum") or ([variant["const"]] if "const" in variant else [])
+        for member in members:
+            if isinstance(member, str) and member.casefold() == wanted:
+                return member
+    return text
+
+
+def _properties(schema: Schema, defs: Schema) -> Schema:
+    for variant in _variants(schema, defs):
+        if "properties" in variant:
+            return variant["properties"]
+    return {}
+
+
+def _items(schema: Schema, defs: Schema) -> Schema | None:
+    for variant in _variants(schema, defs):
+        if isinstance(variant.get("items"), dict):
+            return variant["items"]
+    return None
