@@ -23,7 +23,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bus.codec import Routable, encode
 from bus.deadletter import DeadLetter
-from bus.keys import Keys
+from bus.keys import ANSWERS, Keys
 from bus.settings import BusSettings
 
 log = logging.getLogger("aeon.bus")
@@ -78,9 +78,19 @@ class Committer:
         """Queue `item` and wait until Redis has it.
 
         Outputs are encoded here, in the caller's task: an event that cannot be encoded fails
-        its own commit (ValueError), never the flush that carries everyone else's.
+        its own commit (ValueError), never the flush that carries everyone else's. So does one
+        larger than `max_event_bytes`: the phase that would read it refuses it at decode, where
+        its run could only be answered as lost; refused here, the run is answered from the
+        event being handled, with the true reason. Answers are exempt: gateways take them whole.
         """
         item.encoded = [(event.STREAM, encode(event)) for event in item.outputs]
+        for stream, fields in item.encoded:
+            size, limit = len(fields["body"]), self._settings.max_event_bytes
+            if stream != ANSWERS and size > limit:
+                kind = fields["type"].decode()
+                raise ValueError(
+                    f"the {kind} event would be {size} bytes, over AEON_MAX_EVENT_BYTES ({limit})"
+                )
         item.done = asyncio.get_running_loop().create_future()
         self._queue.append(item)
         self._wake.set()
@@ -158,13 +168,13 @@ class Committer:
             raise WriteRefused(f"Redis refused {len(refused)} command(s): {refused[0]}")
 
     def _publish(self, pipe: Pipeline, stream: str, fields: dict[str, bytes]) -> None:
-        if stream == "answers":
+        if stream == ANSWERS:
             # EVAL, not EVALSHA: a pipeline with registered scripts costs a SCRIPT EXISTS round
             # trip per flush, while Redis caches the compiled script by its text anyway.
             pipe.eval(
                 _PUBLISH_ANSWER,
                 2,
-                self._keys.stream("answers"),
+                self._keys.stream(ANSWERS),
                 self._keys.answer(fields["cid"].decode()),
                 fields["type"],
                 fields["cid"],

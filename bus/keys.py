@@ -9,21 +9,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+#: The logical name of the answers stream: the one stream gateways read, not phases.
+ANSWERS = "answers"
+
 
 @dataclass(frozen=True)
 class Keys:
     prefix: str
 
     def stream(self, name: str) -> str:
-        if name == "answers":
-            return f"{self.prefix}:{{answers}}"
+        if name == ANSWERS:
+            return f"{self.prefix}:{{{ANSWERS}}}"
         return f"{self.prefix}:{name}"
 
     def group(self, phase: str) -> str:
         return f"phase-{phase}"
 
     def answer(self, correlation_id: str) -> str:
-        return f"{self.prefix}:{{answers}}:{correlation_id}"
+        return f"{self.prefix}:{{{ANSWERS}}}:{correlation_id}"
 
     def lock(self, group: str, event_id: str) -> str:
         return f"{self.prefix}:lock:{group}:{event_id}"

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from bus.keys import ANSWERS
 from phases.models import (
     DEFAULT_TTL_CAP,
     ExecutionPass,
@@ -218,7 +219,7 @@ class ExecutionResult(BaseModel):
 
 
 class FinalAnswerReady(Event):
-    STREAM: ClassVar[str] = "answers"
+    STREAM: ClassVar[str] = ANSWERS
     result: ExecutionResult
 
 

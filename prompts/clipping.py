@@ -14,7 +14,12 @@ STORED_MARKER = "[… {count} more characters not kept: the output was longer th
 
 
 def clip(text: str, cap: int | None, marker: str = CONTEXT_MARKER) -> str:
-    """`text` cut to `cap` characters plus the marker, or unchanged when it is short enough."""
+    """`text` cut to `cap` characters plus the marker, or unchanged when it is short enough.
+
+    Never longer than `text`: a cut that would save less than its marker costs leaves the text
+    whole. That also keeps a prompt's length growing with the cap, which fitting relies on.
+    """
     if cap is None or len(text) <= cap:
         return text
-    return f"{text[:cap].rstrip()}\n{marker.format(count=len(text) - cap)}"
+    clipped = f"{text[:cap].rstrip()}\n{marker.format(count=len(text) - cap)}"
+    return clipped if len(clipped) < len(text) else text

@@ -290,3 +290,39 @@ async def test_progress_is_reported(settings: BusSettings) -> None:
         await client.ask("Explain photosynthesis", timeout=30, on_progress=callback)
     assert seen[0] == "TaskProfiled"
     assert {"PlanReady", "PassCompleted", "PassRequested", "LoopExited"} <= set(seen)
+
+
+async def test_long_outputs_are_stored_cut_so_the_run_converges(settings: BusSettings) -> None:
+    """A verbose model cannot push the run past AEON_MAX_EVENT_BYTES: outputs are stored cut."""
+    llm = ScriptedLLM(
+        {
+            PromptId.PLAN_GENERATION_USER: PLAN,
+            PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
+            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.99, converged=True),
+            PromptId.REASONING_STEP_USER: "tides " * 20_000,
+        }
+    )
+    small = settings.with_(max_event_bytes=60_000)
+    result = await ask(small, llm, "Explain tides", loop=LoopSettings(step_output_chars=20_000))
+    assert (result.status, result.degraded) == ("converged", False)
+
+
+async def test_an_event_that_would_pass_the_size_limit_ends_the_run_with_the_true_reason(
+    settings: BusSettings,
+) -> None:
+    """Not "the request text was lost": the run is answered from the event that was handled."""
+    llm = ScriptedLLM(
+        {
+            PromptId.PLAN_GENERATION_USER: PLAN,
+            PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
+            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.99, converged=True),
+            PromptId.REASONING_STEP_USER: "tides " * 20_000,
+        }
+    )
+    small = settings.with_(max_event_bytes=60_000)
+    loop = LoopSettings(step_output_chars=1_000_000)
+    result = await ask(small, llm, "Explain tides", loop=loop)
+    metadata = result.final_answer.metadata
+    assert result.degraded and metadata["reason"] != "request_lost"
+    assert "over AEON_MAX_EVENT_BYTES (60000)" in metadata["exit_detail"]
+    assert result.final_answer.answer_text.strip()

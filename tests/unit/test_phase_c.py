@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llm.base import LLMCall, LLMError
+from llm.base import LLMCall, LLMError, LLMReply, TokenUsage
 from phases import phase_c
 from phases.deps import LoopSettings
 from phases.events import LoopExited, PassCompleted, PassRequested
@@ -397,3 +397,54 @@ def test_exit_reason_order() -> None:
     assert phase_c.exit_reason(False, flat, 3, settings) == "stagnated"
     assert phase_c.exit_reason(False, [0.1, 0.5, 0.9], 3, settings) == "max_passes"
     assert phase_c.exit_reason(False, [0.1, 0.5], 2, settings) is None
+
+
+# ---- what a step's reply is worth ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        (LLMReply("The tides rise and", TokenUsage(1, 1), "m", truncated=True), "length limit"),
+        (LLMReply("I can't do that.", TokenUsage(1, 1), "m", refused=True), "refused"),
+        ("I'm sorry, but I can't help with that request.", "refused"),
+    ],
+    ids=["cut-at-length-limit", "refusal-field", "refusal-words"],
+)
+async def test_a_cut_or_refused_step_is_not_done(harness, replies, make_plan_ready, reply, why):
+    def step(call: LLMCall):
+        return reply if call.input.step_id == "s1" else replies.step_output(call)
+
+    h = harness(base_script(replies) | {STEP: step})
+    (out,) = await phase_c.handle(make_plan_ready("explain", "simplify"), h.deps)
+    record = out.run.passes[0]
+    assert record.executed_step_ids == ["s2"] and record.blocked_step_ids == []
+    assert why in record.failed_steps["s1"]
+    assert not record.converged
+    s1 = out.run.plan.steps[0]
+    assert s1.status == "failed" and s1.output  # what the model said is kept, for the record
+    assert s1.output not in h.llm.history[1].input.prior_outputs  # but not built upon
+
+
+async def test_a_step_that_did_not_complete_runs_again_next_pass(
+    harness, replies, make_plan_ready
+) -> None:
+    outage = [LLMError("HTTP 503", transient=True), "Tides follow the Moon."]
+    h = harness(base_script(replies) | {STEP: outage})
+    (first,) = await phase_c.handle(make_plan_ready("explain"), h.deps)
+    assert isinstance(first, PassCompleted) and first.run.passes[0].failed_steps
+    again = first.child(PassRequested, run=first.run)
+    (second,) = await phase_c.handle(again, h.deps)
+    assert isinstance(second, LoopExited) and second.reason == "converged"
+    assert second.run.plan.steps[0].output == "Tides follow the Moon."
+    assert second.run.passes[1].executed_step_ids == ["s1"]
+
+
+async def test_a_long_step_output_is_stored_cut_with_a_marker(
+    harness, replies, make_plan_ready
+) -> None:
+    h = harness(base_script(replies) | {STEP: "x" * 5_000}, step_output_chars=1_000)
+    (out,) = await phase_c.handle(make_plan_ready("explain"), h.deps)
+    stored = out.run.plan.steps[0].output
+    assert stored.startswith("x" * 1_000) and "4000 more characters not kept" in stored
+    assert len(stored) < 1_200

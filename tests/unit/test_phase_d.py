@@ -179,3 +179,11 @@ async def test_ttl_exhausted_path(harness, replies, make_request, drive) -> None
     assert len(done.run.passes) == 2 and done.run.ttl_remaining == 0
     assert done.run.total_refinements == 2
     assert done.correlation_id == trail[0].correlation_id
+
+
+def test_steps_that_failed_for_transport_reasons_are_no_evidence() -> None:
+    """An LLM outage, a cut reply or a refusal says nothing about how hard the task is."""
+    last = record("low")
+    last.failed_steps = {"s2": "the LLM call failed (LLMError: HTTP 503)"}
+    assert phase_d.misjudged(last) is False
+    assert phase_d.misjudged(record("low", blocked=("s2",))) is True

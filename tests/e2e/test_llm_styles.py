@@ -1,0 +1,136 @@
+"""`aeon ask` against an OpenAI-compatible server answering in each reply style real ones use.
+
+Each case runs the README's command as a user with `AEON_LLM=openai` would (embedded Redis, the
+official client, real HTTP to a fake server on loopback) and checks the outcome: answered and
+not degraded wherever the replies allow it, with no repair call spent on what can be fixed
+locally. Run with `-s` to see one line per style: outcome, LLM calls and repair calls per run.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from e2e_support import Processes, child_env
+from openai_fake import FakeOpenAI, serve
+from openai_styles import CASES, CONTEXT_TOKENS, PipelineModel
+
+from prompts.registry import PromptId
+
+pytestmark = pytest.mark.e2e
+
+REQUEST = "Explain why the sea has tides, then summarise it for a child"
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    with serve() as fake:
+        yield fake
+
+
+def ask(procs: Processes, server: FakeOpenAI, name: str) -> tuple[int, dict, PipelineModel]:
+    model = PipelineModel(CASES[name])
+    server.responder = model
+    env = child_env(
+        fast=False,
+        AEON_LLM="openai",
+        AEON_LLM_BASE_URL=server.base_url,
+        AEON_LLM_MODEL="stand-in",
+        AEON_LLM_TIMEOUT="10",
+    )
+    run = procs.run_aeon(env, "ask", "--json", "--timeout", "60", REQUEST, timeout=90, name=name)
+    assert "Traceback" not in run.stderr, run.tail()
+    return run.returncode, json.loads(run.stdout), model
+
+
+def report(name: str, code: int, result: dict, model: PipelineModel) -> None:
+    usage = result.get("usage", {})
+    print(
+        f"style={name} exit={code} status={result.get('status')} "
+        f"degraded={result.get('degraded')} llm_calls={usage.get('calls')} "
+        f"repair_calls={usage.get('repair_calls')} local_repairs={usage.get('local_repairs')} "
+        f"http_requests={len(model.requests)}"
+    )
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", [n for n, case in CASES.items() if case.answerable])
+def test_each_style_is_answered_without_degrading(
+    procs: Processes, server: FakeOpenAI, name: str
+) -> None:
+    code, result, model = ask(procs, server, name)
+    report(name, code, result, model)
+
+    assert code == 0, result
+    assert (result["status"], result["degraded"]) == ("converged", False)
+    answer = result["final_answer"]
+    assert answer["answer_text"].startswith("Tides happen because")
+    assert (answer["confidence"], answer["used_step_ids"]) == (0.9, ["s1", "s2"])
+    assert result["usage"]["repair_calls"] == 0
+    assert not any(r.prompt_id == PromptId.SUPERVISOR_REPAIR_JSON_USER for r in model.requests)
+
+
+@pytest.mark.timeout(120)
+def test_a_model_that_refuses_every_step_degrades_and_says_why(
+    procs: Processes, server: FakeOpenAI
+) -> None:
+    code, result, model = ask(procs, server, "refuses-every-step")
+    report("refuses-every-step", code, result, model)
+
+    assert code == 1 and result["degraded"] is True
+    notes = result["final_answer"]["metadata"]
+    assert "refused" in json.dumps(notes)
+
+
+# -- what each style proves beyond the answer ----------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_structured_output_falls_back_once(procs: Processes, server: FakeOpenAI) -> None:
+    _, _, model = ask(procs, server, "no-json-schema")
+    sent = [r.options.get("response_format", {}).get("type") for r in model.requests]
+    assert sent.count("json_schema") == 1  # refused once, never asked again
+    assert "json_object" in sent
+
+
+@pytest.mark.timeout(120)
+def test_retry_after_is_waited(procs: Processes, server: FakeOpenAI) -> None:
+    _, _, model = ask(procs, server, "429-retry-after")
+    first, again = model.requests[0].seen, model.requests[1].seen
+    assert again.at - first.at >= 0.2
+
+
+@pytest.mark.timeout(120)
+def test_cut_replies_are_asked_again_with_a_budget(procs: Processes, server: FakeOpenAI) -> None:
+    _, _, model = ask(procs, server, "cut-at-length-once")
+    budgets = [r.options.get("max_tokens") for r in model.requests]
+    assert budgets[0] is None and budgets[1] >= 1024
+
+
+@pytest.mark.timeout(120)
+def test_usage_without_a_usage_field_is_marked_estimated(
+    procs: Processes, server: FakeOpenAI
+) -> None:
+    _, result, _ = ask(procs, server, "no-usage")
+    assert result["usage"]["estimated"] is True
+    assert result["usage"]["prompt_tokens"] > 0
+
+
+@pytest.mark.timeout(120)
+def test_prompts_are_fitted_after_a_context_length_refusal(
+    procs: Processes, server: FakeOpenAI
+) -> None:
+    _, result, model = ask(procs, server, "small-context-long-steps")
+    sizes = [len(r.options["messages"][0]["content"]) for r in model.requests]
+    assert any(size > CONTEXT_TOKENS * 4 for size in sizes)  # the default window was too big
+    assert "clipped to fit the context window" in json.dumps(
+        [r.instructions for r in model.requests]
+    )
+    assert result["degraded"] is False
+
+
+@pytest.mark.timeout(120)
+def test_lenient_replies_cost_no_repair_call(procs: Processes, server: FakeOpenAI) -> None:
+    _, result, _ = ask(procs, server, "python-literals-enum-case")
+    assert result["usage"]["local_repairs"] >= 5

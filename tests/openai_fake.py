@@ -1,0 +1,144 @@
+"""A fake OpenAI-compatible endpoint on loopback (stdlib only): real HTTP for the official client.
+
+Tests queue canned responses (`reply`, `fail`, `stall`) or set a `responder` that reads each
+request and answers it, the way a real server would. `serve()` runs one in a thread.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Planned:
+    """One canned response: status, JSON body, headers, and how long to stall before answering."""
+
+    status: int = 200
+    body: dict[str, Any] | None = None
+    sleep: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Seen:
+    path: str
+    headers: dict[str, str]  # names lower-cased
+    body: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class FakeOpenAI:
+    """Serves POST /v1/chat/completions from a queue of Planned responses (the last repeats)."""
+
+    base_url: str = ""
+    planned: list[Planned] = field(default_factory=list)
+    seen: list[Seen] = field(default_factory=list)
+    #: When set, answers every request instead of the queue (a server that reads the request).
+    responder: Callable[[Seen], Planned] | None = None
+
+    def reply(
+        self, text: str | None, model: str = "fake-model", usage: bool = True, **message: Any
+    ) -> None:
+        """Queue a successful chat completion; `finish_reason` and message fields as keywords."""
+        self.planned.append(Planned(body=completion(text, model, usage, **message)))
+
+    def fail(
+        self, status: int, message: str = "boom", headers: dict[str, str] | None = None
+    ) -> None:
+        """Queue an HTTP error with an OpenAI-style error body."""
+        self.planned.append(Planned(status=status, body=error_body(message), headers=headers or {}))
+
+    def stall(self, seconds: float) -> None:
+        """Queue a response that comes only after `seconds`."""
+        self.planned.append(Planned(body=completion("too late"), sleep=seconds))
+
+    def next_response(self, seen: Seen) -> Planned:
+        if self.responder is not None:
+            return self.responder(seen)
+        index = min(len(self.seen) - 1, len(self.planned) - 1)
+        return self.planned[index] if self.planned else Planned(body=completion("ok"))
+
+
+def completion(
+    text: str | None,
+    model: str = "fake-model",
+    usage: bool = True,
+    finish_reason: str = "stop",
+    **message: Any,
+) -> dict[str, Any]:
+    """A chat.completion body as an OpenAI-compatible server sends it; `message` adds fields to
+    the message (`reasoning_content`, `refusal`)."""
+    body: dict[str, Any] = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, **message},
+                "finish_reason": finish_reason,
+            }
+        ],
+    }
+    if usage:
+        body["usage"] = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+    return body
+
+
+def error_body(message: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+
+
+def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length", 0))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            seen = Seen(self.path, headers, body)
+            fake.seen.append(seen)
+            planned = fake.next_response(seen)
+            if planned.sleep:
+                time.sleep(planned.sleep)
+            payload = json.dumps(planned.body or {}).encode()
+            try:
+                self.send_response(planned.status)
+                for name, value in planned.headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            except OSError:
+                pass  # the client gave up (timeout test)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Keep test output quiet."""
+
+    return Handler
+
+
+@contextmanager
+def serve() -> Iterator[FakeOpenAI]:
+    """A FakeOpenAI listening on 127.0.0.1 (a free port) until the block ends."""
+    fake = FakeOpenAI()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
+    server.daemon_threads = True
+    server.block_on_close = False
+    fake.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    try:
+        yield fake
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,296 @@
+"""A stand-in for a real model behind an OpenAI-compatible server, in each reply style seen in use.
+
+`PipelineModel` reads each request the way a server would (the XML prompt in the one user
+message), recognises which of Aeon's prompts it is from the registry's own templates, and answers
+it with a reply that fits, so a whole run can go through. A style then dresses that reply the way
+a given server or model does: reasoning blocks (DeepSeek-R1, Qwen3), a separate
+`reasoning_content` field (vLLM, DeepSeek's API), fences and prose, Python-ish JSON, the length
+limit, empty replies, rate limits, server errors, no structured output, no usage, refusals, and a
+small context window.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from openai_fake import Planned, Seen, completion, error_body
+
+from prompts.registry import PromptId, default_registry
+
+PROFILE = {
+    "reasoning_depth": 3,
+    "information_sufficiency": 0.7,
+    "expected_tool_usage": "minimal",
+    "output_breadth": "moderate",
+    "confidence_requirement": "medium",
+    "raw_inference": "A few connected steps; the request gives what is needed.",
+}
+PLAN = {
+    "plan": {
+        "goal": "Explain why the sea has tides",
+        "steps": [
+            {"step_id": "s1", "description": "Explain how the Moon's gravity pulls the oceans"},
+            {"step_id": "s2", "description": "Summarise it in two sentences for a child"},
+        ],
+    }
+}
+ASSESSMENT = {
+    "converged": True,
+    "completeness_score": 0.97,
+    "coherence_score": 0.95,
+    "consistency": {"plan_aligned": True, "step_aligned": True, "answer_aligned": True},
+    "reason_codes": [],
+    "summary": "Both steps are done and fit together.",
+}
+ANSWER = {
+    "answer_text": "Tides happen because the Moon's gravity pulls the oceans towards it.",
+    "confidence": 0.9,
+    "used_step_ids": ["s1", "s2"],
+    "notes": None,
+}
+JSON_REPLIES: dict[PromptId, dict[str, Any]] = {
+    PromptId.TASKPROFILE_INFERENCE_USER: PROFILE,
+    PromptId.TASKPROFILE_UPDATE_USER: PROFILE,
+    PromptId.PLAN_GENERATION_USER: PLAN,
+    PromptId.VALIDATION_SEMANTIC_USER: {"issues": [], "summary": "Nothing to report."},
+    PromptId.CONVERGENCE_ASSESSMENT_USER: ASSESSMENT,
+    PromptId.RECURSIVE_REFINEMENT_USER: {"actions": []},
+    PromptId.RULE_CRITIQUE_USER: {"issues": []},
+    PromptId.ANSWER_SYNTHESIS_USER: ANSWER,
+}
+STEP_TEXT = "The Moon's gravity pulls the water facing it, so the sea bulges there: {step}."
+REFUSAL = "I'm sorry, but I can't help with that."
+_STEP_ID = re.compile(r"Your step \(([^)]+)\)")
+_TITLE = re.compile(r'"title": "(\w+)"')
+
+
+def _signatures() -> list[tuple[str, PromptId]]:
+    """Each user prompt's fixed opening (its template up to the first field), longest first."""
+    registry = default_registry()
+    found = []
+    for prompt_id in PromptId:
+        template = registry.get_definition(prompt_id).template
+        if template:
+            found.append((template.split("{", 1)[0], prompt_id))
+    return sorted(found, key=lambda pair: -len(pair[0]))
+
+
+SIGNATURES = _signatures()
+OUTPUT_OF = {default_registry().get_definition(p).output_model.__name__: p for p in JSON_REPLIES}
+
+
+@dataclass
+class Request:
+    """What the model was asked: which prompt, its instructions, and the HTTP request."""
+
+    prompt_id: PromptId
+    instructions: str
+    seen: Seen
+    attempt: int  # 1 for the first time this exact prompt was sent
+
+    @property
+    def step_id(self) -> str:
+        match = _STEP_ID.search(self.instructions)
+        return match.group(1) if match else ""
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return self.seen.body
+
+
+def read(seen: Seen) -> tuple[PromptId, str]:
+    """The prompt id and instructions of a request, as the model sees them."""
+    root = ET.fromstring(seen.body["messages"][0]["content"])
+    instructions = root.findtext("instructions") or ""
+    for opening, prompt_id in SIGNATURES:
+        if instructions.startswith(opening):
+            return prompt_id, instructions
+    raise AssertionError(f"no prompt starts like {instructions[:80]!r}")
+
+
+def answer_for(request: Request, step_chars: int = 0) -> str:
+    """A reply that fits the prompt; a repair is answered for the prompt being repaired."""
+    prompt_id = request.prompt_id
+    if prompt_id == PromptId.REASONING_STEP_USER:
+        text = STEP_TEXT.format(step=request.step_id)
+        return (text + " More detail follows." * (step_chars // 20))[: max(step_chars, len(text))]
+    if prompt_id == PromptId.SUPERVISOR_REPAIR_JSON_USER:
+        titles = [t for t in _TITLE.findall(request.instructions) if t in OUTPUT_OF]
+        prompt_id = OUTPUT_OF[titles[-1]]
+    return json.dumps(JSON_REPLIES[prompt_id])
+
+
+# -- styles --------------------------------------------------------------------------------------
+
+Style = Callable[[Request, str], Planned]
+
+
+def ok(text: str | None, **message: Any) -> Planned:
+    return Planned(body=completion(text, **message))
+
+
+def plain(request: Request, reply: str) -> Planned:
+    return ok(reply)
+
+
+def _is_json(request: Request) -> bool:
+    return request.prompt_id != PromptId.REASONING_STEP_USER
+
+
+def _draft(reply: str) -> str:
+    """A first, partial go at the answer, as reasoning models write in their thinking."""
+    value = json.loads(reply)
+    first = next(iter(value))
+    return json.dumps({first: value[first]})
+
+
+def think_draft(request: Request, reply: str) -> Planned:
+    draft = _draft(reply) if _is_json(request) else "a first sentence"
+    return ok(f"<think>\nLet me draft it: {draft}\nNo, more is needed.\n</think>\n\n{reply}")
+
+
+def think_opened_in_prompt(request: Request, reply: str) -> Planned:
+    draft = _draft(reply) if _is_json(request) else "a first sentence"
+    return ok(
+        f"Okay, the user wants this. Draft: {draft}. Now the full reply.\n</think>\n\n{reply}"
+    )
+
+
+def reasoning_field(request: Request, reply: str) -> Planned:
+    draft = _draft(reply) if _is_json(request) else "a first sentence"
+    return ok(reply, reasoning_content=f"Thinking... a draft would be {draft}.")
+
+
+def fenced_prose(request: Request, reply: str) -> Planned:
+    if not _is_json(request):
+        return ok(reply)
+    return ok(f"Sure! Here is the JSON you asked for:\n\n```json\n{reply}\n```\n\nHope it helps.")
+
+
+_SHOUTED = {"minimal": "Minimal", "moderate": "MODERATE", "medium": "Medium"}
+
+
+def python_literals(request: Request, reply: str) -> Planned:
+    """Single quotes, True/None, a trailing comma, and enum values in the wrong case."""
+    if not _is_json(request):
+        return ok(reply)
+    value = json.loads(reply)
+    if "expected_tool_usage" in value:
+        value = {k: _SHOUTED.get(v, v) if isinstance(v, str) else v for k, v in value.items()}
+    text = repr(value)
+    return ok(text[:-1] + ",}")
+
+
+def cut_once(request: Request, reply: str) -> Planned:
+    """The server's default budget cuts every reply in half; a bigger budget gets it whole."""
+    if request.options.get("max_tokens"):
+        return ok(reply)
+    return ok(reply[: len(reply) // 2], finish_reason="length")
+
+
+def empty_once(request: Request, reply: str) -> Planned:
+    return ok("" if request.attempt == 1 else reply)
+
+
+def rate_limited(request: Request, reply: str) -> Planned:
+    if request.attempt == 1:
+        return Planned(429, error_body("Rate limit reached"), headers={"retry-after-ms": "200"})
+    return ok(reply)
+
+
+def server_error_once(request: Request, reply: str) -> Planned:
+    if request.attempt == 1:
+        return Planned(503, error_body("The server is overloaded"))
+    return ok(reply)
+
+
+def no_json_schema(request: Request, reply: str) -> Planned:
+    if request.options.get("response_format", {}).get("type") == "json_schema":
+        return Planned(400, error_body("response_format type json_schema is not supported"))
+    return ok(reply)
+
+
+def no_usage(request: Request, reply: str) -> Planned:
+    return Planned(body=completion(reply, usage=False))
+
+
+def refuses_a_step_once(request: Request, reply: str) -> Planned:
+    first_pass = request.attempt == 1 and "pass 1 over the plan" in request.instructions
+    if request.prompt_id == PromptId.REASONING_STEP_USER and request.step_id == "s1" and first_pass:
+        return ok(REFUSAL)
+    return ok(reply)
+
+
+def refuses_every_step(request: Request, reply: str) -> Planned:
+    if request.prompt_id == PromptId.REASONING_STEP_USER:
+        return ok(None, refusal=REFUSAL)
+    return ok(reply)
+
+
+CONTEXT_TOKENS = 8_192
+
+
+def small_context(request: Request, reply: str) -> Planned:
+    """A server with an 8k window (4 characters a token) and a model that writes long steps."""
+    prompt = request.options["messages"][0]["content"]
+    if len(prompt) > CONTEXT_TOKENS * 4:
+        message = (
+            f"This model's maximum context length is {CONTEXT_TOKENS} tokens. However, you "
+            f"requested {len(prompt) // 4} tokens. Please reduce the length of the messages."
+        )
+        return Planned(400, error_body(message))
+    return ok(reply)
+
+
+@dataclass(frozen=True)
+class Case:
+    style: Style
+    #: Characters each step writes (0: a sentence).
+    step_chars: int = 0
+    #: Whether the run can be answered non-degraded from these replies.
+    answerable: bool = True
+
+
+CASES: dict[str, Case] = {
+    "plain": Case(plain),
+    "fenced-prose": Case(fenced_prose),
+    "think-block-with-draft": Case(think_draft),
+    "think-opened-in-prompt": Case(think_opened_in_prompt),
+    "reasoning-content-field": Case(reasoning_field),
+    "python-literals-enum-case": Case(python_literals),
+    "cut-at-length-once": Case(cut_once),
+    "empty-once": Case(empty_once),
+    "429-retry-after": Case(rate_limited),
+    "503-once": Case(server_error_once),
+    "no-json-schema": Case(no_json_schema),
+    "no-usage": Case(no_usage),
+    "refuses-a-step-once": Case(refuses_a_step_once),
+    "small-context-long-steps": Case(small_context, step_chars=24_000),
+    "refuses-every-step": Case(refuses_every_step, answerable=False),
+}
+
+
+@dataclass
+class PipelineModel:
+    """The responder: recognise the prompt, make the reply, dress it in the case's style."""
+
+    case: Case
+    requests: list[Request] = field(default_factory=list)
+    _sent: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, seen: Seen) -> Planned:
+        prompt_id, instructions = read(seen)
+        key = seen.body["messages"][0]["content"]
+        with self._lock:
+            self._sent[key] += 1
+            request = Request(prompt_id, instructions, seen, self._sent[key])
+            self.requests.append(request)
+        return self.case.style(request, answer_for(request, self.case.step_chars))
