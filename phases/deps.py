@@ -37,10 +37,10 @@ class LoopSettings:
     allow_executable_checks: bool = False
     executable_check_timeout: float = 10.0
     #: The model's context window in tokens: every prompt is fitted to it (AEON_LLM_CONTEXT_TOKENS).
-    context_tokens: int = DEFAULT_CONTEXT_TOKENS
+    llm_context_tokens: int = DEFAULT_CONTEXT_TOKENS
     #: Characters of a step's output kept in the run; the rest is cut with a marker, so model
     #: verbosity cannot grow an event past AEON_MAX_EVENT_BYTES.
-    step_output_chars: int = 20_000
+    max_step_output_chars: int = 20_000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> LoopSettings:
@@ -57,8 +57,10 @@ class LoopSettings:
             executable_check_timeout=float(
                 env.get("AEON_EXECUTABLE_CHECK_TIMEOUT", cls.executable_check_timeout)
             ),
-            context_tokens=_positive(env, "AEON_LLM_CONTEXT_TOKENS", cls.context_tokens),
-            step_output_chars=_positive(env, "AEON_MAX_STEP_OUTPUT_CHARS", cls.step_output_chars),
+            llm_context_tokens=_positive(env, "AEON_LLM_CONTEXT_TOKENS", cls.llm_context_tokens),
+            max_step_output_chars=_positive(
+                env, "AEON_MAX_STEP_OUTPUT_CHARS", cls.max_step_output_chars
+            ),
         )
 
 
@@ -87,5 +89,5 @@ class PhaseDeps:
             run_key,
             usage,
             deadline=deadline,
-            prompt_chars=prompt_budget_chars(self.settings.context_tokens),
+            prompt_chars=prompt_budget_chars(self.settings.llm_context_tokens),
         )

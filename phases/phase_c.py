@@ -61,7 +61,7 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
         return [summaries.loop_exit(event, run, "failed", "phase C got a run without a plan")]
     plan = run.plan
     session = deps.session(event.correlation_id, run.usage, event.deadline)
-    record = await execute(session, run, plan, number, settings.step_output_chars)
+    record = await execute(session, run, plan, number, settings.max_step_output_chars)
     try:
         await evaluate(session, run, plan, record, settings)
     except summaries.LLM_FAILURES as error:

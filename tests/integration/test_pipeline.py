@@ -303,7 +303,7 @@ async def test_long_outputs_are_stored_cut_so_the_run_converges(settings: BusSet
         }
     )
     small = settings.with_(max_event_bytes=60_000)
-    result = await ask(small, llm, "Explain tides", loop=LoopSettings(step_output_chars=20_000))
+    result = await ask(small, llm, "Explain tides", loop=LoopSettings(max_step_output_chars=20_000))
     assert (result.status, result.degraded) == ("converged", False)
 
 
@@ -320,7 +320,7 @@ async def test_an_event_that_would_pass_the_size_limit_ends_the_run_with_the_tru
         }
     )
     small = settings.with_(max_event_bytes=60_000)
-    loop = LoopSettings(step_output_chars=1_000_000)
+    loop = LoopSettings(max_step_output_chars=1_000_000)
     result = await ask(small, llm, "Explain tides", loop=loop)
     metadata = result.final_answer.metadata
     assert result.degraded and metadata["reason"] != "request_lost"

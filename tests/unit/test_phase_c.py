@@ -443,7 +443,7 @@ async def test_a_step_that_did_not_complete_runs_again_next_pass(
 async def test_a_long_step_output_is_stored_cut_with_a_marker(
     harness, replies, make_plan_ready
 ) -> None:
-    h = harness(base_script(replies) | {STEP: "x" * 5_000}, step_output_chars=1_000)
+    h = harness(base_script(replies) | {STEP: "x" * 5_000}, max_step_output_chars=1_000)
     (out,) = await phase_c.handle(make_plan_ready("explain"), h.deps)
     stored = out.run.plan.steps[0].output
     assert stored.startswith("x" * 1_000) and "4000 more characters not kept" in stored
