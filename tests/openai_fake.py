@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+#: The API key the adapter tests use: it must never show in an error or a log line.
+SECRET = "sk-test-do-not-leak-0123456789"
+
 
 @dataclass
 class Planned:

@@ -292,9 +292,9 @@ async def test_progress_is_reported(settings: BusSettings) -> None:
     assert {"PlanReady", "PassCompleted", "PassRequested", "LoopExited"} <= set(seen)
 
 
-async def test_long_outputs_are_stored_cut_so_the_run_converges(settings: BusSettings) -> None:
-    """A verbose model cannot push the run past AEON_MAX_EVENT_BYTES: outputs are stored cut."""
-    llm = ScriptedLLM(
+def verbose_model() -> ScriptedLLM:
+    """A model that converges in one pass and writes 120,000 characters per step."""
+    return ScriptedLLM(
         {
             PromptId.PLAN_GENERATION_USER: PLAN,
             PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
@@ -302,6 +302,11 @@ async def test_long_outputs_are_stored_cut_so_the_run_converges(settings: BusSet
             PromptId.REASONING_STEP_USER: "tides " * 20_000,
         }
     )
+
+
+async def test_long_outputs_are_stored_cut_so_the_run_converges(settings: BusSettings) -> None:
+    """A verbose model cannot push the run past AEON_MAX_EVENT_BYTES: outputs are stored cut."""
+    llm = verbose_model()
     small = settings.with_(max_event_bytes=60_000)
     result = await ask(small, llm, "Explain tides", loop=LoopSettings(max_step_output_chars=20_000))
     assert (result.status, result.degraded) == ("converged", False)
@@ -311,14 +316,7 @@ async def test_an_event_that_would_pass_the_size_limit_ends_the_run_with_the_tru
     settings: BusSettings,
 ) -> None:
     """Not "the request text was lost": the run is answered from the event that was handled."""
-    llm = ScriptedLLM(
-        {
-            PromptId.PLAN_GENERATION_USER: PLAN,
-            PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
-            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.99, converged=True),
-            PromptId.REASONING_STEP_USER: "tides " * 20_000,
-        }
-    )
+    llm = verbose_model()
     small = settings.with_(max_event_bytes=60_000)
     loop = LoopSettings(max_step_output_chars=1_000_000)
     result = await ask(small, llm, "Explain tides", loop=loop)

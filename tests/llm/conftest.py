@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from openai_fake import FakeOpenAI, serve
+from openai_fake import SECRET, FakeOpenAI, serve
 
 from llm.base import LLMCall
+from llm.openai_adapter import OpenAIAdapter
 from prompts.registry import PromptId, PromptInput
 from prompts.unified import ContextItem, UnifiedPrompt
 
@@ -16,6 +17,30 @@ from prompts.unified import ContextItem, UnifiedPrompt
 def fake_openai() -> Iterator[FakeOpenAI]:
     with serve() as fake:
         yield fake
+
+
+@pytest.fixture
+async def adapter_for(fake_openai: FakeOpenAI):
+    """`adapter_for(**overrides)`: an OpenAIAdapter on the fake server with quick retries."""
+    adapters: list[OpenAIAdapter] = []
+
+    def build(**overrides: object) -> OpenAIAdapter:
+        options = {
+            "base_url": fake_openai.base_url,
+            "model": "fake-model",
+            "api_key": SECRET,
+            "timeout": 2.0,
+            "max_retries": 2,
+            "backoff_base": 0.01,
+            "backoff_max": 0.02,
+        }
+        adapter = OpenAIAdapter(**{**options, **overrides})
+        adapters.append(adapter)
+        return adapter
+
+    yield build
+    for adapter in adapters:
+        await adapter.aclose()
 
 
 def build_call(prompt_id: PromptId, data: PromptInput, instructions: str = "Do it.") -> LLMCall:

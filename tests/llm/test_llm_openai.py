@@ -6,12 +6,11 @@ import logging
 import time
 
 import pytest
+from openai_fake import SECRET
 
 from llm.base import LLMAdapter, LLMError, TokenUsage
 from llm.openai_adapter import OpenAIAdapter
 from prompts.registry import PromptId, ReasoningStepInput
-
-SECRET = "sk-test-do-not-leak-0123456789"
 
 
 @pytest.fixture
@@ -20,29 +19,6 @@ def call(make_call):
         request="Explain tides", goal="Explain", step_id="s1", step_description="d", pass_number=1
     )
     return make_call(PromptId.REASONING_STEP_USER, data, instructions="Explain tides <now>")
-
-
-@pytest.fixture
-async def adapter_for(fake_openai):
-    adapters: list[OpenAIAdapter] = []
-
-    def build(**overrides) -> OpenAIAdapter:
-        options = {
-            "base_url": fake_openai.base_url,
-            "model": "fake-model",
-            "api_key": SECRET,
-            "timeout": 2.0,
-            "max_retries": 2,
-            "backoff_base": 0.01,
-            "backoff_max": 0.02,
-        }
-        adapter = OpenAIAdapter(**{**options, **overrides})
-        adapters.append(adapter)
-        return adapter
-
-    yield build
-    for adapter in adapters:
-        await adapter.aclose()
 
 
 async def test_success_returns_text_usage_and_model(fake_openai, adapter_for, call):

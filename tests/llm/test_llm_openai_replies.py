@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from llm.base import ContextLengthError, LLMError
-from llm.openai_adapter import OpenAIAdapter
 from prompts.registry import PromptId, ReasoningStepInput, TaskProfileInferenceInput
 
 PROFILE_SCHEMA = {"type": "object", "properties": {"reasoning_depth": {"type": "integer"}}}
@@ -37,29 +36,6 @@ def json_call(make_call):
 
 def _with(call, **changes):
     return replace(call, **changes)
-
-
-@pytest.fixture
-async def adapter_for(fake_openai):
-    adapters: list[OpenAIAdapter] = []
-
-    def build(**overrides) -> OpenAIAdapter:
-        options = {
-            "base_url": fake_openai.base_url,
-            "model": "fake-model",
-            "api_key": None,
-            "timeout": 5.0,
-            "max_retries": 2,
-            "backoff_base": 0.01,
-            "backoff_max": 0.02,
-        }
-        adapter = OpenAIAdapter(**{**options, **overrides})
-        adapters.append(adapter)
-        return adapter
-
-    yield build
-    for adapter in adapters:
-        await adapter.aclose()
 
 
 # -- structured output -------------------------------------------------------------------------
