@@ -260,7 +260,7 @@ class LLMSession:
         if isinstance(source, PromptInput):
             data, prompt = source, render(source)
         else:
-            data, prompt = fit(lambda cap: render(source(cap)), source, budget)
+            data, prompt = fit(source, render, budget)
         return LLMCall(
             prompt_id=prompt_id,
             input=data,
@@ -274,27 +274,45 @@ class LLMSession:
 
 
 def fit(
-    render: Callable[[int | None], UnifiedPrompt],
     build: Callable[[int | None], PromptInput],
+    render: Callable[[PromptInput], UnifiedPrompt],
     budget: int,
 ) -> tuple[PromptInput, UnifiedPrompt]:
     """The input and prompt with the largest per-output cap whose XML fits `budget` characters.
 
     Unclipped when that fits; else a binary search over the cap, which is deterministic and
-    clips the longest outputs first. When not even a cap of 0 fits (the request alone is too
-    long), that is sent, and the server has the last word.
+    clips the longest outputs first (a prompt's length grows with the cap, since `clip` never
+    lengthens a text). When not even a cap of 0 fits (the request alone is too long), that is
+    sent, and the server has the last word.
     """
-    prompt = render(None)
-    if len(prompt.to_xml()) <= budget:
-        return build(None), prompt
-    low, high = 0, len(prompt.to_xml())
+    data = build(None)
+    prompt = render(data)
+    if _surely_fits(prompt, budget) or _xml_length(prompt) <= budget:
+        return data, prompt
+    low, high = 0, _xml_length(prompt)
     while low < high:
         middle = (low + high + 1) // 2
-        if len(render(middle).to_xml()) <= budget:
+        if _xml_length(render(build(middle))) <= budget:
             low = middle
         else:
             high = middle - 1
-    return build(low), render(low)
+    data = build(low)
+    return data, render(data)
+
+
+#: The most characters XML escaping makes of one (`"` becomes `&quot;`), and room for the tags.
+_ESCAPE_GROWTH, _TAGS = 6, 1_024
+
+
+def _surely_fits(prompt: UnifiedPrompt, budget: int) -> bool:
+    """True when even fully escaped the prompt fits: the common case, without rendering XML."""
+    raw = len(prompt.system_prompt) + len(prompt.instructions)
+    raw += sum(len(item.content) + len(item.name) for item in prompt.context)
+    return raw * _ESCAPE_GROWTH + _TAGS <= budget
+
+
+def _xml_length(prompt: UnifiedPrompt) -> int:
+    return len(prompt.to_xml())
 
 
 def _tighter(budget: int, limit_tokens: int | None) -> int:

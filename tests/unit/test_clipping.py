@@ -160,7 +160,11 @@ class Source:
         return self._input(cap)
 
     def render(self, cap: int | None) -> UnifiedPrompt:
-        instructions = default_registry().get_prompt(PromptId.REASONING_STEP_USER, self._input(cap))
+        return self.render_input(self._input(cap))
+
+    @staticmethod
+    def render_input(data: ReasoningStepInput) -> UnifiedPrompt:
+        instructions = default_registry().get_prompt(PromptId.REASONING_STEP_USER, data)
         return UnifiedPrompt(system_prompt=SYSTEM, instructions=instructions)
 
     def size(self, cap: int | None) -> int:
@@ -182,7 +186,7 @@ LONG, MEDIUM, SHORT = "a" * 5000, "b" * 3000, "c" * 120
 
 def fitted(outputs: Sequence[str], budget: int) -> tuple[Source, ReasoningStepInput, UnifiedPrompt]:
     source = Source(outputs)
-    data, prompt = fit(source.render, source.build, budget)
+    data, prompt = fit(source.build, source.render_input, budget)
     return source, data, prompt
 
 
@@ -264,7 +268,7 @@ def test_fit_sends_cap_zero_when_nothing_fits() -> None:
 
     source, data, prompt = fitted(outputs, budget)
 
-    assert source.caps == [0]
+    assert source.caps[-1] == 0
     assert data.prior_outputs == "\n\n".join(clip(output, 0) for output in outputs)
     assert len(prompt.to_xml()) > budget
 
@@ -280,7 +284,7 @@ def test_fit_chooses_the_largest_cap_that_fits() -> None:
     budget = source.size(42)
     best = max(cap for cap in range(0, 3001) if source.size(cap) <= budget)
 
-    fit(source.render, source.build, budget)
+    fit(source.build, source.render_input, budget)
 
     assert source.caps[-1] == best
 
