@@ -66,17 +66,17 @@ class LLMSettings(BaseModel):
             raise ValueError(
                 f"AEON_LLM_STRUCTURED_OUTPUT must be one of {choices}; got {structured!r}"
             )
-        max_tokens = _number(env, "AEON_LLM_MAX_TOKENS", 0, minimum=0, exclusive=True, integer=True)
+        max_tokens = env_number(env, "AEON_LLM_MAX_TOKENS", 0, minimum=1, integer=True)
         return cls(
             kind=kind,
             base_url=_get(env, "AEON_LLM_BASE_URL") or None,
             model=_get(env, "AEON_LLM_MODEL") or None,
             api_key=SecretStr(api_key) if api_key else None,
-            timeout=_number(env, "AEON_LLM_TIMEOUT", 60.0, minimum=0.0, exclusive=True),
-            max_retries=int(_number(env, "AEON_LLM_MAX_RETRIES", 3, minimum=0, integer=True)),
+            timeout=env_number(env, "AEON_LLM_TIMEOUT", 60.0, minimum=0.0, exclusive=True),
+            max_retries=int(env_number(env, "AEON_LLM_MAX_RETRIES", 3, minimum=0, integer=True)),
             structured_output=structured,
             max_tokens=int(max_tokens) or None,
-            delay_ms=_number(env, "AEON_LLM_DELAY_MS", 0.0, minimum=0.0),
+            delay_ms=env_number(env, "AEON_LLM_DELAY_MS", 0.0, minimum=0.0),
             script=Path(script) if script else None,
         )
 
@@ -119,7 +119,7 @@ def _get(env: Mapping[str, str], name: str, default: str = "") -> str:
     return env.get(name, "").strip() or default
 
 
-def _number(
+def env_number(
     env: Mapping[str, str],
     name: str,
     default: float,
@@ -128,6 +128,7 @@ def _number(
     exclusive: bool = False,
     integer: bool = False,
 ) -> float:
+    """`name` from `env` as a number at or above `minimum`; ValueError names the variable."""
     raw = _get(env, name)
     if not raw:
         return default

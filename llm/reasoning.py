@@ -49,8 +49,3 @@ def split_reasoning(reply: str) -> tuple[str, str]:
         thinking.append(answer)
         answer = ""
     return answer.strip(), "\n".join(part.strip() for part in thinking if part.strip())
-
-
-def strip_reasoning(reply: str) -> str:
-    """The answer part of a reply (see the module docstring)."""
-    return split_reasoning(reply)[0]

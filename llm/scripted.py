@@ -21,6 +21,7 @@ from typing import Any
 
 from llm.base import LLMAdapter, LLMCall, LLMError, LLMReply, TokenUsage, approx_tokens
 from llm.offline import OfflineLLM
+from llm.reasoning import split_reasoning
 from prompts.registry import PromptId
 
 Reply = str | LLMReply | BaseException | Callable[[LLMCall], str | Awaitable[str]]
@@ -81,7 +82,10 @@ class ScriptedLLM:
         if isinstance(played, LLMReply):
             return played
         usage = TokenUsage(approx_tokens(len(call.prompt.instructions)), approx_tokens(len(played)))
-        return LLMReply(text=played, usage=usage, model=MODEL_NAME)
+        # A scripted string stands for what a model sent: its reasoning is kept out, as by
+        # every adapter (LLMReply's contract); a string without reasoning is returned as is.
+        answer, thinking = split_reasoning(played)
+        return LLMReply(text=answer if thinking else played, usage=usage, model=MODEL_NAME)
 
     async def aclose(self) -> None:
         """Close the fallback, which may hold connections."""

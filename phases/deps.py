@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from llm.base import LLMAdapter
+from llm.factory import env_number
 from phases.events import Usage
 from phases.llm_calls import (
     DEFAULT_CONTEXT_TOKENS,
@@ -57,20 +58,15 @@ class LoopSettings:
             executable_check_timeout=float(
                 env.get("AEON_EXECUTABLE_CHECK_TIMEOUT", cls.executable_check_timeout)
             ),
-            llm_context_tokens=_positive(env, "AEON_LLM_CONTEXT_TOKENS", cls.llm_context_tokens),
-            max_step_output_chars=_positive(
+            llm_context_tokens=_whole(env, "AEON_LLM_CONTEXT_TOKENS", cls.llm_context_tokens),
+            max_step_output_chars=_whole(
                 env, "AEON_MAX_STEP_OUTPUT_CHARS", cls.max_step_output_chars
             ),
         )
 
 
-def _positive(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"{name} must be a whole number of at least 1; got {raw!r}")
-    return int(raw)
+def _whole(env: Mapping[str, str], name: str, default: int) -> int:
+    return int(env_number(env, name, default, minimum=1, integer=True))
 
 
 @dataclass

@@ -63,10 +63,11 @@ class Usage(BaseModel):
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def add(self, prompt_tokens: int, completion_tokens: int) -> None:
+    def add(self, prompt_tokens: int, completion_tokens: int, estimated: bool = False) -> None:
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
         self.calls += 1
+        self.estimated = self.estimated or estimated
 
 
 class RunState(BaseModel):

@@ -8,7 +8,7 @@ Phases never build prompt text or parse replies themselves. This module is the o
   character cap is rebuilt with the largest cap that fits, so the longest outputs are clipped
   first, each with a visible marker; a server that still refuses the prompt as too long gets it
   once more, fitted to a tighter budget;
-- reasoning blocks are removed from the reply before anything reads, stores or shows it;
+- reasoning never reaches this module: adapters keep it out of `LLMReply.text`;
 - a JSON reply goes through `validate_output` (the only JSON extraction); one that fails is
   first repaired locally (phases.lenient: lenient JSON, enum case), and only then gets the one
   repair call to the LLM. A reply cut at the length limit is never accepted as complete;
@@ -28,7 +28,6 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from llm.base import ContextLengthError, LLMAdapter, LLMCall, LLMError, LLMReply
-from llm.reasoning import strip_reasoning
 from phases.events import Usage
 from phases.lenient import lenient_candidates, schema_of
 from prompts.errors import JSONExtractionError
@@ -235,8 +234,8 @@ class LLMSession:
         reply = _reply_of(answer)
         if not (reply.text.strip() or reply.truncated):
             raise LLMError(f"{prompt_id.value}: the model returned an empty reply", transient=True)
-        self.usage.add(answer.usage.prompt_tokens, answer.usage.completion_tokens)
-        self.usage.estimated = self.usage.estimated or answer.usage.estimated
+        used = answer.usage
+        self.usage.add(used.prompt_tokens, used.completion_tokens, used.estimated)
         await self.memo.put(key, reply.to_memo())
         return reply
 
@@ -287,9 +286,12 @@ def fit(
     """
     data = build(None)
     prompt = render(data)
-    if _surely_fits(prompt, budget) or _xml_length(prompt) <= budget:
+    if _surely_fits(prompt, budget):
         return data, prompt
-    low, high = 0, _xml_length(prompt)
+    whole = _xml_length(prompt)
+    if whole <= budget:
+        return data, prompt
+    low, high = 0, whole
     while low < high:
         middle = (low + high + 1) // 2
         if _xml_length(render(build(middle))) <= budget:
@@ -323,7 +325,7 @@ def _tighter(budget: int, limit_tokens: int | None) -> int:
 
 def _reply_of(answer: LLMReply) -> Reply:
     return Reply(
-        text=_storable(strip_reasoning(answer.text)),
+        text=_storable(answer.text),
         truncated=answer.truncated,
         refused=answer.refused,
     )

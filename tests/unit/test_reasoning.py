@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from llm.reasoning import split_reasoning, strip_reasoning
+from llm.reasoning import split_reasoning
 from prompts.extraction import extract_json
 
 TAG_SPELLINGS = ["think", "thinking", "reasoning", "THINK", "Thinking", "ReAsOnInG"]
@@ -54,7 +52,7 @@ def test_draft_json_in_thinking_does_not_become_the_answer() -> None:
 def test_first_json_object_after_stripping_is_the_real_one() -> None:
     reply = '<thinking>{"plan": "draft"}</thinking>\n```json\n{"plan": "real"}\n```'
 
-    assert extract_json(strip_reasoning(reply)) == {"plan": "real"}
+    assert extract_json(split_reasoning(reply)[0]) == {"plan": "real"}
 
 
 def test_several_blocks_are_all_removed_and_kept_in_order() -> None:
@@ -135,9 +133,3 @@ def test_reply_that_is_only_a_closed_block_has_empty_answer() -> None:
 
     assert answer == ""
     assert "only thinking" in thinking
-
-
-def test_strip_reasoning_is_the_answer_part() -> None:
-    reply = "<think>draft</think>\n" + json.dumps({"ok": True})
-
-    assert strip_reasoning(reply) == split_reasoning(reply)[0] == '{"ok": true}'
