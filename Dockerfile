@@ -12,6 +12,7 @@ RUN apt-get update \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY bus ./bus
+COPY config ./config
 COPY phases ./phases
 COPY prompts ./prompts
 COPY llm ./llm

@@ -1,24 +1,28 @@
-"""Bus settings, all from the environment so a worker needs no config file.
+"""Bus settings, all from the environment (AEON_<FIELD>) so a worker needs no config file.
 
 Every value has a default that suits one host; the README's Configuration table lists them.
+Values that cannot work, alone or together, are refused when the settings are read, with the
+variable named (config.SettingsError), before a worker reads or a gateway publishes anything.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import socket
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Annotated
+from urllib.parse import urlsplit
 
-_CREDENTIALS = re.compile(r"(?<=://)[^@/]*@")
-_QUERY_SECRET = re.compile(r"(?i)((?:password|username)=)[^&]*")
+from pydantic import Field, field_validator, model_validator
 
+from bus.keys import LockState
+from config import AeonSettings, redact
 
-def redact(url: str) -> str:
-    """The URL with any user:password part or ?password= masked, for logs and error messages."""
-    return _QUERY_SECRET.sub(r"\1***", _CREDENTIALS.sub("***@", url))
+__all__ = ["BusSettings", "check_redis_url", "redact"]
+
+_SCHEMES = ("redis", "rediss", "unix")
+
+Whole = Annotated[int, Field(ge=1)]
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 
 
 def default_consumer_name() -> str:
@@ -26,70 +30,88 @@ def default_consumer_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
 
 
-@dataclass(frozen=True)
-class BusSettings:
+def check_redis_url(url: str) -> str:
+    """`url` if redis-py can connect with it as written; ValueError says what is wrong.
+
+    redis-py's own parser lets some mistakes through: a database that is not a number
+    (`/abc`) silently becomes database 0, and a bad port fails only at the first command.
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in _SCHEMES:
+        raise ValueError("must start with redis://, rediss:// (TLS) or unix:// (a socket path)")
+    if parts.scheme == "unix":
+        if not parts.path:
+            raise ValueError("a unix:// URL needs the socket's path, e.g. unix:///run/redis.sock")
+        return url
+    if not parts.hostname:
+        raise ValueError("names no host, e.g. redis://localhost:6379/0")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("has a port that is not a number from 1 to 65535") from None
+    if port == 0:
+        raise ValueError("has a port that is not a number from 1 to 65535")
+    database = parts.path.strip("/")
+    if database and not database.isdigit():
+        raise ValueError(f"names database {database!r}; a database is a number, e.g. /0")
+    return url
+
+
+class BusSettings(AeonSettings):
     #: None means "no server configured": `aeon ask` then starts an embedded one.
     redis_url: str | None = None
-    prefix: str = "aeon"
+    prefix: str = Field("aeon", pattern=r"^[A-Za-z0-9_.-]+$")
     #: Events one process handles at once per phase; LLM calls are I/O, so this can be large.
-    concurrency: int = 256
+    concurrency: Whole = 256
     #: Entries fetched per XREADGROUP: batching is what makes the bus cheap per hop.
-    max_records: int = 100
-    block_ms: int = 500
+    max_records: Whole = 100
+    #: How long a read waits for entries; also how soon a stopping worker notices (0 is refused:
+    #: Redis would then block forever).
+    block_ms: Whole = 500
     #: A pending entry idle this long belongs to a dead or stuck consumer and is claimed.
-    claim_idle_ms: int = 15_000
-    claim_interval_s: float = 2.0
-    #: An event delivered this many times (crashes included) goes to dead letters.
-    max_deliveries: int = 5
+    claim_idle_ms: Annotated[int, Field(ge=100)] = 15_000
+    claim_interval_s: Seconds = 2.0
+    #: Attempts at an event (deliveries that started its handler) before it goes to dead letters.
+    max_deliveries: Whole = 5
     #: Attempts of a failing handler within one delivery, with exponential backoff.
-    handler_attempts: int = 3
-    retry_backoff_s: float = 0.2
+    handler_attempts: Whole = 3
+    retry_backoff_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.2
     #: How long a worker holds an event it is working on before others may take it over.
-    lock_lease_ms: int = 30_000
-    stream_maxlen: int = 100_000
-    max_event_bytes: int = 1_000_000
-    answer_ttl_s: int = 7 * 24 * 3600
-    dedupe_ttl_s: int = 24 * 3600
-    memo_ttl_s: int = 24 * 3600
-    shutdown_grace_s: float = 25.0
-    consumer_name: str = field(default_factory=default_consumer_name)
+    lock_lease_ms: Annotated[int, Field(ge=100)] = 30_000
+    stream_maxlen: Whole = 100_000
+    max_event_bytes: Annotated[int, Field(ge=1024)] = 1_000_000
+    answer_ttl_s: Whole = 7 * 24 * 3600
+    dedupe_ttl_s: Whole = 24 * 3600
+    memo_ttl_s: Whole = 24 * 3600
+    shutdown_grace_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 25.0
+    consumer_name: str = Field(default_factory=default_consumer_name, min_length=1)
 
-    def __post_init__(self) -> None:
-        positive = ("concurrency", "max_records", "max_deliveries", "handler_attempts")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", self.prefix):
-            raise ValueError(
-                f"stream prefix may use letters, digits, '_', '.', '-': {self.prefix!r}"
-            )
+    @field_validator("redis_url")
+    @classmethod
+    def _url(cls, url: str | None) -> str | None:
+        return check_redis_url(url) if url else None
+
+    @field_validator("consumer_name")
+    @classmethod
+    def _name(cls, name: str) -> str:
+        if name == LockState.DONE:
+            raise ValueError(f"{name!r} marks a handled event's lock; choose another name")
+        return name
+
+    @model_validator(mode="after")
+    def _work_together(self) -> BusSettings:
+        """Marks and memos must outlive the wait before a dead worker's entry is redelivered,
+        or the redelivery would handle again what was done, or call the LLM again."""
+        for field in ("dedupe_ttl_s", "memo_ttl_s"):
+            if getattr(self, field) * 1000 <= self.claim_idle_ms:
+                raise ValueError(
+                    f"{self.variable(field)} ({getattr(self, field)} s) must be longer than "
+                    f"AEON_CLAIM_IDLE_MS ({self.claim_idle_ms} ms): raise it or lower the other"
+                )
+        return self
 
     def __repr__(self) -> str:
         url = redact(self.redis_url) if self.redis_url else None
         return f"BusSettings(redis_url={url!r}, prefix={self.prefix!r}, ...)"
 
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> BusSettings:
-        """Read AEON_<FIELD> for every field (AEON_REDIS_URL, AEON_CONCURRENCY, ...)."""
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            raw = env.get(f"AEON_{f.name.upper()}")
-            if raw is None or raw == "":
-                continue
-            values[f.name] = _parse(f.name, raw, type(getattr(_DEFAULTS, f.name)))
-        return cls(**values)
-
-    def with_(self, **changes: Any) -> BusSettings:
-        return replace(self, **changes)
-
-
-def _parse(name: str, raw: str, kind: type) -> Any:
-    if kind is type(None) or kind is str:
-        return raw
-    try:
-        return kind(raw)
-    except ValueError:
-        raise ValueError(f"AEON_{name.upper()} must be a {kind.__name__}, not {raw!r}") from None
-
-
-_DEFAULTS = BusSettings(consumer_name="defaults")
+    __str__ = __repr__

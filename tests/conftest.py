@@ -202,3 +202,19 @@ def redis_server_factory() -> Iterator[Callable[..., Any]]:
             server.close()
         except Exception as exc:
             warnings.warn(f"could not close {server!r}: {exc}", stacklevel=1)
+
+
+@pytest.fixture
+def read_env(monkeypatch: pytest.MonkeyPatch) -> Callable[[type, dict[str, str]], Any]:
+    """`read_env(SettingsClass, {"AEON_X": "1"})`: the class read from exactly that environment
+    (every other AEON_* variable, and OPENAI_API_KEY, unset for the test)."""
+
+    def read(settings_class: type, env: dict[str, str]) -> Any:
+        for name in list(os.environ):
+            if name.startswith("AEON_") or name == "OPENAI_API_KEY":
+                monkeypatch.delenv(name)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        return settings_class.from_env()
+
+    return read

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import fields
 from pathlib import Path
 
 from bus.settings import BusSettings
+from llm.factory import LLMSettings
 from phases.deps import LoopSettings
 from phases.events import RequestSubmitted
 
@@ -22,13 +22,18 @@ def test_request_schema_in_readme_is_the_codes() -> None:
 
 
 def test_every_bus_setting_is_documented() -> None:
-    for field in fields(BusSettings):
-        assert f"`AEON_{field.name.upper()}`" in README, field.name
+    for name in BusSettings.model_fields:
+        assert f"`{BusSettings.variable(name)}`" in README, name
 
 
 def test_every_loop_setting_is_documented() -> None:
-    for field in fields(LoopSettings):
-        assert f"`AEON_{field.name.upper()}`" in README, field.name
+    for name in LoopSettings.model_fields:
+        assert f"`{LoopSettings.variable(name)}`" in README, name
+
+
+def test_every_llm_setting_is_documented() -> None:
+    for name in LLMSettings.model_fields:
+        assert f"`{LLMSettings.variable(name)}`" in README, name
 
 
 def test_set_up_commands_are_the_ones_ci_runs() -> None:

@@ -1,12 +1,14 @@
-"""LLMSettings.from_env and build_adapter: defaults, parsing, clear errors, the key kept secret."""
+"""LLMSettings from the environment and build_adapter: defaults, clear errors, a secret key."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from config import SettingsError
 from llm.factory import LLMSettings, build_adapter
 from llm.offline import OfflineLLM
 from llm.openai_adapter import OpenAIAdapter
@@ -15,8 +17,8 @@ from llm.scripted import ScriptedLLM
 SECRET = "sk-factory-secret-42"
 
 
-def test_the_default_is_offline_with_no_delay():
-    settings = LLMSettings.from_env({})
+def test_the_default_is_offline_with_no_delay(read_env):
+    settings = read_env(LLMSettings, {})
 
     adapter = build_adapter(settings)
 
@@ -25,7 +27,7 @@ def test_the_default_is_offline_with_no_delay():
     assert isinstance(adapter, OfflineLLM) and adapter.delay == 0.0
 
 
-def test_every_variable_is_read():
+def test_every_variable_is_read(read_env):
     env = {
         "AEON_LLM": " OpenAI ",
         "AEON_LLM_BASE_URL": "http://127.0.0.1:11434/v1",
@@ -37,7 +39,7 @@ def test_every_variable_is_read():
         "AEON_LLM_SCRIPT": "/tmp/script.json",
     }
 
-    settings = LLMSettings.from_env(env)
+    settings = read_env(LLMSettings, env)
 
     assert settings.kind == "openai"
     assert settings.base_url == "http://127.0.0.1:11434/v1" and settings.model == "llama3.1"
@@ -46,22 +48,22 @@ def test_every_variable_is_read():
     assert settings.script == Path("/tmp/script.json")
 
 
-def test_the_key_falls_back_to_openai_api_key():
-    settings = LLMSettings.from_env({"OPENAI_API_KEY": SECRET})
-    preferred = LLMSettings.from_env({"OPENAI_API_KEY": "other", "AEON_LLM_API_KEY": SECRET})
+def test_the_key_falls_back_to_openai_api_key(read_env):
+    settings = read_env(LLMSettings, {"OPENAI_API_KEY": SECRET})
+    preferred = read_env(LLMSettings, {"OPENAI_API_KEY": "other", "AEON_LLM_API_KEY": SECRET})
 
     assert settings.api_key is not None and settings.api_key.get_secret_value() == SECRET
     assert preferred.api_key is not None and preferred.api_key.get_secret_value() == SECRET
 
 
-def test_the_key_never_shows_in_repr_str_or_dump():
-    settings = LLMSettings.from_env({"AEON_LLM_API_KEY": SECRET})
+def test_the_key_never_shows_in_repr_str_or_dump(read_env):
+    settings = read_env(LLMSettings, {"AEON_LLM_API_KEY": SECRET})
 
     for text in (repr(settings), str(settings), settings.model_dump_json()):
         assert SECRET not in text
 
 
-async def test_openai_adapter_is_built_from_settings():
+async def test_openai_adapter_is_built_from_settings(read_env):
     env = {
         "AEON_LLM": "openai",
         "AEON_LLM_BASE_URL": "http://127.0.0.1:9/v1",
@@ -70,7 +72,7 @@ async def test_openai_adapter_is_built_from_settings():
         "AEON_LLM_MAX_RETRIES": "1",
     }
 
-    adapter = build_adapter(LLMSettings.from_env(env))
+    adapter = build_adapter(read_env(LLMSettings, env))
     try:
         assert isinstance(adapter, OpenAIAdapter)
         assert (adapter.model, adapter.timeout, adapter.max_retries) == ("m", 3.0, 1)
@@ -87,32 +89,37 @@ async def test_openai_adapter_is_built_from_settings():
         ({"AEON_LLM_BASE_URL": "http://h/v1"}, "AEON_LLM_MODEL"),
     ],
 )
-def test_openai_without_endpoint_or_model_says_what_is_missing(env, missing):
-    settings = LLMSettings.from_env({"AEON_LLM": "openai", **env})
-
-    with pytest.raises(ValueError, match=f"needs {missing} "):
-        build_adapter(settings)
+def test_openai_without_endpoint_or_model_is_refused_when_read(env, missing, read_env):
+    with pytest.raises(SettingsError, match=f"needs {missing} "):
+        read_env(LLMSettings, {"AEON_LLM": "openai", **env})
 
 
-async def test_scripted_adapter_reads_its_script_and_delay(tmp_path):
+async def test_scripted_adapter_reads_its_script_and_delay(tmp_path, read_env):
     path = tmp_path / "script.json"
     path.write_text(json.dumps({"PLAN_GENERATION_USER": "x"}), encoding="utf-8")
     env = {"AEON_LLM": "scripted", "AEON_LLM_SCRIPT": str(path), "AEON_LLM_DELAY_MS": "20"}
 
-    adapter = build_adapter(LLMSettings.from_env(env))
+    adapter = build_adapter(read_env(LLMSettings, env))
 
     assert isinstance(adapter, ScriptedLLM)
     assert adapter.delay == 0.02
     assert isinstance(adapter.fallback, OfflineLLM) and adapter.fallback.delay == 0.02
 
 
-def test_scripted_without_a_script_is_refused():
-    with pytest.raises(ValueError, match="AEON_LLM_SCRIPT"):
-        build_adapter(LLMSettings.from_env({"AEON_LLM": "scripted"}))
+def test_scripted_without_a_script_is_refused(read_env):
+    with pytest.raises(SettingsError, match="AEON_LLM_SCRIPT"):
+        read_env(LLMSettings, {"AEON_LLM": "scripted"})
 
 
-def test_offline_delay_comes_from_milliseconds():
-    adapter = build_adapter(LLMSettings.from_env({"AEON_LLM_DELAY_MS": "250"}))
+def test_an_unreadable_script_names_the_variable(tmp_path, read_env):
+    settings = read_env(LLMSettings, {"AEON_LLM": "scripted", "AEON_LLM_SCRIPT": "/nonexistent"})
+
+    with pytest.raises(SettingsError, match="AEON_LLM_SCRIPT: cannot read"):
+        build_adapter(settings)
+
+
+def test_offline_delay_comes_from_milliseconds(read_env):
+    adapter = build_adapter(read_env(LLMSettings, {"AEON_LLM_DELAY_MS": "250"}))
 
     assert isinstance(adapter, OfflineLLM) and adapter.delay == 0.25
 
@@ -120,21 +127,24 @@ def test_offline_delay_comes_from_milliseconds():
 @pytest.mark.parametrize(
     ("env", "message"),
     [
-        ({"AEON_LLM": "gpt"}, "AEON_LLM must be one of offline, openai, scripted"),
-        ({"AEON_LLM_TIMEOUT": "soon"}, "AEON_LLM_TIMEOUT must be a number"),
-        ({"AEON_LLM_TIMEOUT": "0"}, "AEON_LLM_TIMEOUT must be more than 0"),
-        ({"AEON_LLM_TIMEOUT": "nan"}, "AEON_LLM_TIMEOUT must be more than 0"),
-        ({"AEON_LLM_MAX_RETRIES": "2.5"}, "AEON_LLM_MAX_RETRIES must be a whole number"),
-        ({"AEON_LLM_MAX_RETRIES": "-1"}, "AEON_LLM_MAX_RETRIES must be at least 0"),
-        ({"AEON_LLM_DELAY_MS": "-5"}, "AEON_LLM_DELAY_MS must be at least 0"),
+        ({"AEON_LLM": "gpt"}, "AEON_LLM='gpt': must be 'offline', 'openai' or 'scripted'"),
+        ({"AEON_LLM_TIMEOUT": "soon"}, "AEON_LLM_TIMEOUT='soon': must be a number"),
+        ({"AEON_LLM_TIMEOUT": "0"}, "AEON_LLM_TIMEOUT='0': must be more than 0"),
+        ({"AEON_LLM_TIMEOUT": "nan"}, "AEON_LLM_TIMEOUT='nan': must be a finite number"),
+        ({"AEON_LLM_MAX_RETRIES": "2.5"}, "AEON_LLM_MAX_RETRIES='2.5': must be a whole number"),
+        ({"AEON_LLM_MAX_RETRIES": "-1"}, "AEON_LLM_MAX_RETRIES='-1': must be at least 0"),
+        ({"AEON_LLM_DELAY_MS": "-5"}, "AEON_LLM_DELAY_MS='-5': must be at least 0"),
+        ({"AEON_LLM_STRUCTURED_OUTPUT": "xml"}, "AEON_LLM_STRUCTURED_OUTPUT='xml': must be"),
     ],
 )
-def test_bad_values_name_the_variable(env, message):
-    with pytest.raises(ValueError, match=message):
-        LLMSettings.from_env(env)
+def test_bad_values_name_the_variable(env, message, read_env):
+    with pytest.raises(SettingsError, match=re.escape(message)):
+        read_env(LLMSettings, env)
 
 
-def test_blank_values_mean_the_default():
-    settings = LLMSettings.from_env({"AEON_LLM": " ", "AEON_LLM_TIMEOUT": "", "AEON_LLM_MODEL": ""})
+def test_blank_values_mean_the_default(read_env):
+    settings = read_env(
+        LLMSettings, {"AEON_LLM": " ", "AEON_LLM_TIMEOUT": "", "AEON_LLM_MODEL": ""}
+    )
 
     assert (settings.kind, settings.timeout, settings.model) == ("offline", 60.0, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bus.settings import BusSettings, redact
+from config import SettingsError
 
 
 @pytest.mark.parametrize(
@@ -25,9 +26,10 @@ def test_repr_never_shows_the_password() -> None:
     assert "s3cret" not in repr(settings)
 
 
-def test_from_env_reads_typed_values() -> None:
-    settings = BusSettings.from_env(
-        {"AEON_REDIS_URL": "redis://h/0", "AEON_CONCURRENCY": "7", "AEON_RETRY_BACKOFF_S": "0.5"}
+def test_from_env_reads_typed_values(read_env) -> None:
+    settings = read_env(
+        BusSettings,
+        {"AEON_REDIS_URL": "redis://h/0", "AEON_CONCURRENCY": "7", "AEON_RETRY_BACKOFF_S": "0.5"},
     )
     assert (settings.redis_url, settings.concurrency, settings.retry_backoff_s) == (
         "redis://h/0",
@@ -36,13 +38,20 @@ def test_from_env_reads_typed_values() -> None:
     )
 
 
-def test_from_env_names_the_bad_variable() -> None:
-    with pytest.raises(ValueError, match="AEON_MAX_RECORDS must be a int"):
-        BusSettings.from_env({"AEON_MAX_RECORDS": "many"})
+def test_from_env_names_the_bad_variable(read_env) -> None:
+    with pytest.raises(SettingsError, match="AEON_MAX_RECORDS='many': must be a whole number"):
+        read_env(BusSettings, {"AEON_MAX_RECORDS": "many"})
 
 
 def test_limits_are_checked() -> None:
-    with pytest.raises(ValueError, match="concurrency must be at least 1"):
+    with pytest.raises(ValueError, match="concurrency"):
         BusSettings(concurrency=0)
     with pytest.raises(ValueError, match="prefix"):
         BusSettings(prefix="a b")
+
+
+def test_constructing_takes_only_what_is_passed(monkeypatch) -> None:
+    monkeypatch.setenv("AEON_CONCURRENCY", "3")
+
+    assert BusSettings().concurrency == 256
+    assert BusSettings.from_env().concurrency == 3
