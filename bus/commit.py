@@ -23,8 +23,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bus.codec import Routable, encode
 from bus.deadletter import DeadLetter
-from bus.keys import ANSWERS, Keys
+from bus.keys import ANSWERS, Keys, LockState
 from bus.settings import BusSettings
+from bus.writes import WriteGate, refuses_writes
 
 log = logging.getLogger("aeon.bus")
 
@@ -41,6 +42,10 @@ return false
 
 class WriteRefused(Exception):
     """Redis answered, but refused part of a commit."""
+
+    def __init__(self, refused: list[Exception]) -> None:
+        super().__init__(f"Redis refused {len(refused)} command(s): {refused[0]}")
+        self.first = refused[0]
 
 
 def _settle(batch: list[Commit], error: BaseException | None) -> None:
@@ -62,6 +67,8 @@ class Commit:
     dead: DeadLetter | None = None
     encoded: list[tuple[str, dict[str, bytes]]] = field(default_factory=list)
     done: asyncio.Future[None] | None = None
+    #: The dead letter's id on the dead-letter stream, once committed.
+    dead_id: str | None = None
 
 
 class Committer:
@@ -73,8 +80,10 @@ class Committer:
         self._side_writes: list[tuple[str, str]] = []
         self._wake = asyncio.Event()
         self._closed = False
+        #: Shared by every consumer of this process (bus.writes).
+        self.gate = WriteGate()
 
-    async def commit(self, item: Commit) -> None:
+    async def commit(self, item: Commit) -> str | None:
         """Queue `item` and wait until Redis has it.
 
         Outputs are encoded here, in the caller's task: an event that cannot be encoded fails
@@ -95,6 +104,7 @@ class Committer:
         self._queue.append(item)
         self._wake.set()
         await item.done
+        return item.dead_id
 
     def remember(self, key: str, value: str) -> None:
         """A memo write that rides along with the next flush instead of costing a round trip."""
@@ -130,7 +140,10 @@ class Committer:
                     _settle(batch, error)
                     log.error("%d commits not sent at shutdown; entries stay pending", len(batch))
                     return
-                log.warning("commit failed (%s); retrying in %.1fs", error, delay)
+                if isinstance(error, WriteRefused) and refuses_writes(error.first):
+                    self.gate.refused(error.first)  # says so once, not once per retry
+                elif delay == 0.1:
+                    log.warning("commit failed (%s); retrying until it is sent", error)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
@@ -138,6 +151,7 @@ class Committer:
                 log.exception("commit failed for good; its entries stay pending")
                 _settle(batch, error)
                 return
+            self.gate.accepted()
             _settle(batch, None)
             return
 
@@ -146,10 +160,12 @@ class Committer:
         pipe = self._redis.pipeline(transaction=False)
         for key, value in memos:
             pipe.set(self._keys.memo(key), value, ex=settings.memo_ttl_s)
+        dead_letters: list[tuple[Commit, int]] = []
         for item in batch:
             for stream, fields in item.encoded:
                 self._publish(pipe, stream, fields)
             if item.dead is not None:
+                dead_letters.append((item, len(pipe)))
                 pipe.xadd(
                     self._keys.dead_letter,
                     item.dead.to_fields(),
@@ -157,7 +173,7 @@ class Committer:
                     approximate=True,
                 )
             if item.lock_key is not None:
-                pipe.set(item.lock_key, b"done", px=settings.dedupe_ttl_s * 1000)
+                pipe.set(item.lock_key, LockState.DONE.value, px=settings.dedupe_ttl_s * 1000)
             pipe.xack(item.stream_key, item.group, item.entry_id)
         # NOGROUP on an ack (Redis lost its data) is harmless; any other refused command (OOM
         # on an XADD) means outputs were not stored, so the whole batch is sent again: the
@@ -165,7 +181,9 @@ class Committer:
         replies = await pipe.execute(raise_on_error=False)
         refused = [r for r in replies if isinstance(r, Exception) and "NOGROUP" not in str(r)]
         if refused:
-            raise WriteRefused(f"Redis refused {len(refused)} command(s): {refused[0]}")
+            raise WriteRefused(refused)
+        for item, index in dead_letters:
+            item.dead_id = replies[index].decode()
 
     def _publish(self, pipe: Pipeline, stream: str, fields: dict[str, bytes]) -> None:
         if stream == ANSWERS:

@@ -85,15 +85,16 @@ def connect(settings: BusSettings, url: str | None = None, consumers: int = 0) -
     options: dict[str, Any] = {
         "max_connections": 2 * consumers + _SPARE_CONNECTIONS,
         "timeout": None,
-        # No socket_timeout: redis-py then wraps every read in asyncio.timeout and every send in
-        # wait_for (a Task per command, ~15% of a worker's CPU, and on 3.11 a wait_for that can
-        # swallow a cancellation). A dead peer is detected by TCP keepalive instead.
-        "socket_keepalive": True,
-        "socket_keepalive_options": _KEEPALIVE,
         "health_check_interval": 30,
         "socket_connect_timeout": 5.0,
     }
     options.update(parse_url(target))  # as BlockingConnectionPool.from_url: the URL's win
     scheme_class = options.pop("connection_class", Connection)
+    if scheme_class is not UnixDomainSocketConnection:  # a socket file has no TCP options
+        # No socket_timeout: redis-py then wraps every read in asyncio.timeout and every send
+        # in wait_for (a Task per command, ~15% of a worker's CPU, and on 3.11 a wait_for that
+        # can swallow a cancellation). A dead peer is detected by TCP keepalive instead.
+        options.setdefault("socket_keepalive", True)
+        options.setdefault("socket_keepalive_options", _KEEPALIVE)
     pool = BlockingConnectionPool(connection_class=_FAST.get(scheme_class, scheme_class), **options)
     return Redis(connection_pool=pool)

@@ -1,22 +1,30 @@
 """One consumer group on one stream: read in batches, dedupe, handle, commit, recover.
 
 Why not FastStream's subscriber: it reads, decodes, logs and acks one message at a time, and
-measured (DESIGN.md) at ~1,300 µs of CPU per hop against ~80 µs for batched redis-py; it also
-leaves a failed message pending forever. This loop keeps the same Redis commands but does the
-per-message work once per batch, and owns the recovery rules:
+was measured at ~1,300 µs of CPU per hop against ~80 µs for batched redis-py (docs/architecture.md,
+"Why Aeon has its own bus"); it also leaves a failed message pending forever. This loop keeps the
+same Redis commands but does the per-message work once per batch, and owns the recovery rules
+(docs/delivery.md states them and their invariants):
 
 - Reads up to `max_records` entries per XREADGROUP, as many as there are free slots.
-- Dedupe: before handling, `SET lock NX PX lease` per entry (pipelined for the whole batch).
-  A lock that says "done" means the event was handled before (a duplicate publish or a crash
-  between publish and ack): ack and skip. A lock held by another live consumer: leave the entry
-  pending; its owner's heartbeat keeps claiming it back.
+- Locks: before handling, each event is locked for this consumer (pipelined for the batch). A
+  lock that says DONE means the event was handled before: ack and skip. A first delivery takes
+  the lock only if it is free (`SET NX PX lease`); a lock held by another live consumer (a
+  duplicate entry of the same event) leaves the entry pending until that consumer is done.
+- Takeover: an entry claimed from a consumer that went silent takes the lock over at once when
+  that consumer (or this one) still holds it: its holder is the consumer that stopped
+  answering, and waiting for its lease would only spend deliveries.
+- Attempts: an entry's delivery count (XPENDING) counts its attempts, towards `max_deliveries`.
+  A delivery that does not become an attempt (the lock was busy, or Redis refused the lock and
+  the worker stopped waiting) gives its count back (XCLAIM RETRYCOUNT), so busy claims and
+  deliveries while Redis refused writes spend nothing.
 - A handler that raises is retried in-process with backoff; after `handler_attempts` the event
   goes to dead letters and the route's `give_up` decides what carries the run on.
-- Heartbeat: in-flight entries are re-claimed by their owner (XCLAIM JUSTID, which does not
-  count as a delivery) and their locks extended, so a slow LLM call is never mistaken for a
-  dead worker.
-- Recovery: entries idle longer than `claim_idle_ms` in anyone's pending list are claimed; an
-  entry delivered `max_deliveries` times goes to dead letters (it keeps killing workers).
+- Heartbeat: every entry in flight is re-claimed by its owner (XCLAIM JUSTID, which does not
+  count as a delivery) and its lock extended, so a slow LLM call, or a commit waiting for Redis
+  to take writes again, is never mistaken for a dead worker.
+- Recovery: entries idle longer than `claim_idle_ms` in anyone's pending list are claimed.
+- Writes refused (bus.writes): nothing new is read or claimed; locks and commits wait.
 - NOGROUP (Redis lost its data): the group is recreated and reading goes on.
 """
 
@@ -39,8 +47,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from bus.codec import DecodeError, Fields, Routable, decode
 from bus.commit import Commit, Committer
 from bus.deadletter import DeadLetter
-from bus.keys import Keys
+from bus.keys import Keys, LockState
 from bus.settings import BusSettings
+from bus.writes import refuses_writes
 
 log = logging.getLogger("aeon.bus")
 
@@ -51,6 +60,18 @@ redelivered: contextvars.ContextVar[bool] = contextvars.ContextVar("redelivered"
 Handler = Callable[[Any], Awaitable[Sequence[Routable]]]
 GiveUp = Callable[[DeadLetter], Sequence[Routable]]
 _TRANSIENT = (RedisConnectionError, RedisTimeoutError, OSError)
+#: How often a loop held back by refused writes looks again.
+_WRITES_POLL_S = 0.5
+
+#: Lock a claimed entry's event, taking it over from the consumer it was claimed from (or
+#: from this one). KEYS: the lock. ARGV: me, claimed-from, lease ms. Returns a LockState.
+_TAKE_OVER = """
+local holder = redis.call('GET', KEYS[1])
+if holder == 'done' then return 'done' end
+if holder and holder ~= ARGV[1] and holder ~= ARGV[2] then return 'busy' end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+return 'mine'
+"""
 
 
 @dataclass(frozen=True)
@@ -68,7 +89,10 @@ class Route:
 class Delivery:
     entry_id: bytes
     fields: Fields
-    deliveries: int
+    #: The consumer this entry was claimed from; None for a first delivery (XREADGROUP).
+    claimed_from: bytes | None = None
+    #: Times delivered, this one included: the attempt this is, if it takes the lock.
+    deliveries: int = 1
 
 
 class Consumer:
@@ -87,6 +111,7 @@ class Consumer:
         self._keys = keys
         self._stream_key = keys.stream(route.stream)
         self._group = keys.group(route.group)
+        self._gate = committer.gate
         self._in_flight: dict[bytes, asyncio.Task[None]] = {}
         self._locks: dict[bytes, str] = {}
         self._slot_freed = asyncio.Event()
@@ -101,8 +126,17 @@ class Consumer:
         try:
             await self._redis.xgroup_create(self._stream_key, self._group, id="0", mkstream=True)
         except ResponseError as error:
-            if "BUSYGROUP" not in str(error):
-                raise
+            if "BUSYGROUP" in str(error):
+                return
+            if not (refuses_writes(error) and await self._group_exists()):
+                raise  # a worker starting while Redis refuses writes needs its group made
+
+    async def _group_exists(self) -> bool:
+        try:
+            groups = await self._redis.xinfo_groups(self._stream_key)
+        except ResponseError:  # no such stream
+            return False
+        return any(g["name"] == self._group.encode() for g in groups)
 
     async def run(self) -> None:
         """Read, recover and heartbeat until `stop()`; then let in-flight events finish."""
@@ -154,6 +188,9 @@ class Consumer:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
                 continue
+            if not self._gate.is_open:  # entries read now could only wait in flight
+                await self._sleep(_WRITES_POLL_S)
+                continue
             try:
                 reply = await self._redis.xreadgroup(
                     self._group,
@@ -170,7 +207,7 @@ class Consumer:
                 continue
             backoff.reset()
             for _stream, entries in reply or ():
-                self._start([Delivery(entry_id, fields, 1) for entry_id, fields in entries])
+                self._start([Delivery(entry_id, fields) for entry_id, fields in entries])
 
     async def _on_response_error(self, error: ResponseError) -> None:
         if "NOGROUP" in str(error):
@@ -191,7 +228,11 @@ class Consumer:
     # -- processing ------------------------------------------------------------------------
 
     async def _process_batch(self, batch: list[Delivery]) -> None:
-        """Decode and lock the whole batch in one round trip, then handle each concurrently."""
+        """Decode and lock the whole batch in one round trip, then handle each concurrently.
+
+        Nothing escapes this task: what fails is logged and its entries stay pending, for this
+        consumer's or another's recovery.
+        """
         try:
             events, rejects = [], []
             for delivery in batch:
@@ -200,11 +241,13 @@ class Consumer:
                     _forget_body(delivery)
                 except DecodeError as error:
                     rejects.append(self._give_up(delivery, None, f"undecodable: {error}", None))
-            owned = await self._acquire(events)
+            owned = await self._acquire_patiently(events)
             work = (*rejects, *(self._process(d, e, st) for d, e, st in owned))
             for outcome in await asyncio.gather(*work, return_exceptions=True):
                 if isinstance(outcome, Exception):
                     log.warning("%s: left pending for a retry: %s", self._group, outcome)
+        except Exception as error:  # a bug or an outage: the entries stay pending, not lost
+            log.warning("%s: %d entries left pending: %s", self._group, len(batch), error)
         finally:
             for delivery in batch:
                 self._in_flight.pop(delivery.entry_id, None)
@@ -228,33 +271,95 @@ class Consumer:
         except DecodeError:
             return None
 
-    async def _acquire(self, events: list[tuple[Delivery, Any]]) -> list[tuple[Delivery, Any, str]]:
-        """Lock each event for this consumer: "mine", "done" (handled before) or "busy"."""
+    async def _acquire_patiently(
+        self, events: list[tuple[Delivery, Any]]
+    ) -> list[tuple[Delivery, Any, LockState]]:
+        """Lock the events, waiting out a Redis that is away or refuses writes; [] if the
+        worker stops first (the entries stay pending for whoever claims them)."""
+        backoff = _Backoff()
+        while True:
+            try:
+                owned = await self._acquire(events)
+            except _TRANSIENT as error:
+                await backoff.wait(f"{self._group}: locking failed", error)
+            except ResponseError as error:
+                if not refuses_writes(error):
+                    raise
+                self._gate.refused(error)
+                await backoff.wait(f"{self._group}: locking refused", error, quiet=True)
+            else:
+                backoff.reset()
+                self._gate.accepted()
+                return owned
+            if self._stopping.is_set():
+                await self._not_attempts([delivery for delivery, _ in events])
+                return []
+
+    async def _acquire(
+        self, events: list[tuple[Delivery, Any]]
+    ) -> list[tuple[Delivery, Any, LockState]]:
+        """Lock each event for this consumer: MINE, DONE (handled before) or BUSY."""
         if not events:
             return []
+        settings = self._settings
         pipe = self._redis.pipeline(transaction=False)
-        me = self._settings.consumer_name.encode()
-        for _, event in events:
+        me = settings.consumer_name.encode()
+        for delivery, event in events:
             key = self._keys.lock(self._group, event.event_id)
-            pipe.set(key, me, nx=True, px=self._settings.lock_lease_ms)
-            pipe.get(key)
-        replies = await pipe.execute()
+            if delivery.claimed_from is None:
+                pipe.set(key, me, nx=True, px=settings.lock_lease_ms)
+                pipe.get(key)
+            else:
+                pipe.eval(_TAKE_OVER, 1, key, me, delivery.claimed_from, settings.lock_lease_ms)
+        replies = iter(await pipe.execute())
         owned = []
-        for index, (delivery, event) in enumerate(events):
-            took, holder = replies[2 * index], replies[2 * index + 1]
-            state = "mine" if took else ("done" if holder == b"done" else "busy")
+        for delivery, event in events:
+            if delivery.claimed_from is None:
+                took, holder = next(replies), next(replies)
+                state = LockState.MINE if took else _held(holder)
+            else:
+                state = LockState(next(replies).decode())
             owned.append((delivery, event, state))
+        await self._not_attempts([d for d, _, state in owned if state is LockState.BUSY])
         return owned
 
-    async def _process(self, delivery: Delivery, event: Any, state: str) -> None:
+    async def _not_attempts(self, deliveries: list[Delivery]) -> None:
+        """Give back the delivery each of these counted: none started the handler.
+
+        XCLAIM with RETRYCOUNT sets the count (allowed while Redis refuses writes); its
+        min-idle of 0 keeps the entry this consumer's until it is claimed again as idle.
+        """
+        if not deliveries:
+            return
+        pipe = self._redis.pipeline(transaction=False)
+        for delivery in deliveries:
+            pipe.xclaim(
+                self._stream_key,
+                self._group,
+                self._settings.consumer_name,
+                0,
+                [delivery.entry_id],
+                retrycount=delivery.deliveries - 1,
+                justid=True,
+            )
+        try:
+            await pipe.execute()
+        except (ResponseError, *_TRANSIENT) as error:  # then the count stays one too high
+            log.warning("%s: delivery counts not given back: %s", self._group, error)
+
+    async def _process(self, delivery: Delivery, event: Any, state: LockState) -> None:
         lock_key = self._keys.lock(self._group, event.event_id)
-        if state == "done":
+        if state is LockState.DONE:
             await self._commit(delivery, [], lock_key=None)
             return
-        if state == "busy":
+        if state is LockState.BUSY:
             return
         if delivery.deliveries > self._settings.max_deliveries:
-            reason = f"delivered {delivery.deliveries} times without completing"
+            reason = (
+                f"{delivery.deliveries - 1} attempts were cut short (their worker died or was "
+                "stopped mid-way); the event may be what kills them"
+            )
+            delivery.deliveries -= 1  # this one is not an attempt: the dead letter counts those
             await self._give_up(delivery, await self._reload(delivery) or event, reason, lock_key)
             return
         self._locks[delivery.entry_id] = lock_key
@@ -281,7 +386,7 @@ class Consumer:
         attempts = self._settings.handler_attempts
         error_text = ""
         for attempt in range(1, attempts + 1):
-            token = redelivered.set(delivery.deliveries > 1 or attempt > 1)
+            token = redelivered.set(delivery.claimed_from is not None or attempt > 1)
             try:
                 if attempt > 1:
                     event = await self._reload(delivery)
@@ -311,20 +416,28 @@ class Consumer:
     ) -> None:
         dead = DeadLetter(
             stream=self.route.stream,
-            group=self.route.group,
+            group=self._group,
             entry_id=delivery.entry_id.decode(),
             fields=delivery.fields,
             reason=reason,
-            deliveries=delivery.deliveries,
+            attempts=delivery.deliveries,
             event=event,
         )
-        log.error("%s: dead-lettered %s: %s", self._group, dead.entry_id, reason)
         try:
             outputs = list(self.route.give_up(dead))
         except Exception as error:  # give_up must never keep an entry from leaving
             log.error("%s: give_up failed for %s: %s", self._group, dead.entry_id, error)
             outputs = []
-        await self._commit(delivery, outputs, lock_key=lock_key, dead=dead)
+        dead_id = await self._commit(delivery, outputs, lock_key=lock_key, dead=dead)
+        log.error(
+            "%s: dead-lettered %s entry %s as %s (`aeon dlq replay %s` puts it back): %s",
+            self._group,
+            self.route.stream,
+            dead.entry_id,
+            dead_id,
+            dead_id,
+            reason,
+        )
 
     async def _commit(
         self,
@@ -332,8 +445,9 @@ class Consumer:
         outputs: Sequence[Routable],
         lock_key: str | None,
         dead: DeadLetter | None = None,
-    ) -> None:
-        await self._committer.commit(
+    ) -> str | None:
+        """Commit, and return the dead letter's id when `dead` is given."""
+        return await self._committer.commit(
             Commit(
                 stream_key=self._stream_key,
                 group=self._group,
@@ -349,6 +463,9 @@ class Consumer:
     async def _recover_forever(self) -> None:
         backoff = _Backoff()
         while not self._stopping.is_set():
+            if not self._gate.is_open:  # a claimed entry could not be locked: leave it be
+                await self._sleep(_WRITES_POLL_S)
+                continue
             try:
                 claimed = await self.recover_once()
             except ResponseError as error:
@@ -374,23 +491,24 @@ class Consumer:
             count=min(free, self._settings.max_records),
             idle=self._settings.claim_idle_ms,
         )
-        counts = {
-            p["message_id"]: p["times_delivered"]
-            for p in pending
-            if p["message_id"] not in self._in_flight
-        }
-        if not counts:
+        seen = {p["message_id"]: p for p in pending if p["message_id"] not in self._in_flight}
+        if not seen:
             return 0
         entries = await self._redis.xclaim(
             self._stream_key,
             self._group,
             self._settings.consumer_name,
             self._settings.claim_idle_ms,
-            list(counts),
+            list(seen),
         )
         present = [(entry_id, fields) for entry_id, fields in entries if fields]
-        await self._ack_vanished(set(counts) - {entry_id for entry_id, _ in present})
-        self._start([Delivery(i, f, counts.get(i, 1) + 1) for i, f in present])
+        await self._ack_vanished(set(seen) - {entry_id for entry_id, _ in present})
+        self._start(
+            [
+                Delivery(i, f, seen[i]["consumer"], seen[i]["times_delivered"] + 1)
+                for i, f in present
+            ]
+        )
         if present:
             log.info("%s: claimed %d idle entries", self._group, len(present))
         return len(present)
@@ -416,9 +534,9 @@ class Consumer:
         """Keep what this consumer is working on: reclaim its entries, extend its locks."""
         settings = self._settings
         interval = min(settings.lock_lease_ms, settings.claim_idle_ms) / 3000
-        while not self._stopping.is_set() or self._locks:
+        while not self._stopping.is_set() or self._in_flight:
             await asyncio.sleep(interval)
-            if not self._locks:
+            if not self._in_flight:
                 continue
             try:
                 await self.heartbeat_once()
@@ -426,23 +544,30 @@ class Consumer:
                 log.warning("%s: heartbeat failed: %s", self._group, error)
 
     async def heartbeat_once(self) -> None:
-        locks = dict(self._locks)
+        """Every entry in flight stays this consumer's, locked or still waiting for its lock.
+
+        XCLAIM and PEXPIRE are allowed while Redis refuses writes, so waiting work is kept.
+        """
         pipe = self._redis.pipeline(transaction=False)
         pipe.xclaim(
             self._stream_key,
             self._group,
             self._settings.consumer_name,
             0,
-            list(locks),
+            list(self._in_flight),
             justid=True,
         )
-        for lock_key in locks.values():
+        for lock_key in list(self._locks.values()):
             pipe.pexpire(lock_key, self._settings.lock_lease_ms)
         await pipe.execute()
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+
+
+def _held(holder: bytes | None) -> LockState:
+    return LockState.DONE if holder == LockState.DONE.encode() else LockState.BUSY
 
 
 def _forget_body(delivery: Delivery) -> None:
@@ -459,8 +584,9 @@ class _Backoff:
     def __init__(self) -> None:
         self._delay = 0.0
 
-    async def wait(self, what: str, error: BaseException) -> None:
-        if self._delay == 0.0:
+    async def wait(self, what: str, error: BaseException, quiet: bool = False) -> None:
+        """Sleep before the next try; `quiet` when the outage was announced elsewhere."""
+        if self._delay == 0.0 and not quiet:
             log.warning("%s (%s); retrying until Redis answers", what, type(error).__name__)
         self._delay = min(max(self._delay * 2, 0.1), 5.0)
         await asyncio.sleep(self._delay)

@@ -21,7 +21,8 @@ class DeadLetter:
     entry_id: str
     fields: Fields
     reason: str
-    deliveries: int
+    #: Attempts at the event that started its handler (see bus.consumer).
+    attempts: int
     #: The decoded event when the entry decoded; None for entries that are not events at all.
     event: Any | None = None
 
@@ -35,7 +36,7 @@ class DeadLetter:
             "group": self.group,
             "entry_id": self.entry_id,
             "reason": self.reason,
-            "deliveries": str(self.deliveries),
+            "attempts": str(self.attempts),
             "failed_at": datetime.now(UTC).isoformat(),
             "type": self.fields.get(b"type", b""),
             "cid": self.fields.get(b"cid", b""),

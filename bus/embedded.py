@@ -336,6 +336,18 @@ class RedisServer:
                 else:
                     path.unlink(missing_ok=True)
 
+    def remove_files(self) -> None:
+        """Delete the data directory now, while the server runs: for a server that persists
+        nothing (no `appendonly`), so no file outlives a parent killed before `close()`.
+
+        Redis keeps running without it (its log is an open file). A later `restart()` makes
+        the directory again.
+        """
+        if self.appendonly:
+            raise RedisServerError("remove_files() would delete an appendonly server's data")
+        if self._owned_dir is not None:
+            shutil.rmtree(self._owned_dir, ignore_errors=True)
+
     def close(self) -> None:
         """Stop the server and delete the data directory if this object created it."""
         self.stop()

@@ -8,9 +8,21 @@ Nothing else needs two keys at once.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 #: The logical name of the answers stream: the one stream gateways read, not phases.
 ANSWERS = "answers"
+
+
+class LockState(StrEnum):
+    """What a consumer finds when it locks an event (bus.consumer).
+
+    DONE is also the value an event's lock keeps once the event is handled: the dedupe mark.
+    """
+
+    MINE = "mine"
+    DONE = "done"
+    BUSY = "busy"
 
 
 @dataclass(frozen=True)
@@ -29,6 +41,7 @@ class Keys:
         return f"{self.prefix}:{{{ANSWERS}}}:{correlation_id}"
 
     def lock(self, group: str, event_id: str) -> str:
+        """Who handles the event now (a consumer name), or DONE once it is handled."""
         return f"{self.prefix}:lock:{group}:{event_id}"
 
     def memo(self, key: str) -> str:

@@ -125,7 +125,7 @@ def _exit(event: Event, reason: str, detail: str) -> LoopExited:
 
 
 def _send_to_phase_e(dead: DeadLetter) -> list[Event]:
-    detail = f"phase {dead.group.upper()} gave up: {dead.reason}"
+    detail = f"{dead.group} gave up: {dead.reason}"
     if dead.event is not None:
         return [_exit(dead.event, "failed", detail)]
     lost = _lost_run_exit(dead, detail)
@@ -134,7 +134,7 @@ def _send_to_phase_e(dead: DeadLetter) -> list[Event]:
 
 def _answer_without_llm(dead: DeadLetter) -> list[Event]:
     exit_event = dead.event if isinstance(dead.event, LoopExited) else None
-    exit_event = exit_event or _lost_run_exit(dead, f"phase E gave up: {dead.reason}")
+    exit_event = exit_event or _lost_run_exit(dead, f"phase-e gave up: {dead.reason}")
     if exit_event is None:
         return []
     return [phase_e.fallback_answer(exit_event, dead.reason)]

@@ -91,11 +91,14 @@ def test_poison_entries_are_dead_lettered_and_their_runs_answered_once(
         letters = [d for d in dead if d["cid"] == cids[name]]
         assert letters, f"{name}: not dead-lettered"
         assert reason in letters[0]["reason"], f"{name}: {letters[0]['reason']}"
-        assert letters[0]["source_stream"] == "requests" and letters[0]["group"] == "a"
+        assert letters[0]["source_stream"] == "requests" and letters[0]["group"] == "phase-a"
         answer = bus.stored_answer(cids[name])
         assert answer["degraded"] and answer["status"] == "failed", f"{name}: {answer}"
     raised = [d for d in dead if d["cid"] == cids["handler raises"]]
-    assert [d["group"] for d in raised] == ["a", "e"]  # Phase E's own handler failed too
+    assert [d["group"] for d in raised] == [
+        "phase-a",
+        "phase-e",
+    ]  # Phase E's own handler failed too
     assert bus.stored_answer(cids["handler raises"])["final_answer"]["metadata"]["reason"] == (
         "phase_e_failed"
     )

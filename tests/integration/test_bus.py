@@ -6,6 +6,8 @@ These use tiny events of their own so they test the transport, not the phases.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import ClassVar
@@ -172,7 +174,7 @@ async def test_poison_entries_go_to_dead_letters_at_once(
         out = await wait_for_len(redis, f"{settings.prefix}:out", 2)
     record = dead[0][1]
     assert reason in record[b"reason"].decode()
-    assert record[b"deliveries"] == b"1"
+    assert record[b"attempts"] == b"1"
     assert record[b"source_stream"] == b"in"
     assert handled == [1], "the worker keeps serving after a poison entry"
     # give_up was told the run (cid) of the undecodable entry so it could carry it on.
@@ -221,25 +223,107 @@ async def test_dead_consumers_entries_are_claimed(redis: Redis, settings: BusSet
     assert await pending_count(redis, settings) == 0
 
 
+async def kill(running: Running) -> None:
+    """As SIGKILL would leave it: no heartbeat, no commit, its entries pending, its locks held."""
+    assert running.task is not None
+    in_flight = {t for c in running.worker.consumers for t in c._in_flight.values()}
+    running.task.cancel()
+    for task in in_flight:
+        task.cancel()
+    await asyncio.gather(running.task, *in_flight, return_exceptions=True)
+
+
+async def hang_until_killed(redis: Redis, settings: BusSettings, name: str, started: list) -> None:
+    """Run a consumer named `name` until its handler has the event, then kill it."""
+
+    async def handle(event: Ping) -> list[Pong]:
+        started.append(name)
+        await asyncio.Event().wait()
+        return []
+
+    running = Running(redis, settings.with_(consumer_name=name), route(handle))
+    await running.__aenter__()
+    count = len(started)
+    for _ in range(200):
+        if len(started) > count:
+            break
+        await asyncio.sleep(0.05)
+    await kill(running)
+
+
 async def test_entry_that_keeps_killing_workers_goes_to_dead_letters(
     redis: Redis, settings: BusSettings
 ) -> None:
-    stream = f"{settings.prefix}:in"
-    await redis.xgroup_create(stream, "phase-t", id="0", mkstream=True)
+    settings = settings.with_(lock_lease_ms=30_000)  # as users run it: lease > claim idle
     await publish(redis, settings, ping(7))
+    started: list[str] = []
     for attempt in range(settings.max_deliveries):
-        await redis.xreadgroup("phase-t", f"dying-{attempt}", {stream: ">"}, count=1)
-        entry_id = (await redis.xpending_range(stream, "phase-t", "-", "+", 1))[0]["message_id"]
-        if attempt:
-            await redis.xclaim(stream, "phase-t", f"dying-{attempt}", 0, [entry_id])
+        await hang_until_killed(redis, settings, f"dying-{attempt}", started)
+    assert len(started) == settings.max_deliveries  # each took over from the one before
 
     async def handle(event: Ping) -> list[Pong]:
         raise AssertionError("a poison entry must not be handled again")
 
     async with Running(redis, settings, route(handle)):
         dead = await wait_for_len(redis, f"{settings.prefix}:dead-letter", 1)
-    assert b"without completing" in dead[0][1][b"reason"]
-    assert int(dead[0][1][b"deliveries"]) == settings.max_deliveries + 1
+    assert b"attempts were cut short" in dead[0][1][b"reason"]
+    assert int(dead[0][1][b"attempts"]) == settings.max_deliveries
+
+
+async def test_a_dead_workers_lock_is_taken_over_at_once(
+    redis: Redis, settings: BusSettings
+) -> None:
+    """Claim idle 300 ms, lease 30 s: the entry is redone now, not after the lease, and the
+    claims that came before do not count as attempts."""
+    settings = settings.with_(lock_lease_ms=30_000)
+    await publish(redis, settings, ping(1))
+    started: list[str] = []
+    await hang_until_killed(redis, settings, "dead-worker", started)
+
+    async def handle(event: Ping) -> list[Pong]:
+        return pong_of(event)
+
+    async with Running(redis, settings, route(handle)):
+        out = await wait_for_len(redis, f"{settings.prefix}:out", 1, timeout=5)
+    assert out[0][1][b"body"].count(b'"n":1') == 1
+    assert await redis.xlen(f"{settings.prefix}:dead-letter") == 0
+    assert await pending_count(redis, settings) == 0
+
+
+async def test_claims_of_a_busy_entry_spend_no_attempts(
+    redis: Redis, settings: BusSettings
+) -> None:
+    """A duplicate entry whose event a live consumer is handling is claimed again and again
+    while it waits; none of those claims is an attempt, so it is not dead-lettered."""
+    settings = settings.with_(max_deliveries=1)
+    release = asyncio.Event()
+    calls: list[int] = []
+
+    async def slow(event: Ping) -> list[Pong]:
+        calls.append(event.n)
+        await release.wait()
+        return pong_of(event)
+
+    event = ping(3)
+    holder = settings.with_(concurrency=1)  # busy with the first copy, it reads no other
+    other = settings.with_(consumer_name=f"{settings.consumer_name}-2")
+    async with Running(redis, holder, route(slow)), Running(redis, other, route(slow)):
+        await publish(redis, settings, event)
+        for _ in range(100):
+            if calls:
+                break
+            await asyncio.sleep(0.05)
+        await publish(redis, settings, event)  # the same event again: a duplicate entry
+        await asyncio.sleep(2.0)  # about seven claim-idle periods
+        release.set()
+        await wait_for_len(redis, f"{settings.prefix}:out", 1)
+        for _ in range(100):
+            if await pending_count(redis, settings) == 0:
+                break
+            await asyncio.sleep(0.1)
+    assert calls == [3]
+    assert await redis.xlen(f"{settings.prefix}:dead-letter") == 0
+    assert await pending_count(redis, settings) == 0
 
 
 async def test_slow_handler_is_not_taken_over(redis: Redis, settings: BusSettings) -> None:
@@ -320,3 +404,76 @@ async def test_consumer_recover_once_reports_nothing_when_idle(
     consumer = Consumer(redis, route(lambda e: pong_of(e)), settings, worker.committer, worker.keys)
     await consumer.ensure_group()
     assert await consumer.recover_once() == 0
+
+
+@contextlib.asynccontextmanager
+async def out_of_memory(redis: Redis) -> AsyncIterator[None]:
+    """Redis refusing every write as it does past `maxmemory` (with noeviction, never evicting)."""
+    config = await redis.config_get("maxmemory*")
+    if config.get("maxmemory-policy") != "noeviction":
+        pytest.skip("the test Redis evicts keys; filling it would lose other data")
+    await redis.config_set("maxmemory", 1)
+    try:
+        yield
+    finally:
+        await redis.config_set("maxmemory", config["maxmemory"])
+
+
+async def test_work_waits_while_redis_refuses_writes(
+    redis: Redis, settings: BusSettings, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Out of memory for seven claim-idle periods: handlers finish and their commits wait,
+    new entries are not read or claimed, nothing is dead-lettered or handled twice; the worker
+    says once that Redis refuses writes and once that it takes them again."""
+    release = asyncio.Event()
+    calls: list[int] = []
+
+    async def handle(event: Ping) -> list[Pong]:
+        calls.append(event.n)
+        await release.wait()
+        return pong_of(event)
+
+    await publish(redis, settings, ping(1), ping(2))
+    with caplog.at_level(logging.INFO, logger="aeon.bus"):
+        async with Running(redis, settings, route(handle)):
+            for _ in range(100):
+                if len(calls) == 2:
+                    break
+                await asyncio.sleep(0.05)
+            async with out_of_memory(redis):
+                release.set()
+                await asyncio.sleep(2.0)
+                assert await redis.xlen(f"{settings.prefix}:out") == 0
+                assert await redis.xlen(f"{settings.prefix}:dead-letter") == 0
+            await redis.xadd(f"{settings.prefix}:in", encode(ping(3)))
+            await wait_for_len(redis, f"{settings.prefix}:out", 3)
+    assert sorted(calls) == [1, 2, 3]
+    assert await redis.xlen(f"{settings.prefix}:dead-letter") == 0
+    assert await pending_count(redis, settings) == 0
+    said = [r.getMessage() for r in caplog.records]
+    assert sum("Redis refuses writes" in line for line in said) == 1, said
+    assert sum("accepts writes again" in line for line in said) == 1, said
+
+
+async def test_entries_wait_unlocked_while_redis_refuses_writes(
+    redis: Redis, settings: BusSettings
+) -> None:
+    """Entries read or claimed while Redis refuses writes cannot be locked: they stay this
+    worker's (heartbeat) and wait; none of it counts as an attempt."""
+    settings = settings.with_(max_deliveries=1)
+    calls: list[int] = []
+
+    async def handle(event: Ping) -> list[Pong]:
+        calls.append(event.n)
+        return pong_of(event)
+
+    await redis.xgroup_create(f"{settings.prefix}:in", "phase-t", id="0", mkstream=True)
+    await publish(redis, settings, ping(1), ping(2))
+    # A worker (re)starting now finds its group and waits with the others.
+    async with out_of_memory(redis), Running(redis, settings, route(handle)):
+        await asyncio.sleep(2.0)  # about seven claim-idle periods
+        assert calls == []
+    async with Running(redis, settings, route(handle)):
+        await wait_for_len(redis, f"{settings.prefix}:out", 2)
+    assert sorted(calls) == [1, 2]
+    assert await redis.xlen(f"{settings.prefix}:dead-letter") == 0

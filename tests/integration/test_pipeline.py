@@ -15,6 +15,7 @@ from redis.asyncio import Redis
 
 from bus.settings import BusSettings
 from gateway.client import AeonClient
+from gateway.progress import Progress
 from llm.base import LLMAdapter, LLMCall, LLMError
 from llm.offline import OfflineLLM
 from llm.scripted import ScriptedLLM
@@ -231,7 +232,7 @@ async def test_handler_crash_is_dead_lettered_and_the_run_still_answered(
     dead = await redis.xrange(f"{settings.prefix}:dead-letter")
     await redis.aclose()
     assert len(dead) == 1
-    assert dead[0][1][b"group"] == b"c"
+    assert dead[0][1][b"group"] == b"phase-c"
     assert b"bug in a handler" in dead[0][1][b"reason"]
 
 
@@ -284,12 +285,16 @@ async def test_many_requests_in_flight_each_get_their_own_answer(settings: BusSe
 
 
 async def test_progress_is_reported(settings: BusSettings) -> None:
-    seen: list[str] = []
-    callback: Callable = lambda event: seen.append(type(event).__name__)  # noqa: E731
+    seen: list[Progress] = []
     async with pipeline(settings, OfflineLLM()) as client:
-        await client.ask("Explain photosynthesis", timeout=30, on_progress=callback)
-    assert seen[0] == "TaskProfiled"
-    assert {"PlanReady", "PassCompleted", "PassRequested", "LoopExited"} <= set(seen)
+        result = await client.ask("Explain photosynthesis", timeout=30, on_progress=seen.append)
+    assert all(isinstance(p, Progress) for p in seen)
+    assert [p.phase for p in seen][:2] == ["A", "B"] and seen[-1].phase == "E"
+    assert {"C", "D"} <= {p.phase for p in seen}
+    assert all(len(str(p)) < 300 for p in seen)  # a line, not a run state
+    # Every pass has exactly one line, the converging one included.
+    passes = [p.pass_number for p in seen if p.pass_number is not None]
+    assert passes == list(range(1, result.total_passes + 1))
 
 
 def verbose_model() -> ScriptedLLM:
