@@ -1,9 +1,13 @@
 """The `aeon` command: ask, answer, worker, dlq, bench.
 
-Exit codes (README, CLI):
+Exit codes (README, Exit codes):
     0  answered            1  answered, degraded (the loop did not converge or something failed)
-    2  bad input           3  no answer in time (the correlation id is printed to fetch it later)
-    4  Redis unreachable
+    2  bad input or settings: nothing was published
+    3  no answer in time (the correlation id is printed to fetch it later)
+    4  Redis unreachable or refusing writes
+    128+N  stopped by signal N (130 for Ctrl-C, 143 for SIGTERM); the embedded Redis goes too
+
+Every failure is one line on stderr naming what is wrong and what to do; never a traceback.
 """
 
 from __future__ import annotations
@@ -11,24 +15,36 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from typing import NoReturn
 
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bus.connection import connect
+from bus.embedded import RedisServerError
 from bus.settings import BusSettings, redact
 from bus.worker import tune_gc
+from bus.writes import refuses_writes
+from config import LogSettings, SettingsError
 from gateway import dlq
-from gateway.client import ANSWER_GRACE_S, AeonClient, AnswerTimeout
+from gateway.client import ANSWER_GRACE_S, AeonClient, AnswerTimeout, Progress
 from gateway.display import render_human, render_json
 from gateway.embedded import embedded_pipeline
-from gateway.progress import describe
-from gateway.validation import BadInput, check_request, load_rules
+from gateway.validation import (
+    BadInput,
+    as_option,
+    check_max_ttl,
+    check_request,
+    check_timeout,
+    load_rules,
+)
 from llm.factory import LLMSettings, build_adapter
-from phases.events import Event, ExecutionResult
+from phases.deps import LoopSettings
+from phases.events import ExecutionResult
 from phases.worker import PHASES, make_worker
 
 EXIT_ANSWERED = 0
@@ -36,55 +52,92 @@ EXIT_DEGRADED = 1
 EXIT_BAD_INPUT = 2
 EXIT_TIMEOUT = 3
 EXIT_UNAVAILABLE = 4
+#: Stopped by signal N exits with 128 + N, as shells report it.
+EXIT_SIGNAL_BASE = 128
 
 log = logging.getLogger("aeon")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(argv)  # a bad option: one line and exit 2 (see _Parser)
+    try:  # every variable is read now, so a mistake is reported whatever the command
+        level = LogSettings.from_env().log_level or args.default_log_level
+        args.settings = BusSettings.from_env()
+        args.llm = LLMSettings.from_env()
+        args.loop = LoopSettings.from_env()
+    except SettingsError as error:
+        return _fail(str(error), EXIT_BAD_INPUT)
     logging.basicConfig(
-        level=os.environ.get("AEON_LOG_LEVEL", args.default_log_level).upper(),
+        level=level,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
     try:
         return _run(args.command(args))
-    except BadInput as error:
-        print(f"aeon: {error}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (RedisConnectionError, OSError) as error:
-        settings = BusSettings.from_env()
-        where = redact(settings.redis_url or "the embedded Redis")
-        print(f"aeon: cannot reach Redis at {where}: {error}", file=sys.stderr)
-        return EXIT_UNAVAILABLE
+    except (BadInput, SettingsError) as error:
+        return _fail(str(error), EXIT_BAD_INPUT)
+    except RedisServerError as error:
+        first = str(error).splitlines()[0]
+        return _fail(f"cannot start the embedded Redis: {first}", EXIT_UNAVAILABLE)
+    except (RedisError, OSError) as error:
+        return _fail(_redis_trouble(args.settings, error), EXIT_UNAVAILABLE)
     except KeyboardInterrupt:
-        return 130
+        return EXIT_SIGNAL_BASE + signal.SIGINT
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"aeon: {message}", file=sys.stderr)
+    return code
+
+
+def _redis_trouble(settings: BusSettings, error: BaseException) -> str:
+    """One line saying what Redis did and what to do about it."""
+    url = settings.redis_url
+    where = f"Redis at {redact(url)}" if url else "the embedded Redis"
+    said = str(error).splitlines()[0] if str(error) else type(error).__name__
+    if refuses_writes(error):
+        return (
+            f"{where} refuses writes ({said}): free memory or raise its maxmemory, then try "
+            "again; nothing of this command was stored"
+        )
+    if not isinstance(error, (RedisConnectionError, RedisTimeoutError, OSError)):
+        return f"{where} answered with an error: {said}"
+    hint = "is it running, and is AEON_REDIS_URL right?"
+    if url and url.startswith("rediss://") and isinstance(error, RedisTimeoutError):
+        hint = "rediss:// needs a server that speaks TLS; use redis:// for one that does not"
+    return f"cannot reach {where}: {said}; {hint}"
 
 
 def _run(work: Awaitable[int]) -> int:
     try:
         import uvloop
-
-        return uvloop.run(work)
     except ImportError:  # uvloop is optional (not built for Windows)
         return asyncio.run(work)
+    return uvloop.run(work)
 
 
 # -- ask / answer ---------------------------------------------------------------------------
 
 
 async def ask(args: argparse.Namespace) -> int:
+    """Publish one request and wait for its answer; with no AEON_REDIS_URL, on a private stack."""
     request = check_request(args.request)
     rules = load_rules(args.rules) if args.rules else []
-    settings = BusSettings.from_env()
-    if settings.redis_url:
-        return await _ask_on(settings, request, rules, args)
-    llm = build_adapter(LLMSettings.from_env())
+    settings: BusSettings = args.settings
+    signals = _cancel_on_signals()
     try:
-        async with embedded_pipeline(settings, llm) as embedded:
-            return await _ask_on(embedded, request, rules, args, embedded=True)
-    finally:
-        await llm.aclose()
+        if settings.redis_url:
+            return await _ask_on(settings, request, rules, args)
+        llm = build_adapter(args.llm)
+        try:
+            async with embedded_pipeline(settings, llm, args.loop) as embedded:
+                return await _ask_on(embedded, request, rules, args, embedded=True)
+        finally:
+            await llm.aclose()
+    except asyncio.CancelledError:
+        if not signals:
+            raise
+        return EXIT_SIGNAL_BASE + signals[0]
 
 
 async def _ask_on(
@@ -113,7 +166,7 @@ async def _ask_on(
 
 
 async def answer(args: argparse.Namespace) -> int:
-    settings = BusSettings.from_env()
+    settings: BusSettings = args.settings
     if not settings.redis_url:
         raise BadInput("`aeon answer` needs AEON_REDIS_URL: the server the request went to")
     async with AeonClient(settings=settings) as client:
@@ -131,31 +184,46 @@ def _print_result(result: ExecutionResult | None, correlation_id: str, as_json: 
     return EXIT_DEGRADED if result.degraded else EXIT_ANSWERED
 
 
-def _print_progress(event: Event) -> None:
-    line = describe(event)
-    if line:
-        _status(line)
+def _print_progress(progress: Progress) -> None:
+    _status(progress.line)
 
 
 def _status(line: str) -> None:
     print(f"aeon: {line}", file=sys.stderr, flush=True)
 
 
+def _cancel_on_signals() -> list[int]:
+    """SIGTERM/SIGINT cancel the running command, so everything it started is torn down
+    (the embedded Redis and its directory included); returns the signals received."""
+    main = asyncio.current_task()
+    received: list[int] = []
+
+    def on_signal(number: int) -> None:
+        received.append(number)
+        if main is not None:
+            main.cancel()
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
+    return received
+
+
 # -- worker ---------------------------------------------------------------------------------
 
 
 async def worker(args: argparse.Namespace) -> int:
-    settings = BusSettings.from_env()
+    settings: BusSettings = args.settings
     if args.concurrency:
         settings = settings.with_(concurrency=args.concurrency)
     if not settings.redis_url:
         raise BadInput("`aeon worker` needs AEON_REDIS_URL (the Redis the gateways publish to)")
-    llm = build_adapter(LLMSettings.from_env())
+    llm = build_adapter(args.llm)
     phases = args.phase or PHASES
     redis = connect(settings, consumers=len(phases))
     try:
         await redis.ping()
-        running = make_worker(redis, settings, llm, phases)
+        running = make_worker(redis, settings, llm, phases, args.loop)
         tune_gc()
         _stop_on_signals(running.stop)
         try:
@@ -190,12 +258,20 @@ def _stop_on_signals(stop: Callable[[], None]) -> None:
 # -- parser ---------------------------------------------------------------------------------
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a mistake is one line naming the command, exit 2 (not usage + message)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="aeon",
         description="Multi-pass LLM reasoning over Redis Streams.",
-        epilog="Exit codes: 0 answered, 1 degraded answer, 2 bad input, 3 timed out, "
-        "4 Redis unreachable. Configuration comes from AEON_* environment variables.",
+        epilog="Exit codes: 0 answered, 1 degraded answer, 2 bad input or settings, "
+        "3 timed out, 4 Redis unreachable or refusing writes, 128+N stopped by signal N. "
+        "Configuration comes from AEON_* environment variables.",
     )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
@@ -203,8 +279,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("request", help="the request, in natural language")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--rules", metavar="FILE", help="JSON file of rules the answer must meet")
-    p.add_argument("--max-ttl", type=_positive_int, default=10, help="cap on passes (10)")
-    p.add_argument("--timeout", type=_positive_float, default=300.0, help="seconds (300)")
+    p.add_argument(
+        "--max-ttl",
+        type=as_option(check_max_ttl, int, "a whole number of passes"),
+        default=10,
+        help="cap on passes, 1 to 100 (10)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=as_option(check_timeout, float, "a number of seconds"),
+        default=300.0,
+        help="seconds, at most a week (300)",
+    )
 
     p = _command(commands, "answer", answer, "fetch the stored answer of a request", "WARNING")
     p.add_argument("correlation_id")
@@ -214,7 +300,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--phase", action="append", choices=PHASES, help="a phase to run (repeat; default all)"
     )
-    p.add_argument("--concurrency", type=_positive_int, help="events in flight per phase")
+    p.add_argument(
+        "--concurrency",
+        type=as_option(_at_least_one, int, "a whole number"),
+        help="events in flight per phase",
+    )
 
     dlq.add_commands(commands, _command)
     return parser
@@ -235,15 +325,7 @@ def _command(
     return parser
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
+def _at_least_one(value: int) -> int:
     if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be greater than 0")
+        raise BadInput(f"{value} must be at least 1")
     return value

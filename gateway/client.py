@@ -1,9 +1,16 @@
 """The Python client: publish requests, await their answers, follow their progress.
 
-    async with AeonClient("redis://localhost:6379/0") as client:
-        correlation_id = await client.submit("Explain photosynthesis")
-        result = await client.wait(correlation_id, timeout=120)
-        print(result.final_answer.answer_text)
+    import asyncio
+    from gateway.client import AeonClient
+
+    async def main() -> None:
+        async with AeonClient("redis://localhost:6379/0") as client:
+            result = await client.ask("Explain photosynthesis", timeout=120, on_progress=print)
+            print(result.final_answer.answer_text)
+
+    asyncio.run(main())
+
+`on_progress` gets a small `Progress` record per step (printing it prints one line).
 
 One client serves any number of requests in flight: a single reader per client follows the
 answers stream (and one more the progress streams) and
@@ -30,11 +37,11 @@ from bus.codec import encode
 from bus.connection import connect
 from bus.keys import Keys
 from bus.settings import BusSettings
-from gateway.validation import check_request
+from gateway.progress import Progress, progress_of
+from gateway.validation import check_max_ttl, check_request, check_timeout
 from phases.events import (
     DEFAULT_THRESHOLD,
     EVENT_TYPES,
-    Event,
     ExecutionResult,
     FinalAnswerReady,
     RequestSubmitted,
@@ -51,7 +58,7 @@ _STORE_POLL_S = 2.0
 #: deadline still has to hand the run to Phase E, which answers degraded without the LLM.
 ANSWER_GRACE_S = 5.0
 
-ProgressCallback = Callable[[Event], None]
+ProgressCallback = Callable[[Progress], None]
 
 
 class AnswerTimeout(TimeoutError):
@@ -67,6 +74,8 @@ class AnswerTimeout(TimeoutError):
 class _Waiter:
     future: asyncio.Future[ExecutionResult]
     on_progress: ProgressCallback | None
+    #: The last pass reported, so a pass is reported once though two events describe it.
+    passes_shown: int = 0
 
 
 class AeonClient:
@@ -128,9 +137,9 @@ class AeonClient:
         request is not acceptable. `timeout` becomes the request's deadline in the pipeline."""
         event = RequestSubmitted.new(
             check_request(request),
-            timeout=timeout,
+            timeout=check_timeout(timeout),
             rules=rules,
-            max_ttl=max_ttl,
+            max_ttl=check_max_ttl(max_ttl),
             threshold=threshold,
         )
         self._watch(event.correlation_id, on_progress)
@@ -225,7 +234,13 @@ class AeonClient:
             if not waiter.future.done():
                 waiter.future.set_result(result)
         elif waiter.on_progress is not None and kind in EVENT_TYPES:
-            waiter.on_progress(EVENT_TYPES[kind].model_validate_json(fields[b"body"]))
+            event = EVENT_TYPES[kind].model_validate_json(fields[b"body"])
+            for progress in progress_of(event):
+                if progress.pass_number is not None:
+                    if progress.pass_number <= waiter.passes_shown:
+                        continue
+                    waiter.passes_shown = progress.pass_number
+                waiter.on_progress(progress)
 
 
 async def stream_id_now(redis: Redis) -> str:

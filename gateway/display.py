@@ -1,4 +1,4 @@
-"""How the CLI shows a run's result (seed 000 FR-043..FR-046): for people, or as JSON.
+"""How the CLI shows a run's result (docs/requirements.md, FR-043..FR-046): for people, or JSON.
 
 Both take the ExecutionResult as plain data (`model_dump(mode="json")`) or None, and return the
 text to print: pure functions, so the CLI only prints and the tests only compare strings. They
@@ -15,7 +15,9 @@ from typing import Any
 from phases.models import FinalAnswer
 
 NO_ANSWER = "No final answer available"
-TTL_WARNING = "⚠️  Time limit reached: the loop used its whole TTL before converging"
+#: FR-044's warning for `ttl_exhausted`, named as the pass budget: not the request's timeout.
+TTL_WARNING = "⚠️  Pass budget spent: the loop used all its passes (TTL) before converging"
+TIMEOUT_WARNING = "⚠️  Timed out: the request's timeout passed before the loop finished"
 
 
 def render_human(result: Mapping[str, Any] | None) -> str:
@@ -29,6 +31,8 @@ def render_human(result: Mapping[str, Any] | None) -> str:
         lines.append(f"Confidence: {round(confidence, 2)}")
     if answer.get("ttl_exhausted") is True:
         lines.append(TTL_WARNING)
+    if (result or {}).get("status") == "deadline_exceeded":
+        lines.append(TIMEOUT_WARNING)
     if answer.get("notes"):
         lines.append(f"Note: {answer['notes']}")
     summary = metadata_summary(result or {}, answer)

@@ -2,6 +2,11 @@
 
 `aeon ask` uses this when no AEON_REDIS_URL is set, so a fresh machine answers with nothing but
 pip: the same bus, consumers and events as a deployment, only all in one process.
+
+Nothing outlives the process, however it ends. The server is started from the main thread, so
+the kernel's parent-death signal (armed per thread) stops it when the process is SIGKILLed, and
+its directory is removed as soon as it answers: it persists nothing, so it needs no files.
+A SIGTERM or Ctrl-C cancels `aeon ask`, and the teardown below stops it as a normal exit does.
 """
 
 from __future__ import annotations
@@ -14,24 +19,31 @@ from bus.connection import connect
 from bus.embedded import RedisServer
 from bus.settings import BusSettings
 from llm.base import LLMAdapter
+from phases.deps import LoopSettings
 from phases.worker import PHASES, make_worker
 
 
 @contextlib.asynccontextmanager
-async def embedded_pipeline(settings: BusSettings, llm: LLMAdapter) -> AsyncIterator[BusSettings]:
+async def embedded_pipeline(
+    settings: BusSettings, llm: LLMAdapter, loop: LoopSettings | None = None
+) -> AsyncIterator[BusSettings]:
     """Yield settings pointing at a running private pipeline; tear it all down on exit."""
-    server = await asyncio.to_thread(RedisServer().start)
+    server = RedisServer().start()  # in this thread: see the module docstring (~20 ms)
     try:
+        server.remove_files()
         settings = settings.with_(redis_url=server.url)
         redis = connect(settings, consumers=len(PHASES))
-        worker = make_worker(redis, settings, llm)
+        worker = make_worker(redis, settings, llm, loop=loop)
         await worker.start()
         running = asyncio.create_task(worker.run(), name="embedded-worker")
         try:
             yield settings
+        except BaseException:
+            running.cancel()  # interrupted: nothing in flight is worth waiting for
+            raise
         finally:
             worker.stop()
-            await running
+            await asyncio.gather(running, return_exceptions=True)
             await redis.aclose()
     finally:
-        await asyncio.to_thread(server.close)
+        server.close()

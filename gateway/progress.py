@@ -1,6 +1,17 @@
-"""One line of live progress per pipeline event, for a person watching `aeon ask` on stderr."""
+"""Live progress of a run: small typed records for `on_progress`, one line each for a person.
+
+A progress event on the bus carries the whole run (several KB once a few passes are in); a
+callback gets a `Progress` instead: which phase, one line, and the pass's number and score.
+`print` shows just the line.
+
+Names kept apart on purpose: the pass budget (TTL, passes a run may take, `--max-ttl`) and the
+request's timeout (seconds, `--timeout`) end a run for different reasons and read differently.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
 
 from phases.events import (
     Event,
@@ -10,30 +21,71 @@ from phases.events import (
     PlanReady,
     TaskProfiled,
 )
+from phases.models import ExecutionPass
+
+Phase = Literal["A", "B", "C", "D", "E"]
+
+#: Why a loop ended, as a person reads it.
+EXIT_WORDS = {
+    "converged": "converged",
+    "ttl_exhausted": "pass budget (TTL) spent before converging",
+    "stagnated": "stopped improving",
+    "max_passes": "reached AEON_MAX_PASSES",
+    "deadline_exceeded": "the request's timeout passed",
+    "failed": "a phase failed",
+}
 
 
-def describe(event: Event) -> str | None:
-    """What `event` says about the run's progress, or None if it says nothing worth a line."""
+@dataclass(frozen=True, slots=True)
+class Progress:
+    correlation_id: str
+    phase: Phase
+    #: What a person reads, e.g. "C  pass 2: score 0.91, converged, 3 step(s) run".
+    line: str
+    #: For the lines about one pass: its number and score.
+    pass_number: int | None = None
+    score: float | None = None
+
+    def __str__(self) -> str:
+        return self.line
+
+
+def progress_of(event: Event) -> list[Progress]:
+    """What `event` says about its run's progress: usually one record, none if nothing new.
+
+    A loop exit after a pass also reports that pass: the pass that converges (or stagnates)
+    has no PassCompleted of its own, since the loop goes straight to Phase E.
+    """
+    cid = event.correlation_id
     if isinstance(event, TaskProfiled):
         profile = event.run.profile
         depth = profile.reasoning_depth if profile else "?"
         fallback = " (default profile)" if event.run.profile_is_default else ""
-        return f"A  profiled: depth {depth}, TTL {event.run.ttl_remaining} passes{fallback}"
+        budget = event.run.ttl_remaining
+        return [Progress(cid, "A", f"A  profiled: depth {depth}, pass budget {budget}{fallback}")]
     if isinstance(event, PlanReady):
         steps = len(event.run.plan.steps) if event.run.plan else 0
-        return f"B  planned: {steps} steps, {event.run.total_refinements} refinement(s)"
+        refinements = event.run.total_refinements
+        return [Progress(cid, "B", f"B  planned: {steps} steps, {refinements} refinement(s)")]
     if isinstance(event, PassCompleted):
         last = event.run.last_pass
-        if last is None:
-            return None
-        verdict = "converged" if last.converged else "not converged"
-        return (
-            f"C  pass {last.pass_number}: score {last.score:.2f}, {verdict}, "
-            f"{len(last.executed_step_ids)} step(s) run"
-        )
+        return [pass_progress(cid, last)] if last else []
     if isinstance(event, PassRequested):
-        return f"D  pass {event.run.pass_count + 1} requested, TTL left {event.run.ttl_remaining}"
+        number, left = event.run.pass_count + 1, event.run.ttl_remaining
+        return [Progress(cid, "D", f"D  pass {number} requested, pass budget left {left}")]
     if isinstance(event, LoopExited):
+        last = event.run.last_pass if event.run else None
+        passes = [pass_progress(cid, last)] if last else []
         detail = f" ({event.detail})" if event.detail else ""
-        return f"E  loop exited: {event.reason}{detail}; synthesising the answer"
-    return None
+        words = EXIT_WORDS.get(event.reason, event.reason)
+        return [*passes, Progress(cid, "E", f"E  loop ended: {words}{detail}; answering")]
+    return []
+
+
+def pass_progress(correlation_id: str, record: ExecutionPass) -> Progress:
+    verdict = "converged" if record.converged else "not converged"
+    line = (
+        f"C  pass {record.pass_number}: score {record.score:.2f}, {verdict}, "
+        f"{len(record.executed_step_ids)} step(s) run"
+    )
+    return Progress(correlation_id, "C", line, record.pass_number, record.score)

@@ -5,19 +5,26 @@ the rule schema.
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
+import re
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from phases.events import MAX_REQUEST_CHARS
-from phases.models import Rule
+from phases.events import MAX_REQUEST_CHARS, MAX_TIMEOUT_S
+from phases.models import MAX_TTL_CAP, Rule
 
 MAX_RULES = 100
 MAX_RULES_FILE_BYTES = 1_000_000
 _ALLOWED_CONTROLS = {"\n", "\r", "\t"}
 _RULES = TypeAdapter(list[Rule])
+T = TypeVar("T")
+_STREAM_ID = re.compile(r"\d+-\d+")
 
 
 class BadInput(ValueError):
@@ -43,8 +50,32 @@ def check_request(text: str) -> str:
     return text.strip()
 
 
+def check_max_ttl(max_ttl: int) -> int:
+    """A pass budget a request may ask for: 1 to MAX_TTL_CAP passes."""
+    if not 1 <= max_ttl <= MAX_TTL_CAP:
+        raise BadInput(f"max TTL {max_ttl} is not a number of passes from 1 to {MAX_TTL_CAP}")
+    return max_ttl
+
+
+def check_timeout(timeout: float) -> float:
+    """Seconds a request may run: more than 0, at most MAX_TIMEOUT_S (a week)."""
+    if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT_S):
+        raise BadInput(
+            f"timeout {timeout:g} is not a number of seconds above 0 and at most "
+            f"{MAX_TIMEOUT_S:,} (a week)"
+        )
+    return timeout
+
+
+def check_stream_id(entry_id: str) -> str:
+    """A Redis stream entry id as Redis prints it, e.g. 1732300000000-0."""
+    if not _STREAM_ID.fullmatch(entry_id):
+        raise BadInput(f"{entry_id!r} is not an entry id; ids look like 1732300000000-0")
+    return entry_id
+
+
 def load_rules(path: str | Path) -> list[Rule]:
-    """Rules from a JSON file: a list of rules, or {"rules": [...]} (seed 004's schema)."""
+    """Rules from a JSON file: a list of rules, or {"rules": [...]} (docs/requirements.md)."""
     file = Path(path)
     try:
         raw = file.read_bytes()
@@ -78,3 +109,20 @@ def parse_rules(data: object, source: str = "rules") -> list[Rule]:
     if repeated:
         raise BadInput(f"{source}: rule ids must be unique; repeated: {', '.join(repeated)}")
     return rules
+
+
+def as_option(check: Callable[[T], T], kind: Callable[[str], T], what: str) -> Callable[[str], T]:
+    """An argparse type: `text` read as `kind` and passed through `check` (BadInput says why).
+
+    argparse names the type function in its own messages ("invalid _check value"); raising
+    ArgumentTypeError with our words keeps internal names out of what a person reads.
+    """
+
+    def parse(text: str) -> T:
+        try:
+            return check(kind(text))
+        except ValueError as error:  # BadInput is a ValueError
+            reason = str(error) if isinstance(error, BadInput) else f"{text!r} is not {what}"
+            raise argparse.ArgumentTypeError(reason) from None
+
+    return parse

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from bus.keys import ANSWERS
 from phases.models import (
     DEFAULT_TTL_CAP,
+    MAX_TTL_CAP,
     ExecutionPass,
     FinalAnswer,
     Plan,
@@ -31,6 +32,8 @@ from phases.models import (
 
 DEFAULT_THRESHOLD = 0.8
 MAX_REQUEST_CHARS = 20_000
+#: The longest a request may run: a week, as long as its answer is kept by default.
+MAX_TIMEOUT_S = 7 * 24 * 3600
 
 E = TypeVar("E", bound="Event")
 
@@ -78,7 +81,7 @@ class RunState(BaseModel):
     request: str
     rules: list[Rule] = Field(default_factory=list)
     threshold: float = Field(DEFAULT_THRESHOLD, ge=0.0, le=1.0)
-    max_ttl: int = Field(DEFAULT_TTL_CAP, ge=1, le=100)
+    max_ttl: int = Field(DEFAULT_TTL_CAP, ge=1, le=MAX_TTL_CAP)
     started_at: datetime = Field(default_factory=utcnow)
     profile: TaskProfile | None = None
     profile_is_default: bool = False
@@ -99,7 +102,7 @@ class RunState(BaseModel):
 
 
 class Event(BaseModel):
-    """The envelope every event shares (DESIGN.md, Events and streams)."""
+    """The envelope every event shares (docs/events.md, "The envelope")."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -136,7 +139,7 @@ class RequestSubmitted(Event):
     request: str = Field(..., min_length=1, max_length=MAX_REQUEST_CHARS)
     rules: list[Rule] = Field(default_factory=list)
     threshold: float = Field(DEFAULT_THRESHOLD, ge=0.0, le=1.0)
-    max_ttl: int = Field(DEFAULT_TTL_CAP, ge=1, le=100)
+    max_ttl: int = Field(DEFAULT_TTL_CAP, ge=1, le=MAX_TTL_CAP)
 
     @classmethod
     def new(
@@ -205,7 +208,7 @@ class LoopExited(Event):
 
 
 class ExecutionResult(BaseModel):
-    """What a run ended with (seed 000 FR-040): status, effort, and the FinalAnswer."""
+    """What a run ended with (docs/requirements.md, FR-040): status, effort, the FinalAnswer."""
 
     model_config = ConfigDict(extra="forbid")
 

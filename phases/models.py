@@ -21,6 +21,8 @@ TOOL_WEIGHT: dict[str, float] = {"none": 0.5, "minimal": 0.75, "moderate": 1.0, 
 BREADTH_WEIGHT: dict[str, float] = {"narrow": 0.75, "moderate": 1.0, "broad": 1.5}
 CONFIDENCE_WEIGHT: dict[str, float] = {"low": 0.75, "medium": 1.0, "high": 1.5}
 DEFAULT_TTL_CAP = 10
+#: The most passes a request may allow itself.
+MAX_TTL_CAP = 100
 
 
 class Model(BaseModel):
@@ -41,7 +43,8 @@ class TaskProfile(Model):
         return cls(raw_inference="default profile")
 
     def allocate_ttl(self, cap: int = DEFAULT_TTL_CAP) -> int:
-        """Passes the loop may spend: DESIGN.md's formula, at least 1 and at most `cap`."""
+        """Passes the loop may spend (docs/architecture.md, "A: task profile and TTL"): at least 1
+        and at most `cap`."""
         raw = (
             self.reasoning_depth
             * 1.5
@@ -201,7 +204,8 @@ class ConvergenceAssessment(Model):
     summary: str = ""
 
     def meets_default_rubric(self) -> bool:
-        """DESIGN.md's rubric when a request has no rules: the host's test, not the LLM's word."""
+        """The default rubric when no rule was judged (docs/architecture.md, "Convergence: the host
+        decides"): the host's test, not the LLM's word."""
         c = self.consistency
         return (
             self.completeness_score >= 0.95
@@ -217,7 +221,7 @@ class ConvergenceAssessment(Model):
 
 
 # ---------------------------------------------------------------------------------------------
-# Rules and evaluation (seed 004).
+# Rules and evaluation (docs/requirements.md, "Rules, evaluation and critique").
 # ---------------------------------------------------------------------------------------------
 
 Severity = Literal["fail", "warn", "info"]
@@ -299,7 +303,7 @@ class ExecutionPass(Model):
 
 
 # ---------------------------------------------------------------------------------------------
-# Phase E (seed 000 FR-037 / FR-038, exactly; FR-039 asks for explicit Optional[] hints).
+# Phase E (docs/requirements.md, FR-037 / FR-038 exactly; FR-039: explicit Optional[] hints).
 # ---------------------------------------------------------------------------------------------
 
 

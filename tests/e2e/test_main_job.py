@@ -7,6 +7,7 @@ the FinalAnswer and cleans up.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from e2e_support import Processes, child_env
@@ -33,9 +34,13 @@ def test_main_job_answers_with_progress(procs: Processes, zero_config: dict[str,
     assert "photosynthesis" in ask.stdout
     progress = ask.stderr
     assert "submitted" in progress
-    for line in ("A  profiled", "B  planned", "C  pass 1", "E  loop exited: converged"):
+    for line in ("A  profiled", "B  planned", "C  pass 1", "E  loop ended: converged"):
         assert line in progress, f"no progress line {line!r} on stderr:\n{progress}"
     assert "Traceback" not in progress
+    # The pass that converges has its own line before the exit's.
+    passes = re.findall(r"C  pass (\d+): score [\d.]+, (converged|not converged)", progress)
+    assert passes and passes[-1][1] == "converged", progress
+    assert [int(n) for n, _ in passes] == list(range(1, len(passes) + 1)), progress
 
 
 @pytest.mark.timeout(60)

@@ -52,7 +52,8 @@ def test_human_readable_format() -> None:
 
     assert lines[0] == "Answer: Use a CDN."
     assert "Confidence: 0.42" in lines
-    assert any("Time limit reached" in line for line in lines)
+    assert any("Pass budget spent" in line for line in lines)
+    assert not any("Timed out" in line for line in lines)  # the TTL is not the timeout
     assert "Note: Only one provider was compared." in lines
     (summary,) = [line for line in lines if line.startswith("Metadata: ")]
     for part in (
@@ -77,7 +78,7 @@ def test_a_run_under_a_second_shows_milliseconds() -> None:
 def test_human_readable_format_leaves_out_what_is_absent() -> None:
     text = render_human(result(confidence=None, notes=None, ttl_exhausted=None))
     assert text.startswith("Answer: Use a CDN.")
-    assert "Confidence" not in text and "Note:" not in text and "Time limit" not in text
+    assert "Confidence" not in text and "Note:" not in text and "Pass budget" not in text
 
 
 def test_human_readable_format_of_a_complete_answer() -> None:
@@ -136,3 +137,13 @@ def test_partial_data_does_not_crash() -> None:
     assert render_human(data) == "Answer: Hi"
     payload = json.loads(render_json(data, "cid"))
     assert payload["final_answer"]["answer_text"] == "Hi"
+
+
+def test_a_timed_out_run_says_timeout_not_pass_budget() -> None:
+    data = result(ttl_exhausted=None)
+    data["status"] = "deadline_exceeded"
+
+    text = render_human(data)
+
+    assert "Timed out: the request's timeout passed" in text
+    assert "Pass budget" not in text

@@ -1,0 +1,129 @@
+"""Every failure is one clear line with its documented exit code, never a traceback.
+
+Each case runs the real `aeon` CLI. Bad settings and options exit 2 before anything is
+published (not one key under the test's prefix); Redis unreachable or refusing writes exits 4.
+Each printed a traceback and exited 1 before (issue 11).
+"""
+
+from __future__ import annotations
+
+import pytest
+from e2e_support import Bus, Processes, child_env
+
+pytestmark = pytest.mark.e2e
+
+BAD_SETTINGS = {
+    "unknown adapter": ({"AEON_LLM": "unknown"}, "AEON_LLM='unknown': must be 'offline'"),
+    "openai without url or model": (
+        {"AEON_LLM": "openai"},
+        "AEON_LLM=openai needs AEON_LLM_BASE_URL and AEON_LLM_MODEL",
+    ),
+    "openai without model": (
+        {"AEON_LLM": "openai", "AEON_LLM_BASE_URL": "http://127.0.0.1:9/v1"},
+        "AEON_LLM=openai needs AEON_LLM_MODEL",
+    ),
+    "concurrency -1": ({"AEON_CONCURRENCY": "-1"}, "AEON_CONCURRENCY='-1': must be at least 1"),
+    "concurrency 0": ({"AEON_CONCURRENCY": "0"}, "AEON_CONCURRENCY='0': must be at least 1"),
+    "concurrency abc": ({"AEON_CONCURRENCY": "abc"}, "AEON_CONCURRENCY='abc': must be a whole"),
+    "concurrency 1.5": ({"AEON_CONCURRENCY": "1.5"}, "AEON_CONCURRENCY='1.5': must be a whole"),
+    "log level": ({"AEON_LOG_LEVEL": "LOUD"}, "AEON_LOG_LEVEL='LOUD': must be 'DEBUG'"),
+    "url not a url": ({"AEON_REDIS_URL": "not-a-url"}, "AEON_REDIS_URL='not-a-url': must start"),
+    "url http": ({"AEON_REDIS_URL": "http://127.0.0.1:6379"}, "must start with redis://"),
+    "url bad port": ({"AEON_REDIS_URL": "redis://host:notaport/0"}, "port that is not a number"),
+    "url db not a number": ({"AEON_REDIS_URL": "redis://127.0.0.1/abc"}, "database 'abc'"),
+    "url password redacted": (
+        {"AEON_REDIS_URL": "redis://:hunter2@127.0.0.1/abc"},
+        "redis://***@127.0.0.1/abc",
+    ),
+    "dedupe shorter than claim idle": (
+        {"AEON_DEDUPE_TTL_S": "1", "AEON_CLAIM_IDLE_MS": "5000"},
+        "AEON_DEDUPE_TTL_S (1 s) must be longer than AEON_CLAIM_IDLE_MS",
+    ),
+    "loop setting": ({"AEON_MAX_PASSES": "many"}, "AEON_MAX_PASSES='many': must be a whole"),
+}
+BAD_OPTIONS = {
+    "max ttl 101": (["ask", "x", "--max-ttl", "101"], "max TTL 101 is not a number of passes"),
+    "max ttl text": (["ask", "x", "--max-ttl", "ten"], "'ten' is not a whole number of passes"),
+    "timeout inf": (["ask", "x", "--timeout", "inf"], "timeout inf is not a number of seconds"),
+    "timeout nan": (["ask", "x", "--timeout", "nan"], "timeout nan is not a number of seconds"),
+    "timeout 1e12": (["ask", "x", "--timeout", "1e12"], "timeout 1e+12 is not a number"),
+    "dlq limit 0": (["dlq", "list", "--limit", "0"], "--limit 0 is not from 1 to 10,000"),
+    "dlq replay not an id": (["dlq", "replay", "not-an-id"], "'not-an-id' is not an entry id"),
+    "worker concurrency": (["worker", "--concurrency", "x"], "'x' is not a whole number"),
+    "unknown command": (["frobnicate"], "invalid choice: 'frobnicate'"),
+}
+
+
+def assert_one_line(proc, code: int, message: str) -> None:
+    assert proc.returncode == code, proc.output
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("aeon"), lines[0]
+    assert message in lines[0], lines[0]
+    assert "_positive" not in lines[0] and "Traceback" not in proc.stderr
+    assert "hunter2" not in proc.output
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(("settings", "message"), BAD_SETTINGS.values(), ids=BAD_SETTINGS.keys())
+def test_bad_settings_are_one_line_and_exit_2(
+    procs: Processes, bus: Bus, env: dict[str, str], settings: dict[str, str], message: str
+) -> None:
+    ask = procs.run_aeon({**env, **settings}, "ask", "Explain tides", timeout=20)
+    assert_one_line(ask, 2, message)
+    assert not bus.has_keys(), "something was written to Redis"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(("argv", "message"), BAD_OPTIONS.values(), ids=BAD_OPTIONS.keys())
+def test_bad_options_are_one_line_and_exit_2(
+    procs: Processes, bus: Bus, env: dict[str, str], argv: list[str], message: str
+) -> None:
+    proc = procs.run_aeon(env, *argv, timeout=20)
+    assert_one_line(proc, 2, message)
+    assert not bus.has_keys(), "something was written to Redis"
+
+
+@pytest.mark.timeout(30)
+def test_out_of_memory_at_ask_exits_4_and_says_so(
+    procs: Processes, bus: Bus, env: dict[str, str]
+) -> None:
+    config = bus.redis.config_get("maxmemory*")
+    if config.get("maxmemory-policy") != "noeviction":
+        pytest.skip("the test Redis evicts keys; filling it would lose other data")
+    bus.redis.config_set("maxmemory", 1)
+    try:
+        ask = procs.run_aeon(env, "ask", "Explain tides", timeout=20)
+    finally:
+        bus.redis.config_set("maxmemory", config["maxmemory"])
+    assert_one_line(ask, 4, "refuses writes")
+    assert "free memory or raise its maxmemory" in ask.stderr
+    assert bus.xlen("requests") == 0
+
+
+@pytest.mark.timeout(30)
+def test_rediss_to_a_server_without_tls_exits_4_naming_tls(
+    procs: Processes, redis_url: str, redis_prefix: str
+) -> None:
+    plain = redis_url.replace("redis://", "rediss://", 1)
+    ask = procs.run_aeon(child_env(plain, redis_prefix), "ask", "Explain tides", timeout=25)
+    assert_one_line(ask, 4, "cannot reach Redis at rediss://")
+    assert "needs a server that speaks TLS" in ask.stderr or "SSL" in ask.stderr
+
+
+@pytest.mark.timeout(60)
+def test_unix_socket_url_works(procs: Processes, tmp_path) -> None:
+    """`unix://` is documented; every command used to crash on a keepalive option."""
+    from bus.embedded import RedisServer
+
+    sock = tmp_path / "redis.sock"
+    with RedisServer(extra_config={"unixsocket": str(sock), "unixsocketperm": "700"}) as server:
+        env = child_env(f"unix://{sock}?db=0", "unixtest")
+        worker = procs.worker(env, name="unix-worker")
+        ask = procs.run_aeon(env, "ask", "Explain tides", "--timeout", "60", timeout=50)
+        assert ask.returncode in (0, 1), ask.output
+        assert "Answer:" in ask.stdout
+        dlq = procs.run_aeon(env, "dlq", "list", timeout=20)
+        assert dlq.returncode == 0, dlq.output
+        worker.stop()
+        assert server.running
