@@ -1,6 +1,6 @@
-"""Rule evaluation (seed 004 EVALUATE): the host runs the checks, the LLM never grades itself.
+"""Rule evaluation (docs/requirements.md, EVALUATE): the host runs the checks, never the LLM.
 
-Each rule's check gives a verdict; the verdicts are scored as DESIGN.md says:
+Each rule's check gives a verdict, scored as in docs/architecture.md, "Rules and scoring":
 
 - score = Σ weight of passed rules / Σ weight of active rules, 1.0 when that sum is 0;
 - passed = score ≥ threshold and no fail-severity rule failed.
@@ -29,6 +29,7 @@ import shlex
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from phases.models import Evaluation, Rule, RuleFinding, RuleResult, Verdict
 
@@ -65,23 +66,29 @@ async def executable_check(command: str, output: str, timeout: float) -> CheckOu
     if not argv:
         return CheckOutcome(False, "command is empty")
     with tempfile.TemporaryDirectory(prefix="aeon-check-") as workdir:
-        Path(workdir, ARTIFACT_NAME).write_text(output, encoding="utf-8")
-        return await _run(argv, output.encode(), workdir, timeout)
+        artifact = Path(workdir, ARTIFACT_NAME)
+        artifact.write_text(output, encoding="utf-8")
+        with artifact.open("rb") as stdin:
+            return await _run(argv, stdin, workdir, timeout)
 
 
-async def _run(argv: list[str], stdin: bytes, workdir: str, timeout: float) -> CheckOutcome:
+async def _run(argv: list[str], stdin: BinaryIO, workdir: str, timeout: float) -> CheckOutcome:
+    """Run the command with `stdin` as a file, not a pipe: a command that exits without
+    reading its input (`true`, `grep -q` on ./artifact.md) then cannot make the write fail.
+    Under uvloop such a write fails with "unable to perform operation on <WriteUnixTransport
+    closed=True>" rather than the BrokenPipeError asyncio's communicate() ignores."""
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
             cwd=workdir,
-            stdin=asyncio.subprocess.PIPE,
+            stdin=stdin,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
     except OSError as exc:
         return CheckOutcome(False, f"command cannot start: {exc}")
     try:
-        out, err = await asyncio.wait_for(process.communicate(stdin), timeout)
+        out, err = await asyncio.wait_for(process.communicate(), timeout)
     except TimeoutError:
         process.kill()
         await process.wait()
@@ -123,7 +130,7 @@ def is_active(rule: Rule, result: RuleResult) -> bool:
 
 
 def score_results(rules: list[Rule], results: list[RuleResult], threshold: float) -> Evaluation:
-    """Seed 004's formula over verdicts already reached; `results` align with `rules`."""
+    """The EVALUATE formula (docs/requirements.md) over verdicts; `results` align with `rules`."""
     active = [(r, res) for r, res in zip(rules, results, strict=True) if is_active(r, res)]
     total = sum(r.weight for r, _ in active)
     earned = sum(r.weight for r, res in active if res.verdict == "pass")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 
 import pytest
@@ -10,6 +11,7 @@ from phases.evaluation import (
     SKIPPED_REASON,
     content_check,
     evaluate_rules,
+    executable_check,
     judged,
     score_results,
 )
@@ -163,3 +165,18 @@ async def test_no_shell_is_involved() -> None:
     rule = Rule(id="argv", check=RuleCheck(type="executable", command=command))
     ev = await evaluate([rule], allow_executable=True)
     assert ev.rule_results[0].verdict == "pass"
+
+
+def test_checks_that_ignore_their_input_pass_under_uvloop() -> None:
+    """Commands that exit without reading stdin, three at once as `evaluate` runs them, on the
+    loop `aeon` runs: feeding them through a pipe failed every time under uvloop."""
+    uvloop = pytest.importorskip("uvloop")
+    output = "the output\n" * 20_000  # more than a pipe holds: a writer would still be busy
+    commands = ["true", "test -f artifact.md", "grep -q output artifact.md"]
+
+    async def run_all() -> list[tuple[bool, str]]:
+        runs = [executable_check(c, output, 10.0) for c in commands for _ in range(3)]
+        return [(o.held, o.details) for o in await asyncio.gather(*runs)]
+
+    for held, details in uvloop.run(run_all()):
+        assert held, details
