@@ -2,7 +2,7 @@
 
 `aeon worker` runs on uvloop when it is installed (gateway.cli._run), so the reference consumers
 and the bench process do too: comparing a uvloop pipeline with default-loop references would
-flatter the pipeline by about 20 % of CPU (DESIGN.md, Performance notes).
+flatter the pipeline by about 20 % of CPU (docs/architecture.md, "Performance notes").
 """
 
 from __future__ import annotations

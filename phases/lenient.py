@@ -1,11 +1,12 @@
 """Cheap local repairs of a JSON reply, tried before the one repair call to the LLM.
 
-`validate_output` is the contract's strict reading (seed 000's extraction order; it raises, it
-never repairs). Real models miss it in small, mechanical ways that cost a whole LLM call to fix:
-trailing commas, single-quoted Python dicts, `True`/`None`, an unclosed fence, `"Moderate"` where
-the schema says `moderate`, `"add"` for `ADD`. This layer fixes exactly those, locally:
+`validate_output` is the contract's strict reading (docs/requirements.md, FR-013A..FR-013K: a
+fixed extraction order; it raises, it never repairs). Real models miss it in small, mechanical
+ways that cost a whole LLM call to fix: trailing commas, single-quoted Python dicts,
+`True`/`None`, an unclosed fence, `"Moderate"` where the schema says `moderate`, `"add"` for
+`ADD`. This layer fixes exactly those, locally:
 
-1. the JSON value: what the seed's extraction finds, else what `json-repair` makes of the reply
+1. the JSON value: what the strict extraction finds, else what `json-repair` makes of the reply
    (it parses lenient JSON and Python literals, and finds the object inside prose or fences);
 2. enum values folded to the schema's spelling when they match it ignoring case and white space.
 

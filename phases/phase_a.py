@@ -1,4 +1,6 @@
-"""Phase A: infer the TaskProfile and allocate the run's TTL (DESIGN.md, "The phases").
+"""Phase A: infer the TaskProfile and allocate the run's TTL.
+
+See docs/architecture.md, "A: task profile and TTL".
 
 A profile is only a judgement of effort, so a failed inference must not stop the run: the default
 profile stands in, `run.profile_is_default` says so, and a note says why.

@@ -362,7 +362,8 @@ def _nothing_left(
 async def issues_to_fix(
     session: LLMSession, run: RunState, plan: Plan, record: ExecutionPass
 ) -> str:
-    """Failed rules → the critique's issues (seed 004); otherwise the pass's own evidence."""
+    """Failed rules → the critique's issues (docs/requirements.md, CRITIQUE); else the pass's
+    own evidence."""
     ev = record.evaluation
     findings = [*ev.failed, *ev.warnings] if ev is not None else []
     if not (findings and evaluation.judged(run.rules, ev)):

@@ -1,4 +1,6 @@
-"""Phase E: answer synthesis for every LoopExited, whatever the reason (seed 000 FR-019..FR-041).
+"""Phase E: answer synthesis for every LoopExited, whatever the reason.
+
+The contract is docs/requirements.md, "Phase E: answer synthesis" (FR-019..FR-042).
 
 Every accepted request must end with exactly one FinalAnswer, so nothing here may raise:
 
@@ -16,7 +18,7 @@ Every accepted request must end with exactly one FinalAnswer, so nothing here ma
 
 Metadata always holds convergence_status, total_passes, total_refinements, ttl_remaining,
 missing_fields, degraded and reason, plus each upstream artifact present (FR-028's raw data).
-FinalAnswer never gets a field of its own beyond the seed's six (FR-026, FR-033).
+FinalAnswer never gets a field beyond its six (FR-026, FR-033).
 """
 
 from __future__ import annotations
@@ -127,7 +129,7 @@ NO_CONTEXT = ExitContext()
 async def execute_phase_e(
     phase_e_input: PhaseEInput, llm_adapter: LLMAdapter, prompt_registry: PromptRegistry
 ) -> FinalAnswer:
-    """The seed's Phase E (FR-021): a FinalAnswer for any input, never an exception.
+    """Phase E as a library call (FR-021): a FinalAnswer for any input, never an exception.
 
     Replies are memoised in a private DictMemo and usage is not reported; the bus handler uses
     `synthesize` with the run's shared memo and usage instead.
@@ -301,7 +303,7 @@ class Situation:
 
 
 def missing_fields(phase_e_input: PhaseEInput) -> tuple[str, ...]:
-    """Upstream artifacts that are absent or empty: an empty result is no result (seed 000)."""
+    """Upstream artifacts that are absent or empty: an empty result is no result (FR-025)."""
     return tuple(name for name in ARTIFACT_FIELDS if not getattr(phase_e_input, name, None))
 
 

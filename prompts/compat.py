@@ -1,4 +1,6 @@
-"""The few Pydantic calls `prompts/` needs, working under Pydantic 1.10 and 2.x (seed 001 FR-014).
+"""The few Pydantic calls `prompts/` needs, working under Pydantic 1.10 and 2.x.
+
+The contract is docs/requirements.md, FR-014 and FR-014A.
 
 `prompts/` is meant to be usable as a library on its own, including in code bases still on
 Pydantic 1, so every version-dependent call goes through here and nowhere else.

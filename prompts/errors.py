@@ -1,4 +1,4 @@
-"""Errors of the prompt subsystem (seed 001 "Exceptions")."""
+"""Errors of the prompt subsystem (docs/requirements.md, "Prompt API contract", Exceptions)."""
 
 from __future__ import annotations
 

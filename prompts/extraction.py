@@ -1,8 +1,10 @@
-"""Pulling the JSON value out of an LLM reply (seed 000 FR-013A..K), for `validate_output` only.
+"""Pulling the JSON value out of an LLM reply, for `validate_output` only.
+
+The contract is docs/requirements.md, FR-013A..FR-013K.
 
 Models wrap JSON in many ways: an adapter's `{"text": ...}` dict, a Markdown fence with or without
-a language tag, prose around the object, or nothing at all. The methods run in the seed's fixed
-order and the first that yields JSON wins, so the same reply always gives the same value:
+a language tag, prose around the object, or nothing at all. The methods run in the contract's
+fixed order and the first that yields JSON wins, so the same reply always gives the same value:
 
 1. `dict_text_key`: a dict reply must carry a string under "text"; that string is the candidate.
 2. `markdown_code_block`: the first complete fenced block (an unclosed fence does not count).
@@ -36,7 +38,7 @@ _DECODER = json.JSONDecoder()
 
 
 def extract_json(llm_response: str | Mapping[str, Any], prompt_id: object = None) -> Any:
-    """The first JSON value the seed's methods find in `llm_response`.
+    """The first JSON value the extraction methods find in `llm_response`.
 
     Raises JSONExtractionError, naming every method tried and the prompt, when none finds one.
     """

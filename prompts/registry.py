@@ -1,23 +1,24 @@
 """The prompt registry: every prompt Aeon sends, its typed input, and (for JSON prompts) its output.
 
-Seeds 000/001 are the contract: one PromptId per prompt, an input model for every prompt, an output
-model exactly for the JSON-producing ones, rendering by f-string field access on the validated
-input, and `validate_output` as the only place JSON is pulled out of an LLM reply. Everything
-lives in this one file (FR-008); prompt text lives here and in `templates/system/*.md` only.
+docs/requirements.md is the contract: one PromptId per prompt, an input model for every prompt,
+an output model exactly for the JSON-producing ones, rendering by f-string field access on the
+validated input, and `validate_output` as the only place JSON is pulled out of an LLM reply.
+Everything lives in this one file (FR-008); prompt text lives here and in `templates/system/*.md`
+only.
 
-Which prompts return JSON. Seed 000 lists PLAN_GENERATION_*, RECURSIVE_SUBPLAN_GENERATION_USER,
+Which prompts return JSON. FR-005 lists PLAN_GENERATION_*, RECURSIVE_SUBPLAN_GENERATION_USER,
 RECURSIVE_REFINEMENT_*, CONVERGENCE_ASSESSMENT_*, SUPERVISOR_REPAIR_JSON_USER and
-ANSWER_SYNTHESIS_*. Project decision beyond the seed: TASKPROFILE_INFERENCE_*,
+ANSWER_SYNTHESIS_*. Project decision beyond FR-005: TASKPROFILE_INFERENCE_*,
 TASKPROFILE_UPDATE_* (TaskProfileOutput), VALIDATION_SEMANTIC_* (SemanticValidationOutput) and
 RULE_CRITIQUE_* (CritiqueOutput) return JSON too, because the loop acts on their structure (TTL
 from the profile, issues to refine, critique issues tied to rules) and parsing prose for it would
 be a second, hidden extraction next to `validate_output`. Every other prompt (REASONING_STEP_*,
 RECURSIVE_PLAN_GENERATION_USER, SUPERVISOR_REPAIR_SYSTEM and the tool-call, plan and missing-tool
 repairs) is free-form and has no output model. A *_SYSTEM prompt carries the output model of the
-pair it frames, as the seed lists them.
+pair it frames, as FR-005 lists them.
 
 System prompts are files: `templates/system/<agent>-<phase>.md`, else `BASE-<phase>.md`
-(seed 003), so each model family can get its own wording without a code change.
+(docs/requirements.md, R3), so each model family can get its own wording without a code change.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from prompts.unified import TEMPLATES_DIR, load_system_template
 class PromptId(StrEnum):
     """Every prompt Aeon sends; the value is the name, so ids read the same in logs and keys."""
 
-    # Seed 000 FR-005.
+    # docs/requirements.md, FR-005.
     PLAN_GENERATION_SYSTEM = "PLAN_GENERATION_SYSTEM"
     PLAN_GENERATION_USER = "PLAN_GENERATION_USER"
     REASONING_STEP_SYSTEM = "REASONING_STEP_SYSTEM"
@@ -75,13 +76,13 @@ class PromptId(StrEnum):
     SUPERVISOR_REPAIR_MISSINGTOOL_USER = "SUPERVISOR_REPAIR_MISSINGTOOL_USER"
     ANSWER_SYNTHESIS_SYSTEM = "ANSWER_SYNTHESIS_SYSTEM"
     ANSWER_SYNTHESIS_USER = "ANSWER_SYNTHESIS_USER"
-    # What the C-loop needs beyond FR-005: seed 004's CRITIQUE step.
+    # What the C-loop needs beyond FR-005: the CRITIQUE step (docs/requirements.md).
     RULE_CRITIQUE_SYSTEM = "RULE_CRITIQUE_SYSTEM"
     RULE_CRITIQUE_USER = "RULE_CRITIQUE_USER"
 
 
 # --------------------------------------------------------------------------------------------
-# Base classes (seed 000 Key Entities).
+# Base classes (docs/requirements.md, "Prompt registry").
 # --------------------------------------------------------------------------------------------
 
 
@@ -202,7 +203,7 @@ class RecursiveSubplanInput(PromptInput):
 
 
 class AnswerSynthesisInput(PromptInput):
-    """What Phase E tells the model, derived from PhaseEInput (seed 000 FR-041)."""
+    """What Phase E tells the model, derived from PhaseEInput (docs/requirements.md, FR-041)."""
 
     request: str = Field(..., min_length=1)
     convergence_status: str
@@ -638,7 +639,7 @@ def _definitions() -> list[PromptDefinition]:
             PromptId.RULE_CRITIQUE_USER,
             CritiqueInput,
             CritiqueOutput,
-            "Phase C (seed 004 CRITIQUE): say how to fix the output for each failed rule.",
+            "Phase C (CRITIQUE): say how to fix the output for each failed rule.",
             "The output below failed some of the rules it is checked against. Say how to fix "
             "it.\n\n"
             "Request:\n{request}\n\n"
@@ -912,7 +913,7 @@ class PromptRegistry:
         llm_response: str | Mapping[str, Any],
         output_model: type[BaseModel] | None = None,
     ) -> BaseModel:
-        """The reply's JSON, extracted in seed 000's order and validated against the model.
+        """The reply's JSON, extracted in the contract's order (FR-013A..F) and validated.
 
         `output_model` defaults to the prompt's own; passing one validates a reply against
         another contract (a repaired reply against the original prompt's model). Raises

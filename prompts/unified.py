@@ -1,4 +1,6 @@
-"""Seed 003's UnifiedPrompt: every LLM call is system prompt + typed context + instructions as XML.
+"""UnifiedPrompt: every LLM call is system prompt + typed context + instructions as XML.
+
+The contract is docs/requirements.md, "Unified prompt" (R1..R5).
 
 Element structure of `to_xml()` (the one documented shape; tests pin it):
 
