@@ -7,10 +7,15 @@ the FinalAnswer and cleans up.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from e2e_support import Processes, child_env
+from e2e_support import Processes, child_env, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -56,3 +61,45 @@ def test_main_job_as_json_has_final_answer_on_top(
     assert data["status"] == "converged"
     assert data["degraded"] is False
     assert len(data["correlation_id"]) == 32
+
+
+def _embedded_server(ask) -> int:
+    """The pid of the redis-server `aeon ask` started, once it is serving."""
+
+    def child() -> int | None:
+        found = subprocess.run(
+            ["pgrep", "-P", str(ask.pid), "redis-server"], capture_output=True, text=True
+        ).stdout.split()
+        return int(found[0]) if found and "submitted" in ask.stderr else None
+
+    return wait_until(child, 20, "aeon ask to start its Redis and submit")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/status").read_text().find("State:\tZ") >= 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal")
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGKILL], ids=str)
+def test_the_embedded_redis_dies_with_aeon_ask_and_leaves_no_files(
+    procs: Processes, zero_config: dict[str, str], sig: signal.Signals
+) -> None:
+    slow = {**zero_config, "AEON_LLM_DELAY_MS": "2000"}  # still running when the signal comes
+    ask = procs.aeon(slow, "ask", MAIN_JOB)
+    server = _embedded_server(ask)
+    workdir = os.readlink(f"/proc/{server}/cwd")
+    assert workdir.endswith("(deleted)"), "the server's directory outlives it"
+
+    os.kill(ask.pid, sig)
+
+    code = ask.wait(20)
+    wait_until(lambda: _gone(server), 10, "the embedded redis-server to stop")
+    if sig != signal.SIGKILL:
+        assert code == 128 + sig, ask.tail()
+        assert "Traceback" not in ask.stderr
+    assert not Path(workdir.removesuffix(" (deleted)")).exists()
