@@ -51,6 +51,15 @@ FAST_BUS = {
     "AEON_RETRY_BACKOFF_S": "0.05",
     "AEON_SHUTDOWN_GRACE_S": "10",
 }
+#: A task profile the scripted LLM returns, so runs take a few passes of real work.
+SCRIPTED_PROFILE = {
+    "reasoning_depth": 3,
+    "information_sufficiency": 0.5,
+    "expected_tool_usage": "moderate",
+    "output_breadth": "moderate",
+    "confidence_requirement": "medium",
+    "raw_inference": "scripted for the end-to-end tests",
+}
 _STOPPED = re.compile(r"worker (\S+) stopped; events handled: (.*)$", re.MULTILINE)
 
 T = TypeVar("T")
@@ -367,3 +376,15 @@ def assert_answered_once(bus: Bus, cids: Sequence[str]) -> None:
     assert sorted(answers) == sorted(cids), "the answers stream is not one entry per request"
     missing = [cid for cid in cids if bus.stored_answer(cid) is None]
     assert not missing, f"no stored answer for {missing}"
+
+
+def scripted_llm(env: Mapping[str, str], folder: Path, delay_ms: int = 40) -> dict[str, str]:
+    """`env` with the scripted LLM (SCRIPTED_PROFILE, `delay_ms` a call), its script in `folder`."""
+    script = folder / "llm.json"
+    script.write_text(json.dumps({"TASKPROFILE_INFERENCE_USER": json.dumps(SCRIPTED_PROFILE)}))
+    return {
+        **env,
+        "AEON_LLM": "scripted",
+        "AEON_LLM_SCRIPT": str(script),
+        "AEON_LLM_DELAY_MS": str(delay_ms),
+    }

@@ -18,21 +18,13 @@ import re
 from pathlib import Path
 
 import pytest
-from e2e_support import Bus, Processes, Worker, assert_answered_once, wait_until
+from e2e_support import Bus, Processes, Worker, assert_answered_once, scripted_llm, wait_until
 
 pytestmark = pytest.mark.e2e
 
 REQUESTS = 40
 #: Answers already in when each kill happens: soon after submit, a third, two thirds.
 KILL_AFTER_ANSWERS = (0, REQUESTS // 3, 2 * REQUESTS // 3)
-PROFILE = {
-    "reasoning_depth": 3,
-    "information_sufficiency": 0.5,
-    "expected_tool_usage": "moderate",
-    "output_breadth": "moderate",
-    "confidence_requirement": "medium",
-    "raw_inference": "scripted for the chaos test",
-}
 _CLAIMED = re.compile(r"claimed (\d+) idle entries")
 
 
@@ -40,14 +32,7 @@ _CLAIMED = re.compile(r"claimed (\d+) idle entries")
 def test_killed_workers_lose_nothing_and_answer_nothing_twice(
     procs: Processes, bus: Bus, env: dict[str, str], tmp_path: Path
 ) -> None:
-    script = tmp_path / "llm.json"
-    script.write_text(json.dumps({"TASKPROFILE_INFERENCE_USER": json.dumps(PROFILE)}))
-    worker_env = {
-        **env,
-        "AEON_LLM": "scripted",
-        "AEON_LLM_SCRIPT": str(script),
-        "AEON_LLM_DELAY_MS": "40",
-    }
+    worker_env = scripted_llm(env, tmp_path)
 
     def start(name: str) -> Worker:
         return procs.worker(worker_env, "--concurrency", "4", name=name)

@@ -13,38 +13,21 @@ Either way: every request answered once, none degraded, no dead letter, nothing 
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import pytest
-from e2e_support import Bus, Processes, Worker, assert_answered_once, wait_until
+from e2e_support import Bus, Processes, Worker, assert_answered_once, scripted_llm, wait_until
 
 pytestmark = pytest.mark.e2e
 
 REQUESTS = 16
-PROFILE = {
-    "reasoning_depth": 3,
-    "information_sufficiency": 0.5,
-    "expected_tool_usage": "moderate",
-    "output_breadth": "moderate",
-    "confidence_requirement": "medium",
-    "raw_inference": "scripted for the recovery tests",
-}
 #: The user's settings of the issue that found the bug: claim idle well under the lease.
 USER_RECOVERY = {"AEON_CLAIM_IDLE_MS": "1500", "AEON_LOCK_LEASE_MS": "30000"}
 
 
 def worker_env(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
-    script = tmp_path / "llm.json"
-    script.write_text(json.dumps({"TASKPROFILE_INFERENCE_USER": json.dumps(PROFILE)}))
-    return {
-        **env,
-        **USER_RECOVERY,
-        "AEON_LLM": "scripted",
-        "AEON_LLM_SCRIPT": str(script),
-        "AEON_LLM_DELAY_MS": "40",
-    }
+    return {**scripted_llm(env, tmp_path), **USER_RECOVERY}
 
 
 def assert_all_answered_well(procs: Processes, bus: Bus, gateway_exit: int, gateway) -> None:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import ClassVar
 
 import pytest
@@ -115,6 +116,33 @@ async def wait_for_len(redis: Redis, key: str, n: int, timeout: float = 10.0) ->
 async def pending_count(redis: Redis, settings: BusSettings) -> int:
     info = await redis.xpending(f"{settings.prefix}:in", "phase-t")
     return info["pending"]
+
+
+async def _no_pending(redis: Redis, settings: BusSettings) -> bool:
+    return await pending_count(redis, settings) == 0
+
+
+async def eventually(check: Callable[[], Awaitable[bool] | bool], timeout: float = 10.0) -> None:
+    """Wait until `check()` holds (it may be async); fail the test if it never does."""
+    for _ in range(int(timeout / 0.05)):
+        outcome = check()
+        if await outcome if inspect.isawaitable(outcome) else outcome:
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail(f"still not true after {timeout:g} s: {check}")
+
+
+class Held:
+    """A handler that records each event and holds it until released."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+        self.release = asyncio.Event()
+
+    async def __call__(self, event: Ping) -> list[Pong]:
+        self.calls.append(event.n)
+        await self.release.wait()
+        return pong_of(event)
 
 
 async def test_every_event_handled_once_and_acked(redis: Redis, settings: BusSettings) -> None:
@@ -244,10 +272,7 @@ async def hang_until_killed(redis: Redis, settings: BusSettings, name: str, star
     running = Running(redis, settings.with_(consumer_name=name), route(handle))
     await running.__aenter__()
     count = len(started)
-    for _ in range(200):
-        if len(started) > count:
-            break
-        await asyncio.sleep(0.05)
+    await eventually(lambda: len(started) > count)
     await kill(running)
 
 
@@ -296,32 +321,20 @@ async def test_claims_of_a_busy_entry_spend_no_attempts(
     """A duplicate entry whose event a live consumer is handling is claimed again and again
     while it waits; none of those claims is an attempt, so it is not dead-lettered."""
     settings = settings.with_(max_deliveries=1)
-    release = asyncio.Event()
-    calls: list[int] = []
-
-    async def slow(event: Ping) -> list[Pong]:
-        calls.append(event.n)
-        await release.wait()
-        return pong_of(event)
+    slow = Held()
 
     event = ping(3)
     holder = settings.with_(concurrency=1)  # busy with the first copy, it reads no other
     other = settings.with_(consumer_name=f"{settings.consumer_name}-2")
     async with Running(redis, holder, route(slow)), Running(redis, other, route(slow)):
         await publish(redis, settings, event)
-        for _ in range(100):
-            if calls:
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: slow.calls)
         await publish(redis, settings, event)  # the same event again: a duplicate entry
         await asyncio.sleep(2.0)  # about seven claim-idle periods
-        release.set()
+        slow.release.set()
         await wait_for_len(redis, f"{settings.prefix}:out", 1)
-        for _ in range(100):
-            if await pending_count(redis, settings) == 0:
-                break
-            await asyncio.sleep(0.1)
-    assert calls == [3]
+        await eventually(lambda: _no_pending(redis, settings))
+    assert slow.calls == [3]
     assert await redis.xlen(f"{settings.prefix}:dead-letter") == 0
     assert await pending_count(redis, settings) == 0
 
@@ -425,29 +438,19 @@ async def test_work_waits_while_redis_refuses_writes(
     """Out of memory for seven claim-idle periods: handlers finish and their commits wait,
     new entries are not read or claimed, nothing is dead-lettered or handled twice; the worker
     says once that Redis refuses writes and once that it takes them again."""
-    release = asyncio.Event()
-    calls: list[int] = []
-
-    async def handle(event: Ping) -> list[Pong]:
-        calls.append(event.n)
-        await release.wait()
-        return pong_of(event)
-
+    handle = Held()
     await publish(redis, settings, ping(1), ping(2))
     with caplog.at_level(logging.INFO, logger="aeon.bus"):
         async with Running(redis, settings, route(handle)):
-            for _ in range(100):
-                if len(calls) == 2:
-                    break
-                await asyncio.sleep(0.05)
+            await eventually(lambda: len(handle.calls) == 2)
             async with out_of_memory(redis):
-                release.set()
+                handle.release.set()
                 await asyncio.sleep(2.0)
                 assert await redis.xlen(f"{settings.prefix}:out") == 0
                 assert await redis.xlen(f"{settings.prefix}:dead-letter") == 0
             await redis.xadd(f"{settings.prefix}:in", encode(ping(3)))
             await wait_for_len(redis, f"{settings.prefix}:out", 3)
-    assert sorted(calls) == [1, 2, 3]
+    assert sorted(handle.calls) == [1, 2, 3]
     assert await redis.xlen(f"{settings.prefix}:dead-letter") == 0
     assert await pending_count(redis, settings) == 0
     said = [r.getMessage() for r in caplog.records]
