@@ -25,7 +25,7 @@ from bus.codec import Routable, encode
 from bus.deadletter import DeadLetter
 from bus.keys import ANSWERS, Keys, LockState
 from bus.settings import BusSettings
-from bus.writes import WriteGate, refuses_writes
+from bus.writes import WriteGate, refuses_writes, said
 
 log = logging.getLogger("aeon.bus")
 
@@ -140,7 +140,13 @@ class Committer:
                     _settle(batch, error)
                     log.error("%d commits not sent at shutdown; entries stay pending", len(batch))
                     return
-                if isinstance(error, WriteRefused) and refuses_writes(error.first):
+                if isinstance(error, WriteRefused) and not refuses_writes(error.first):
+                    # Not an outage (a wrong key type, no permission): a retry would fail the
+                    # same way and hold up every later commit. The entries stay pending.
+                    log.error("commit refused for good (%s); its entries stay pending", said(error))
+                    _settle(batch, error)
+                    return
+                if isinstance(error, WriteRefused):
                     self.gate.refused(error.first)  # says so once, not once per retry
                 elif delay == 0.1:
                     log.warning("commit failed (%s); retrying until it is sent", error)
@@ -151,7 +157,8 @@ class Committer:
                 log.exception("commit failed for good; its entries stay pending")
                 _settle(batch, error)
                 return
-            self.gate.accepted()
+            if memos or any(item.encoded or item.dead or item.lock_key for item in batch):
+                self.gate.accepted()  # a batch of acks alone says nothing: XACK needs no memory
             _settle(batch, None)
             return
 

@@ -49,7 +49,7 @@ from bus.commit import Commit, Committer
 from bus.deadletter import DeadLetter
 from bus.keys import Keys, LockState
 from bus.settings import BusSettings
-from bus.writes import refuses_writes
+from bus.writes import refuses_writes, said
 
 log = logging.getLogger("aeon.bus")
 
@@ -62,6 +62,13 @@ GiveUp = Callable[[DeadLetter], Sequence[Routable]]
 _TRANSIENT = (RedisConnectionError, RedisTimeoutError, OSError)
 #: How often a loop held back by refused writes looks again.
 _WRITES_POLL_S = 0.5
+
+#: Extend a lock only while it is this consumer's: never shorten a "done" mark to a lease.
+#: PEXPIRE, unlike SET, is allowed while Redis refuses writes. KEYS: lock. ARGV: me, lease ms.
+_EXTEND = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
 
 #: Lock a claimed entry's event, taking it over from the consumer it was claimed from (or
 #: from this one). KEYS: the lock. ARGV: me, claimed-from, lease ms. Returns a LockState.
@@ -190,6 +197,8 @@ class Consumer:
                 continue
             if not self._gate.is_open:  # entries read now could only wait in flight
                 await self._sleep(_WRITES_POLL_S)
+                with contextlib.suppress(ResponseError, *_TRANSIENT):
+                    await self._gate.probe(self._redis, self._keys.write_probe)
                 continue
             try:
                 reply = await self._redis.xreadgroup(
@@ -240,14 +249,17 @@ class Consumer:
                     events.append((delivery, self._decode(delivery)))
                     _forget_body(delivery)
                 except DecodeError as error:
-                    rejects.append(self._give_up(delivery, None, f"undecodable: {error}", None))
+                    rejects.append((delivery, f"undecodable: {error}"))
             owned = await self._acquire_patiently(events)
-            work = (*rejects, *(self._process(d, e, st) for d, e, st in owned))
+            work = (
+                *(self._give_up(d, None, reason, None) for d, reason in rejects),
+                *(self._process(d, e, st) for d, e, st in owned),
+            )
             for outcome in await asyncio.gather(*work, return_exceptions=True):
                 if isinstance(outcome, Exception):
                     log.warning("%s: left pending for a retry: %s", self._group, outcome)
         except Exception as error:  # a bug or an outage: the entries stay pending, not lost
-            log.warning("%s: %d entries left pending: %s", self._group, len(batch), error)
+            log.warning("%s: %d entries left pending: %s", self._group, len(batch), said(error))
         finally:
             for delivery in batch:
                 self._in_flight.pop(delivery.entry_id, None)
@@ -289,7 +301,8 @@ class Consumer:
                 await backoff.wait(f"{self._group}: locking refused", error, quiet=True)
             else:
                 backoff.reset()
-                self._gate.accepted()
+                if _wrote(owned):
+                    self._gate.accepted()
                 return owned
             if self._stopping.is_set():
                 await self._not_attempts([delivery for delivery, _ in events])
@@ -304,8 +317,11 @@ class Consumer:
         settings = self._settings
         pipe = self._redis.pipeline(transaction=False)
         me = settings.consumer_name.encode()
+        mine = set(self._locks.values())  # events this consumer is handling right now
         for delivery, event in events:
             key = self._keys.lock(self._group, event.event_id)
+            if key in mine:
+                continue  # another entry of an event in hand here: BUSY, no question to ask
             if delivery.claimed_from is None:
                 pipe.set(key, me, nx=True, px=settings.lock_lease_ms)
                 pipe.get(key)
@@ -314,9 +330,13 @@ class Consumer:
         replies = iter(await pipe.execute())
         owned = []
         for delivery, event in events:
-            if delivery.claimed_from is None:
+            if self._keys.lock(self._group, event.event_id) in mine:
+                state = LockState.BUSY
+            elif delivery.claimed_from is None:
                 took, holder = next(replies), next(replies)
-                state = LockState.MINE if took else _held(holder)
+                # Held by this consumer yet not in hand: left by a locking round trip that
+                # failed half-way, and retried now.
+                state = LockState.MINE if took or holder == me else _held(holder)
             else:
                 state = LockState(next(replies).decode())
             owned.append((delivery, event, state))
@@ -362,21 +382,23 @@ class Consumer:
             delivery.deliveries -= 1  # this one is not an attempt: the dead letter counts those
             await self._give_up(delivery, await self._reload(delivery) or event, reason, lock_key)
             return
-        self._locks[delivery.entry_id] = lock_key
+        self._locks[delivery.entry_id] = lock_key  # held until committed, however long that takes
         try:
             outputs, error = await self._handle_with_retries(delivery, event)
+            if error:
+                reason = f"handler failed {self._settings.handler_attempts} times: {error}"
+                event = await self._reload(delivery) or event
+                await self._give_up(delivery, event, reason, lock_key)
+                return
+            try:
+                await self._commit(delivery, outputs, lock_key)
+            except ValueError as error:  # an output that cannot be encoded
+                reason = f"an output of the handler cannot be stored: {error}"
+                event = await self._reload(delivery) or event
+                await self._give_up(delivery, event, reason, lock_key)
+                return
         finally:
             self._locks.pop(delivery.entry_id, None)
-        if error:
-            reason = f"handler failed {self._settings.handler_attempts} times: {error}"
-            await self._give_up(delivery, await self._reload(delivery) or event, reason, lock_key)
-            return
-        try:
-            await self._commit(delivery, outputs, lock_key)
-        except ValueError as error:  # an output that cannot be encoded
-            reason = f"an output of the handler cannot be stored: {error}"
-            await self._give_up(delivery, await self._reload(delivery) or event, reason, lock_key)
-            return
         self.handled += 1
 
     async def _handle_with_retries(
@@ -557,13 +579,20 @@ class Consumer:
             list(self._in_flight),
             justid=True,
         )
+        me = self._settings.consumer_name
         for lock_key in list(self._locks.values()):
-            pipe.pexpire(lock_key, self._settings.lock_lease_ms)
+            pipe.eval(_EXTEND, 1, lock_key, me, self._settings.lock_lease_ms)
         await pipe.execute()
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
+
+
+def _wrote(owned: list[tuple[Delivery, Any, LockState]]) -> bool:
+    """Whether locking these wrote anything (a first delivery's SET, or a takeover): only
+    then does its success say that Redis takes writes again."""
+    return any(d.claimed_from is None or state is LockState.MINE for d, _, state in owned)
 
 
 def _held(holder: bytes | None) -> LockState:
@@ -583,15 +612,17 @@ class _Backoff:
 
     def __init__(self) -> None:
         self._delay = 0.0
+        self._announced = False
 
     async def wait(self, what: str, error: BaseException, quiet: bool = False) -> None:
         """Sleep before the next try; `quiet` when the outage was announced elsewhere."""
         if self._delay == 0.0 and not quiet:
             log.warning("%s (%s); retrying until Redis answers", what, type(error).__name__)
+            self._announced = True
         self._delay = min(max(self._delay * 2, 0.1), 5.0)
         await asyncio.sleep(self._delay)
 
     def reset(self) -> None:
-        if self._delay:
+        if self._announced:
             log.info("Redis answers again")
-        self._delay = 0.0
+        self._delay, self._announced = 0.0, False

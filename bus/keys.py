@@ -48,5 +48,10 @@ class Keys:
         return f"{self.prefix}:memo:{key}"
 
     @property
+    def write_probe(self) -> str:
+        """A key written, and expired at once, to learn whether Redis takes writes again."""
+        return f"{self.prefix}:write-probe"
+
+    @property
     def dead_letter(self) -> str:
         return self.stream("dead-letter")

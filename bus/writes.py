@@ -14,44 +14,59 @@ the requests would end as dead letters once memory came back. Instead, one gate 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
+from redis.asyncio import Redis
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError
 
 log = logging.getLogger("aeon.bus")
+
+
+#: How Redis words a refused write, wherever redis-py puts it: a reply of its own (`OOM ...`,
+#: `READONLY ...`), inside a pipeline's "Command # N ... caused error", or inside a script's
+#: error on Redis 6 ("Error running script ... -OOM ...").
+_REFUSALS = ("when used memory > 'maxmemory'", "READONLY", "read only replica", "MISCONF")
 
 
 def refuses_writes(error: BaseException) -> bool:
     """Whether `error` is Redis refusing a write it would take once its trouble is over."""
     if isinstance(error, (OutOfMemoryError, ReadOnlyError)):
         return True
-    return isinstance(error, ResponseError) and str(error).startswith("MISCONF")
+    return isinstance(error, ResponseError) and any(words in str(error) for words in _REFUSALS)
+
+
+def said(error: BaseException) -> str:
+    """What Redis said, without redis-py's pipeline preamble (which quotes whole scripts)."""
+    text = str(error).split("caused error: ")[-1].strip("()'\" ")
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 class WriteGate:
     def __init__(self) -> None:
-        self._open = asyncio.Event()
-        self._open.set()
-
-    @property
-    def is_open(self) -> bool:
-        return self._open.is_set()
+        self.is_open = True
 
     def refused(self, error: BaseException) -> None:
-        if self._open.is_set():
-            self._open.clear()
-            said = str(error).splitlines()[0] if str(error) else type(error).__name__
+        if self.is_open:
+            self.is_open = False
             log.warning(
                 "Redis refuses writes (%s); work waits and nothing is given up until it "
                 "accepts them again",
-                said,
+                said(error),
             )
 
     def accepted(self) -> None:
-        if not self._open.is_set():
-            self._open.set()
+        """Call only after a write that needs free memory (SET, XADD) went through."""
+        if not self.is_open:
+            self.is_open = True
             log.warning("Redis accepts writes again; work goes on")
 
-    async def wait_open(self) -> None:
-        await self._open.wait()
+    async def probe(self, redis: Redis, key: str) -> None:
+        """While closed, try one small write, so the gate opens even when nothing else in
+        this process is waiting to write (the probe expires at once)."""
+        try:
+            await redis.set(key, b"1", px=1000)
+        except ResponseError as error:
+            if refuses_writes(error):
+                return
+            raise
+        self.accepted()

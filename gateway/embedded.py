@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 from bus.connection import connect
@@ -21,6 +22,8 @@ from bus.settings import BusSettings
 from llm.base import LLMAdapter
 from phases.deps import LoopSettings
 from phases.worker import PHASES, make_worker
+
+log = logging.getLogger("aeon")
 
 
 @contextlib.asynccontextmanager
@@ -43,7 +46,9 @@ async def embedded_pipeline(
             raise
         finally:
             worker.stop()
-            await asyncio.gather(running, return_exceptions=True)
+            (ended,) = await asyncio.gather(running, return_exceptions=True)
             await redis.aclose()
+            if isinstance(ended, Exception):  # say why the answer never came
+                log.error("the embedded workers stopped: %s", ended)
     finally:
         server.close()

@@ -21,7 +21,7 @@ from e2e_support import Bus, Processes, Worker, assert_answered_once, scripted_l
 
 pytestmark = pytest.mark.e2e
 
-REQUESTS = 16
+REQUESTS = 24
 #: The user's settings of the issue that found the bug: claim idle well under the lease.
 USER_RECOVERY = {"AEON_CLAIM_IDLE_MS": "1500", "AEON_LOCK_LEASE_MS": "30000"}
 
@@ -55,7 +55,7 @@ def test_kills_with_claim_idle_shorter_than_the_lease_redo_the_work(
     victim = procs.worker(wenv, "--concurrency", "4", name="victim")
     gateway = procs.gateway(env, REQUESTS, timeout=120)
     wait_until(lambda: len(gateway.submitted()) == REQUESTS, 20, "the burst to be submitted")
-    for threshold in (0, REQUESTS // 3, 2 * REQUESTS // 3):
+    for threshold in (0, REQUESTS // 4, REQUESTS // 2):  # kills while work is left
         wait_until(lambda t=threshold: len(bus.answer_cids()) >= t, 90, f"{threshold} answers")
         wait_until(lambda v=victim: bus.pending(v.consumer), 15, "the victim to hold entries")
         victim.kill()
