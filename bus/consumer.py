@@ -318,8 +318,8 @@ class Consumer:
         pipe = self._redis.pipeline(transaction=False)
         me = settings.consumer_name.encode()
         mine = set(self._locks.values())  # events this consumer is handling right now
-        for delivery, event in events:
-            key = self._keys.lock(self._group, event.event_id)
+        keys = [self._keys.lock(self._group, event.event_id) for _, event in events]
+        for (delivery, _), key in zip(events, keys, strict=True):
             if key in mine:
                 continue  # another entry of an event in hand here: BUSY, no question to ask
             if delivery.claimed_from is None:
@@ -329,8 +329,8 @@ class Consumer:
                 pipe.eval(_TAKE_OVER, 1, key, me, delivery.claimed_from, settings.lock_lease_ms)
         replies = iter(await pipe.execute())
         owned = []
-        for delivery, event in events:
-            if self._keys.lock(self._group, event.event_id) in mine:
+        for (delivery, event), key in zip(events, keys, strict=True):
+            if key in mine:
                 state = LockState.BUSY
             elif delivery.claimed_from is None:
                 took, holder = next(replies), next(replies)

@@ -124,7 +124,9 @@ async def ask(args: argparse.Namespace) -> int:
     request = check_request(args.request)
     rules = load_rules(args.rules) if args.rules else []
     settings: BusSettings = args.settings
-    signals = _cancel_on_signals()
+    # Cancelling tears down everything the command started, the embedded Redis included.
+    task = asyncio.current_task()
+    signals = _on_signals(task.cancel if task else lambda: None)
     try:
         if settings.redis_url:
             return await _ask_on(settings, request, rules, args)
@@ -192,23 +194,6 @@ def _status(line: str) -> None:
     print(f"aeon: {line}", file=sys.stderr, flush=True)
 
 
-def _cancel_on_signals() -> list[int]:
-    """SIGTERM/SIGINT cancel the running command, so everything it started is torn down
-    (the embedded Redis and its directory included); returns the signals received."""
-    main = asyncio.current_task()
-    received: list[int] = []
-
-    def on_signal(number: int) -> None:
-        received.append(number)
-        if main is not None:
-            main.cancel()
-
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal, sig)
-    return received
-
-
 # -- worker ---------------------------------------------------------------------------------
 
 
@@ -225,7 +210,7 @@ async def worker(args: argparse.Namespace) -> int:
         await redis.ping()
         running = make_worker(redis, settings, llm, phases, args.loop)
         tune_gc()
-        _stop_on_signals(running.stop)
+        _on_signals(running.stop)  # first: drain and exit
         try:
             await running.run()
         except asyncio.CancelledError:
@@ -238,21 +223,23 @@ async def worker(args: argparse.Namespace) -> int:
         await redis.aclose()
 
 
-def _stop_on_signals(stop: Callable[[], None]) -> None:
-    """First SIGTERM/SIGINT: drain and exit. A second one: exit now (Redis may be down)."""
+def _on_signals(first: Callable[[], None]) -> list[int]:
+    """SIGTERM/SIGINT: the first calls `first`, a later one cancels the command now (Redis
+    may be down). Returns the signals received, in order."""
     main = asyncio.current_task()
-    signals: list[int] = []
+    received: list[int] = []
 
     def on_signal(number: int) -> None:
-        signals.append(number)
-        if len(signals) == 1:
-            stop()
+        received.append(number)
+        if len(received) == 1:
+            first()
         elif main is not None:
             main.cancel()
 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
+    return received
 
 
 # -- parser ---------------------------------------------------------------------------------
