@@ -68,7 +68,7 @@ async def _run(
     url: str, pid: int | None, source: str, profile: Profile, only: list[str], log_dir: Path
 ) -> dict[str, Any]:
     started = time.perf_counter()
-    redis = connect(BusSettings(redis_url=url))
+    redis = await connect(BusSettings(redis_url=url))
     try:
         info = await redis.info("server")
         ctx = BenchContext(url, pid, profile, log_dir, redis)

@@ -57,15 +57,16 @@ class ReferenceGateway:
     """Runs through a reference chain: XADD into hop 0, wait for the cid on the final stream."""
 
     def __init__(self, redis_url: str, spec: ChainSpec) -> None:
-        # The same pool as AeonClient's, so the two gateways differ only in what they do.
-        self._redis = connect(BusSettings(redis_url=redis_url), consumers=2)
+        self._url = redis_url
         self._spec = spec
         self._waiters: dict[bytes, asyncio.Future[None]] = {}
         self._reader: asyncio.Task[None] | None = None
         self._closing = False
 
     async def __aenter__(self) -> Self:
-        start = await stream_id_now(self._redis)
+        # The same pool as AeonClient's, so the two gateways differ only in what they do.
+        self._redis = await connect(BusSettings(redis_url=self._url), consumers=1)
+        start = await stream_id_now(self._redis, self._spec.stream(self._spec.hops))
         self._reader = asyncio.create_task(self._follow(start))
         return self
 

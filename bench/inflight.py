@@ -41,7 +41,7 @@ class InFlightSampler:
     async def sample(self) -> int:
         pipe = self._redis.pipeline(transaction=False)
         for phase, stream in PHASE_STREAMS.items():
-            pipe.xpending(self._keys.stream(stream), self._keys.group(phase))
+            pipe.xpending(self._keys.stream(stream, 0), self._keys.group(phase))
         replies = await pipe.execute()
         return sum(reply["pending"] for reply in replies)
 

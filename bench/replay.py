@@ -79,7 +79,7 @@ def read_chain(path: Path) -> list[tuple[str, bytes]]:
 async def serve(chain_file: Path) -> None:
     """Serve every phase group with replaying handlers until SIGTERM, like `aeon worker`."""
     settings = BusSettings.from_env()
-    redis = connect(settings, consumers=len(PHASE_ROUTES))
+    redis = await connect(settings, consumers=len(PHASE_ROUTES) * settings.shards)
     try:
         worker = BusWorker(redis, settings)
         worker.add(replay_routes(load_successors(read_chain(chain_file))))

@@ -63,11 +63,11 @@ async def measure_traffic(redis: Redis, prefix: str, runs: int, sample: int = 20
     keys = Keys(prefix)
     consumed = 0
     for stream in CONSUMED_STREAMS:
-        consumed += await redis.xlen(keys.stream(stream))
+        consumed += await redis.xlen(keys.stream(stream, 0))
     events: dict[str, list[tuple[str, str | None, str, bytes]]] = defaultdict(list)
     for stream in ALL_STREAMS:
         # Each run leaves at most a few entries per stream; this bounds the read to the sample.
-        for _entry_id, fields in await redis.xrange(keys.stream(stream), count=4 * sample):
+        for _entry_id, fields in await redis.xrange(keys.stream(stream, 0), count=4 * sample):
             body = fields[b"body"]
             head = orjson.loads(body)
             events[head["correlation_id"]].append(

@@ -15,13 +15,10 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-
-from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from typing import Any
 
 from bus.codec import Routable, encode
+from bus.connection import TRANSIENT, RedisClient
 from bus.deadletter import DeadLetter
 from bus.keys import ANSWERS, Keys, LockState
 from bus.settings import BusSettings
@@ -30,7 +27,7 @@ from bus.writes import WriteGate, refuses_writes, said
 log = logging.getLogger("aeon.bus")
 
 #: One FinalAnswer per run, even if two exits reach Phase E: the answer key is set only if absent,
-#: and the answers stream gets the entry only then. Both keys share the {answers} hash tag.
+#: and the answers stream gets the entry only then. Both keys are in the run's shard (bus.keys).
 _PUBLISH_ANSWER = """
 if redis.call('SET', KEYS[2], ARGV[3], 'NX', 'EX', ARGV[4]) then
   return redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[5], '*',
@@ -59,6 +56,8 @@ def _settle(batch: list[Commit], error: BaseException | None) -> None:
 
 @dataclass(slots=True)
 class Commit:
+    #: The shard of the entry being committed: its dead letter goes to that shard's stream.
+    shard: int
     stream_key: str
     group: str
     entry_id: bytes
@@ -72,7 +71,7 @@ class Commit:
 
 
 class Committer:
-    def __init__(self, redis: Redis, keys: Keys, settings: BusSettings) -> None:
+    def __init__(self, redis: RedisClient, keys: Keys, settings: BusSettings) -> None:
         self._redis = redis
         self._keys = keys
         self._settings = settings
@@ -135,7 +134,7 @@ class Committer:
         while True:
             try:
                 await self._flush(batch, memos)
-            except (RedisConnectionError, RedisTimeoutError, OSError, WriteRefused) as error:
+            except (*TRANSIENT, WriteRefused) as error:
                 if self._closed and time.monotonic() - started > self._settings.shutdown_grace_s:
                     _settle(batch, error)
                     log.error("%d commits not sent at shutdown; entries stay pending", len(batch))
@@ -174,7 +173,7 @@ class Committer:
             if item.dead is not None:
                 dead_letters.append((item, len(pipe)))
                 pipe.xadd(
-                    self._keys.dead_letter,
+                    self._keys.dead_letter(item.shard),
                     item.dead.to_fields(),
                     maxlen=settings.stream_maxlen,
                     approximate=True,
@@ -186,21 +185,26 @@ class Committer:
         # on an XADD) means outputs were not stored, so the whole batch is sent again: the
         # outputs' deterministic ids let consumers drop what the first attempt did store.
         replies = await pipe.execute(raise_on_error=False)
+        for reply in replies:  # on a cluster, one node's trouble comes back as its replies
+            if isinstance(reply, TRANSIENT):
+                raise reply
         refused = [r for r in replies if isinstance(r, Exception) and "NOGROUP" not in str(r)]
         if refused:
             raise WriteRefused(refused)
         for item, index in dead_letters:
             item.dead_id = replies[index].decode()
 
-    def _publish(self, pipe: Pipeline, stream: str, fields: dict[str, bytes]) -> None:
+    def _publish(self, pipe: Any, stream: str, fields: dict[str, bytes]) -> None:
+        """Queue one output on `pipe` (a pipeline of either client), in its run's shard."""
+        correlation_id = fields["cid"].decode()
         if stream == ANSWERS:
             # EVAL, not EVALSHA: a pipeline with registered scripts costs a SCRIPT EXISTS round
             # trip per flush, while Redis caches the compiled script by its text anyway.
             pipe.eval(
                 _PUBLISH_ANSWER,
                 2,
-                self._keys.stream(ANSWERS),
-                self._keys.answer(fields["cid"].decode()),
+                self._keys.stream_of(ANSWERS, correlation_id),
+                self._keys.answer(correlation_id),
                 fields["type"],
                 fields["cid"],
                 fields["body"],
@@ -209,7 +213,7 @@ class Committer:
             )
         else:
             pipe.xadd(
-                self._keys.stream(stream),
+                self._keys.stream_of(stream, correlation_id),
                 fields,
                 maxlen=self._settings.stream_maxlen,
                 approximate=True,

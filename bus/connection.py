@@ -1,7 +1,14 @@
 """One Redis client per process, shared by every consumer, the committer and the memo.
 
-A bounded, blocking pool: a thousand runs in flight must not mean a thousand sockets. The URL
-may be redis://, rediss:// (TLS) or unix://, with a password; it is never logged unredacted.
+The URL may be redis://, rediss:// (TLS) or unix://, with a password; it is never logged
+unredacted. It may name one server or any node of a Redis Cluster: `AEON_REDIS_CLUSTER=auto`
+asks the server (`INFO cluster`) and builds redis-py's cluster client when it is one, which
+learns the other nodes and routes each command, and each pipeline's commands, to the node
+owning their keys' slot (bus.keys keeps every multi-key command in one slot).
+
+On one server: a bounded, blocking pool, so a thousand runs in flight do not mean a thousand
+sockets. On a cluster, redis-py keeps a pool per node that opens a connection per concurrent
+command; what bounds it is what bounds commands: the consumers' concurrency.
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ import socket
 from typing import Any
 
 import hiredis
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, Redis, RedisCluster
 from redis.asyncio.connection import (
     AbstractConnection,
     Connection,
@@ -18,9 +25,33 @@ from redis.asyncio.connection import (
     UnixDomainSocketConnection,
     parse_url,
 )
-from redis.exceptions import DataError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    DataError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from bus.settings import BusSettings
+from bus.settings import BusSettings, redact
+from config import SettingsError
+
+#: A client for one server or for a cluster: the commands Aeon sends are the same on both.
+RedisClient = Redis | RedisCluster
+
+#: Errors that pass once Redis is back, or once a cluster has settled after a failover (a slot
+#: without a master, a redirection redis-py gave up following): wait and try again.
+TRANSIENT: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    OSError,
+    ClusterDownError,
+    TryAgainError,
+    AskError,
+    SlotNotCoveredError,
+)
 
 #: Blocking reads hold a connection each (one per consumer); the rest serve commands.
 _SPARE_CONNECTIONS = 32
@@ -77,24 +108,78 @@ _FAST: dict[type[AbstractConnection], type[AbstractConnection]] = {
 }
 
 
-def connect(settings: BusSettings, url: str | None = None, consumers: int = 0) -> Redis:
-    """A client for `url` (default: the settings' URL) sized for `consumers` blocking readers."""
+async def connect(settings: BusSettings, url: str | None = None, consumers: int = 0) -> RedisClient:
+    """A client for `url` (default: the settings' URL) sized for `consumers` blocking readers:
+    a cluster client when the server is part of a cluster (or AEON_REDIS_CLUSTER says so)."""
     target = url or settings.redis_url
     if not target:
         raise ValueError("no Redis URL: set AEON_REDIS_URL (or let `aeon ask` embed one)")
-    options: dict[str, Any] = {
-        "max_connections": 2 * consumers + _SPARE_CONNECTIONS,
-        "timeout": None,
-        "health_check_interval": 30,
-        "socket_connect_timeout": 5.0,
-    }
-    options.update(parse_url(target))  # as BlockingConnectionPool.from_url: the URL's win
-    scheme_class = options.pop("connection_class", Connection)
-    if scheme_class is not UnixDomainSocketConnection:  # a socket file has no TCP options
+    options = _options(target)
+    socket_file = options.get("connection_class") is UnixDomainSocketConnection
+    if socket_file or settings.redis_cluster == "no":  # a cluster is reached over TCP only
+        return _standalone(options, consumers)
+    if settings.redis_cluster == "auto":
+        client = _standalone(options, consumers)
+        try:
+            enabled = (await client.info("cluster")).get("cluster_enabled")
+        except BaseException:
+            await client.aclose()
+            raise
+        if not enabled:
+            return client
+        await client.aclose()
+    if options.get("db"):
+        raise SettingsError(
+            f"AEON_REDIS_URL={redact(target)!r}: names a node of a Redis Cluster, which has only "
+            "database 0; drop the /N"
+        )
+    return await _cluster(options)
+
+
+def _options(url: str) -> dict[str, Any]:
+    options: dict[str, Any] = {"health_check_interval": 30, "socket_connect_timeout": 5.0}
+    options.update(parse_url(url))  # as BlockingConnectionPool.from_url: the URL's win
+    if options.get("connection_class") is not UnixDomainSocketConnection:
         # No socket_timeout: redis-py then wraps every read in asyncio.timeout and every send
         # in wait_for (a Task per command, ~15% of a worker's CPU, and on 3.11 a wait_for that
         # can swallow a cancellation). A dead peer is detected by TCP keepalive instead.
+        # A socket file has no TCP options.
         options.setdefault("socket_keepalive", True)
         options.setdefault("socket_keepalive_options", _KEEPALIVE)
-    pool = BlockingConnectionPool(connection_class=_FAST.get(scheme_class, scheme_class), **options)
+    return options
+
+
+def _standalone(options: dict[str, Any], consumers: int) -> Redis:
+    options = dict(options)
+    scheme_class = options.pop("connection_class", Connection)
+    pool = BlockingConnectionPool(
+        connection_class=_FAST.get(scheme_class, scheme_class),
+        max_connections=2 * consumers + _SPARE_CONNECTIONS,
+        timeout=None,
+        **options,
+    )
     return Redis(connection_pool=pool)
+
+
+async def _cluster(options: dict[str, Any]) -> RedisCluster:
+    options = dict(options)
+    scheme_class = options.pop("connection_class", Connection)
+    options.pop("db", None)
+    if scheme_class is SSLConnection:
+        options["ssl"] = True
+    client = RedisCluster(**options)
+    # RedisCluster takes no connection class of its own; its nodes read this one from its
+    # connection settings, so every node's connections pack with hiredis too.
+    client.connection_kwargs["connection_class"] = _FAST[scheme_class]
+    for node in client.nodes_manager.startup_nodes.values():
+        node.connection_class = _FAST[scheme_class]
+    try:
+        await client.initialize()
+    except BaseException:
+        await client.aclose()
+        raise
+    return client
+
+
+def is_cluster(redis: RedisClient) -> bool:
+    return isinstance(redis, RedisCluster)

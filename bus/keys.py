@@ -1,17 +1,35 @@
-"""Every Redis key Aeon uses, in one place, namespaced by the configured prefix.
+"""Every Redis key Aeon uses, in one place, namespaced by the configured prefix and sharded.
 
-Keys that a single command or script must touch together share a hash tag (`{...}`), so the
-same code runs on Redis Cluster: the answers stream and the per-run answer keys live in one slot.
-Nothing else needs two keys at once.
+A run belongs to one shard, picked from its correlation id (`Keys.shard_of`), and everything of
+that run's journey lives in its shard's hash slot: each phase's stream, the answers stream, the
+answer key, the dedupe locks and the dead letters all carry the shard's hash tag (`{s0}`). So:
+
+- every script and multi-key command touches one slot, as Redis Cluster requires;
+- on a cluster, a hop's writes (outputs, done mark, ack) go to one node in the order sent, so a
+  failover that loses the newest writes loses a suffix of them, never the ack without the
+  outputs (docs/delivery.md, "On Redis Cluster");
+- with `AEON_SHARDS` = N, the N shard tags are chosen to fall in N equal ranges of the 16,384
+  slots, so a cluster whose masters hold equal contiguous ranges (what `redis-cli --cluster
+  create` makes) puts each shard on its own master when N equals the masters.
+
+Memo entries are the only keys outside the shards: each is read and written alone, and losing
+one costs an LLM call, not correctness.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
+import zlib
 from dataclasses import dataclass
 from enum import StrEnum
 
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
 #: The logical name of the answers stream: the one stream gateways read, not phases.
 ANSWERS = "answers"
+#: The logical name of the dead-letter stream (one per shard).
+DEAD_LETTER = "dead-letter"
 
 
 class LockState(StrEnum):
@@ -25,24 +43,58 @@ class LockState(StrEnum):
     BUSY = "busy"
 
 
+@functools.cache
+def shard_tag(shard: int, shards: int) -> str:
+    """The hash tag of `shard` out of `shards`: `s<shard>`, or `s<shard>.<n>` for the first n
+    that puts it in the shard's own range of slots (a pure function: every process agrees)."""
+    low = shard * REDIS_CLUSTER_HASH_SLOTS // shards
+    high = (shard + 1) * REDIS_CLUSTER_HASH_SLOTS // shards
+    for n in itertools.count():
+        tag = f"s{shard}" if n == 0 else f"s{shard}.{n}"
+        if low <= key_slot(tag.encode()) < high:
+            return tag
+    raise AssertionError("unreachable")  # pragma: no cover - itertools.count is endless
+
+
 @dataclass(frozen=True)
 class Keys:
     prefix: str
+    shards: int = 1
 
-    def stream(self, name: str) -> str:
-        if name == ANSWERS:
-            return f"{self.prefix}:{{{ANSWERS}}}"
-        return f"{self.prefix}:{name}"
+    def shard_of(self, correlation_id: str) -> int:
+        """The shard a run lives in: CRC-32 of its correlation id (stable across processes,
+        unlike `hash`)."""
+        if self.shards == 1:
+            return 0
+        return zlib.crc32(correlation_id.encode()) % self.shards
+
+    def _in(self, shard: int) -> str:
+        return f"{self.prefix}:{{{shard_tag(shard, self.shards)}}}"
+
+    def stream(self, name: str, shard: int) -> str:
+        return f"{self._in(shard)}:{name}"
+
+    def streams(self, name: str) -> list[str]:
+        """The stream `name` in every shard, by shard number."""
+        return [self.stream(name, shard) for shard in range(self.shards)]
+
+    def stream_of(self, name: str, correlation_id: str) -> str:
+        """The stream `name` in the shard of run `correlation_id`."""
+        return self.stream(name, self.shard_of(correlation_id))
 
     def group(self, phase: str) -> str:
         return f"phase-{phase}"
 
     def answer(self, correlation_id: str) -> str:
-        return f"{self.prefix}:{{{ANSWERS}}}:{correlation_id}"
+        """A run's answer, kept after its stream entry is trimmed; set once (bus.commit)."""
+        return f"{self._in(self.shard_of(correlation_id))}:answer:{correlation_id}"
 
-    def lock(self, group: str, event_id: str) -> str:
+    def lock(self, shard: int, group: str, event_id: str) -> str:
         """Who handles the event now (a consumer name), or DONE once it is handled."""
-        return f"{self.prefix}:lock:{group}:{event_id}"
+        return f"{self._in(shard)}:lock:{group}:{event_id}"
+
+    def dead_letter(self, shard: int) -> str:
+        return self.stream(DEAD_LETTER, shard)
 
     def memo(self, key: str) -> str:
         return f"{self.prefix}:memo:{key}"
@@ -51,7 +103,3 @@ class Keys:
     def write_probe(self) -> str:
         """A key written, and expired at once, to learn whether Redis takes writes again."""
         return f"{self.prefix}:write-probe"
-
-    @property
-    def dead_letter(self) -> str:
-        return self.stream("dead-letter")

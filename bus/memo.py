@@ -7,15 +7,14 @@ Writes ride along with the committer's next flush instead of costing a round tri
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
-
 from bus.commit import Committer
+from bus.connection import RedisClient
 from bus.consumer import redelivered
 from bus.keys import Keys
 
 
 class RedisMemo:
-    def __init__(self, redis: Redis, keys: Keys, committer: Committer) -> None:
+    def __init__(self, redis: RedisClient, keys: Keys, committer: Committer) -> None:
         self._redis = redis
         self._keys = keys
         self._committer = committer

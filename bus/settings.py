@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Annotated
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
@@ -60,7 +60,17 @@ def check_redis_url(url: str) -> str:
 class BusSettings(AeonSettings):
     #: None means "no server configured": `aeon ask` then starts an embedded one.
     redis_url: str | None = None
+    #: Whether AEON_REDIS_URL names a node of a Redis Cluster: "auto" asks the server.
+    redis_cluster: Literal["auto", "yes", "no"] = "auto"
     prefix: str = Field("aeon", pattern=r"^[A-Za-z0-9_.-]+$")
+    #: Shards of every stream (bus.keys): a run lives in one, picked by its correlation id.
+    #: Every worker reads every shard; on a cluster, shards spread the load over the masters.
+    #: Every process of a deployment must use the same number.
+    shards: Annotated[int, Field(ge=1, le=1024)] = 1
+    #: Replicas that must hold a request before `submit` returns (Redis WAIT): 0 trusts the
+    #: server alone; 1 keeps an accepted request through a failover of its master.
+    wait_replicas: Annotated[int, Field(ge=0)] = 0
+    wait_timeout_ms: Whole = 1_000
     #: Events one process handles at once per phase; LLM calls are I/O, so this can be large.
     concurrency: Whole = 256
     #: Entries fetched per XREADGROUP: batching is what makes the bus cheap per hop.

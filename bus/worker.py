@@ -11,9 +11,8 @@ import gc
 import logging
 from collections.abc import Sequence
 
-from redis.asyncio import Redis
-
 from bus.commit import Committer
+from bus.connection import RedisClient
 from bus.consumer import Consumer, Route
 from bus.keys import Keys
 from bus.memo import RedisMemo
@@ -41,10 +40,10 @@ def tune_gc() -> None:
 
 
 class BusWorker:
-    def __init__(self, redis: Redis, settings: BusSettings) -> None:
+    def __init__(self, redis: RedisClient, settings: BusSettings) -> None:
         self.redis = redis
         self.settings = settings
-        self.keys = Keys(settings.prefix)
+        self.keys = Keys(settings.prefix, settings.shards)
         self.committer = Committer(redis, self.keys, settings)
         self.memo = RedisMemo(redis, self.keys, self.committer)
         self.consumers: list[Consumer] = []

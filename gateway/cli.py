@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import NoReturn
 
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from bus.connection import connect
@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RedisServerError as error:
         first = str(error).splitlines()[0]
         return _fail(f"cannot start the embedded Redis: {first}", EXIT_UNAVAILABLE)
-    except (RedisError, OSError) as error:
+    except (RedisError, RedisClusterException, OSError) as error:
         return _fail(_redis_trouble(args.settings, error), EXIT_UNAVAILABLE)
     except KeyboardInterrupt:
         return EXIT_SIGNAL_BASE + signal.SIGINT
@@ -100,6 +100,8 @@ def _redis_trouble(settings: BusSettings, error: BaseException) -> str:
             f"{where} refuses writes ({said}): free memory or raise its maxmemory, then try "
             "again; nothing of this command was stored"
         )
+    if isinstance(error, RedisClusterException):
+        return f"the Redis Cluster at {redact(url or '')} is not usable: {said}"
     if not isinstance(error, (RedisConnectionError, RedisTimeoutError, OSError)):
         return f"{where} answered with an error: {said}"
     hint = "is it running, and is AEON_REDIS_URL right?"
@@ -205,7 +207,7 @@ async def worker(args: argparse.Namespace) -> int:
         raise BadInput("`aeon worker` needs AEON_REDIS_URL (the Redis the gateways publish to)")
     llm = build_adapter(args.llm)
     phases = args.phase or PHASES
-    redis = connect(settings, consumers=len(phases))
+    redis = await connect(settings, consumers=len(phases) * settings.shards)
     try:
         await redis.ping()
         running = make_worker(redis, settings, llm, phases, args.loop)

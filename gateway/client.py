@@ -12,11 +12,15 @@
 
 `on_progress` gets a small `Progress` record per step (printing it prints one line).
 
-One client serves any number of requests in flight: a single reader per client follows the
-answers stream (and one more the progress streams) and
-hands each entry to the waiter of its correlation id, read from the entry's `cid` field without
-decoding the body. Answers are also stored under their correlation id, so `wait` checks the
-store too and `fetch` finds an answer long after the stream entry is gone.
+One client serves any number of requests in flight: one reader follows the answers and
+progress streams of every shard (on a cluster, one reader per shard, as one XREAD may not span
+slots) and hands each entry to the waiter of its correlation id, read from the entry's `cid`
+field without decoding the body. Answers are also stored under their correlation id, so `wait`
+checks the store too and `fetch` finds an answer long after the stream entry is gone.
+
+With `AEON_WAIT_REPLICAS` set, `submit` returns once that many replicas hold the request
+(Redis WAIT on the connection that wrote it), so a failover of its master cannot lose it;
+while the cluster fails over, `submit` keeps trying until the request's timeout.
 """
 
 from __future__ import annotations
@@ -27,15 +31,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Self
+from typing import Any, Self
 
-from redis.asyncio import Redis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import ReadOnlyError
 
 from bus.codec import encode
-from bus.connection import connect
-from bus.keys import Keys
+from bus.connection import TRANSIENT, RedisClient, connect, is_cluster
+from bus.keys import ANSWERS, Keys
 from bus.settings import BusSettings
 from gateway.progress import Progress, progress_of
 from gateway.validation import check_max_ttl, check_request, check_timeout
@@ -54,6 +56,8 @@ PROGRESS_STREAMS = ("profiled", "passes", "pass-completed", "loop-exited")
 #: How often a waiter also looks in the answer store, in case its stream entry was missed
 #: (a reconnect, or an entry trimmed before this client read it).
 _STORE_POLL_S = 2.0
+#: A submit that Redis could not take (a failover under way) is tried again after this long.
+_SUBMIT_RETRY_S = 0.25
 #: How long past a request's deadline its gateway keeps waiting: the phase that notices the
 #: deadline still has to hand the run to Phase E, which answers degraded without the LLM.
 ANSWER_GRACE_S = 5.0
@@ -84,28 +88,37 @@ class AeonClient:
         redis_url: str | None = None,
         *,
         settings: BusSettings | None = None,
-        redis: Redis | None = None,
+        redis: RedisClient | None = None,
     ) -> None:
         self.settings = settings or BusSettings.from_env()
         self._url = redis_url or self.settings.redis_url
         self._redis = redis
         self._owns_redis = redis is None
-        self.keys = Keys(self.settings.prefix)
+        self.keys = Keys(self.settings.prefix, self.settings.shards)
         self._waiters: dict[str, _Waiter] = {}
         self._readers: list[asyncio.Task[None]] = []
         self._closing = False
 
     async def __aenter__(self) -> Self:
         if self._redis is None:
-            self._redis = connect(self.settings, self._url, consumers=2)
-        start = await stream_id_now(self._redis)
-        self._readers = [
-            asyncio.create_task(self._follow((self.keys.stream("answers"),), start)),
-            asyncio.create_task(
-                self._follow(tuple(self.keys.stream(s) for s in PROGRESS_STREAMS), start)
-            ),
-        ]
+            self._redis = await connect(self.settings, self._url, consumers=self.keys.shards)
+        try:
+            for streams in self._reads():
+                start = await stream_id_now(self._redis, streams[0])
+                self._readers.append(asyncio.create_task(self._follow(streams, start)))
+        except BaseException:
+            await self.__aexit__()
+            raise
         return self
+
+    def _reads(self) -> list[tuple[str, ...]]:
+        """The streams each reader follows: all of them in one XREAD, or on a cluster, one
+        XREAD per shard (a shard's streams share its slot)."""
+        names = (ANSWERS, *PROGRESS_STREAMS)
+        shards = [tuple(self.keys.stream(n, s) for n in names) for s in range(self.keys.shards)]
+        if is_cluster(self.redis):
+            return shards
+        return [tuple(key for shard in shards for key in shard)]
 
     async def __aexit__(self, *exc_info: object) -> None:
         self._closing = True
@@ -116,7 +129,7 @@ class AeonClient:
             await self._redis.aclose()
 
     @property
-    def redis(self) -> Redis:
+    def redis(self) -> RedisClient:
         if self._redis is None:
             raise RuntimeError("use the client inside `async with AeonClient(...)`")
         return self._redis
@@ -143,13 +156,47 @@ class AeonClient:
             threshold=threshold,
         )
         self._watch(event.correlation_id, on_progress)
-        await self.redis.xadd(
-            self.keys.stream(RequestSubmitted.STREAM),
-            encode(event),
-            maxlen=self.settings.stream_maxlen,
-            approximate=True,
-        )
+        await self._publish(event, time.monotonic() + timeout)
         return event.correlation_id
+
+    async def _publish(self, event: RequestSubmitted, deadline: float) -> None:
+        """XADD the request (and WAIT for replicas when asked), trying again through a
+        failover until `deadline`. A second XADD of the same event is harmless: the phase's
+        dedupe handles an event id once."""
+        key = self.keys.stream_of(RequestSubmitted.STREAM, event.correlation_id)
+        fields = encode(event)
+        while True:
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.xadd(key, fields, maxlen=self.settings.stream_maxlen, approximate=True)
+            if self.settings.wait_replicas:
+                self._wait(pipe, key)
+            try:
+                replies = await pipe.execute()
+            except (*TRANSIENT, ReadOnlyError) as error:  # READONLY: a demoted master
+                if time.monotonic() + _SUBMIT_RETRY_S > deadline:
+                    raise
+                log.info("submit of %s failed (%s); trying again", event.correlation_id, error)
+                await asyncio.sleep(_SUBMIT_RETRY_S)
+                continue
+            if self.settings.wait_replicas and replies[-1] < self.settings.wait_replicas:
+                log.warning(
+                    "request %s is stored but only %d of %d replicas confirmed it within %d ms; "
+                    "a failover of its master now could lose it",
+                    event.correlation_id,
+                    replies[-1],
+                    self.settings.wait_replicas,
+                    self.settings.wait_timeout_ms,
+                )
+            return
+
+    def _wait(self, pipe: Any, key: str) -> None:
+        """Queue a WAIT on `pipe`, on the connection that writes `key` (WAIT counts the
+        replicas that hold what its own connection wrote)."""
+        wait = ("WAIT", self.settings.wait_replicas, self.settings.wait_timeout_ms)
+        if is_cluster(self.redis):
+            pipe.execute_command(*wait, target_nodes=self.redis.get_node_from_key(key))
+        else:
+            pipe.execute_command(*wait)
 
     async def wait(self, correlation_id: str, timeout: float) -> ExecutionResult:
         """The run's result, or AnswerTimeout after `timeout` seconds."""
@@ -199,7 +246,7 @@ class AeonClient:
         return waiter
 
     async def _stored(self, correlation_id: str) -> ExecutionResult | None:
-        with contextlib.suppress(RedisConnectionError, RedisTimeoutError):
+        with contextlib.suppress(*TRANSIENT):
             body = await self.redis.get(self.keys.answer(correlation_id))
             if body is not None:
                 return FinalAnswerReady.model_validate_json(body).result
@@ -212,7 +259,7 @@ class AeonClient:
         while not self._closing:
             try:
                 reply = await self.redis.xread(last, count=500, block=500)
-            except (RedisConnectionError, RedisTimeoutError, OSError) as error:
+            except TRANSIENT as error:
                 if not failing:
                     log.warning("lost Redis (%s); reconnecting", type(error).__name__)
                 failing = True
@@ -243,7 +290,11 @@ class AeonClient:
                 waiter.on_progress(progress)
 
 
-async def stream_id_now(redis: Redis) -> str:
-    """A stream id just before now on the server's clock: every later entry gets read."""
-    seconds, micros = await redis.time()
+async def stream_id_now(redis: RedisClient, key: str) -> str:
+    """A stream id just before now on the clock of the server holding `key`: every entry
+    added to it later gets read."""
+    if is_cluster(redis):
+        seconds, micros = await redis.time(target_nodes=redis.get_node_from_key(key))
+    else:
+        seconds, micros = await redis.time()
     return f"{seconds * 1000 + micros // 1000 - 1}-0"

@@ -4,9 +4,12 @@ Dead letters are named as everything else names them: the group as its phase (`p
 each by its dead-letter id, the id worker logs print when they dead-letter an event and the one
 `replay` takes. The entry id the event had on its own stream is shown too, as `from`.
 
-Replay puts the original entry back on its stream and clears its dedupe mark, so the phase
-handles it again. A run already answered (degraded) when its event died keeps that answer: a
-request never gets two FinalAnswers, so the replayed run's new answer is not published.
+Each shard has its own dead-letter stream (bus.keys): `list` shows them all, newest first, and
+`replay` finds the id in whichever shard holds it (`--shard` settles the rare id two shards
+share). Replay puts the original entry back on its stream in the same shard and clears its
+dedupe mark, so the phase handles it again. A run already answered (degraded) when its event
+died keeps that answer: a request never gets two FinalAnswers, so the replayed run's new answer
+is not published.
 """
 
 from __future__ import annotations
@@ -16,9 +19,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from redis.asyncio import Redis
-
-from bus.connection import connect
+from bus.connection import RedisClient, connect
 from bus.deadletter import original_fields
 from bus.keys import Keys
 from bus.settings import BusSettings
@@ -42,6 +43,11 @@ def add_commands(commands: argparse._SubParsersAction, command: Callable[..., An
         type=as_option(check_stream_id, str, "an entry id"),
         help="the dead letter's id, as `aeon dlq list` and the worker log show it",
     )
+    p.add_argument(
+        "--shard",
+        type=as_option(_shard, int, "a whole number"),
+        help="the shard holding it, when more than one holds that id (`aeon dlq list` shows it)",
+    )
 
 
 MAX_LIST = 10_000
@@ -53,20 +59,30 @@ def _limit(value: int) -> int:
     return value
 
 
+def _shard(value: int) -> int:
+    if value < 0:
+        raise BadInput(f"--shard {value} is not a shard number (0 or more)")
+    return value
+
+
 async def list_dead(args: argparse.Namespace) -> int:
-    keys, redis = _open(args.settings)
+    keys, redis = await _open(args.settings)
     try:
-        entries = await redis.xrevrange(keys.dead_letter, count=args.limit)
+        rows = []
+        for shard in range(keys.shards):
+            entries = await redis.xrevrange(keys.dead_letter(shard), count=args.limit)
+            rows += [_row(shard, entry_id, fields) for entry_id, fields in entries]
     finally:
         await redis.aclose()
-    rows = [_row(entry_id, fields) for entry_id, fields in entries]
+    rows = sorted(rows, key=_newest_first)[: args.limit]
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:
         print("no dead letters")
     for row in rows if not args.json else ():
+        where = f"  shard {row['shard']}" if keys.shards > 1 else ""
         print(
-            f"{row['id']}  {row['group']}  {row['type']}  cid={row['cid']}  "
+            f"{row['id']}{where}  {row['group']}  {row['type']}  cid={row['cid']}  "
             f"attempts={row['attempts']}  from {row['source_stream']} {row['entry_id']}\n"
             f"    {row['reason']}"
         )
@@ -74,41 +90,64 @@ async def list_dead(args: argparse.Namespace) -> int:
 
 
 async def replay(args: argparse.Namespace) -> int:
-    keys, redis = _open(args.settings)
+    keys, redis = await _open(args.settings)
     try:
-        found = await redis.xrange(keys.dead_letter, args.entry_id, args.entry_id)
-        if not found:
-            raise BadInput(f"no dead letter {args.entry_id}")
-        record = found[0][1]
-        source = record[b"source_stream"].decode()
+        shard, record = await _find(redis, keys, args.entry_id, args.shard)
+        source = keys.stream(record[b"source_stream"].decode(), shard)
         group = record[b"group"].decode()
         event_id = _event_id(record.get(b"body", b""))
-        pipe = redis.pipeline(transaction=False)
+        pipe = redis.pipeline(transaction=False)  # one shard: one slot, written in this order
         if event_id:
-            pipe.delete(keys.lock(group, event_id))
-        pipe.xadd(keys.stream(source), original_fields(record))
-        pipe.xdel(keys.dead_letter, args.entry_id)
+            pipe.delete(keys.lock(shard, group, event_id))
+        pipe.xadd(source, original_fields(record))
+        pipe.xdel(keys.dead_letter(shard), args.entry_id)
         new_id = (await pipe.execute())[-2]
     finally:
         await redis.aclose()
-    print(f"replayed {args.entry_id} onto {keys.stream(source)} as {new_id.decode()}")
+    print(f"replayed {args.entry_id} onto {source} as {new_id.decode()}")
     return 0
 
 
-def _open(settings: BusSettings) -> tuple[Keys, Redis]:
+async def _find(
+    redis: RedisClient, keys: Keys, entry_id: str, shard: int | None
+) -> tuple[int, dict[bytes, bytes]]:
+    """The shard holding dead letter `entry_id`, and its record; BadInput if none or two do."""
+    if shard is not None and shard >= keys.shards:
+        raise BadInput(f"--shard {shard} is not a shard: AEON_SHARDS is {keys.shards}")
+    found = {}
+    for number in [shard] if shard is not None else range(keys.shards):
+        entries = await redis.xrange(keys.dead_letter(number), entry_id, entry_id)
+        if entries:
+            found[number] = entries[0][1]
+    if not found:
+        raise BadInput(f"no dead letter {entry_id}")
+    if len(found) > 1:
+        shards = " and ".join(map(str, found))
+        raise BadInput(f"dead letter {entry_id} is in shards {shards}: add --shard N")
+    return next(iter(found.items()))
+
+
+async def _open(settings: BusSettings) -> tuple[Keys, RedisClient]:
     if not settings.redis_url:
         raise BadInput("`aeon dlq` needs AEON_REDIS_URL")
-    return Keys(settings.prefix), connect(settings)
+    return Keys(settings.prefix, settings.shards), await connect(settings)
 
 
-def _row(entry_id: bytes, fields: dict[bytes, bytes]) -> dict[str, str]:
+def _row(shard: int, entry_id: bytes, fields: dict[bytes, bytes]) -> dict[str, str]:
     row = {k.decode(): v.decode("utf-8", "replace") for k, v in fields.items() if k != b"body"}
     row["id"] = entry_id.decode()
+    row["shard"] = str(shard)
     return {key: row.get(key, "") for key in _COLUMNS}
+
+
+def _newest_first(row: dict[str, str]) -> tuple[int, int]:
+    millis, _, sequence = row["id"].partition("-")
+    return (-int(millis), -int(sequence or 0))
 
 
 _COLUMNS = (
     "id",
+    "shard",
     "group",
     "source_stream",
     "entry_id",

@@ -35,7 +35,7 @@ async def embedded_pipeline(
     try:
         server.remove_files()
         settings = settings.with_(redis_url=server.url)
-        redis = connect(settings, consumers=len(PHASES))
+        redis = await connect(settings, consumers=len(PHASES) * settings.shards)
         worker = make_worker(redis, settings, llm, loop=loop)
         await worker.start()
         running = asyncio.create_task(worker.run(), name="embedded-worker")

@@ -303,28 +303,37 @@ class Processes:
 
 
 class Bus:
-    """Read-only views of one prefix's streams and keys, with a synchronous client."""
+    """Read-only views of one prefix's streams and keys, over every shard, with a synchronous
+    client (a cluster client when `cluster`)."""
 
-    def __init__(self, url: str, prefix: str) -> None:
+    def __init__(self, url: str, prefix: str, shards: int = 1, cluster: bool = False) -> None:
         self.url = url
         self.prefix = prefix
-        self.keys = Keys(prefix)
-        self.redis = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+        self.keys = Keys(prefix, shards)
+        options = {"socket_timeout": 5, "socket_connect_timeout": 2}
+        self.redis: Any = (
+            redis.RedisCluster.from_url(url, **options)
+            if cluster
+            else redis.Redis.from_url(url, **options)
+        )
 
     def close(self) -> None:
         self.redis.close()
 
-    def stream(self, name: str) -> str:
-        return self.keys.stream(name)
+    def stream(self, name: str, cid: str = "") -> str:
+        """The stream `name` in the shard of run `cid` (any run's, with one shard)."""
+        return self.keys.stream_of(name, cid)
 
     def entries(self, name: str) -> list[tuple[str, dict[str, bytes]]]:
+        """Every shard's entries of the stream, shard by shard."""
         return [
             (entry_id.decode(), {k.decode(): v for k, v in fields.items()})
-            for entry_id, fields in self.redis.xrange(self.stream(name))
+            for key in self.keys.streams(name)
+            for entry_id, fields in self.redis.xrange(key)
         ]
 
     def xlen(self, name: str) -> int:
-        return self.redis.xlen(self.stream(name)) if self.redis.exists(self.stream(name)) else 0
+        return sum(self.redis.xlen(key) for key in self.keys.streams(name))
 
     def answer_cids(self) -> list[str]:
         """The cid of every entry of the answers stream, in order (duplicates kept)."""
@@ -345,16 +354,17 @@ class Bus:
         """Entries read but not acked, over every phase group (of `consumer` if given)."""
         total = 0
         for stream, group in GROUPS.items():
-            key = self.stream(stream)
-            try:
-                if consumer is None:
-                    total += self.redis.xpending(key, group)["pending"]
-                else:
-                    rows = self.redis.xpending_range(key, group, "-", "+", 1000, consumer)
-                    total += len(rows)
-            except redis.ResponseError:  # no such stream or group (yet)
-                continue
+            for key in self.keys.streams(stream):
+                total += self._pending(key, group, consumer)
         return total
+
+    def _pending(self, key: str, group: str, consumer: str | None) -> int:
+        try:
+            if consumer is None:
+                return self.redis.xpending(key, group)["pending"]
+            return len(self.redis.xpending_range(key, group, "-", "+", 1000, consumer))
+        except redis.ResponseError:  # no such stream or group (yet)
+            return 0
 
     def repeated_event_ids(self) -> int:
         """Copies of intermediate events published more than once (dedupe must absorb them)."""

@@ -76,7 +76,7 @@ def test_poison_entries_are_dead_lettered_and_their_runs_answered_once(
         cid = cids[name] = uuid.uuid4().hex
         body = body.replace(b'"correlation_id": "x"', f'"correlation_id": "{cid}"'.encode())
         bus.redis.xadd(
-            bus.stream("requests"), {"type": "RequestSubmitted", "cid": cid, "body": body}
+            bus.stream("requests", cid), {"type": "RequestSubmitted", "cid": cid, "body": body}
         )
     good = procs.aeon(env, "ask", "Explain how rainbows form", "--json", name="good")
 

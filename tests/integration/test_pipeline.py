@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 
 from redis.asyncio import Redis
 
+from bus.keys import Keys
 from bus.settings import BusSettings
 from gateway.client import AeonClient
 from gateway.progress import Progress
@@ -229,7 +230,7 @@ async def test_handler_crash_is_dead_lettered_and_the_run_still_answered(
     assert result.status == "failed"
     assert result.degraded
     redis = Redis.from_url(settings.redis_url)
-    dead = await redis.xrange(f"{settings.prefix}:dead-letter")
+    dead = await redis.xrange(Keys(settings.prefix).dead_letter(0))
     await redis.aclose()
     assert len(dead) == 1
     assert dead[0][1][b"group"] == b"phase-c"
@@ -278,7 +279,7 @@ async def test_many_requests_in_flight_each_get_their_own_answer(settings: BusSe
     for request, result in zip(requests, results, strict=True):
         assert request.split(",")[0] in result.final_answer.answer_text
     redis = Redis.from_url(settings.redis_url)
-    answers = await redis.xrange(f"{settings.prefix}:{{answers}}")
+    answers = await redis.xrange(Keys(settings.prefix).stream("answers", 0))
     await redis.aclose()
     assert len(answers) == 40
     assert len({f[b"cid"] for _, f in answers}) == 40
