@@ -27,7 +27,15 @@ from typing import Any
 import pytest
 
 REDIS_FIXTURES = frozenset(
-    {"redis_url", "redis_endpoint", "redis_source", "redis_prefix", "redis_server_factory"}
+    {
+        "redis_url",
+        "redis_endpoint",
+        "redis_source",
+        "redis_prefix",
+        "redis_server_factory",
+        "redis_cluster",
+        "cluster_factory",
+    }
 )
 _INTEGRATION_DIR = Path(__file__).parent / "integration"
 _ENDPOINT_KEY = pytest.StashKey["RedisEndpoint"]()
@@ -202,6 +210,34 @@ def redis_server_factory() -> Iterator[Callable[..., Any]]:
             server.close()
         except Exception as exc:
             warnings.warn(f"could not close {server!r}: {exc}", stacklevel=1)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[Any]:
+    """A real 3-master Redis Cluster (`bus.local_cluster.LocalCluster`) shared by the session,
+    started from the same redis-server binary as the embedded Redis. Keep keys apart with
+    `redis_prefix`; never fail a node of it (use `cluster_factory` for that)."""
+    from bus.local_cluster import LocalCluster
+
+    with LocalCluster(masters=3) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def cluster_factory() -> Iterator[Callable[..., Any]]:
+    """Make private clusters (for failover tests): `cluster_factory(masters=3, replicas=1)`
+    returns a started `LocalCluster`; all are closed after the test."""
+    from bus.local_cluster import LocalCluster
+
+    clusters: list[LocalCluster] = []
+
+    def make(**kwargs: Any) -> LocalCluster:
+        clusters.append(LocalCluster(**kwargs))
+        return clusters[-1].start()
+
+    yield make
+    for cluster in reversed(clusters):
+        cluster.close()
 
 
 @pytest.fixture

@@ -1,6 +1,8 @@
 """The bus runtime against a real Redis: delivery, dedupe, poison, retries, recovery, answers.
 
-These use tiny events of their own so they test the transport, not the phases.
+These use tiny events of their own so they test the transport, not the phases. Every test runs
+twice: on one server with one shard, and on a real 3-master Redis Cluster with 3 shards (the
+cluster client, every stream split over three slots on three nodes).
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from typing import ClassVar
 
 import pytest
 from pydantic import BaseModel
-from redis.asyncio import Redis
+from redis.asyncio import RedisCluster
 
 from bus.codec import encode
 from bus.commit import Commit
+from bus.connection import RedisClient, connect, is_cluster
 from bus.consumer import Consumer, Route
 from bus.deadletter import DeadLetter
+from bus.keys import Keys
 from bus.settings import BusSettings
 from bus.worker import BusWorker
 
@@ -58,16 +62,20 @@ def give_up_with(dead: DeadLetter) -> list[Pong]:
     return [Pong(event_id=f"{dead.entry_id}/dead", correlation_id=dead.correlation_id, n=-1)]
 
 
-@pytest.fixture
-def settings(settings: BusSettings) -> BusSettings:
-    """The shared test settings (conftest.py) with quicker claims and a short lock lease: the
-    recovery tests here wait for both."""
-    return settings.with_(claim_idle_ms=300, claim_interval_s=0.1, lock_lease_ms=600)
+@pytest.fixture(params=["server", "cluster"])
+def settings(request: pytest.FixtureRequest, settings: BusSettings) -> BusSettings:
+    """The shared test settings (conftest.py) with quicker claims and a short lock lease (the
+    recovery tests here wait for both); on the session's cluster, with three shards."""
+    settings = settings.with_(claim_idle_ms=300, claim_interval_s=0.1, lock_lease_ms=600)
+    if request.param == "cluster":
+        cluster = request.getfixturevalue("redis_cluster")
+        settings = settings.with_(redis_url=cluster.url, shards=3)
+    return settings
 
 
 @pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[Redis]:
-    client = Redis.from_url(redis_url)
+async def redis(settings: BusSettings) -> AsyncIterator[RedisClient]:
+    client = await connect(settings, consumers=4)
     yield client
     await client.aclose()
 
@@ -75,7 +83,7 @@ async def redis(redis_url: str) -> AsyncIterator[Redis]:
 class Running:
     """A BusWorker running one route in the background of a test."""
 
-    def __init__(self, redis: Redis, settings: BusSettings, route: Route) -> None:
+    def __init__(self, redis: RedisClient, settings: BusSettings, route: Route) -> None:
         self.worker = BusWorker(redis, settings)
         self.worker.add([route])
         self.task: asyncio.Task[None] | None = None
@@ -97,28 +105,58 @@ def route(handle: Callable, give_up: Callable = give_up_with, types: tuple = (Pi
     )
 
 
-async def publish(redis: Redis, settings: BusSettings, *events: BaseModel) -> None:
+async def publish(redis: RedisClient, settings: BusSettings, *events: BaseModel) -> None:
     for event in events:
-        await redis.xadd(f"{settings.prefix}:{event.STREAM}", encode(event))
+        await redis.xadd(
+            keys_of(settings).stream_of(event.STREAM, event.correlation_id), encode(event)
+        )
 
 
-async def wait_for_len(redis: Redis, key: str, n: int, timeout: float = 10.0) -> list:
+def keys_of(settings: BusSettings) -> Keys:
+    return Keys(settings.prefix, settings.shards)
+
+
+async def entries(redis: RedisClient, settings: BusSettings, name: str) -> list:
+    """The entries of stream `name` in every shard, shard by shard."""
+    found = []
+    for key in keys_of(settings).streams(name):
+        found += await redis.xrange(key)
+    return found
+
+
+async def xlen(redis: RedisClient, settings: BusSettings, name: str) -> int:
+    return sum([await redis.xlen(key) for key in keys_of(settings).streams(name)])
+
+
+async def wait_for_len(
+    redis: RedisClient, settings: BusSettings, name: str, n: int, timeout: float = 10.0
+) -> list:
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     while loop.time() < end:
-        entries = await redis.xrange(key)
-        if len(entries) >= n:
-            return entries
+        found = await entries(redis, settings, name)
+        if len(found) >= n:
+            return found
         await asyncio.sleep(0.02)
-    raise AssertionError(f"{key} has {len(await redis.xrange(key))} entries, wanted {n}")
+    have = len(await entries(redis, settings, name))
+    raise AssertionError(f"{name} has {have} entries, wanted {n}")
 
 
-async def pending_count(redis: Redis, settings: BusSettings) -> int:
-    info = await redis.xpending(f"{settings.prefix}:in", "phase-t")
-    return info["pending"]
+async def ensure_groups(redis: RedisClient, settings: BusSettings) -> None:
+    for key in keys_of(settings).streams("in"):
+        await redis.xgroup_create(key, "phase-t", id="0", mkstream=True)
 
 
-async def _no_pending(redis: Redis, settings: BusSettings) -> bool:
+async def pending_count(redis: RedisClient, settings: BusSettings) -> int:
+    return sum(
+        [
+            (await redis.xpending(key, "phase-t"))["pending"]
+            for key in keys_of(settings).streams("in")
+        ]
+    )
+
+
+async def _no_pending(redis: RedisClient, settings: BusSettings) -> bool:
     return await pending_count(redis, settings) == 0
 
 
@@ -145,19 +183,23 @@ class Held:
         return pong_of(event)
 
 
-async def test_every_event_handled_once_and_acked(redis: Redis, settings: BusSettings) -> None:
+async def test_every_event_handled_once_and_acked(
+    redis: RedisClient, settings: BusSettings
+) -> None:
     async def handle(event: Ping) -> list[Pong]:
         return pong_of(event)
 
     async with Running(redis, settings, route(handle)):
         await publish(redis, settings, *(ping(i) for i in range(250)))
-        out = await wait_for_len(redis, f"{settings.prefix}:out", 250)
+        out = await wait_for_len(redis, settings, "out", 250)
         await asyncio.sleep(0.2)
     assert sorted(int(f[b"cid"].split(b"-")[1]) for _, f in out) == list(range(250))
     assert await pending_count(redis, settings) == 0
 
 
-async def test_duplicate_event_id_is_handled_once(redis: Redis, settings: BusSettings) -> None:
+async def test_duplicate_event_id_is_handled_once(
+    redis: RedisClient, settings: BusSettings
+) -> None:
     calls: list[int] = []
 
     async def handle(event: Ping) -> list[Pong]:
@@ -166,12 +208,12 @@ async def test_duplicate_event_id_is_handled_once(redis: Redis, settings: BusSet
 
     async with Running(redis, settings, route(handle)):
         await publish(redis, settings, ping(1, "same"))
-        await wait_for_len(redis, f"{settings.prefix}:out", 1)
+        await wait_for_len(redis, settings, "out", 1)
         await publish(redis, settings, ping(1, "same"), ping(2))
-        await wait_for_len(redis, f"{settings.prefix}:out", 2)
+        await wait_for_len(redis, settings, "out", 2)
         await asyncio.sleep(0.3)
     assert calls == [1, 2]
-    assert len(await redis.xrange(f"{settings.prefix}:out")) == 2
+    assert await xlen(redis, settings, "out") == 2
     assert await pending_count(redis, settings) == 0
 
 
@@ -186,7 +228,7 @@ async def test_duplicate_event_id_is_handled_once(redis: Redis, settings: BusSet
     ],
 )
 async def test_poison_entries_go_to_dead_letters_at_once(
-    redis: Redis, settings: BusSettings, fields: dict, reason: str
+    redis: RedisClient, settings: BusSettings, fields: dict, reason: str
 ) -> None:
     settings = settings.with_(max_event_bytes=4000)
     handled: list[int] = []
@@ -196,10 +238,10 @@ async def test_poison_entries_go_to_dead_letters_at_once(
         return pong_of(event)
 
     async with Running(redis, settings, route(handle)):
-        await redis.xadd(f"{settings.prefix}:in", fields)
+        await redis.xadd(keys_of(settings).stream_of("in", "run-9"), fields)
         await publish(redis, settings, ping(1))
-        dead = await wait_for_len(redis, f"{settings.prefix}:dead-letter", 1)
-        out = await wait_for_len(redis, f"{settings.prefix}:out", 2)
+        dead = await wait_for_len(redis, settings, "dead-letter", 1)
+        out = await wait_for_len(redis, settings, "out", 2)
     record = dead[0][1]
     assert reason in record[b"reason"].decode()
     assert record[b"attempts"] == b"1"
@@ -211,7 +253,7 @@ async def test_poison_entries_go_to_dead_letters_at_once(
 
 
 async def test_failing_handler_is_retried_then_dead_lettered(
-    redis: Redis, settings: BusSettings
+    redis: RedisClient, settings: BusSettings
 ) -> None:
     attempts: list[int] = []
 
@@ -225,27 +267,29 @@ async def test_failing_handler_is_retried_then_dead_lettered(
 
     async with Running(redis, settings, route(handle)):
         await publish(redis, settings, ping(1), ping(2))
-        dead = await wait_for_len(redis, f"{settings.prefix}:dead-letter", 1)
-        out = await wait_for_len(redis, f"{settings.prefix}:out", 2)
+        dead = await wait_for_len(redis, settings, "dead-letter", 1)
+        out = await wait_for_len(redis, settings, "out", 2)
     assert attempts.count(1) == settings.handler_attempts
     assert attempts.count(2) == 2
     assert b"always fails" in dead[0][1][b"reason"]
     assert sorted(f[b"body"].count(b'"n":-1') for _, f in out) == [0, 1]
 
 
-async def test_dead_consumers_entries_are_claimed(redis: Redis, settings: BusSettings) -> None:
-    stream = f"{settings.prefix}:in"
-    await redis.xgroup_create(stream, "phase-t", id="0", mkstream=True)
+async def test_dead_consumers_entries_are_claimed(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    await ensure_groups(redis, settings)
     await publish(redis, settings, ping(1), ping(2))
     # A consumer reads both and dies without acking.
-    await redis.xreadgroup("phase-t", "dead-worker", {stream: ">"}, count=10)
+    for key in keys_of(settings).streams("in"):
+        await redis.xreadgroup("phase-t", "dead-worker", {key: ">"}, count=10)
     assert await pending_count(redis, settings) == 2
 
     async def handle(event: Ping) -> list[Pong]:
         return pong_of(event)
 
     async with Running(redis, settings, route(handle)):
-        out = await wait_for_len(redis, f"{settings.prefix}:out", 2)
+        out = await wait_for_len(redis, settings, "out", 2)
         await asyncio.sleep(0.2)
     assert len(out) == 2
     assert await pending_count(redis, settings) == 0
@@ -261,7 +305,9 @@ async def kill(running: Running) -> None:
     await asyncio.gather(running.task, *in_flight, return_exceptions=True)
 
 
-async def hang_until_killed(redis: Redis, settings: BusSettings, name: str, started: list) -> None:
+async def hang_until_killed(
+    redis: RedisClient, settings: BusSettings, name: str, started: list
+) -> None:
     """Run a consumer named `name` until its handler has the event, then kill it."""
 
     async def handle(event: Ping) -> list[Pong]:
@@ -277,7 +323,7 @@ async def hang_until_killed(redis: Redis, settings: BusSettings, name: str, star
 
 
 async def test_entry_that_keeps_killing_workers_goes_to_dead_letters(
-    redis: Redis, settings: BusSettings
+    redis: RedisClient, settings: BusSettings
 ) -> None:
     settings = settings.with_(lock_lease_ms=30_000)  # as users run it: lease > claim idle
     await publish(redis, settings, ping(7))
@@ -290,13 +336,13 @@ async def test_entry_that_keeps_killing_workers_goes_to_dead_letters(
         raise AssertionError("a poison entry must not be handled again")
 
     async with Running(redis, settings, route(handle)):
-        dead = await wait_for_len(redis, f"{settings.prefix}:dead-letter", 1)
+        dead = await wait_for_len(redis, settings, "dead-letter", 1)
     assert b"attempts were cut short" in dead[0][1][b"reason"]
     assert int(dead[0][1][b"attempts"]) == settings.max_deliveries
 
 
 async def test_a_dead_workers_lock_is_taken_over_at_once(
-    redis: Redis, settings: BusSettings
+    redis: RedisClient, settings: BusSettings
 ) -> None:
     """Claim idle 300 ms, lease 30 s: the entry is redone now, not after the lease, and the
     claims that came before do not count as attempts."""
@@ -309,14 +355,14 @@ async def test_a_dead_workers_lock_is_taken_over_at_once(
         return pong_of(event)
 
     async with Running(redis, settings, route(handle)):
-        out = await wait_for_len(redis, f"{settings.prefix}:out", 1, timeout=5)
+        out = await wait_for_len(redis, settings, "out", 1, timeout=5)
     assert out[0][1][b"body"].count(b'"n":1') == 1
-    assert await redis.xlen(f"{settings.prefix}:dead-letter") == 0
+    assert await xlen(redis, settings, "dead-letter") == 0
     assert await pending_count(redis, settings) == 0
 
 
 async def test_claims_of_a_busy_entry_spend_no_attempts(
-    redis: Redis, settings: BusSettings
+    redis: RedisClient, settings: BusSettings
 ) -> None:
     """A duplicate entry whose event a live consumer is handling is claimed again and again
     while it waits; none of those claims is an attempt, so it is not dead-lettered."""
@@ -332,14 +378,38 @@ async def test_claims_of_a_busy_entry_spend_no_attempts(
         await publish(redis, settings, event)  # the same event again: a duplicate entry
         await asyncio.sleep(2.0)  # about seven claim-idle periods
         slow.release.set()
-        await wait_for_len(redis, f"{settings.prefix}:out", 1)
+        await wait_for_len(redis, settings, "out", 1)
         await eventually(lambda: _no_pending(redis, settings))
     assert slow.calls == [3]
-    assert await redis.xlen(f"{settings.prefix}:dead-letter") == 0
+    assert await xlen(redis, settings, "dead-letter") == 0
     assert await pending_count(redis, settings) == 0
 
 
-async def test_slow_handler_is_not_taken_over(redis: Redis, settings: BusSettings) -> None:
+async def test_a_copy_of_an_event_in_hand_waits_for_it_and_is_not_taken_over(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """The consumer handling an event reads a duplicate entry of it: the duplicate stays in
+    flight, heartbeated, until the handling ends, so the other consumer never claims it and
+    takes the lock over; it is then acked as done. The event is handled once."""
+    slow = Held()
+    event = ping(4)
+    other = settings.with_(consumer_name=f"{settings.consumer_name}-2")
+    async with Running(redis, settings, route(slow)) as holder:
+        await publish(redis, settings, event)
+        await eventually(lambda: slow.calls)
+        await publish(redis, settings, event)  # the same event again: a duplicate entry
+        await eventually(lambda: holder.in_flight == 2)  # the holder has read the copy
+        async with Running(redis, other, route(slow)):
+            await asyncio.sleep(1.5)  # five claim-idle periods
+            slow.release.set()
+            await wait_for_len(redis, settings, "out", 1)
+            await eventually(lambda: _no_pending(redis, settings))
+    assert slow.calls == [4]
+    assert await xlen(redis, settings, "out") == 1
+    assert await xlen(redis, settings, "dead-letter") == 0
+
+
+async def test_slow_handler_is_not_taken_over(redis: RedisClient, settings: BusSettings) -> None:
     """The heartbeat keeps a live consumer's long call from looking like a dead worker's."""
     calls: list[str] = []
 
@@ -351,49 +421,52 @@ async def test_slow_handler_is_not_taken_over(redis: Redis, settings: BusSetting
     second = settings.with_(consumer_name="other")
     async with Running(redis, settings, route(handle)), Running(redis, second, route(handle)):
         await publish(redis, settings, ping(1))
-        await wait_for_len(redis, f"{settings.prefix}:out", 1)
+        await wait_for_len(redis, settings, "out", 1)
         await asyncio.sleep(0.5)
     assert len(calls) == 1
-    assert len(await redis.xrange(f"{settings.prefix}:out")) == 1
+    assert await xlen(redis, settings, "out") == 1
 
 
 async def test_group_recreated_after_redis_loses_the_stream(
-    redis: Redis, settings: BusSettings
+    redis: RedisClient, settings: BusSettings
 ) -> None:
     async def handle(event: Ping) -> list[Pong]:
         return pong_of(event)
 
     async with Running(redis, settings, route(handle)):
         await publish(redis, settings, ping(1))
-        await wait_for_len(redis, f"{settings.prefix}:out", 1)
-        await redis.delete(f"{settings.prefix}:in")  # as if Redis restarted empty
+        await wait_for_len(redis, settings, "out", 1)
+        for key in keys_of(settings).streams("in"):  # as if Redis restarted empty
+            await redis.delete(key)
         await asyncio.sleep(0.3)
         await publish(redis, settings, ping(2))
-        await wait_for_len(redis, f"{settings.prefix}:out", 2)
+        await wait_for_len(redis, settings, "out", 2)
 
 
 async def test_answers_are_published_once_per_correlation_id(
-    redis: Redis, settings: BusSettings
+    redis: RedisClient, settings: BusSettings
 ) -> None:
     worker = BusWorker(redis, settings)
     flusher = asyncio.create_task(worker.committer.run())
-    stream = f"{settings.prefix}:in"
-    await redis.xgroup_create(stream, "phase-t", id="0", mkstream=True)
+    keys = keys_of(settings)
+    shard = keys.shard_of("run-1")
+    source = keys.stream("in", shard)
+    await ensure_groups(redis, settings)
     first = Answer(event_id="a1", correlation_id="run-1", text="first")
     second = Answer(event_id="a2", correlation_id="run-1", text="second")
     for answer in (first, second):
-        await worker.committer.commit(Commit(stream, "phase-t", b"0-1", outputs=[answer]))
+        await worker.committer.commit(Commit(shard, source, "phase-t", b"0-1", outputs=[answer]))
     worker.committer.close()
     await flusher
-    entries = await redis.xrange(f"{settings.prefix}:{{answers}}")
-    assert len(entries) == 1
-    assert b"first" in entries[0][1][b"body"]
-    stored = await redis.get(f"{settings.prefix}:{{answers}}:run-1")
+    answers = await entries(redis, settings, "answers")
+    assert len(answers) == 1
+    assert b"first" in answers[0][1][b"body"]
+    stored = await redis.get(keys_of(settings).answer("run-1"))
     assert b"first" in stored
-    assert 0 < await redis.ttl(f"{settings.prefix}:{{answers}}:run-1") <= settings.answer_ttl_s
+    assert 0 < await redis.ttl(keys_of(settings).answer("run-1")) <= settings.answer_ttl_s
 
 
-async def test_stop_lets_in_flight_events_finish(redis: Redis, settings: BusSettings) -> None:
+async def test_stop_lets_in_flight_events_finish(redis: RedisClient, settings: BusSettings) -> None:
     started = asyncio.Event()
 
     async def handle(event: Ping) -> list[Pong]:
@@ -406,12 +479,12 @@ async def test_stop_lets_in_flight_events_finish(redis: Redis, settings: BusSett
     await publish(redis, settings, ping(1))
     await asyncio.wait_for(started.wait(), 5)
     await running.__aexit__()
-    assert len(await redis.xrange(f"{settings.prefix}:out")) == 1
+    assert await xlen(redis, settings, "out") == 1
     assert await pending_count(redis, settings) == 0
 
 
 async def test_consumer_recover_once_reports_nothing_when_idle(
-    redis: Redis, settings: BusSettings
+    redis: RedisClient, settings: BusSettings
 ) -> None:
     worker = BusWorker(redis, settings)
     consumer = Consumer(redis, route(lambda e: pong_of(e)), settings, worker.committer, worker.keys)
@@ -420,20 +493,24 @@ async def test_consumer_recover_once_reports_nothing_when_idle(
 
 
 @contextlib.asynccontextmanager
-async def out_of_memory(redis: Redis) -> AsyncIterator[None]:
-    """Redis refusing every write as it does past `maxmemory` (with noeviction, never evicting)."""
-    config = await redis.config_get("maxmemory*")
+async def out_of_memory(redis: RedisClient) -> AsyncIterator[None]:
+    """Redis refusing every write as it does past `maxmemory` (with noeviction, never evicting);
+    on a cluster, every master."""
+    every = {"target_nodes": RedisCluster.PRIMARIES} if is_cluster(redis) else {}
+    config = await redis.config_get("maxmemory*", **every)
+    if is_cluster(redis):  # one reply per node; the cluster's nodes are configured alike
+        config = next(iter(config.values()))
     if config.get("maxmemory-policy") != "noeviction":
         pytest.skip("the test Redis evicts keys; filling it would lose other data")
-    await redis.config_set("maxmemory", 1)
+    await redis.config_set("maxmemory", 1, **every)
     try:
         yield
     finally:
-        await redis.config_set("maxmemory", config["maxmemory"])
+        await redis.config_set("maxmemory", config["maxmemory"], **every)
 
 
 async def test_work_waits_while_redis_refuses_writes(
-    redis: Redis, settings: BusSettings, caplog: pytest.LogCaptureFixture
+    redis: RedisClient, settings: BusSettings, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Out of memory for seven claim-idle periods: handlers finish and their commits wait,
     new entries are not read or claimed, nothing is dead-lettered or handled twice; the worker
@@ -446,12 +523,12 @@ async def test_work_waits_while_redis_refuses_writes(
             async with out_of_memory(redis):
                 handle.release.set()
                 await asyncio.sleep(2.0)
-                assert await redis.xlen(f"{settings.prefix}:out") == 0
-                assert await redis.xlen(f"{settings.prefix}:dead-letter") == 0
-            await redis.xadd(f"{settings.prefix}:in", encode(ping(3)))
-            await wait_for_len(redis, f"{settings.prefix}:out", 3)
+                assert await xlen(redis, settings, "out") == 0
+                assert await xlen(redis, settings, "dead-letter") == 0
+            await publish(redis, settings, ping(3))
+            await wait_for_len(redis, settings, "out", 3)
     assert sorted(handle.calls) == [1, 2, 3]
-    assert await redis.xlen(f"{settings.prefix}:dead-letter") == 0
+    assert await xlen(redis, settings, "dead-letter") == 0
     assert await pending_count(redis, settings) == 0
     said = [r.getMessage() for r in caplog.records]
     assert sum("Redis refuses writes" in line for line in said) == 1, said
@@ -459,7 +536,7 @@ async def test_work_waits_while_redis_refuses_writes(
 
 
 async def test_entries_wait_unlocked_while_redis_refuses_writes(
-    redis: Redis, settings: BusSettings
+    redis: RedisClient, settings: BusSettings
 ) -> None:
     """Entries read or claimed while Redis refuses writes cannot be locked: they stay this
     worker's (heartbeat) and wait; none of it counts as an attempt."""
@@ -470,13 +547,13 @@ async def test_entries_wait_unlocked_while_redis_refuses_writes(
         calls.append(event.n)
         return pong_of(event)
 
-    await redis.xgroup_create(f"{settings.prefix}:in", "phase-t", id="0", mkstream=True)
+    await ensure_groups(redis, settings)
     await publish(redis, settings, ping(1), ping(2))
     # A worker (re)starting now finds its group and waits with the others.
     async with out_of_memory(redis), Running(redis, settings, route(handle)):
         await asyncio.sleep(2.0)  # about seven claim-idle periods
         assert calls == []
     async with Running(redis, settings, route(handle)):
-        await wait_for_len(redis, f"{settings.prefix}:out", 2)
+        await wait_for_len(redis, settings, "out", 2)
     assert sorted(calls) == [1, 2]
-    assert await redis.xlen(f"{settings.prefix}:dead-letter") == 0
+    assert await xlen(redis, settings, "dead-letter") == 0
