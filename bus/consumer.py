@@ -13,6 +13,7 @@ same Redis commands but does the per-message work once per batch, and owns the r
   lock that says DONE means the event was handled before: ack and skip. A first delivery takes
   the lock only if it is free (`SET NX PX lease`); a lock held by another live consumer (a
   duplicate entry of the same event) leaves the entry pending until that consumer is done.
+  A duplicate of an event this consumer is handling waits in flight for it, then locks again.
 - Takeover: an entry claimed from a consumer that went silent takes the lock over at once when
   that consumer (or this one) still holds it: its holder is the consumer that stopped
   answering, and waiting for its lease would only spend deliveries.
@@ -128,7 +129,9 @@ class Consumer:
         self._group = keys.group(route.group)
         self._gate = committer.gate
         self._in_flight: dict[Ref, asyncio.Task[None]] = {}
-        self._locks: dict[Ref, str] = {}
+        #: The lock key of every event this consumer is handling, set once that handling
+        #: ends (committed, or given up on): another entry of the event waits for it.
+        self._handling: dict[str, asyncio.Event] = {}
         #: Slots promised to reads under way, so reads of several shards never overfill.
         self._reserved = 0
         #: The most one shard's read may ask for: its share of the slots.
@@ -337,11 +340,16 @@ class Consumer:
         settings = self._settings
         pipe = self._redis.pipeline(transaction=False)
         me = settings.consumer_name.encode()
-        mine = set(self._locks.values())  # events this consumer is handling right now
         keys = [self._lock_key(delivery, event) for delivery, event in events]
+        # Another entry of an event in hand here, or earlier in this batch: BUSY, no question
+        # to ask (it waits for that one in `_process`).
+        in_hand = set(self._handling)
+        asked = []
         for (delivery, _), key in zip(events, keys, strict=True):
-            if key in mine:
-                continue  # another entry of an event in hand here: BUSY, no question to ask
+            asked.append(key not in in_hand)
+            in_hand.add(key)
+            if not asked[-1]:
+                continue
             if delivery.claimed_from is None:
                 pipe.set(key, me, nx=True, px=settings.lock_lease_ms)
                 pipe.get(key)
@@ -349,8 +357,8 @@ class Consumer:
                 pipe.eval(_TAKE_OVER, 1, key, me, delivery.claimed_from, settings.lock_lease_ms)
         replies = iter(await pipe.execute())
         owned = []
-        for (delivery, event), key in zip(events, keys, strict=True):
-            if key in mine:
+        for (delivery, event), ask in zip(events, asked, strict=True):
+            if not ask:
                 state = LockState.BUSY
             elif delivery.claimed_from is None:
                 took, holder = next(replies), next(replies)
@@ -396,7 +404,31 @@ class Consumer:
             await self._commit(delivery, [], lock_key=None)
             return
         if state is LockState.BUSY:
+            await self._after_the_copy_in_hand(delivery, event, lock_key)
             return
+        # Held until committed, however long that takes (the heartbeat extends it).
+        finished = self._handling[lock_key] = asyncio.Event()
+        try:
+            await self._handle(delivery, event, lock_key)
+        finally:
+            del self._handling[lock_key]
+            finished.set()
+
+    async def _after_the_copy_in_hand(self, delivery: Delivery, event: Any, lock_key: str) -> None:
+        """A busy entry of an event this consumer is handling from another entry stays in
+        flight (so the heartbeat keeps it this consumer's, and nobody claims it and takes the
+        lock over) until that handling ends; then it is locked again like any entry, and finds
+        the event done, or takes it on if that handling failed. A busy entry of an event
+        handled elsewhere is left pending, to be claimed again later."""
+        finished = self._handling.get(lock_key)
+        if finished is None:
+            return
+        await finished.wait()
+        for again in await self._acquire_patiently([(delivery, event)]):
+            await self._process(*again)
+
+    async def _handle(self, delivery: Delivery, event: Any, lock_key: str) -> None:
+        """Handle a locked event and commit what it gives, or give up on it."""
         if delivery.deliveries > self._settings.max_deliveries:
             reason = (
                 f"{delivery.deliveries - 1} attempts were cut short (their worker died or was "
@@ -405,23 +437,19 @@ class Consumer:
             delivery.deliveries -= 1  # this one is not an attempt: the dead letter counts those
             await self._give_up(delivery, await self._reload(delivery) or event, reason, lock_key)
             return
-        self._locks[delivery.ref] = lock_key  # held until committed, however long that takes
+        outputs, error = await self._handle_with_retries(delivery, event)
+        if error:
+            reason = f"handler failed {self._settings.handler_attempts} times: {error}"
+            event = await self._reload(delivery) or event
+            await self._give_up(delivery, event, reason, lock_key)
+            return
         try:
-            outputs, error = await self._handle_with_retries(delivery, event)
-            if error:
-                reason = f"handler failed {self._settings.handler_attempts} times: {error}"
-                event = await self._reload(delivery) or event
-                await self._give_up(delivery, event, reason, lock_key)
-                return
-            try:
-                await self._commit(delivery, outputs, lock_key)
-            except ValueError as error:  # an output that cannot be encoded
-                reason = f"an output of the handler cannot be stored: {error}"
-                event = await self._reload(delivery) or event
-                await self._give_up(delivery, event, reason, lock_key)
-                return
-        finally:
-            self._locks.pop(delivery.ref, None)
+            await self._commit(delivery, outputs, lock_key)
+        except ValueError as error:  # an output that cannot be encoded
+            reason = f"an output of the handler cannot be stored: {error}"
+            event = await self._reload(delivery) or event
+            await self._give_up(delivery, event, reason, lock_key)
+            return
         self.handled += 1
 
     async def _handle_with_retries(
@@ -620,7 +648,7 @@ class Consumer:
                 justid=True,
             )
         me = self._settings.consumer_name
-        for lock_key in list(self._locks.values()):
+        for lock_key in list(self._handling):
             pipe.eval(_EXTEND, 1, lock_key, me, self._settings.lock_lease_ms)
         await pipe.execute()
 
