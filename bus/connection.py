@@ -43,6 +43,9 @@ RedisClient = Redis | RedisCluster
 
 #: Errors that pass once Redis is back, or once a cluster has settled after a failover (a slot
 #: without a master, a redirection redis-py gave up following): wait and try again.
+#: RuntimeError too: when one command fails, redis-py's cluster client closes the connections of
+#: every node, including those other commands are using at that moment, and uvloop (unlike
+#: asyncio) raises RuntimeError on a write to a closed transport. Only Redis calls are guarded.
 TRANSIENT: tuple[type[BaseException], ...] = (
     RedisConnectionError,
     RedisTimeoutError,
@@ -51,6 +54,7 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     TryAgainError,
     AskError,
     SlotNotCoveredError,
+    RuntimeError,
 )
 
 #: Blocking reads hold a connection each (one per consumer); the rest serve commands.
@@ -118,22 +122,23 @@ async def connect(settings: BusSettings, url: str | None = None, consumers: int 
     socket_file = options.get("connection_class") is UnixDomainSocketConnection
     if socket_file or settings.redis_cluster == "no":  # a cluster is reached over TCP only
         return _standalone(options, consumers)
-    if settings.redis_cluster == "auto":
-        client = _standalone(options, consumers)
-        try:
-            enabled = (await client.info("cluster")).get("cluster_enabled")
-        except BaseException:
-            await client.aclose()
-            raise
-        if not enabled:
-            return client
-        await client.aclose()
+    if settings.redis_cluster == "auto" and not await _is_cluster_node(options):
+        return _standalone(options, consumers)
     if options.get("db"):
         raise SettingsError(
             f"AEON_REDIS_URL={redact(target)!r}: names a node of a Redis Cluster, which has only "
             "database 0; drop the /N"
         )
     return await _cluster(options)
+
+
+async def _is_cluster_node(options: dict[str, Any]) -> bool:
+    """Ask the server (on database 0: a cluster node refuses to SELECT another)."""
+    probe = _standalone({**options, "db": 0}, 0)
+    try:
+        return bool((await probe.info("cluster")).get("cluster_enabled"))
+    finally:
+        await probe.aclose()
 
 
 def _options(url: str) -> dict[str, Any]:

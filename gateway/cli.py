@@ -101,7 +101,9 @@ def _redis_trouble(settings: BusSettings, error: BaseException) -> str:
             "again; nothing of this command was stored"
         )
     if isinstance(error, RedisClusterException):
-        return f"the Redis Cluster at {redact(url or '')} is not usable: {said}"
+        single = "not enabled" in said
+        hint = "; it is a single server: set AEON_REDIS_CLUSTER=auto" if single else ""
+        return f"the Redis Cluster at {redact(url or '')} is not usable: {said}{hint}"
     if not isinstance(error, (RedisConnectionError, RedisTimeoutError, OSError)):
         return f"{where} answered with an error: {said}"
     hint = "is it running, and is AEON_REDIS_URL right?"

@@ -2,7 +2,8 @@
 
 `procs` starts real processes (`aeon worker`, `aeon ...`, gateway processes) and kills whatever
 is still running at teardown; `bus` reads the test's streams; `env` is a child environment on
-the session's Redis under the test's own prefix.
+the session's Redis under the test's own prefix. `cluster_bus` and `cluster_env` are the same on
+the session's 3-master Redis Cluster, with one shard per master (CLUSTER_SHARDS).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from typing import Any
 
 import pytest
 from e2e_support import Bus, Processes, child_env
+
+#: Shards on the session's cluster: one per master.
+CLUSTER_SHARDS = 3
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -39,11 +43,12 @@ def procs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Processes]
 
 
 @pytest.fixture
-def bus_factory() -> Iterator[Callable[[str, str], Bus]]:
+def bus_factory() -> Iterator[Callable[..., Bus]]:
+    """`bus_factory(url, prefix, shards=1, cluster=False)`: a Bus, closed after the test."""
     opened: list[Bus] = []
 
-    def make(url: str, prefix: str) -> Bus:
-        opened.append(Bus(url, prefix))
+    def make(url: str, prefix: str, shards: int = 1, cluster: bool = False) -> Bus:
+        opened.append(Bus(url, prefix, shards, cluster))
         return opened[-1]
 
     yield make
@@ -52,7 +57,7 @@ def bus_factory() -> Iterator[Callable[[str, str], Bus]]:
 
 
 @pytest.fixture
-def bus(redis_url: str, redis_prefix: str, bus_factory: Callable[[str, str], Bus]) -> Bus:
+def bus(redis_url: str, redis_prefix: str, bus_factory: Callable[..., Bus]) -> Bus:
     """The shared test Redis, under this test's prefix."""
     return bus_factory(redis_url, redis_prefix)
 
@@ -61,3 +66,15 @@ def bus(redis_url: str, redis_prefix: str, bus_factory: Callable[[str, str], Bus
 def env(redis_url: str, redis_prefix: str) -> dict[str, str]:
     """A child environment on the shared test Redis under this test's prefix."""
     return child_env(redis_url, redis_prefix)
+
+
+@pytest.fixture
+def cluster_bus(redis_cluster: Any, redis_prefix: str, bus_factory: Callable[..., Bus]) -> Bus:
+    """The session's cluster, under this test's prefix, over every shard."""
+    return bus_factory(redis_cluster.url, redis_prefix, CLUSTER_SHARDS, cluster=True)
+
+
+@pytest.fixture
+def cluster_env(redis_cluster: Any, redis_prefix: str) -> dict[str, str]:
+    """A child environment on the session's cluster under this test's prefix."""
+    return child_env(redis_cluster.url, redis_prefix, AEON_SHARDS=CLUSTER_SHARDS)

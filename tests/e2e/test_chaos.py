@@ -8,7 +8,8 @@ answers are in, and when two thirds are. Its entries are claimed by the live wor
 idle time; its half-done work is redone (memoised replies, deterministic event ids) and deduped.
 
 Every request must get exactly one FinalAnswer, the gateway must have received each, and no
-duplicate may reach the answers stream. The counts are printed (`pytest -s`).
+duplicate may reach the answers stream. The counts are printed (`pytest -s`). It runs on one
+Redis server, and on a 3-master Redis Cluster with three shards.
 """
 
 from __future__ import annotations
@@ -28,10 +29,18 @@ KILL_AFTER_ANSWERS = (0, REQUESTS // 3, 2 * REQUESTS // 3)
 _CLAIMED = re.compile(r"claimed (\d+) idle entries")
 
 
+@pytest.fixture(params=["server", "cluster"])
+def on(request: pytest.FixtureRequest) -> tuple[Bus, dict[str, str]]:
+    """The bus and child environment of one server, or of the session's cluster."""
+    prefix = "" if request.param == "server" else "cluster_"
+    return request.getfixturevalue(f"{prefix}bus"), request.getfixturevalue(f"{prefix}env")
+
+
 @pytest.mark.timeout(150)
 def test_killed_workers_lose_nothing_and_answer_nothing_twice(
-    procs: Processes, bus: Bus, env: dict[str, str], tmp_path: Path
+    procs: Processes, on: tuple[Bus, dict[str, str]], tmp_path: Path
 ) -> None:
+    bus, env = on
     worker_env = scripted_llm(env, tmp_path)
 
     def start(name: str) -> Worker:

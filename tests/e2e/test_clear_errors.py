@@ -40,6 +40,9 @@ BAD_SETTINGS = {
         "AEON_DEDUPE_TTL_S (1 s) must be longer than AEON_CLAIM_IDLE_MS",
     ),
     "loop setting": ({"AEON_MAX_PASSES": "many"}, "AEON_MAX_PASSES='many': must be a whole"),
+    "shards 0": ({"AEON_SHARDS": "0"}, "AEON_SHARDS='0': must be at least 1"),
+    "cluster maybe": ({"AEON_REDIS_CLUSTER": "maybe"}, "AEON_REDIS_CLUSTER='maybe': must be"),
+    "wait replicas -1": ({"AEON_WAIT_REPLICAS": "-1"}, "AEON_WAIT_REPLICAS='-1': must be at"),
 }
 BAD_OPTIONS = {
     "max ttl 101": (["ask", "x", "--max-ttl", "101"], "max TTL 101 is not a number of passes"),
@@ -127,3 +130,21 @@ def test_unix_socket_url_works(procs: Processes, tmp_path) -> None:
         assert dlq.returncode == 0, dlq.output
         worker.stop()
         assert server.running
+
+
+@pytest.mark.timeout(30)
+def test_a_cluster_url_naming_a_database_exits_2(
+    procs: Processes, redis_cluster, redis_prefix: str
+) -> None:
+    url = redis_cluster.url.removesuffix("/0") + "/3"
+    ask = procs.run_aeon(child_env(url, redis_prefix), "ask", "Explain tides", timeout=25)
+    assert_one_line(ask, 2, "names a node of a Redis Cluster, which has only database 0")
+
+
+@pytest.mark.timeout(30)
+def test_cluster_named_on_a_plain_server_exits_4(
+    procs: Processes, bus: Bus, env: dict[str, str]
+) -> None:
+    ask = procs.run_aeon({**env, "AEON_REDIS_CLUSTER": "yes"}, "ask", "Explain tides", timeout=25)
+    assert_one_line(ask, 4, "it is a single server: set AEON_REDIS_CLUSTER=auto")
+    assert not bus.has_keys(), "something was written to Redis"
