@@ -3,7 +3,8 @@
     python -m bench [--quick | --smoke] [--redis-url URL] [--out PATH] [--only SECTIONS]
 
 Without --redis-url (or AEON_BENCH_REDIS_URL) it starts a throwaway redis-server of its own,
-so a fresh checkout needs nothing but `pip install -e .`. Exit status: 0 when every target
+so a fresh checkout needs nothing but `pip install -e .`; the cluster section always starts a
+throwaway Redis Cluster of its own, as it needs one. Exit status: 0 when every target
 measured was met, 1 when one was missed, 2 when the benchmark itself failed.
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import eventloop
+from bench.cluster import run_cluster
 from bench.concurrency import run_concurrency
 from bench.context import BenchContext
 from bench.memory import run_memory
@@ -40,6 +42,7 @@ SECTIONS = {
     "concurrency": run_concurrency,
     "scaleout": run_scaleout,
     "memory": run_memory,
+    "cluster": run_cluster,
 }
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
 _SECRET_HINTS = ("URL", "KEY", "PASSWORD", "TOKEN", "SECRET")

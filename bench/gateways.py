@@ -29,8 +29,10 @@ _RECANCEL_S = 2.0
 class PipelineGateway:
     """Runs through the real pipeline, via AeonClient."""
 
-    def __init__(self, redis_url: str, prefix: str) -> None:
-        settings = BusSettings(redis_url=redis_url, prefix=prefix)
+    def __init__(self, redis_url: str, prefix: str, shards: int | None = None) -> None:
+        """`shards` as the workers' AEON_SHARDS (None: from the environment, as theirs)."""
+        sharding = {} if shards is None else {"shards": shards}
+        settings = BusSettings(redis_url=redis_url, prefix=prefix, **sharding)
         self._client = AeonClient(settings=settings)
 
     async def __aenter__(self) -> Self:

@@ -34,10 +34,12 @@ async def running_pipeline(
     concurrency: int | None = None,
     llm_delay_ms: float = 0.0,
     argv: list[str] | None = None,
+    shards: int | None = None,
 ) -> AsyncIterator[tuple[list[Spawned], PipelineGateway]]:
     """Workers serving every phase under `prefix`, ready, and a gateway to send runs through.
 
-    `argv` runs another worker program in their place (default `aeon worker`)."""
+    `argv` runs another worker program in their place (default `aeon worker`); `shards` is
+    AEON_SHARDS for the workers and the gateway alike (None: what the environment says)."""
     baseline = await blocked_readers(ctx.redis)
     with aeon_workers(
         workers,
@@ -47,7 +49,10 @@ async def running_pipeline(
         concurrency=concurrency,
         llm_delay_ms=llm_delay_ms,
         argv=argv,
+        shards=shards,
     ) as procs:
-        await until_reading(ctx.redis, baseline, len(PHASE_STREAMS) * workers, procs)
-        async with PipelineGateway(ctx.redis_url, prefix) as gateway:
+        # Each consumer blocks in one XREADGROUP per shard of its stream.
+        readers = len(PHASE_STREAMS) * workers * (shards or 1)
+        await until_reading(ctx.redis, baseline, readers, procs)
+        async with PipelineGateway(ctx.redis_url, prefix, shards) as gateway:
             yield procs, gateway

@@ -100,9 +100,10 @@ def aeon_workers(
     concurrency: int | None = None,
     llm_delay_ms: float = 0.0,
     argv: list[str] | None = None,
+    shards: int | None = None,
 ) -> Iterator[list[Spawned]]:
     """`count` `aeon worker` processes (or `argv`) serving every phase under `prefix`, with the
-    offline LLM; stopped on exit."""
+    offline LLM; stopped on exit. `shards` sets AEON_SHARDS (None: inherited)."""
     env = {
         "AEON_REDIS_URL": redis_url,
         "AEON_PREFIX": prefix,
@@ -111,6 +112,8 @@ def aeon_workers(
     }
     if concurrency is not None:
         env["AEON_CONCURRENCY"] = str(concurrency)
+    if shards is not None:
+        env["AEON_SHARDS"] = str(shards)
     with contextlib.ExitStack() as stack:
         workers = []
         for index in range(count):

@@ -29,6 +29,11 @@ class Profile:
     concurrency: int
     #: Sustained load: the largest burst's count kept in flight for this many runs per lane.
     sustained_rounds: int
+    #: Redis Cluster: `cluster_runs` with `cluster_in_flight` in flight (instant LLM) on
+    #: `cluster_workers` worker processes, once with 1 shard and once with one per master.
+    cluster_workers: int
+    cluster_runs: int
+    cluster_in_flight: int
 
     @property
     def big_burst(self) -> int:
@@ -46,6 +51,9 @@ FULL = Profile(
     bursts=(200, 500, 1000),
     concurrency=1000,
     sustained_rounds=3,
+    cluster_workers=2,
+    cluster_runs=10_000,
+    cluster_in_flight=200,
 )
 QUICK = Profile(
     name="quick",
@@ -58,6 +66,9 @@ QUICK = Profile(
     bursts=(200, 1000),
     concurrency=1000,
     sustained_rounds=2,
+    cluster_workers=2,
+    cluster_runs=5_000,
+    cluster_in_flight=200,
 )
 SMOKE = Profile(
     name="smoke",
@@ -70,5 +81,8 @@ SMOKE = Profile(
     bursts=(4, 12),
     concurrency=50,
     sustained_rounds=3,
+    cluster_workers=2,
+    cluster_runs=12,
+    cluster_in_flight=6,
 )
 PROFILES = {p.name: p for p in (FULL, QUICK, SMOKE)}

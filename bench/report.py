@@ -160,6 +160,49 @@ def _memory(section: Mapping[str, Any]) -> str:
     )
 
 
+def _cluster(section: Mapping[str, Any]) -> str:
+    masters = section["masters"]
+    headers = ["shards", "runs", "runs/s", "p50 ms", "p99 ms", "worker CPU%", "bench CPU%"]
+    headers += ["redis CPU%", "total CPU%", "worker CPU ms/run", "commands/run"]
+    headers += ["share of commands", "CPU% by master"]
+    rows = [
+        [
+            p["shards"],
+            p["runs"],
+            p["runs_per_s"],
+            p["latency_ms"]["p50"],
+            p["latency_ms"]["p99"],
+            p["cpu_percent"]["consumer"],
+            p["cpu_percent"]["bench"],
+            p["cpu_percent"]["redis"],
+            p["cpu_percent_total"],
+            p["worker_cpu_ms_per_run"],
+            p["commands_per_run"],
+            " / ".join(f"{m['share']:.0%}" for m in p["masters"]),
+            " / ".join(f"{m['cpu_percent']:.0f}" for m in p["masters"]),
+        ]
+        for p in section["points"]
+    ]
+    return "\n".join(
+        [
+            f"5. Redis Cluster, {masters} masters (Redis {section['redis_version']}), "
+            f"{section['workers']} workers, {section['in_flight']} runs in flight, instant LLM "
+            f"({masters} shards ÷ 1: {_cell(section[f'speedup_{masters}_shards_vs_1'])}; "
+            "CPU% is of one core)",
+            table(headers, rows),
+            _submit_line(section["submit_us"]),
+        ]
+    )
+
+
+def _submit_line(cost: Mapping[str, Any]) -> str:
+    return (
+        f"AEON_WAIT_REPLICAS=1 (a replica per master): submit p50 {cost['p50_with_wait_1']} µs "
+        f"against {cost['p50_without_wait']} µs without ({_cell(cost['ratio'])}×, "
+        f"{cost['submits']} submits each)"
+    )
+
+
 def _targets(rows: Sequence[Mapping[str, Any]]) -> str:
     verdict = {True: "PASS", False: "MISS", None: "not run"}
     return "Targets\n" + table(
@@ -173,4 +216,5 @@ _SECTIONS = {
     "concurrency": _concurrency,
     "scaleout": _scaleout,
     "memory": _memory,
+    "cluster": _cluster,
 }

@@ -44,7 +44,7 @@ def _positive(value: Any) -> bool:
 def test_meta_says_what_ran(report: dict[str, Any]) -> None:
     meta = report["meta"]
     assert meta["profile"] == "smoke"
-    assert meta["sections"] == ["overhead", "concurrency", "scaleout", "memory"]
+    assert meta["sections"] == ["overhead", "concurrency", "scaleout", "memory", "cluster"]
     assert meta["redis"]["source"] == "url"
     assert _positive(meta["duration_s"])
 
@@ -89,9 +89,27 @@ def test_slow_llm_sections_report_in_flight_runs_and_memory(report: dict[str, An
     assert _positive(memory["peak_rss_kb_n_in_flight"])
 
 
+def test_cluster_compares_one_shard_with_one_per_master(report: dict[str, Any]) -> None:
+    cluster = report["cluster"]
+    assert cluster["masters"] == 3
+    points = cluster["points"]
+    assert [p["shards"] for p in points] == [1, 3]
+    for point in points:
+        assert point["workers"] == cluster["workers"] and point["runs"] == 12
+        assert _positive(point["runs_per_s"]) and _positive(point["commands_per_run"])
+        assert set(point["cpu_percent"]) == {"consumer", "bench", "redis"}
+        masters = point["masters"]
+        assert len(masters) == 3 and sum(m["commands"] for m in masters) > 0
+        # Every shard lives on one master; with 3 shards, each on its own.
+        assert sorted(s for m in masters for s in m["shards"]) == list(range(point["shards"]))
+    assert all(len(m["shards"]) == 1 for m in points[1]["masters"])
+    assert _positive(cluster["speedup_3_shards_vs_1"])
+    assert 0 <= cluster["min_master_share_3_shards"] <= 1 / 3
+
+
 def test_every_target_is_judged(report: dict[str, Any]) -> None:
     targets = report["targets"]
-    assert len(targets) == 5
+    assert len(targets) == 6
     for row in targets:
         assert isinstance(row["met"], bool), row
         assert row["value"] is not None
