@@ -28,7 +28,10 @@ from redis.asyncio.connection import (
 from redis.exceptions import (
     AskError,
     ClusterDownError,
+    ClusterError,
     DataError,
+    NoPermissionError,
+    RedisClusterException,
     SlotNotCoveredError,
     TryAgainError,
 )
@@ -43,18 +46,18 @@ RedisClient = Redis | RedisCluster
 
 #: Errors that pass once Redis is back, or once a cluster has settled after a failover (a slot
 #: without a master, a redirection redis-py gave up following): wait and try again.
-#: RuntimeError too: when one command fails, redis-py's cluster client closes the connections of
-#: every node, including those other commands are using at that moment, and uvloop (unlike
-#: asyncio) raises RuntimeError on a write to a closed transport. Only Redis calls are guarded.
+#: RedisClusterException: no node answered while the client relearnt the cluster; ClusterError:
+#: redirections went round until redis-py gave up.
 TRANSIENT: tuple[type[BaseException], ...] = (
     RedisConnectionError,
     RedisTimeoutError,
     OSError,
     ClusterDownError,
+    ClusterError,
     TryAgainError,
     AskError,
     SlotNotCoveredError,
-    RuntimeError,
+    RedisClusterException,
 )
 
 #: Blocking reads hold a connection each (one per consumer); the rest serve commands.
@@ -72,7 +75,22 @@ class _HiredisPacking:
 
     redis-py 5's asyncio connections pack in Python: about 19 µs for a hop's commit (XADD of a
     3 KB event, done mark, XACK) against 4 µs here, for the same bytes on the wire.
+
+    Also: a write to a transport that is already closed is a ConnectionError, as on asyncio's
+    own loop. uvloop raises RuntimeError for it, which redis-py passes on; it happens when
+    redis-py's cluster client, after one command failed, closes every node's connections,
+    including those other commands are using at that moment.
     """
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        try:
+            await super().send_packed_command(command, check_health)  # type: ignore[misc]
+        except RuntimeError as error:
+            if "closed" not in str(error):
+                raise
+            raise RedisConnectionError(
+                f"the connection was closed under this command ({error})"
+            ) from error
 
     def pack_command(self, *args: Any) -> list[bytes]:
         return [_pack(args)]
@@ -137,6 +155,11 @@ async def _is_cluster_node(options: dict[str, Any]) -> bool:
     probe = _standalone({**options, "db": 0}, 0)
     try:
         return bool((await probe.info("cluster")).get("cluster_enabled"))
+    except NoPermissionError:
+        raise SettingsError(
+            "AEON_REDIS_CLUSTER=auto asks the server with INFO, which this user may not run: "
+            "set AEON_REDIS_CLUSTER=yes (a cluster) or no (one server)"
+        ) from None
     finally:
         await probe.aclose()
 

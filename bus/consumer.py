@@ -129,9 +129,11 @@ class Consumer:
         self._group = keys.group(route.group)
         self._gate = committer.gate
         self._in_flight: dict[Ref, asyncio.Task[None]] = {}
-        #: The lock key of every event this consumer is handling, set once that handling
-        #: ends (committed, or given up on): another entry of the event waits for it.
-        self._handling: dict[str, asyncio.Event] = {}
+        #: The lock key of every event this consumer is handling: the entry handling it, and
+        #: an asyncio.Event set once that ends (committed, or given up on). Another entry of
+        #: the same event waits for it. Registered when the lock is found MINE, in the same
+        #: step, so two entries of one event are never both MINE here.
+        self._handling: dict[str, tuple[Ref, asyncio.Event]] = {}
         #: Slots promised to reads under way, so reads of several shards never overfill.
         self._reserved = 0
         #: The most one shard's read may ask for: its share of the slots.
@@ -146,13 +148,16 @@ class Consumer:
         """Create the group (and stream) of every shard if missing; start from the beginning
         so nothing published before the first worker started is skipped."""
         for stream_key in self._stream_keys:
-            try:
-                await self._redis.xgroup_create(stream_key, self._group, id="0", mkstream=True)
-            except ResponseError as error:
-                if "BUSYGROUP" in str(error):
-                    continue
-                if not (refuses_writes(error) and await self._group_exists(stream_key)):
-                    raise  # a worker starting while Redis refuses writes needs its group made
+            await self._ensure_group_of(stream_key)
+
+    async def _ensure_group_of(self, stream_key: str) -> None:
+        try:
+            await self._redis.xgroup_create(stream_key, self._group, id="0", mkstream=True)
+        except ResponseError as error:
+            if "BUSYGROUP" in str(error):
+                return
+            if not (refuses_writes(error) and await self._group_exists(stream_key)):
+                raise  # a worker starting while Redis refuses writes needs its group made
 
     async def _group_exists(self, stream_key: str) -> bool:
         try:
@@ -227,23 +232,30 @@ class Consumer:
                     count=count,
                     block=self._settings.block_ms,
                 )
-            except TRANSIENT as error:
-                await backoff.wait(f"{self._group}: reading failed", error)
-                continue
-            except ResponseError as error:
-                await self._on_response_error(error)
-                continue
+            except (ResponseError, *TRANSIENT) as error:
+                reply, failed = None, error
+            else:
+                failed = None
             finally:
                 self._reserved -= count
                 self._slot_freed.set()
+            if failed is not None:  # waited out without holding slots the others could use
+                await self._on_read_error(failed, stream_key, backoff)
+                continue
             backoff.reset()
             for _stream, entries in reply or ():
                 self._start([Delivery(shard, entry_id, fields) for entry_id, fields in entries])
 
-    async def _on_response_error(self, error: ResponseError) -> None:
-        if "NOGROUP" in str(error):
+    async def _on_read_error(self, error: Exception, stream_key: str, backoff: _Backoff) -> None:
+        """Wait out an outage, or recreate a group Redis lost."""
+        if isinstance(error, TRANSIENT):
+            await backoff.wait(f"{self._group}: reading failed", error)
+        elif "NOGROUP" in str(error):
             log.warning("%s: group or stream is gone (Redis lost data?); recreating", self._group)
-            await self.ensure_group()
+            try:
+                await self._ensure_group_of(stream_key)
+            except (ResponseError, *TRANSIENT) as trouble:
+                await backoff.wait(f"{self._group}: recreating the group failed", trouble)
         else:
             log.error("%s: %s", self._group, error)
             await asyncio.sleep(1.0)
@@ -264,6 +276,7 @@ class Consumer:
         Nothing escapes this task: what fails is logged and its entries stay pending, for this
         consumer's or another's recovery.
         """
+        owned: list[tuple[Delivery, Any, LockState]] = []
         try:
             events, rejects = [], []
             for delivery in batch:
@@ -283,6 +296,9 @@ class Consumer:
         except Exception as error:  # a bug or an outage: the entries stay pending, not lost
             log.warning("%s: %d entries left pending: %s", self._group, len(batch), said(error))
         finally:
+            for delivery, event, state in owned:  # a no-op for those `_process` released
+                if state is LockState.MINE:
+                    self._release(self._lock_key(delivery, event), delivery.ref)
             for delivery in batch:
                 self._in_flight.pop(delivery.ref, None)
             self._slot_freed.set()
@@ -357,16 +373,22 @@ class Consumer:
                 pipe.eval(_TAKE_OVER, 1, key, me, delivery.claimed_from, settings.lock_lease_ms)
         replies = iter(await pipe.execute())
         owned = []
-        for (delivery, event), ask in zip(events, asked, strict=True):
+        for (delivery, event), key, ask in zip(events, keys, asked, strict=True):
             if not ask:
                 state = LockState.BUSY
             elif delivery.claimed_from is None:
                 took, holder = next(replies), next(replies)
                 # Held by this consumer yet not in hand: left by a locking round trip that
-                # failed half-way, and retried now.
+                # failed half-way and is retried now, or taken by another entry of the event
+                # locked at the same time (which the check below tells apart).
                 state = LockState.MINE if took or holder == me else _held(holder)
             else:
                 state = LockState(next(replies).decode())
+            if state is LockState.MINE:
+                if key in self._handling:  # another entry of the event got here first
+                    state = LockState.BUSY
+                else:
+                    self._handling[key] = (delivery.ref, asyncio.Event())
             owned.append((delivery, event, state))
         await self._not_attempts([d for d, _, state in owned if state is LockState.BUSY])
         return owned
@@ -406,13 +428,17 @@ class Consumer:
         if state is LockState.BUSY:
             await self._after_the_copy_in_hand(delivery, event, lock_key)
             return
-        # Held until committed, however long that takes (the heartbeat extends it).
-        finished = self._handling[lock_key] = asyncio.Event()
-        try:
+        try:  # the lock is held until committed, however long that takes (the heartbeat)
             await self._handle(delivery, event, lock_key)
         finally:
+            self._release(lock_key, delivery.ref)
+
+    def _release(self, lock_key: str, ref: Ref) -> None:
+        """The entry `ref` no longer handles its event: wake the entries waiting for it."""
+        held = self._handling.get(lock_key)
+        if held is not None and held[0] == ref:
             del self._handling[lock_key]
-            finished.set()
+            held[1].set()
 
     async def _after_the_copy_in_hand(self, delivery: Delivery, event: Any, lock_key: str) -> None:
         """A busy entry of an event this consumer is handling from another entry stays in
@@ -420,10 +446,10 @@ class Consumer:
         lock over) until that handling ends; then it is locked again like any entry, and finds
         the event done, or takes it on if that handling failed. A busy entry of an event
         handled elsewhere is left pending, to be claimed again later."""
-        finished = self._handling.get(lock_key)
-        if finished is None:
+        held = self._handling.get(lock_key)
+        if held is None or held[0] == delivery.ref:
             return
-        await finished.wait()
+        await held[1].wait()
         for again in await self._acquire_patiently([(delivery, event)]):
             await self._process(*again)
 
@@ -545,8 +571,9 @@ class Consumer:
             except TRANSIENT as error:
                 await backoff.wait(f"{self._group}: claiming failed", error)
                 continue
-            except ResponseError as error:
-                await self._on_response_error(error)
+            except Exception as error:  # never let claiming stop for good (NOGROUP: see reading)
+                log.warning("%s: claiming failed: %s", self._group, said(error))
+                await self._sleep(1.0)
                 continue
             backoff.reset()
             if not claimed:
@@ -626,8 +653,8 @@ class Consumer:
                 continue
             try:
                 await self.heartbeat_once()
-            except (ResponseError, *TRANSIENT) as error:
-                log.warning("%s: heartbeat failed: %s", self._group, error)
+            except Exception as error:  # a heartbeat that stopped would let others take over
+                log.warning("%s: heartbeat failed: %s", self._group, said(error))
 
     async def heartbeat_once(self) -> None:
         """Every entry in flight stays this consumer's, locked or still waiting for its lock.
