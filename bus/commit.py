@@ -4,18 +4,29 @@ Handlers finish at their own pace; each queues a Commit and awaits it. The flush
 queued commit in one pipelined round trip, so under load a hop costs a fraction of a round trip,
 and with one event in flight it costs exactly one (nothing waits for a batch to fill).
 
-Order inside a commit matters: outputs first, then the "done" mark, then XACK. A crash in
-between leaves the entry pending; its redelivery finds the memoised LLM replies, publishes the
-same deterministic event ids, and the next consumer's dedupe drops the copy.
+Each commit is one script (`_COMMIT`), run by Redis as one step: the outputs, then the "done"
+mark, then XACK. A pipeline would not do: Redis out of memory refuses the XADDs and SETs but
+takes the XACK (it needs no memory), and a worker killed before its retry would then have acked
+an entry whose outputs never existed. In the script the first refused write stops it. All of a
+commit's keys are in the run's shard (bus.keys), so on a cluster it runs on one node.
+
+A crash before the script leaves the entry pending; its redelivery finds the memoised LLM
+replies, publishes the same deterministic event ids, and the next consumer's dedupe drops the
+copy. Commits are settled one by one: those Redis took are done, those it could not take (a
+master failing over, writes refused) are sent again, alone, without holding up the others.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import itertools
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from redis.exceptions import NoScriptError
 
 from bus.codec import Routable, encode
 from bus.connection import TRANSIENT, RedisClient
@@ -26,32 +37,50 @@ from bus.writes import WriteGate, refuses_writes, said
 
 log = logging.getLogger("aeon.bus")
 
-#: One FinalAnswer per run, even if two exits reach Phase E: the answer key is set only if absent,
-#: and the answers stream gets the entry only then. Both keys are in the run's shard (bus.keys).
-_PUBLISH_ANSWER = """
-if redis.call('SET', KEYS[2], ARGV[3], 'NX', 'EX', ARGV[4]) then
-  return redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[5], '*',
-                    'type', ARGV[1], 'cid', ARGV[2], 'body', ARGV[3])
+#: One commit. KEYS: the entry's stream, its event's lock (the stream again when there is none),
+#: then per output its stream, and for an answer also the answer key. ARGV: group, entry id,
+#: stream maxlen, done-mark TTL ms, answer TTL s, the done value, then per output: its kind
+#: ("event", "answer", "dead"), its number of fields and the fields. Returns the dead letter's
+#: id, if any. One FinalAnswer per run, even if two exits reach Phase E: an answer is added to
+#: its stream only if its answer key was not set yet (SET NX).
+_COMMIT = """
+local maxlen, k, a, dead = ARGV[3], 3, 7, false
+while a <= #ARGV do
+  local kind, n = ARGV[a], tonumber(ARGV[a + 1])
+  local fields = {unpack(ARGV, a + 2, a + 1 + 2 * n)}
+  a = a + 2 + 2 * n
+  if kind == 'answer' then
+    if redis.call('SET', KEYS[k + 1], fields[#fields], 'NX', 'EX', ARGV[5]) then
+      redis.call('XADD', KEYS[k], 'MAXLEN', '~', maxlen, '*', unpack(fields))
+    end
+    k = k + 2
+  else
+    local id = redis.call('XADD', KEYS[k], 'MAXLEN', '~', maxlen, '*', unpack(fields))
+    if kind == 'dead' then dead = id end
+    k = k + 1
+  end
 end
-return false
+if KEYS[2] ~= KEYS[1] then redis.call('SET', KEYS[2], ARGV[6], 'PX', ARGV[4]) end
+redis.pcall('XACK', KEYS[1], ARGV[1], ARGV[2])  -- NOGROUP (Redis lost the group): no matter
+return dead
 """
+_COMMIT_SHA = hashlib.sha1(_COMMIT.encode()).hexdigest()
 
 
-class WriteRefused(Exception):
-    """Redis answered, but refused part of a commit."""
+def _settle(item: Commit, error: BaseException | None) -> None:
+    if item.done is not None and not item.done.done():
+        if error is None:
+            item.done.set_result(None)
+        else:
+            item.done.set_exception(error)
 
-    def __init__(self, refused: list[Exception]) -> None:
-        super().__init__(f"Redis refused {len(refused)} command(s): {refused[0]}")
-        self.first = refused[0]
 
-
-def _settle(batch: list[Commit], error: BaseException | None) -> None:
-    for item in batch:
-        if item.done is not None and not item.done.done():
-            if error is None:
-                item.done.set_result(None)
-            else:
-                item.done.set_exception(error)
+def _again(reply: object) -> bool:
+    """Whether a refused command will be taken later: an outage, refused writes, or a node
+    that has not seen the script yet (a new master after a failover)."""
+    return isinstance(reply, TRANSIENT) or (
+        isinstance(reply, NoScriptError) or (isinstance(reply, Exception) and refuses_writes(reply))
+    )
 
 
 @dataclass(slots=True)
@@ -125,96 +154,122 @@ class Committer:
         self._wake.set()
 
     async def _flush_until_sent(self, batch: list[Commit], memos: list[tuple[str, str]]) -> None:
-        """Send the batch, retrying while Redis is away or refuses writes (say, out of memory).
+        """Send the batch; send again what Redis could not take (away, failing over, refusing
+        writes) until it is taken, and give up at once on what it refused for good.
 
         After close, retries stop once the shutdown grace is spent: the entries stay pending
         for another worker to claim, rather than holding a stopping worker forever.
         """
-        delay, started = 0.1, time.monotonic()
+        delay, started, told = 0.1, time.monotonic(), False
         while True:
             try:
-                await self._flush(batch, memos)
-            except (*TRANSIENT, WriteRefused) as error:
-                if self._closed and time.monotonic() - started > self._settings.shutdown_grace_s:
-                    _settle(batch, error)
-                    log.error("%d commits not sent at shutdown; entries stay pending", len(batch))
-                    return
-                if isinstance(error, WriteRefused) and not refuses_writes(error.first):
-                    # Not an outage (a wrong key type, no permission): a retry would fail the
-                    # same way and hold up every later commit. The entries stay pending.
-                    log.error("commit refused for good (%s); its entries stay pending", said(error))
-                    _settle(batch, error)
-                    return
-                if isinstance(error, WriteRefused):
-                    self.gate.refused(error.first)  # says so once, not once per retry
-                elif delay == 0.1:
-                    log.warning("commit failed (%s); retrying until it is sent", error)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
+                batch, memos = await self._flush(batch, memos)
+            except TRANSIENT as error:  # one server away: nothing of this flush was answered
+                trouble = f"commit failed ({error})"
             except Exception as error:  # a bug in one batch must not stop every later commit
                 log.exception("commit failed for good; its entries stay pending")
-                _settle(batch, error)
+                for item in batch:
+                    _settle(item, error)
                 return
-            if memos or any(item.encoded or item.dead or item.lock_key for item in batch):
-                self.gate.accepted()  # a batch of acks alone says nothing: XACK needs no memory
-            _settle(batch, None)
-            return
+            else:
+                if not (batch or memos):
+                    return
+                trouble = f"{len(batch)} commits not taken yet"
+            if not told and self.gate.is_open:  # refused writes were announced by the gate
+                log.warning("%s; retrying until they are sent", trouble)
+                told = True
+            if self._closed and time.monotonic() - started > self._settings.shutdown_grace_s:
+                for item in batch:
+                    _settle(item, TimeoutError("not sent within the shutdown grace"))
+                log.error("%d commits not sent at shutdown; entries stay pending", len(batch))
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
-    async def _flush(self, batch: list[Commit], memos: list[tuple[str, str]]) -> None:
+    async def _flush(
+        self, batch: list[Commit], memos: list[tuple[str, str]]
+    ) -> tuple[list[Commit], list[tuple[str, str]]]:
+        """One pipelined round trip; what is left to send again (commits, memos)."""
         settings = self._settings
         pipe = self._redis.pipeline(transaction=False)
         for key, value in memos:
             pipe.set(self._keys.memo(key), value, ex=settings.memo_ttl_s)
-        dead_letters: list[tuple[Commit, int]] = []
         for item in batch:
-            for stream, fields in item.encoded:
-                self._publish(pipe, stream, fields)
-            if item.dead is not None:
-                dead_letters.append((item, len(pipe)))
-                pipe.xadd(
-                    self._keys.dead_letter(item.shard),
-                    item.dead.to_fields(),
-                    maxlen=settings.stream_maxlen,
-                    approximate=True,
-                )
-            if item.lock_key is not None:
-                pipe.set(item.lock_key, LockState.DONE.value, px=settings.dedupe_ttl_s * 1000)
-            pipe.xack(item.stream_key, item.group, item.entry_id)
-        # NOGROUP on an ack (Redis lost its data) is harmless; any other refused command (OOM
-        # on an XADD) means outputs were not stored, so the whole batch is sent again: the
-        # outputs' deterministic ids let consumers drop what the first attempt did store.
+            if item.encoded or item.dead or item.lock_key:
+                # execute_command: redis-py's cluster pipeline refuses its evalsha() method,
+                # but routes the command by its keys like any other.
+                pipe.execute_command("EVALSHA", _COMMIT_SHA, *self._script_args(item))
+            else:  # a duplicate found done: nothing to write, only the ack
+                pipe.xack(item.stream_key, item.group, item.entry_id)
         replies = await pipe.execute(raise_on_error=False)
-        for reply in replies:  # on a cluster, one node's trouble comes back as its replies
-            if isinstance(reply, TRANSIENT):
-                raise reply
-        refused = [r for r in replies if isinstance(r, Exception) and "NOGROUP" not in str(r)]
-        if refused:
-            raise WriteRefused(refused)
-        for item, index in dead_letters:
-            item.dead_id = replies[index].decode()
+        memo_replies, commit_replies = replies[: len(memos)], replies[len(memos) :]
+        if any(isinstance(reply, NoScriptError) for reply in commit_replies):
+            await self._redis.script_load(_COMMIT)  # on every master of a cluster
+        wrote = [r for r in memo_replies if not isinstance(r, Exception)] + [
+            r
+            for item, r in zip(batch, commit_replies, strict=True)
+            if not isinstance(r, Exception) and (item.encoded or item.dead or item.lock_key)
+        ]
+        self._tell_gate(replies, wrote)
+        return self._settled(batch, commit_replies), _left(memos, memo_replies)
 
-    def _publish(self, pipe: Any, stream: str, fields: dict[str, bytes]) -> None:
-        """Queue one output on `pipe` (a pipeline of either client), in its run's shard."""
-        correlation_id = fields["cid"].decode()
-        if stream == ANSWERS:
-            # EVAL, not EVALSHA: a pipeline with registered scripts costs a SCRIPT EXISTS round
-            # trip per flush, while Redis caches the compiled script by its text anyway.
-            pipe.eval(
-                _PUBLISH_ANSWER,
-                2,
-                self._keys.stream_of(ANSWERS, correlation_id),
-                self._keys.answer(correlation_id),
-                fields["type"],
-                fields["cid"],
-                fields["body"],
-                self._settings.answer_ttl_s,
-                self._settings.stream_maxlen,
-            )
-        else:
-            pipe.xadd(
-                self._keys.stream_of(stream, correlation_id),
-                fields,
-                maxlen=self._settings.stream_maxlen,
-                approximate=True,
-            )
+    def _tell_gate(self, replies: list[Any], wrote: list[Any]) -> None:
+        """Close the gate on a refused write; open it on a write that needs memory (`wrote`:
+        an ack alone says nothing, as XACK needs none)."""
+        refused = [r for r in replies if isinstance(r, Exception) and refuses_writes(r)]
+        if refused:
+            self.gate.refused(refused[0])  # says so once, not once per retry
+        elif wrote:
+            self.gate.accepted()
+
+    def _settled(self, batch: list[Commit], replies: list[Any]) -> list[Commit]:
+        """Settle each commit Redis took or refused for good; the ones to send again."""
+        again = []
+        for item, reply in zip(batch, replies, strict=True):
+            if not isinstance(reply, Exception) or "NOGROUP" in str(reply):
+                if item.dead is not None and isinstance(reply, bytes):
+                    item.dead_id = reply.decode()
+                _settle(item, None)
+            elif _again(reply):
+                again.append(item)
+            else:  # a wrong key type, no permission: a retry would fail the same way
+                log.error("commit refused for good (%s); its entry stays pending", said(reply))
+                _settle(item, reply)
+        return again
+
+    def _script_args(self, item: Commit) -> list[Any]:
+        """`_COMMIT`'s key count, keys and arguments for `item`."""
+        settings = self._settings
+        keys = [item.stream_key, item.lock_key or item.stream_key]
+        args: list[Any] = [
+            item.group,
+            item.entry_id,
+            settings.stream_maxlen,
+            settings.dedupe_ttl_s * 1000,
+            settings.answer_ttl_s,
+            LockState.DONE.value,
+        ]
+        for stream, fields in item.encoded:
+            correlation_id = fields["cid"].decode()
+            keys.append(self._keys.stream_of(stream, correlation_id))
+            if stream == ANSWERS:
+                keys.append(self._keys.answer(correlation_id))
+            args += ["answer" if stream == ANSWERS else "event", len(fields)]
+            args += itertools.chain.from_iterable(fields.items())
+        if item.dead is not None:
+            keys.append(self._keys.dead_letter(item.shard))
+            dead = item.dead.to_fields()
+            args += ["dead", len(dead), *itertools.chain.from_iterable(dead.items())]
+        return [len(keys), *keys, *args]
+
+
+def _left(memos: list[tuple[str, str]], replies: list[Any]) -> list[tuple[str, str]]:
+    """The memo writes to send again; one refused for good is dropped (a memo only saves an
+    LLM call on a redelivery)."""
+    left = []
+    for memo, reply in zip(memos, replies, strict=True):
+        if _again(reply):
+            left.append(memo)
+        elif isinstance(reply, Exception):
+            log.warning("memo not stored: %s", said(reply))
+    return left
