@@ -12,8 +12,8 @@ answer key, the dedupe locks and the dead letters all carry the shard's hash tag
   slots, so a cluster whose masters hold equal contiguous ranges (what `redis-cli --cluster
   create` makes) puts each shard on its own master when N equals the masters.
 
-Memo entries are the only keys outside the shards: each is read and written alone, and losing
-one costs an LLM call, not correctness.
+Memo entries, the write probe and the recorded shard count are the only keys outside the
+shards: each is read and written alone, and losing a memo costs an LLM call, not correctness.
 """
 
 from __future__ import annotations
@@ -98,6 +98,11 @@ class Keys:
 
     def memo(self, key: str) -> str:
         return f"{self.prefix}:memo:{key}"
+
+    @property
+    def shard_count(self) -> str:
+        """The number of shards the deployment under this prefix uses (bus.layout)."""
+        return f"{self.prefix}:shards"
 
     @property
     def write_probe(self) -> str:

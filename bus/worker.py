@@ -15,6 +15,7 @@ from bus.commit import Committer
 from bus.connection import RedisClient
 from bus.consumer import Consumer, Route
 from bus.keys import Keys
+from bus.layout import agree_on_shards
 from bus.memo import RedisMemo
 from bus.settings import BusSettings, redact
 
@@ -55,7 +56,9 @@ class BusWorker:
             )
 
     async def start(self) -> None:
-        """Create every group before reading, so a request published now is not missed."""
+        """Check the shard count, then create every group before reading, so a request
+        published now is not missed."""
+        await agree_on_shards(self.redis, self.keys)
         for consumer in self.consumers:
             await consumer.ensure_group()
 

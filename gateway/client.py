@@ -19,25 +19,29 @@ field without decoding the body. Answers are also stored under their correlation
 checks the store too and `fetch` finds an answer long after the stream entry is gone.
 
 With `AEON_WAIT_REPLICAS` set, `submit` returns once that many replicas hold the request
-(Redis WAIT on the connection that wrote it), so a failover of its master cannot lose it;
-while the cluster fails over, `submit` keeps trying until the request's timeout.
+(Redis WAIT on the connection that wrote it), so a failover of its master cannot lose it.
+While a cluster fails over, `submit` keeps trying until the request's timeout; a single server
+that does not answer is an error at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Self
 
-from redis.exceptions import ReadOnlyError
+from redis.asyncio.cluster import PipelineCommand
+from redis.exceptions import ReadOnlyError, ResponseError
 
 from bus.codec import encode
 from bus.connection import TRANSIENT, RedisClient, connect, is_cluster
 from bus.keys import ANSWERS, Keys
+from bus.layout import agree_on_shards
 from bus.settings import BusSettings
 from gateway.progress import Progress, progress_of
 from gateway.validation import check_max_ttl, check_request, check_timeout
@@ -56,6 +60,8 @@ PROGRESS_STREAMS = ("profiled", "passes", "pass-completed", "loop-exited")
 #: How often a waiter also looks in the answer store, in case its stream entry was missed
 #: (a reconnect, or an entry trimmed before this client read it).
 _STORE_POLL_S = 2.0
+#: How far before this host's clock a reader starts when its server cannot tell the time.
+_CLOCK_MARGIN_S = 10.0
 #: A submit that Redis could not take (a failover under way) is tried again after this long.
 _SUBMIT_RETRY_S = 0.25
 #: How long past a request's deadline its gateway keeps waiting: the phase that notices the
@@ -103,13 +109,37 @@ class AeonClient:
         if self._redis is None:
             self._redis = await connect(self.settings, self._url, consumers=self.keys.shards)
         try:
+            await self._agree_on_shards()
             for streams in self._reads():
-                start = await stream_id_now(self._redis, streams[0])
+                start = await self._start_id(streams[0])
                 self._readers.append(asyncio.create_task(self._follow(streams, start)))
         except BaseException:
             await self.__aexit__()
             raise
         return self
+
+    async def _agree_on_shards(self) -> None:
+        """As every process of the deployment must (bus.layout); on a cluster failing over,
+        the check is skipped rather than holding up the start."""
+        try:
+            await agree_on_shards(self.redis, self.keys)
+        except TRANSIENT:
+            if not is_cluster(self.redis):
+                raise
+
+    async def _start_id(self, key: str) -> str:
+        """Where a reader of `key` starts: now on its server's clock; if that server does not
+        answer (a cluster failing over), a little earlier on this host's, which only means
+        reading a few entries no waiter wants."""
+        try:
+            return await stream_id_now(self.redis, key)
+        except TRANSIENT as error:
+            if not is_cluster(self.redis):
+                raise
+            log.info(
+                "no time from the server of %s (%s); starting from this host's clock", key, error
+            )
+            return f"{int((time.time() - _CLOCK_MARGIN_S) * 1000)}-0"
 
     def _reads(self) -> list[tuple[str, ...]]:
         """The streams each reader follows: all of them in one XREAD, or on a cluster, one
@@ -165,38 +195,61 @@ class AeonClient:
         dedupe handles an event id once."""
         key = self.keys.stream_of(RequestSubmitted.STREAM, event.correlation_id)
         fields = encode(event)
+        wanted = self.settings.wait_replicas
         while True:
-            pipe = self.redis.pipeline(transaction=False)
-            pipe.xadd(key, fields, maxlen=self.settings.stream_maxlen, approximate=True)
-            if self.settings.wait_replicas:
-                self._wait(pipe, key)
             try:
-                replies = await pipe.execute()
+                if wanted:
+                    confirmed = await self._add_and_wait(key, fields)
+                else:
+                    await self.redis.xadd(
+                        key, fields, maxlen=self.settings.stream_maxlen, approximate=True
+                    )
             except (*TRANSIENT, ReadOnlyError) as error:  # READONLY: a demoted master
-                if time.monotonic() + _SUBMIT_RETRY_S > deadline:
-                    raise
+                if not is_cluster(self.redis) or time.monotonic() + _SUBMIT_RETRY_S > deadline:
+                    raise  # one server away: say so now (`aeon ask` exits 4)
                 log.info("submit of %s failed (%s); trying again", event.correlation_id, error)
                 await asyncio.sleep(_SUBMIT_RETRY_S)
+                await self._relearn(key)
                 continue
-            if self.settings.wait_replicas and replies[-1] < self.settings.wait_replicas:
+            if wanted and confirmed < wanted:
                 log.warning(
                     "request %s is stored but only %d of %d replicas confirmed it within %d ms; "
                     "a failover of its master now could lose it",
                     event.correlation_id,
-                    replies[-1],
-                    self.settings.wait_replicas,
+                    confirmed,
+                    wanted,
                     self.settings.wait_timeout_ms,
                 )
             return
 
-    def _wait(self, pipe: Any, key: str) -> None:
-        """Queue a WAIT on `pipe`, on the connection that writes `key` (WAIT counts the
-        replicas that hold what its own connection wrote)."""
+    async def _add_and_wait(self, key: str, fields: dict[str, bytes]) -> int:
+        """XADD, then WAIT on the same connection (WAIT counts the replicas holding what its
+        own connection wrote); how many replicas confirmed."""
+        xadd = ("XADD", key, "MAXLEN", "~", self.settings.stream_maxlen, "*")
+        xadd += tuple(itertools.chain.from_iterable(fields.items()))
         wait = ("WAIT", self.settings.wait_replicas, self.settings.wait_timeout_ms)
-        if is_cluster(self.redis):
-            pipe.execute_command(*wait, target_nodes=self.redis.get_node_from_key(key))
-        else:
+        if not is_cluster(self.redis):
+            pipe = self.redis.pipeline(transaction=False)
+            pipe.execute_command(*xadd)
             pipe.execute_command(*wait)
+            return (await pipe.execute())[-1]
+        # Not the cluster client's pipeline: after a redirection or a lost connection it sends
+        # a command again alone, on another connection or node, and WAIT would count nothing.
+        # Both go to the master the client knows for the key, on one of its connections; a
+        # MOVED or a lost node fails the pair, and it is tried again once the client relearnt.
+        pair = [PipelineCommand(0, *xadd), PipelineCommand(1, *wait)]
+        await self.redis.get_node_from_key(key).execute_pipeline(pair)
+        for command in pair:
+            if isinstance(command.result, Exception):
+                raise command.result
+        return pair[1].result
+
+    async def _relearn(self, key: str) -> None:
+        """On a cluster, let the client find the key's master again: a command through it
+        follows MOVED and refreshes its map of the slots after a failover."""
+        if is_cluster(self.redis):
+            with contextlib.suppress(ResponseError, *TRANSIENT):
+                await self.redis.xlen(key)
 
     async def wait(self, correlation_id: str, timeout: float) -> ExecutionResult:
         """The run's result, or AnswerTimeout after `timeout` seconds."""

@@ -83,7 +83,9 @@ def test_master_failovers_under_load_lose_no_accepted_request(
 ) -> None:
     """40 requests in flight on 3 masters with a replica each; requests wait for a replica
     (AEON_WAIT_REPLICAS=1). One master is failed over by hand (CLUSTER FAILOVER, which loses
-    nothing), then another is SIGKILLed and its replica promoted. Every request is answered.
+    nothing), then another is SIGKILLed and its replica promoted; a second gateway submits 10
+    more while the cluster has no master for that shard (its submits retry until it has one).
+    Every request is answered.
 
     A SIGKILLed master can take with it what it had not yet copied to its replica; the runs
     redo that work (docs/delivery.md, "On Redis Cluster"). Each gateway gets one answer per
@@ -104,11 +106,13 @@ def test_master_failovers_under_load_lose_no_accepted_request(
         cluster.failover(cluster.replicas_of(graceful)[0])
         wait_until(lambda: len(bus.answer_cids()) >= 15, 60, "answers after the failover")
         cluster.kill(crashed)
+        late = procs.gateway(env, 10, timeout=120, request=REQUEST, name="late")
         cluster.wait_until_ok()
 
         assert gateway.wait(180) == 0, gateway.tail()
-        submitted = gateway.submitted()
-        answered = gateway.answered()
+        assert late.wait(150) == 0, late.tail()
+        submitted = gateway.submitted() + late.submitted()
+        answered = gateway.answered() + late.answered()
         assert sorted(row["cid"] for row in answered) == sorted(submitted)
         assert not [row for row in answered if row["degraded"]]
         answers = bus.answer_cids()

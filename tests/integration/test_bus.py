@@ -27,6 +27,7 @@ from bus.deadletter import DeadLetter
 from bus.keys import Keys
 from bus.settings import BusSettings
 from bus.worker import BusWorker
+from config import SettingsError
 
 
 class Ping(BaseModel):
@@ -483,6 +484,17 @@ async def test_stop_lets_in_flight_events_finish(redis: RedisClient, settings: B
     assert await pending_count(redis, settings) == 0
 
 
+async def test_a_process_with_another_shard_count_is_refused(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """Workers and gateways must split streams alike; the first records how (bus.layout)."""
+    await BusWorker(redis, settings).start()
+    await BusWorker(redis, settings).start()  # the same count: welcome
+    other = settings.with_(shards=settings.shards + 1)
+    with pytest.raises(SettingsError, match=f"but the deployment .* uses {settings.shards} "):
+        await BusWorker(redis, other).start()
+
+
 async def test_consumer_recover_once_reports_nothing_when_idle(
     redis: RedisClient, settings: BusSettings
 ) -> None:
@@ -533,6 +545,30 @@ async def test_work_waits_while_redis_refuses_writes(
     said = [r.getMessage() for r in caplog.records]
     assert sum("Redis refuses writes" in line for line in said) == 1, said
     assert sum("accepts writes again" in line for line in said) == 1, said
+
+
+async def test_an_ack_never_goes_through_without_its_outputs(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """Out of memory, Redis refuses XADD and SET but takes XACK. A worker gone while its
+    commit waits for memory (no grace to retry in) leaves the entry pending, not acked without
+    its outputs; another worker then does the work."""
+    settings = settings.with_(shutdown_grace_s=0)
+    handle = Held()
+    await publish(redis, settings, ping(1))
+    running = Running(redis, settings, route(handle))
+    await running.__aenter__()
+    await eventually(lambda: handle.calls)
+    async with out_of_memory(redis):
+        handle.release.set()
+        await eventually(lambda: not running.worker.committer.gate.is_open)  # it was refused
+        await kill(running)
+        assert await pending_count(redis, settings) == 1
+    assert await xlen(redis, settings, "out") == 0
+    other = settings.with_(consumer_name=f"{settings.consumer_name}-2")
+    async with Running(redis, other, route(handle)):
+        out = await wait_for_len(redis, settings, "out", 1)
+    assert out[0][1][b"cid"] == b"run-1"
 
 
 async def test_entries_wait_unlocked_while_redis_refuses_writes(
