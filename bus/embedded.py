@@ -40,7 +40,7 @@ from types import TracebackType
 from typing import IO, Self
 from urllib.parse import quote
 
-__all__ = ["RedisServer", "RedisServerError", "find_redis_server"]
+__all__ = ["RedisServer", "RedisServerError", "StartStop", "find_redis_server"]
 
 HOST = "127.0.0.1"
 CONF_NAME = "redis.conf"
@@ -147,7 +147,28 @@ def _finalize(res: _Resources) -> None:
         shutil.rmtree(res.owned_dir, ignore_errors=True)
 
 
-class RedisServer:
+class StartStop:
+    """`with X(...) as x:` starts x and closes it at the end, for classes with start/close."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class RedisServer(StartStop):
     """One redis-server process on 127.0.0.1, started and stopped by this object.
 
     Options:
@@ -355,17 +376,6 @@ class RedisServer:
             shutil.rmtree(self._owned_dir, ignore_errors=True)
             self._owned_dir = None
             self._dir = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

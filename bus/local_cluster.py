@@ -23,12 +23,11 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Self
 
 import redis
 
-from bus.embedded import HOST, RedisServer, RedisServerError, find_redis_server
+from bus.embedded import HOST, RedisServer, RedisServerError, StartStop, find_redis_server
 
 __all__ = ["LocalCluster", "LocalClusterError"]
 
@@ -103,7 +102,7 @@ def _log_tail(node: RedisServer, lines: int = 15) -> str:
     return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
 
 
-class LocalCluster:
+class LocalCluster(StartStop):
     """`masters` masters with `replicas` replicas each, one redis-server process per node.
 
     Nodes are started masters first, then the replicas of master 0, of master 1, and so on.
@@ -225,17 +224,6 @@ class LocalCluster:
             node.close()
         self._nodes.clear()
         self._ids.clear()
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         ports = [n.port for n in self._nodes if n.running]
