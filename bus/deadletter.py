@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bus.codec import Fields, text
+from bus.codec import FASTSTREAM_FIELD, Fields, correlation_id_of
 
 
 @dataclass
@@ -28,7 +28,7 @@ class DeadLetter:
 
     @property
     def correlation_id(self) -> str:
-        return getattr(self.event, "correlation_id", None) or text(self.fields, b"cid")
+        return getattr(self.event, "correlation_id", None) or correlation_id_of(self.fields)
 
     def to_fields(self) -> dict[str, str | bytes]:
         return {
@@ -41,9 +41,16 @@ class DeadLetter:
             "type": self.fields.get(b"type", b""),
             "cid": self.fields.get(b"cid", b""),
             "body": self.fields.get(b"body", b""),
+            # A FastStream entry is kept whole, so replay puts back what its app published.
+            **(
+                {"__data__": self.fields[FASTSTREAM_FIELD]}
+                if FASTSTREAM_FIELD in self.fields
+                else {}
+            ),
         }
 
 
 def original_fields(record: Fields) -> dict[bytes, bytes]:
     """The entry as it was before it died: what `replay` puts back on its stream."""
-    return {name: record[name] for name in (b"type", b"cid", b"body") if record.get(name)}
+    names = (b"type", b"cid", b"body", FASTSTREAM_FIELD)
+    return {name: record[name] for name in names if record.get(name)}

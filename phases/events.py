@@ -11,7 +11,6 @@ dedupe by event id drops the copy instead of starting a second branch of the run
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal, TypeVar
@@ -19,6 +18,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
+from bus.codec import derived_id
 from bus.keys import ANSWERS
 from phases.models import (
     DEFAULT_TTL_CAP,
@@ -40,11 +40,6 @@ E = TypeVar("E", bound="Event")
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def derived_id(parent_id: str, kind: str) -> str:
-    """The id of the `kind` event made from `parent_id`: same inputs, same id, on any worker."""
-    return hashlib.blake2b(f"{parent_id}/{kind}".encode(), digest_size=16).hexdigest()
 
 
 class Usage(BaseModel):

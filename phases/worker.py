@@ -8,12 +8,11 @@ request still ends with exactly one FinalAnswer.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
 
 from redis.asyncio import Redis
 
-from bus.codec import text
 from bus.consumer import Route
 from bus.deadletter import DeadLetter
 from bus.settings import BusSettings
@@ -36,6 +35,14 @@ from phases.events import (
 from prompts.registry import default_registry
 
 PHASES = ("a", "b", "c", "d", "e")
+#: What each phase consumes: its stream is theirs (one stream per phase).
+PHASE_INPUTS: dict[str, tuple[type[Event], ...]] = {
+    "a": (RequestSubmitted,),
+    "b": (TaskProfiled,),
+    "c": (PlanReady, PassRequested),
+    "d": (PassCompleted,),
+    "e": (LoopExited,),
+}
 
 Handler = Callable[[Event, PhaseDeps], Awaitable[list[Event]]]
 
@@ -46,21 +53,21 @@ def build_routes(deps: PhaseDeps, phases: Iterable[str] = PHASES) -> list[Route]
     unknown = wanted - set(PHASES)
     if unknown:
         raise ValueError(f"unknown phase(s) {sorted(unknown)}; choose from {', '.join(PHASES)}")
-    table: list[tuple[str, str, Sequence[type[Event]], Handler]] = [
-        ("a", RequestSubmitted.STREAM, (RequestSubmitted,), phase_a.handle),
-        ("b", TaskProfiled.STREAM, (TaskProfiled,), phase_b.handle),
-        ("c", PlanReady.STREAM, (PlanReady, PassRequested), phase_c.handle),
-        ("d", PassCompleted.STREAM, (PassCompleted,), phase_d.handle),
-    ]
+    handlers: dict[str, Handler] = {
+        "a": phase_a.handle,
+        "b": phase_b.handle,
+        "c": phase_c.handle,
+        "d": phase_d.handle,
+    }
     routes = [
         Route(
-            stream=stream,
+            stream=PHASE_INPUTS[name][0].STREAM,
             group=name,
-            types={t.__name__: t for t in types},
+            types={t.__name__: t for t in PHASE_INPUTS[name]},
             handle=_before_deadline(handler, deps),
             give_up=_send_to_phase_e,
         )
-        for name, stream, types, handler in table
+        for name, handler in handlers.items()
         if name in wanted
     ]
     if "e" in wanted:
@@ -142,7 +149,7 @@ def _answer_without_llm(dead: DeadLetter) -> list[Event]:
 
 def _lost_run_exit(dead: DeadLetter, detail: str) -> LoopExited | None:
     """An exit for an entry that is not an event at all: answerable only if it names its run."""
-    correlation_id = text(dead.fields, b"cid")
+    correlation_id = dead.correlation_id
     if not correlation_id:
         return None
     return LoopExited(

@@ -1,0 +1,125 @@
+"""A real FastStream app and Aeon's real workers on one real Redis.
+
+- A request published by FastStream (its own envelope) is answered; a FastStream subscriber on
+  the answers stream receives the typed FinalAnswerReady with the request's correlation id in
+  FastStream's message context. Through `AeonStreams.submit`, and through a bare
+  `broker.publish(...)` with nothing of Aeon's but the stream name.
+- A malformed FastStream message is dead-lettered at once with a clear reason, like any poison,
+  and its run (named by FastStream's correlation id) is answered, degraded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+from faststream import Context
+from faststream.redis import RedisBroker
+from redis.asyncio import Redis
+
+from bus.keys import Keys
+from bus.settings import BusSettings
+from gateway.faststream_interop import AeonStreams
+from llm.offline import OfflineLLM
+from phases.events import FinalAnswerReady, RequestSubmitted
+from phases.worker import make_worker
+
+
+@asynccontextmanager
+async def aeon_workers(settings: BusSettings) -> AsyncIterator[Redis]:
+    redis = Redis.from_url(settings.redis_url)
+    worker = make_worker(redis, settings, OfflineLLM())
+    await worker.start()
+    running = asyncio.create_task(worker.run())
+    try:
+        yield redis
+    finally:
+        worker.stop()
+        await asyncio.wait_for(running, 15)
+        await redis.aclose()
+
+
+@asynccontextmanager
+async def faststream_app(
+    settings: BusSettings,
+) -> AsyncIterator[tuple[AeonStreams, dict[str, FinalAnswerReady]]]:
+    """A FastStream broker with a typed subscriber on Aeon's answers; what it received."""
+    broker = RedisBroker(settings.redis_url)
+    aeon = AeonStreams(broker, settings)
+    received: dict[str, FinalAnswerReady] = {}
+
+    @aeon.subscriber(FinalAnswerReady)
+    async def on_answer(
+        event: FinalAnswerReady, correlation_id: str = Context("message.correlation_id")
+    ) -> None:
+        assert isinstance(event, FinalAnswerReady)
+        received[correlation_id] = event
+
+    async with broker:
+        await broker.start()
+        yield aeon, received
+
+
+async def until(check, timeout: float = 30.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if check():
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail(f"still not true after {timeout:g} s")
+
+
+async def test_a_request_submitted_through_faststream_is_answered_to_a_faststream_subscriber(
+    settings: BusSettings,
+) -> None:
+    async with aeon_workers(settings), faststream_app(settings) as (aeon, received):
+        request = RequestSubmitted.new("Explain tides, then summarise them for a child", timeout=30)
+        cid = await aeon.submit(request)
+        await until(lambda: cid in received)
+    answer = received[cid]
+    assert answer.correlation_id == cid
+    assert answer.result.status == "converged"
+    assert "offline model" in answer.result.final_answer.answer_text
+
+
+async def test_a_bare_faststream_publish_is_answered_too(settings: BusSettings) -> None:
+    """Nothing of Aeon's but the stream name: no type header (the requests stream has one
+    type), the correlation id from FastStream's own `correlation_id`."""
+    request = RequestSubmitted.new("Explain how a rainbow forms", timeout=30)
+    body = request.model_dump(mode="json", exclude={"correlation_id", "event_id"})
+    stream = Keys(settings.prefix).stream(RequestSubmitted.STREAM, 0)
+    async with aeon_workers(settings), faststream_app(settings) as (aeon, received):
+        await aeon.broker.publish(body, stream=stream, correlation_id="from-faststream-1")
+        await until(lambda: "from-faststream-1" in received)
+    assert received["from-faststream-1"].result.status == "converged"
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "reason"),
+    [
+        ("not json at all", {}, "the FastStream message's body is not JSON"),
+        ({"request": "no deadline"}, {}, "RequestSubmitted does not validate: deadline"),
+        ([1, 2], {}, "the FastStream message's body is not a RequestSubmitted object"),
+        ({"request": "x"}, {"type": "Unknown"}, "event type 'Unknown' is not one this consumer"),
+    ],
+)
+async def test_a_malformed_faststream_message_is_dead_lettered_with_the_reason(
+    settings: BusSettings, body: object, headers: dict[str, str], reason: str
+) -> None:
+    keys = Keys(settings.prefix)
+    async with aeon_workers(settings) as redis, faststream_app(settings) as (aeon, received):
+        await aeon.broker.publish(
+            body,
+            stream=keys.stream(RequestSubmitted.STREAM, 0),
+            headers=headers,
+            correlation_id="malformed-1",
+        )
+        await until(lambda: "malformed-1" in received)
+        dead = await redis.xrange(keys.dead_letter(0))
+    assert received["malformed-1"].result.degraded
+    (entry,) = dead
+    fields = entry[1]
+    assert reason in fields[b"reason"].decode()
+    assert fields[b"group"] == b"phase-a"
+    assert fields[b"attempts"] == b"1"
