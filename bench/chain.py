@@ -8,6 +8,7 @@ reference process is told (on its command line), so both sides agree on streams 
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -36,6 +37,10 @@ class ChainSpec:
         """The stream hop `hop` reads; `stream(hops)` is the answers stream the gateway reads."""
         return f"{self.prefix}:hop{hop}" if hop < self.hops else f"{self.prefix}:out"
 
+    def event(self, hop: int) -> tuple[bytes, bytes]:
+        """The type name and body of the event published into stream `hop`."""
+        return self._bodies[hop]
+
     def payload(self, hop: int, cid: bytes) -> dict[bytes, bytes]:
         """The entry published into stream `hop`: the pipeline's three fields, same sizes."""
         kind, body = self._bodies[hop]
@@ -51,3 +56,18 @@ class ChainSpec:
     def to_args(self) -> list[str]:
         sizes = ",".join(str(size) for size in self.sizes)
         return ["--prefix", self.prefix, "--types", ",".join(self.types), "--sizes", sizes]
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        """The options `to_args` writes, for a reference process's command line."""
+        parser.add_argument("--prefix", required=True)
+        parser.add_argument("--types", required=True, help="comma-separated event type names")
+        parser.add_argument("--sizes", required=True, help="comma-separated body sizes in bytes")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> ChainSpec:
+        return cls(
+            prefix=args.prefix,
+            types=tuple(args.types.split(",")),
+            sizes=tuple(int(size) for size in args.sizes.split(",")),
+        )

@@ -3,8 +3,9 @@
 `PipelineGateway` is the real thing (AeonClient's `ask`: validation, a RequestSubmitted, one
 reader for every answer). `ReferenceGateway` does what a gateway of the plain redis-py chain
 must: XADD the first entry, and hand each entry of the final stream to the waiter of its cid,
-read by one XREAD loop for all runs in flight. Both run in the bench process, whose CPU the
-report shows, so it is visible if the gateway rather than the worker is the limit.
+read by one XREAD loop for all runs in flight; `FastStreamGateway` does the same with the
+entries in FastStream's envelope. All run in the bench process, whose CPU the report shows, so
+it is visible if the gateway rather than the worker is the limit.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import uuid
 from typing import Self
 
+from bench import faststream_ref
 from bench.chain import STREAM_MAXLEN, ChainSpec
 from bus.connection import connect
 from bus.settings import BusSettings
@@ -88,13 +90,19 @@ class ReferenceGateway:
         try:
             await self._redis.xadd(
                 self._spec.stream(0),
-                self._spec.payload(0, cid),
+                await self._first_entry(cid),
                 maxlen=STREAM_MAXLEN,
                 approximate=True,
             )
             await asyncio.wait_for(future, RUN_TIMEOUT_S)
         finally:
             self._waiters.pop(cid, None)
+
+    async def _first_entry(self, cid: bytes) -> dict[bytes, bytes]:
+        return self._spec.payload(0, cid)
+
+    def _cid(self, fields: dict[bytes, bytes]) -> bytes:
+        return fields[b"cid"]
 
     async def _follow(self, start: str) -> None:
         out = self._spec.stream(self._spec.hops)
@@ -104,6 +112,30 @@ class ReferenceGateway:
             for _stream, entries in reply or ():
                 last = entries[-1][0]
                 for _entry_id, fields in entries:
-                    future = self._waiters.get(fields[b"cid"])
+                    future = self._waiters.get(self._cid(fields))
                     if future is not None and not future.done():
                         future.set_result(None)
+
+
+class FastStreamGateway(ReferenceGateway):
+    """Runs through the FastStream chain (bench.faststream_ref): the same XADD and XREAD loop,
+    with the entries in FastStream's envelope and the cid in its correlation_id header.
+
+    The chain ends as every FastStream hop does: the last hop's `broker.publish` writes its
+    envelope into the answers stream. Every hop of the measured process then runs the same
+    FastStream code; a last hop writing a plain entry for this gateway would make one hop in
+    N cheaper than FastStream is, and would not be what a FastStream chain does. The reading
+    is adapted here instead, in the bench process, whose CPU is not in CPU per hop: hop 0's
+    entry is what `broker.publish` writes (FastStream's own encoder, same bytes), and the
+    answers are read by FastStream's own parser (its format is documented as readable without
+    FastStream). Not a FastStream subscriber either: its per-message machinery (dependency
+    injection, middlewares, a consumer group and an XACK per answer) would load the bench
+    process, which shares the cores at 200 in flight, so the FastStream rows' latency would
+    differ from the plain references' for a reason outside the chain they measure.
+    """
+
+    async def _first_entry(self, cid: bytes) -> dict[bytes, bytes]:
+        return await faststream_ref.encode(self._spec, 0, cid)
+
+    def _cid(self, fields: dict[bytes, bytes]) -> bytes:
+        return faststream_ref.correlation_id(fields)

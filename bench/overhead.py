@@ -3,20 +3,24 @@
 The pipeline runs first, so its own traffic (hops per run, each hop's event type and size) can
 be read back from the streams; the two references then replay exactly that chain, and so does
 the bus alone (bench.replay: Aeon's bus with handlers that return the recorded next event),
-which splits the pipeline's cost into the bus's and the phases'. Every system gets the same
-warm-up and the same loads: `sequential_runs` with one run in flight (latency), then
-`parallel_runs` with `parallel_in_flight` in flight (throughput).
+which splits the pipeline's cost into the bus's and the phases'. So do two FastStream chains
+(bench.faststream_ref: stock FastStream subscribers, one message per call and batches of 100),
+what a FastStream user would write instead of Aeon's bus. Every system gets the same warm-up
+and the same loads: `sequential_runs` with one run in flight (latency), then `parallel_runs`
+with `parallel_in_flight` in flight (throughput).
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
+from bench import faststream_ref
 from bench.chain import ChainSpec
 from bench.context import BenchContext
 from bench.eventloop import loop_name
-from bench.gateways import ReferenceGateway
+from bench.gateways import FastStreamGateway, ReferenceGateway
 from bench.load import OneRun, closed_loop
 from bench.measure import Measured, guarded, measure
 from bench.pipeline import running_pipeline
@@ -32,14 +36,34 @@ PIPELINE = "pipeline"
 BUS_ONLY = "bus_only"
 
 
+@dataclass(frozen=True)
+class Reference:
+    """A chain carried by other consumers than Aeon's: the module their process runs, its mode,
+    and the gateway that feeds the chain and waits for its answers."""
+
+    module: str
+    mode: str
+    gateway: type[ReferenceGateway]
+
+
+#: Every reference, by its system name in the report, in the order they run.
+REFERENCES = {
+    **{f"reference_{mode}": Reference("bench.reference", mode, ReferenceGateway) for mode in MODES},
+    **{
+        f"faststream_{mode}": Reference("bench.faststream_ref", mode, FastStreamGateway)
+        for mode in faststream_ref.MODES
+    },
+}
+
+
 async def run_overhead(ctx: BenchContext) -> dict[str, object]:
     measured: dict[str, list[Measured]] = {}
     measured[PIPELINE], traffic = await _pipeline(ctx)
     chain_types, chain_sizes = traffic.chain_types, traffic.chain_sizes
     measured[BUS_ONLY] = await _bus_only(ctx, traffic)
-    for mode in MODES:
-        spec = ChainSpec(ctx.new_prefix(f"ref-{mode}"), chain_types, chain_sizes)
-        measured[f"reference_{mode}"] = await _reference(ctx, spec, mode)
+    for name, reference in REFERENCES.items():
+        spec = ChainSpec(ctx.new_prefix(name.replace("_", "-")), chain_types, chain_sizes)
+        measured[name] = await _reference(ctx, spec, reference)
 
     # The replays run the commonest chain; the pipeline's figure is what really ran.
     hops = {name: float(len(chain_types) - 1) for name in measured}
@@ -47,12 +71,23 @@ async def run_overhead(ctx: BenchContext) -> dict[str, object]:
     rows = [
         {"system": name, **m.as_dict(hops[name])} for name, loads in measured.items() for m in loads
     ]
+    raw = {mode: f"reference_{mode}" for mode in MODES}
+    ratios = _ratios(measured, hops, PIPELINE, "", raw)
+    ratios |= _ratios(measured, hops, BUS_ONLY, f"{BUS_ONLY}_", raw)
+    for mode in faststream_ref.MODES:
+        ratios |= _ratios(
+            measured,
+            hops,
+            f"faststream_{mode}",
+            f"faststream_{mode}_",
+            {BUS_ONLY: BUS_ONLY},
+            ("throughput", "cpu_per_hop"),
+        )
     return {
         "event_loop": loop_name(),
         "traffic": traffic.as_dict(),
         "results": rows,
-        "ratios": _ratios(measured, hops, PIPELINE, "")
-        | _ratios(measured, hops, BUS_ONLY, f"{BUS_ONLY}_"),
+        "ratios": ratios,
     }
 
 
@@ -79,13 +114,15 @@ async def _bus_only(ctx: BenchContext, traffic: Traffic) -> list[Measured]:
     return loads
 
 
-async def _reference(ctx: BenchContext, spec: ChainSpec, mode: str) -> list[Measured]:
+async def _reference(ctx: BenchContext, spec: ChainSpec, reference: Reference) -> list[Measured]:
     await ensure_groups(ctx.redis, spec)
     baseline = await blocked_readers(ctx.redis)
-    with reference_consumers(ctx.redis_url, spec, mode, ctx.log_dir) as consumer:
+    with reference_consumers(
+        ctx.redis_url, spec, reference.mode, ctx.log_dir, reference.module
+    ) as consumer:
         await until_reading(ctx.redis, baseline, spec.hops, [consumer])
-        async with ReferenceGateway(ctx.redis_url, spec) as reference:
-            loads = await _loads(ctx, reference.one_run, [consumer])
+        async with reference.gateway(ctx.redis_url, spec) as gateway:
+            loads = await _loads(ctx, gateway.one_run, [consumer])
     await ctx.clean(spec.prefix)
     return loads
 
@@ -103,23 +140,39 @@ async def _loads(
     return [sequential, parallel]
 
 
+METRICS = ("throughput", "p50_1_in_flight", "p50_parallel", "cpu_per_hop")
+
+
 def _ratios(
-    measured: dict[str, list[Measured]], hops: dict[str, float], system: str, label: str
+    measured: dict[str, list[Measured]],
+    hops: dict[str, float],
+    system: str,
+    label: str,
+    others: dict[str, str],
+    metrics: Sequence[str] = METRICS,
 ) -> dict[str, float]:
-    """`system` ÷ each reference: throughput and p50 latency at both loads, CPU per hop."""
-    (seq, par) = measured[system]
+    """`system` ÷ each of `others` ({name in the key: system}) for each metric: throughput and
+    CPU per hop at the parallel load, p50 latency at either load. Keys `{label}{metric}_vs_{name}`.
+    """
+    seq, par = measured[system]
     out: dict[str, float] = {}
-    for mode in MODES:
-        name = f"reference_{mode}"
-        ref_seq, ref_par = measured[name]
-        out[f"{label}throughput_vs_{mode}"] = ratio(par.load.runs_per_s, ref_par.load.runs_per_s)
-        out[f"{label}p50_1_in_flight_vs_{mode}"] = ratio(
-            percentile(seq.load.latencies, 50), percentile(ref_seq.load.latencies, 50)
-        )
-        out[f"{label}p50_parallel_vs_{mode}"] = ratio(
-            percentile(par.load.latencies, 50), percentile(ref_par.load.latencies, 50)
-        )
-        out[f"{label}cpu_per_hop_vs_{mode}"] = ratio(
-            par.cpu_us_per_hop(hops[system]), ref_par.cpu_us_per_hop(hops[name])
-        )
-    return {key: round(value, 3) for key, value in out.items()}
+    for name, other in others.items():
+        other_seq, other_par = measured[other]
+        figures = {
+            "throughput": (par.load.runs_per_s, other_par.load.runs_per_s),
+            "p50_1_in_flight": (
+                percentile(seq.load.latencies, 50),
+                percentile(other_seq.load.latencies, 50),
+            ),
+            "p50_parallel": (
+                percentile(par.load.latencies, 50),
+                percentile(other_par.load.latencies, 50),
+            ),
+            "cpu_per_hop": (
+                par.cpu_us_per_hop(hops[system]),
+                other_par.cpu_us_per_hop(hops[other]),
+            ),
+        }
+        for metric in metrics:
+            out[f"{label}{metric}_vs_{name}"] = round(ratio(*figures[metric]), 3)
+    return out

@@ -130,21 +130,13 @@ def aeon_workers(
 
 @contextlib.contextmanager
 def reference_consumers(
-    redis_url: str, spec: ChainSpec, mode: str, log_dir: Path
+    redis_url: str, spec: ChainSpec, mode: str, log_dir: Path, module: str = "bench.reference"
 ) -> Iterator[Spawned]:
-    """The plain redis-py consumers of `spec` in `mode`, as one process, stopped on exit."""
+    """The consumers of `spec` in `mode` as one process, stopped on exit: `module` is
+    bench.reference (plain redis-py) or bench.faststream_ref (FastStream)."""
     consumer = Spawned(
-        f"reference ({mode})",
-        [
-            sys.executable,
-            "-m",
-            "bench.reference",
-            "--url",
-            redis_url,
-            "--mode",
-            mode,
-            *spec.to_args(),
-        ],
+        f"{module.rpartition('.')[2]} ({mode})",
+        [sys.executable, "-m", module, "--url", redis_url, "--mode", mode, *spec.to_args()],
         child_env({}),
         log_dir / f"{spec.prefix}-reference.log",
     )

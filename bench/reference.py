@@ -88,16 +88,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.reference", description=__doc__)
     parser.add_argument("--url", required=True)
     parser.add_argument("--mode", choices=MODES, required=True)
-    parser.add_argument("--prefix", required=True)
-    parser.add_argument("--types", required=True, help="comma-separated event type names")
-    parser.add_argument("--sizes", required=True, help="comma-separated body sizes in bytes")
+    ChainSpec.add_arguments(parser)
     args = parser.parse_args(argv)
-    spec = ChainSpec(
-        prefix=args.prefix,
-        types=tuple(args.types.split(",")),
-        sizes=tuple(int(size) for size in args.sizes.split(",")),
-    )
-    eventloop.run(serve(args.url, spec, args.mode))
+    eventloop.run(serve(args.url, ChainSpec.from_args(args), args.mode))
 
 
 if __name__ == "__main__":

@@ -92,7 +92,7 @@ def _overhead(section: Mapping[str, Any]) -> str:
         [
             f"1. Bus overhead, instant LLM ({traffic['hops_per_run']:g} hops per run: {chain})",
             table(headers, rows),
-            "pipeline ÷ reference: "
+            "ratios (system_metric_vs_other: system ÷ other; no system named: the pipeline): "
             + ", ".join(f"{key} {_cell(value)}" for key, value in ratios.items()),
         ]
     )

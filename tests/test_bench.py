@@ -49,7 +49,7 @@ def test_meta_says_what_ran(report: dict[str, Any]) -> None:
     assert _positive(meta["duration_s"])
 
 
-def test_overhead_compares_the_pipeline_with_both_references(report: dict[str, Any]) -> None:
+def test_overhead_compares_the_pipeline_with_every_reference(report: dict[str, Any]) -> None:
     section = report["overhead"]
     traffic = section["traffic"]
     assert traffic["hops_per_run"] >= 5
@@ -57,7 +57,14 @@ def test_overhead_compares_the_pipeline_with_both_references(report: dict[str, A
     assert kinds[0] == "RequestSubmitted" and kinds[-1] == "FinalAnswerReady"
     assert all(_positive(hop["body_bytes"]) for hop in traffic["chain"])
     systems = {(row["system"], row["in_flight"]) for row in section["results"]}
-    for system in ("pipeline", "bus_only", "reference_sequential", "reference_batched"):
+    for system in (
+        "pipeline",
+        "bus_only",
+        "reference_sequential",
+        "reference_batched",
+        "faststream_default",
+        "faststream_batch",
+    ):
         assert {in_flight for name, in_flight in systems if name == system} == {1, 6}
     for row in section["results"]:
         assert _positive(row["runs_per_s"])
@@ -65,8 +72,14 @@ def test_overhead_compares_the_pipeline_with_both_references(report: dict[str, A
         assert row["latency_ms"]["p99"] >= row["latency_ms"]["p50"]
         assert row["cpu_us_per_hop"] >= 0
         assert set(row["cpu_percent"]) == {"consumer", "bench"}  # no pid for a given Redis
+    ratios = section["ratios"]
     for name in ("throughput_vs_batched", "p50_1_in_flight_vs_sequential"):
-        assert _positive(section["ratios"][name])
+        assert _positive(ratios[name])
+    for mode in ("default", "batch"):
+        assert _positive(ratios[f"faststream_{mode}_throughput_vs_bus_only"])
+        # CPU per hop can round to no clock tick at all with smoke loads: null, never negative.
+        cpu = ratios[f"faststream_{mode}_cpu_per_hop_vs_bus_only"]
+        assert cpu is None or cpu >= 0
 
 
 def test_slow_llm_sections_report_in_flight_runs_and_memory(report: dict[str, Any]) -> None:
