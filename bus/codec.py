@@ -11,14 +11,16 @@ model_dump. orjson serves the bus's own records (dead letters), which are plain 
 Consumers also take what a FastStream app publishes with `broker.publish(event, stream=...)`:
 one `__data__` field holding FastStream's envelope (its headers, then the body), parsed with
 FastStream's own parser. The event's type is the `type` header, or the stream's only type; a
-body without a correlation id or event id takes FastStream's `correlation_id` header, and an
-id derived from it (so a redelivery decodes the same id). Aeon itself keeps writing the flat
-fields: a gateway reads `cid` without parsing anything, and decoding a flat entry measured
-cheaper (docs/events.md, "FastStream's wire form").
+body without a correlation id takes FastStream's `correlation_id` header, and one without an
+event id gets one derived from the envelope's bytes (so a redelivery, or the same message
+published twice, decodes the same id, and two different messages never share one). Aeon
+itself keeps writing the flat fields: a gateway reads `cid` without parsing anything, and
+decoding a flat entry measured cheaper (docs/events.md, "FastStream's wire form").
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from collections.abc import Mapping
 from typing import Any, Protocol
@@ -87,12 +89,24 @@ def _check_size(body: bytes, max_bytes: int) -> None:
         raise DecodeError(f"event body of {len(body)} bytes exceeds the limit of {max_bytes}")
 
 
-def _decode_faststream(data: bytes, types: Mapping[str, type[BaseModel]], max_bytes: int) -> Any:
-    """The event in a FastStream envelope (imported here: only such entries need FastStream)."""
+def _envelope(data: bytes) -> tuple[bytes, dict[str, str]]:
+    """A FastStream envelope's body and its headers with text values (FastStream imported here:
+    only such entries need it). Whatever the bytes, DecodeError or an answer, never a crash."""
     from faststream.redis.parser import BinaryMessageFormatV1
 
+    try:
+        body, headers = BinaryMessageFormatV1.parse(data)
+    except Exception as error:  # its parser trusts what it reads
+        raise DecodeError(f"not a FastStream message: {error}") from None
+    if not isinstance(headers, dict):
+        headers = {}
+    return bytes(body), {k: v for k, v in headers.items() if isinstance(v, str)}
+
+
+def _decode_faststream(data: bytes, types: Mapping[str, type[BaseModel]], max_bytes: int) -> Any:
+    """The event in a FastStream envelope."""
     _check_size(data, max_bytes)
-    body, headers = BinaryMessageFormatV1.parse(data)
+    body, headers = _envelope(data)
     kind = headers.get("type") or (next(iter(types)) if len(types) == 1 else "")
     if not kind:
         accepted = ", ".join(sorted(types))
@@ -104,9 +118,9 @@ def _decode_faststream(data: bytes, types: Mapping[str, type[BaseModel]], max_by
         raise DecodeError(f"the FastStream message's body is not JSON: {body[:60]!r}") from None
     if not isinstance(document, dict):
         raise DecodeError(f"the FastStream message's body is not a {kind} object")
-    correlation_id = document.setdefault("correlation_id", headers.get("correlation_id"))
-    if correlation_id is not None:
-        document.setdefault("event_id", derived_id(str(correlation_id), kind))
+    if "correlation_id" not in document and "correlation_id" in headers:
+        document["correlation_id"] = headers["correlation_id"]
+    document.setdefault("event_id", derived_id(hashlib.blake2b(data).hexdigest(), kind))
     try:
         return model.model_validate(document)
     except ValidationError as error:
@@ -126,10 +140,15 @@ def correlation_id_of(fields: Fields) -> str:
     """The run an entry belongs to, even when it is not an event: its `cid` field, or the
     `correlation_id` header of a FastStream envelope ("" when neither says)."""
     if FASTSTREAM_FIELD in fields:
-        from faststream.redis.parser import BinaryMessageFormatV1
-
-        _, headers = BinaryMessageFormatV1.parse(fields[FASTSTREAM_FIELD])
-        return str(headers.get("correlation_id", ""))
+        try:
+            body, headers = _envelope(fields[FASTSTREAM_FIELD])
+        except DecodeError:
+            return ""
+        with contextlib.suppress(orjson.JSONDecodeError):
+            named = orjson.loads(body)
+            if isinstance(named, dict) and isinstance(named.get("correlation_id"), str):
+                return named["correlation_id"]  # as the event would have said
+        return headers.get("correlation_id", "")
     return text(fields, b"cid")
 
 

@@ -285,6 +285,8 @@ class Consumer:
                     _forget_body(delivery)
                 except DecodeError as error:
                     rejects.append((delivery, f"undecodable: {error}"))
+                except Exception as error:  # a decoder bug must not hold the batch for good
+                    rejects.append((delivery, f"undecodable ({type(error).__name__}): {error}"))
             owned = await self._acquire_patiently(events)
             work = (
                 *(self._give_up(d, None, reason, None) for d, reason in rejects),

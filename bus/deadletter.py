@@ -41,6 +41,8 @@ class DeadLetter:
             "type": self.fields.get(b"type", b""),
             "cid": self.fields.get(b"cid", b""),
             "body": self.fields.get(b"body", b""),
+            # What replay clears the dedupe mark of (a FastStream entry's body is inside it).
+            "event_id": getattr(self.event, "event_id", ""),
             # A FastStream entry is kept whole, so replay puts back what its app published.
             **(
                 {"__data__": self.fields[FASTSTREAM_FIELD]}

@@ -95,7 +95,7 @@ async def replay(args: argparse.Namespace) -> int:
         shard, record = await _find(redis, keys, args.entry_id, args.shard)
         source = keys.stream(record[b"source_stream"].decode(), shard)
         group = record[b"group"].decode()
-        event_id = _event_id(record.get(b"body", b""))
+        event_id = record.get(b"event_id", b"").decode() or _event_id(record.get(b"body", b""))
         pipe = redis.pipeline(transaction=False)  # one shard: one slot, written in this order
         if event_id:
             pipe.delete(keys.lock(shard, group, event_id))

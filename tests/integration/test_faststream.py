@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,11 +20,14 @@ from faststream import Context
 from faststream.redis import RedisBroker
 from redis.asyncio import Redis
 
+from bus.consumer import Route
 from bus.keys import Keys
 from bus.settings import BusSettings
+from bus.worker import BusWorker
+from gateway.dlq import replay
 from gateway.faststream_interop import AeonStreams
 from llm.offline import OfflineLLM
-from phases.events import FinalAnswerReady, RequestSubmitted
+from phases.events import FinalAnswerReady, PlanReady, RequestSubmitted
 from phases.worker import make_worker
 
 
@@ -123,3 +127,73 @@ async def test_a_malformed_faststream_message_is_dead_lettered_with_the_reason(
     assert reason in fields[b"reason"].decode()
     assert fields[b"group"] == b"phase-a"
     assert fields[b"attempts"] == b"1"
+
+
+async def test_a_subscriber_gets_only_the_types_it_names(settings: BusSettings) -> None:
+    """The passes stream carries PlanReady and PassRequested, alike in shape; a subscriber of
+    PlanReady gets only PlanReady."""
+    broker = RedisBroker(settings.redis_url)
+    aeon = AeonStreams(broker, settings)
+    seen: list[str] = []
+
+    @aeon.subscriber(PlanReady)
+    async def on_plan(event: PlanReady, kind: str = Context("message.headers.type")) -> None:
+        seen.append(kind)
+
+    app = faststream_app(settings)
+    async with aeon_workers(settings) as redis, app as (client, received), broker:
+        await broker.start()
+        # The offline model refines once, so the run has a PassRequested as well.
+        request = RequestSubmitted.new("Explain tides, then for a child", timeout=30)
+        cid = await client.submit(request)
+        await until(lambda: cid in received)
+        passes = await redis.xlen(Keys(settings.prefix).stream("passes", 0))
+    assert received[cid].result.total_passes == 2 and passes >= 2
+    assert seen == ["PlanReady"]
+
+
+async def test_a_faststream_dead_letter_is_replayed_as_published(settings: BusSettings) -> None:
+    """Its handler failed: the dead letter keeps the envelope and the event id, so replay
+    clears the dedupe mark and the phase handles it again."""
+    settings = settings.with_(handler_attempts=1)
+    keys = Keys(settings.prefix)
+    calls: list[str] = []
+
+    async def handle(event: RequestSubmitted) -> list:
+        calls.append(event.correlation_id)
+        if len(calls) == 1:
+            raise RuntimeError("the first time only")
+        return []
+
+    route = Route(
+        stream=RequestSubmitted.STREAM,
+        group="t",
+        types={"RequestSubmitted": RequestSubmitted},
+        handle=handle,
+        give_up=lambda dead: [],
+    )
+    redis = Redis.from_url(settings.redis_url)
+    worker = BusWorker(redis, settings)
+    worker.add([route])
+    await worker.start()
+    running = asyncio.create_task(worker.run())
+    broker = RedisBroker(settings.redis_url)
+    try:
+        async with broker:
+            await broker.start()
+            await AeonStreams(broker, settings).submit(RequestSubmitted.new("x", timeout=30))
+            await until(lambda: calls)
+            for _ in range(100):
+                dead = await redis.xrange(keys.dead_letter(0))
+                if dead:
+                    break
+                await asyncio.sleep(0.05)
+            dead_id = dead[0][0].decode()
+            args = argparse.Namespace(settings=settings, entry_id=dead_id, shard=None)
+            assert await replay(args) == 0
+            await until(lambda: len(calls) == 2)
+    finally:
+        worker.stop()
+        await asyncio.wait_for(running, 15)
+        await redis.aclose()
+    assert calls[0] == calls[1]
