@@ -9,8 +9,14 @@ reference process is told (on its command line), so both sides agree on streams 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
+
+from bench import eventloop
 
 #: MAXLEN ~ on every XADD, as the pipeline's committer does, so the commands match.
 STREAM_MAXLEN = 100_000
@@ -71,3 +77,29 @@ class ChainSpec:
             types=tuple(args.types.split(",")),
             sizes=tuple(int(size) for size in args.sizes.split(",")),
         )
+
+
+def run_chain_process(
+    argv: Sequence[str] | None,
+    prog: str,
+    about: str | None,
+    modes: Sequence[str],
+    serve: Callable[[str, ChainSpec, str], Coroutine[Any, Any, None]],
+) -> None:
+    """The command line of a reference chain process: `--url`, `--mode` and the chain's
+    arguments, then `serve(url, spec, mode)` on the bench's event loop."""
+    parser = argparse.ArgumentParser(prog=prog, description=about)
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--mode", choices=modes, required=True)
+    ChainSpec.add_arguments(parser)
+    args = parser.parse_args(argv)
+    eventloop.run(serve(args.url, ChainSpec.from_args(args), args.mode))
+
+
+def stop_on_signals() -> asyncio.Event:
+    """Set on SIGTERM or SIGINT: how a reference chain process is told to stop."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop

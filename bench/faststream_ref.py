@@ -36,18 +36,14 @@ handler is otherwise silent, and its entry stays pending for good (see `build_br
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import logging
-import signal
 from collections.abc import Sequence
 
 from faststream.redis import RedisBroker, StreamSub
 from faststream.redis.annotations import Pipeline, RedisBatchStreamMessage, RedisStreamMessage
 from faststream.redis.parser import BinaryMessageFormatV1
 
-from bench import eventloop
-from bench.chain import GROUP, STREAM_MAXLEN, ChainSpec
+from bench.chain import GROUP, STREAM_MAXLEN, ChainSpec, run_chain_process, stop_on_signals
 from bench.reference import BATCH
 
 MODES = ("default", "batch")
@@ -132,10 +128,7 @@ async def serve(url: str, spec: ChainSpec, mode: str) -> None:
     subscribers started; an existing one it leaves as it is.
     """
     broker = build_broker(url, spec, mode)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     await broker.start()
     try:
         await stop.wait()
@@ -144,12 +137,7 @@ async def serve(url: str, spec: ChainSpec, mode: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.faststream_ref", description=__doc__)
-    parser.add_argument("--url", required=True)
-    parser.add_argument("--mode", choices=MODES, required=True)
-    ChainSpec.add_arguments(parser)
-    args = parser.parse_args(argv)
-    eventloop.run(serve(args.url, ChainSpec.from_args(args), args.mode))
+    run_chain_process(argv, "python -m bench.faststream_ref", __doc__, MODES, serve)
 
 
 if __name__ == "__main__":

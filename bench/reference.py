@@ -13,17 +13,14 @@ It runs on uvloop when the pipeline does (gateway.cli runs workers with uvloop.r
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import signal
 from collections.abc import Awaitable, Callable, Sequence
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from bench import eventloop
-from bench.chain import GROUP, STREAM_MAXLEN, ChainSpec
+from bench.chain import GROUP, STREAM_MAXLEN, ChainSpec, run_chain_process, stop_on_signals
 
 MODES = ("sequential", "batched")
 BATCH = 100
@@ -74,10 +71,7 @@ async def serve(url: str, spec: ChainSpec, mode: str) -> None:
     redis = Redis.from_url(url)
     try:
         await ensure_groups(redis, spec)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         hop_loop = HOPS[mode]
         await asyncio.gather(*(hop_loop(redis, spec, hop, stop) for hop in range(spec.hops)))
     finally:
@@ -85,12 +79,7 @@ async def serve(url: str, spec: ChainSpec, mode: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.reference", description=__doc__)
-    parser.add_argument("--url", required=True)
-    parser.add_argument("--mode", choices=MODES, required=True)
-    ChainSpec.add_arguments(parser)
-    args = parser.parse_args(argv)
-    eventloop.run(serve(args.url, ChainSpec.from_args(args), args.mode))
+    run_chain_process(argv, "python -m bench.reference", __doc__, MODES, serve)
 
 
 if __name__ == "__main__":
