@@ -1,10 +1,11 @@
-"""The `aeon` command: ask, answer, worker, dlq, bench.
+"""The `aeon` command: ask, answer, worker, dlq, status, bench.
 
 Exit codes (README, Exit codes):
     0  answered            1  answered, degraded (the loop did not converge or something failed)
     2  bad input or settings: nothing was published
     3  no answer in time (the correlation id is printed to fetch it later)
     4  Redis unreachable or refusing writes
+    5  `aeon status`: the deployment needs attention (each reason an "attention:" line)
     128+N  stopped by signal N (130 for Ctrl-C, 143 for SIGTERM); the embedded Redis goes too
 
 Every failure is one line on stderr naming what is wrong and what to do; never a traceback.
@@ -31,7 +32,7 @@ from bus.settings import BusSettings, redact
 from bus.worker import tune_gc
 from bus.writes import refuses_writes
 from config import LogSettings, SettingsError
-from gateway import dlq
+from gateway import dlq, status
 from gateway.client import ANSWER_GRACE_S, AeonClient, AnswerTimeout, Progress
 from gateway.display import render_human, render_json
 from gateway.embedded import embedded_pipeline
@@ -53,6 +54,7 @@ EXIT_DEGRADED = 1
 EXIT_BAD_INPUT = 2
 EXIT_TIMEOUT = 3
 EXIT_UNAVAILABLE = 4
+EXIT_ATTENTION = status.EXIT_ATTENTION  # 5
 #: Stopped by signal N exits with 128 + N, as shells report it.
 EXIT_SIGNAL_BASE = 128
 
@@ -278,7 +280,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="aeon",
         description="Multi-pass LLM reasoning over Redis Streams.",
         epilog="Exit codes: 0 answered, 1 degraded answer, 2 bad input or settings, "
-        "3 timed out, 4 Redis unreachable or refusing writes, 128+N stopped by signal N. "
+        "3 timed out, 4 Redis unreachable or refusing writes, 5 the deployment needs attention "
+        "(aeon status), 128+N stopped by signal N. "
         "Configuration comes from AEON_* environment variables.",
     )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
@@ -315,6 +318,7 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     dlq.add_commands(commands, _command)
+    status.add_commands(commands, _command)
 
     p = _command(
         commands,
