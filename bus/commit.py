@@ -42,8 +42,13 @@ log = logging.getLogger("aeon.bus")
 #: stream maxlen, done-mark TTL ms, answer TTL s, the done value, then per output: its kind
 #: ("event", "answer", "dead"), its number of fields and the fields. Returns the dead letter's
 #: id, if any. One FinalAnswer per run, even if two exits reach Phase E: an answer is added to
-#: its stream only if its answer key was not set yet (SET NX).
+#: its stream only if its answer key was not set yet (SET NX). A commit already done (its lock
+#: says so: sent again after a cluster node failed under the pipeline) only acks.
 _COMMIT = """
+if KEYS[2] ~= KEYS[1] and redis.call('GET', KEYS[2]) == ARGV[6] then
+  redis.pcall('XACK', KEYS[1], ARGV[1], ARGV[2])
+  return false
+end
 local maxlen, k, a, dead = ARGV[3], 3, 7, false
 while a <= #ARGV do
   local kind, n = ARGV[a], tonumber(ARGV[a + 1])
@@ -108,6 +113,7 @@ class Committer:
         self._side_writes: list[tuple[str, str]] = []
         self._wake = asyncio.Event()
         self._closed = False
+        self._script_loaded = False
         #: Shared by every consumer of this process (bus.writes).
         self.gate = WriteGate()
 
@@ -192,6 +198,9 @@ class Committer:
         """One pipelined round trip; what is left to send again (commits, memos)."""
         settings = self._settings
         pipe = self._redis.pipeline(transaction=False)
+        if not self._script_loaded:  # once per process, and again after a NOSCRIPT
+            await self._redis.script_load(_COMMIT)  # on every master of a cluster
+            self._script_loaded = True
         for key, value in memos:
             pipe.set(self._keys.memo(key), value, ex=settings.memo_ttl_s)
         for item in batch:
@@ -204,7 +213,7 @@ class Committer:
         replies = await pipe.execute(raise_on_error=False)
         memo_replies, commit_replies = replies[: len(memos)], replies[len(memos) :]
         if any(isinstance(reply, NoScriptError) for reply in commit_replies):
-            await self._redis.script_load(_COMMIT)  # on every master of a cluster
+            self._script_loaded = False  # a new master after a failover, or a restarted one
         wrote = [r for r in memo_replies if not isinstance(r, Exception)] + [
             r
             for item, r in zip(batch, commit_replies, strict=True)
@@ -249,11 +258,13 @@ class Committer:
             settings.answer_ttl_s,
             LockState.DONE.value,
         ]
+        # Outputs go to the shard of the entry they come from, which is their run's (a run's
+        # events share its correlation id). An entry put in another shard than its id picks
+        # keeps its run there: one commit, one slot, whatever the entry says.
         for stream, fields in item.encoded:
-            correlation_id = fields["cid"].decode()
-            keys.append(self._keys.stream_of(stream, correlation_id))
+            keys.append(self._keys.stream(stream, item.shard))
             if stream == ANSWERS:
-                keys.append(self._keys.answer(correlation_id))
+                keys.append(self._keys.answer(fields["cid"].decode(), item.shard))
             args += ["answer" if stream == ANSWERS else "event", len(fields)]
             args += itertools.chain.from_iterable(fields.items())
         if item.dead is not None:

@@ -85,9 +85,11 @@ class Keys:
     def group(self, phase: str) -> str:
         return f"phase-{phase}"
 
-    def answer(self, correlation_id: str) -> str:
-        """A run's answer, kept after its stream entry is trimmed; set once (bus.commit)."""
-        return f"{self._in(self.shard_of(correlation_id))}:answer:{correlation_id}"
+    def answer(self, correlation_id: str, shard: int | None = None) -> str:
+        """A run's answer, kept after its stream entry is trimmed; set once (bus.commit). In
+        its run's shard: the one its id picks, unless the run was put in another."""
+        where = self.shard_of(correlation_id) if shard is None else shard
+        return f"{self._in(where)}:answer:{correlation_id}"
 
     def lock(self, shard: int, group: str, event_id: str) -> str:
         """Who handles the event now (a consumer name), or DONE once it is handled."""

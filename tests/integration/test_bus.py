@@ -467,6 +467,45 @@ async def test_answers_are_published_once_per_correlation_id(
     assert 0 < await redis.ttl(keys_of(settings).answer("run-1")) <= settings.answer_ttl_s
 
 
+async def test_an_entry_in_another_shard_than_its_id_picks_keeps_its_run_there(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """Its outputs go to the shard it was read from: one commit, one slot (on a cluster a
+    commit spanning two would be refused for good and hold up every later one)."""
+    settings = settings.with_(shards=3)  # on one server too: shards are key names there
+    keys = keys_of(settings)
+    stray = next(ping(n) for n in range(100) if keys.shard_of(f"run-{n}") != 0)
+
+    async def handle(event: Ping) -> list[Pong]:
+        return pong_of(event)
+
+    async with Running(redis, settings, route(handle)):
+        await redis.xadd(keys.stream("in", 0), encode(stray))
+        await publish(redis, settings, ping(1000))
+        out = await wait_for_len(redis, settings, "out", 2)
+    assert len(await redis.xrange(keys.stream("out", 0))) >= 1
+    assert {f[b"cid"] for _, f in out} == {stray.correlation_id.encode(), b"run-1000"}
+
+
+async def test_a_commit_sent_again_publishes_once(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """A cluster pipeline whose node failed is sent again whole, commits Redis took included:
+    a commit whose lock already says done only acks."""
+    worker = BusWorker(redis, settings)
+    flusher = asyncio.create_task(worker.committer.run())
+    keys = keys_of(settings)
+    event = ping(5)
+    shard = keys.shard_of(event.correlation_id)
+    lock = keys.lock(shard, "phase-t", event.event_id)
+    for _ in range(2):
+        commit = Commit(shard, keys.stream("in", shard), "phase-t", b"0-1", pong_of(event), lock)
+        await worker.committer.commit(commit)
+    worker.committer.close()
+    await flusher
+    assert await xlen(redis, settings, "out") == 1
+
+
 async def test_stop_lets_in_flight_events_finish(redis: RedisClient, settings: BusSettings) -> None:
     started = asyncio.Event()
 
