@@ -13,10 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2e_support import Bus, Processes, child_env
-
-#: Shards on the session's cluster: one per master.
-CLUSTER_SHARDS = 3
+from e2e_support import CLUSTER_SHARDS, Bus, Processes, child_env
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -51,6 +51,8 @@ FAST_BUS = {
     "AEON_RETRY_BACKOFF_S": "0.05",
     "AEON_SHUTDOWN_GRACE_S": "10",
 }
+#: Shards on the session's cluster (the `redis_cluster` fixture): one per master.
+CLUSTER_SHARDS = 3
 #: A task profile the scripted LLM returns, so runs take a few passes of real work.
 SCRIPTED_PROFILE = {
     "reasoning_depth": 3,

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CLUSTER_SHARDS
 from e2e_support import (
+    CLUSTER_SHARDS,
     Bus,
     Processes,
     Worker,
