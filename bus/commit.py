@@ -83,9 +83,9 @@ def _settle(item: Commit, error: BaseException | None) -> None:
 def _again(reply: object) -> bool:
     """Whether a refused command will be taken later: an outage, refused writes, or a node
     that has not seen the script yet (a new master after a failover)."""
-    return isinstance(reply, TRANSIENT) or (
-        isinstance(reply, NoScriptError) or (isinstance(reply, Exception) and refuses_writes(reply))
-    )
+    if isinstance(reply, (*TRANSIENT, NoScriptError)):
+        return True
+    return isinstance(reply, Exception) and refuses_writes(reply)
 
 
 @dataclass(slots=True)
@@ -102,6 +102,12 @@ class Commit:
     done: asyncio.Future[None] | None = None
     #: The dead letter's id on the dead-letter stream, once committed.
     dead_id: str | None = None
+
+    @property
+    def writes(self) -> bool:
+        """Whether it writes more than the ack (outputs, a dead letter, a done mark): only
+        such a commit needs the script, and only its success says Redis has memory."""
+        return bool(self.encoded or self.dead or self.lock_key)
 
 
 class Committer:
@@ -170,7 +176,7 @@ class Committer:
         while True:
             try:
                 batch, memos = await self._flush(batch, memos)
-            except TRANSIENT as error:  # one server away: nothing of this flush was answered
+            except TRANSIENT as error:  # a server away: sent again whole (a done commit only acks)
                 trouble = f"commit failed ({error})"
             except Exception as error:  # a bug in one batch must not stop every later commit
                 log.exception("commit failed for good; its entries stay pending")
@@ -204,7 +210,7 @@ class Committer:
         for key, value in memos:
             pipe.set(self._keys.memo(key), value, ex=settings.memo_ttl_s)
         for item in batch:
-            if item.encoded or item.dead or item.lock_key:
+            if item.writes:
                 # execute_command: redis-py's cluster pipeline refuses its evalsha() method,
                 # but routes the command by its keys like any other.
                 pipe.execute_command("EVALSHA", _COMMIT_SHA, *self._script_args(item))
@@ -217,7 +223,7 @@ class Committer:
         wrote = [r for r in memo_replies if not isinstance(r, Exception)] + [
             r
             for item, r in zip(batch, commit_replies, strict=True)
-            if not isinstance(r, Exception) and (item.encoded or item.dead or item.lock_key)
+            if not isinstance(r, Exception) and item.writes
         ]
         self._tell_gate(replies, wrote)
         return self._settled(batch, commit_replies), _left(memos, memo_replies)
