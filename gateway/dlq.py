@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from bus.connection import RedisClient, connect
@@ -74,7 +74,7 @@ async def list_dead(args: argparse.Namespace) -> int:
             rows += [_row(shard, entry_id, fields) for entry_id, fields in entries]
     finally:
         await redis.aclose()
-    rows = sorted(rows, key=_newest_first)[: args.limit]
+    rows = sorted(rows, key=newest_first)[: args.limit]
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:
@@ -140,7 +140,8 @@ def _row(shard: int, entry_id: bytes, fields: dict[bytes, bytes]) -> dict[str, s
     return {key: row.get(key, "") for key in _COLUMNS}
 
 
-def _newest_first(row: dict[str, str]) -> tuple[int, int]:
+def newest_first(row: Mapping[str, Any]) -> tuple[int, int]:
+    """Sort key of rows with an entry `id`, newest first (also across shards' streams)."""
     millis, _, sequence = row["id"].partition("-")
     return (-int(millis), -int(sequence or 0))
 

@@ -35,6 +35,7 @@ from redis.exceptions import ResponseError
 
 from bus.connection import RedisClient, connect, is_cluster
 from bus.keys import ANSWERS, Keys, shard_tag
+from gateway.dlq import newest_first
 from gateway.validation import BadInput
 from phases.events import EVENT_TYPES
 from phases.worker import PHASE_INPUTS, PHASES
@@ -360,7 +361,7 @@ def _attention(report: dict[str, Any]) -> list[str]:
     dead = report["dead_letters"]
     if dead["count"]:
         holding = [row for row in dead["shards"] if row["count"]]
-        newest = min((row["newest"] for row in holding if row["newest"]), key=_newest_first)
+        newest = min((row["newest"] for row in holding if row["newest"]), key=newest_first)
         lines.append(
             f"{dead['count']:,} dead letter{'s' if dead['count'] > 1 else ''}"
             f"{_in([row['shard'] for row in holding], shards)}, the newest {newest['id']} "
@@ -375,11 +376,6 @@ def _in(shards: list[int], of: int) -> str:
     if len(shards) == of:
         return " in every shard"
     return f" in shard{'s' if len(shards) > 1 else ''} {', '.join(map(str, shards))}"
-
-
-def _newest_first(letter: dict[str, Any]) -> tuple[int, int]:
-    millis, _, sequence = letter["id"].partition("-")
-    return (-int(millis), -int(sequence or 0))
 
 
 def _one_line(text: str, limit: int = 200) -> str:
