@@ -98,6 +98,8 @@ class Commit:
     outputs: list[Routable] = field(default_factory=list)
     lock_key: str | None = None
     dead: DeadLetter | None = None
+    #: Fields every output carries beside the event: the trace context (telemetry.tracing).
+    trace: dict[str, bytes] = field(default_factory=dict)
     encoded: list[tuple[str, dict[str, bytes]]] = field(default_factory=list)
     done: asyncio.Future[None] | None = None
     #: The dead letter's id on the dead-letter stream, once committed.
@@ -132,7 +134,8 @@ class Committer:
         its run could only be answered as lost; refused here, the run is answered from the
         event being handled, with the true reason. Answers are exempt: gateways take them whole.
         """
-        item.encoded = [(event.STREAM, encode(event)) for event in item.outputs]
+        # The trace fields go first: the script stores an answer's last field, its body.
+        item.encoded = [(event.STREAM, item.trace | encode(event)) for event in item.outputs]
         for stream, fields in item.encoded:
             size, limit = len(fields["body"]), self._settings.max_event_bytes
             if stream != ANSWERS and size > limit:

@@ -44,13 +44,15 @@ from typing import Any
 from pydantic import BaseModel
 from redis.exceptions import ResponseError
 
-from bus.codec import DecodeError, Fields, Routable, decode
+from bus.codec import DecodeError, Fields, Routable, decode, trace_context
 from bus.commit import Commit, Committer
 from bus.connection import TRANSIENT, RedisClient
 from bus.deadletter import DeadLetter
 from bus.keys import Keys, LockState
 from bus.settings import BusSettings
 from bus.writes import refuses_writes, said
+from telemetry import metrics, tracing
+from telemetry.hop import Hop
 
 log = logging.getLogger("aeon.bus")
 
@@ -105,6 +107,8 @@ class Delivery:
     claimed_from: bytes | None = None
     #: Times delivered, this one included: the attempt this is, if it takes the lock.
     deliveries: int = 1
+    #: The trace context the entry carried, kept at decode when tracing is on.
+    trace: dict[str, str] | None = None
 
     @property
     def ref(self) -> Ref:
@@ -141,6 +145,8 @@ class Consumer:
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self.handled = 0
+        #: This phase's Prometheus series; None when metrics are off (telemetry.metrics).
+        self._metrics = metrics.for_phase(route.group, lambda: len(self._in_flight))
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -282,6 +288,8 @@ class Consumer:
             for delivery in batch:
                 try:
                     events.append((delivery, self._decode(delivery)))
+                    if tracing.on():
+                        delivery.trace = trace_context(delivery.fields)
                     _forget_body(delivery)
                 except DecodeError as error:
                     rejects.append((delivery, f"undecodable: {error}"))
@@ -426,6 +434,8 @@ class Consumer:
         lock_key = self._lock_key(delivery, event)
         if state is LockState.DONE:
             await self._commit(delivery, [], lock_key=None)
+            if self._metrics is not None:
+                self._metrics.duplicate.inc()
             return
         if state is LockState.BUSY:
             await self._after_the_copy_in_hand(delivery, event, lock_key)
@@ -456,29 +466,50 @@ class Consumer:
             await self._process(*again)
 
     async def _handle(self, delivery: Delivery, event: Any, lock_key: str) -> None:
-        """Handle a locked event and commit what it gives, or give up on it."""
+        """Handle a locked event and commit what it gives, or give up on it; the hop records
+        where the time went (telemetry.hop)."""
+        hop = Hop.start(
+            self._metrics,
+            stream_key=self._stream_keys[delivery.shard],
+            group=self._group,
+            entry_id=delivery.entry_id,
+            carrier=delivery.trace,
+            event=event,
+            deliveries=delivery.deliveries,
+        )
+        failure = ""
+        try:
+            failure = await self._handle_in(hop, delivery, event, lock_key)
+        finally:
+            hop.end(failure)
+
+    async def _handle_in(self, hop: Hop, delivery: Delivery, event: Any, lock_key: str) -> str:
+        """`_handle`'s work; returns why the event was given up on ("" when it was not)."""
         if delivery.deliveries > self._settings.max_deliveries:
             reason = (
                 f"{delivery.deliveries - 1} attempts were cut short (their worker died or was "
                 "stopped mid-way); the event may be what kills them"
             )
             delivery.deliveries -= 1  # this one is not an attempt: the dead letter counts those
-            await self._give_up(delivery, await self._reload(delivery) or event, reason, lock_key)
-            return
-        outputs, error = await self._handle_with_retries(delivery, event)
+            event = await self._reload(delivery) or event
+            return await self._give_up(delivery, event, reason, lock_key, hop)
+        with hop.handling():
+            outputs, error = await self._handle_with_retries(delivery, event)
         if error:
             reason = f"handler failed {self._settings.handler_attempts} times: {error}"
             event = await self._reload(delivery) or event
-            await self._give_up(delivery, event, reason, lock_key)
-            return
+            return await self._give_up(delivery, event, reason, lock_key, hop)
         try:
-            await self._commit(delivery, outputs, lock_key)
+            with hop.committing() as trace:
+                await self._commit(delivery, outputs, lock_key, trace=trace)
         except ValueError as error:  # an output that cannot be encoded
             reason = f"an output of the handler cannot be stored: {error}"
             event = await self._reload(delivery) or event
-            await self._give_up(delivery, event, reason, lock_key)
-            return
+            return await self._give_up(delivery, event, reason, lock_key, hop)
         self.handled += 1
+        if self._metrics is not None:
+            self._metrics.handled.inc()
+        return ""
 
     async def _handle_with_retries(
         self, delivery: Delivery, event: Any
@@ -488,6 +519,8 @@ class Consumer:
         error_text = ""
         for attempt in range(1, attempts + 1):
             token = redelivered.set(delivery.claimed_from is not None or attempt > 1)
+            if attempt > 1 and self._metrics is not None:
+                self._metrics.retried.inc()
             try:
                 if attempt > 1:
                     event = await self._reload(delivery)
@@ -498,6 +531,8 @@ class Consumer:
                 raise
             except Exception as error:  # a handler bug or an outage; retried, then dead-lettered
                 error_text = f"{type(error).__name__}: {error}"
+                if self._metrics is not None:
+                    self._metrics.failed.inc()
                 log.warning(
                     "%s: handling %s failed (attempt %d/%d): %s",
                     self._group,
@@ -513,8 +548,14 @@ class Consumer:
         return (), error_text
 
     async def _give_up(
-        self, delivery: Delivery, event: Any | None, reason: str, lock_key: str | None
-    ) -> None:
+        self,
+        delivery: Delivery,
+        event: Any | None,
+        reason: str,
+        lock_key: str | None,
+        hop: Hop | None = None,
+    ) -> str:
+        """Dead-letter the entry and commit what carries its run on; returns `reason`."""
         dead = DeadLetter(
             stream=self.route.stream,
             group=self._group,
@@ -529,7 +570,13 @@ class Consumer:
         except Exception as error:  # give_up must never keep an entry from leaving
             log.error("%s: give_up failed for %s: %s", self._group, dead.entry_id, error)
             outputs = []
-        dead_id = await self._commit(delivery, outputs, lock_key=lock_key, dead=dead)
+        if hop is None:
+            dead_id = await self._commit(delivery, outputs, lock_key=lock_key, dead=dead)
+        else:
+            with hop.committing() as trace:
+                dead_id = await self._commit(delivery, outputs, lock_key, dead, trace)
+        if self._metrics is not None:
+            self._metrics.dead.inc()
         log.error(
             "%s: dead-lettered %s entry %s as %s (`aeon dlq replay %s` puts it back): %s",
             self._group,
@@ -539,6 +586,7 @@ class Consumer:
             dead_id,
             reason,
         )
+        return reason
 
     async def _commit(
         self,
@@ -546,8 +594,10 @@ class Consumer:
         outputs: Sequence[Routable],
         lock_key: str | None,
         dead: DeadLetter | None = None,
+        trace: dict[str, bytes] | None = None,
     ) -> str | None:
-        """Commit, and return the dead letter's id when `dead` is given."""
+        """Commit, and return the dead letter's id when `dead` is given; the outputs carry
+        `trace`, the context of the hop that made them."""
         return await self._committer.commit(
             Commit(
                 shard=delivery.shard,
@@ -557,6 +607,7 @@ class Consumer:
                 outputs=list(outputs),
                 lock_key=lock_key,
                 dead=dead,
+                trace=trace or {},
             )
         )
 
@@ -626,6 +677,8 @@ class Consumer:
         )
         if present:
             log.info("%s: claimed %d idle entries", self._group, len(present))
+            if self._metrics is not None:
+                self._metrics.claimed.inc(len(present))
         return len(present)
 
     async def _ack_vanished(self, stream_key: str, entry_ids: set[bytes]) -> None:

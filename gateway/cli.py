@@ -26,8 +26,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from bus.connection import connect
+from bus.connection import RedisClient, connect
 from bus.embedded import RedisServerError
+from bus.keys import Keys
 from bus.settings import BusSettings, redact
 from bus.worker import tune_gc
 from bus.writes import refuses_writes
@@ -48,6 +49,8 @@ from llm.factory import LLMSettings, build_adapter
 from phases.deps import LoopSettings
 from phases.events import ExecutionResult
 from phases.worker import PHASES, make_worker
+from telemetry import metrics, tracing
+from telemetry.metrics import MetricsSettings
 
 EXIT_ANSWERED = 0
 EXIT_DEGRADED = 1
@@ -68,6 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.settings = BusSettings.from_env()
         args.llm = LLMSettings.from_env()
         args.loop = LoopSettings.from_env()
+        args.metrics = MetricsSettings.from_env()
+        tracing.setup(f"aeon-{args.command_name}")
     except SettingsError as error:
         return _fail(str(error), EXIT_BAD_INPUT)
     logging.basicConfig(
@@ -210,12 +215,19 @@ async def worker(args: argparse.Namespace) -> int:
         settings = settings.with_(concurrency=args.concurrency)
     if not settings.redis_url:
         raise BadInput("`aeon worker` needs AEON_REDIS_URL (the Redis the gateways publish to)")
+    observing = args.metrics
+    if args.metrics_port:
+        observing = observing.with_(metrics_port=args.metrics_port)
     llm = build_adapter(args.llm)
     phases = args.phase or PHASES
     redis = await connect(settings, consumers=len(phases) * settings.shards)
+    sampling: list[asyncio.Task[None]] = []
     try:
         await redis.ping()
+        metrics.serve(observing)  # before the consumers exist: they bind their series
         running = make_worker(redis, settings, llm, phases, args.loop)
+        if metrics.enabled():
+            sampling = _sample_metrics(redis, settings, observing)
         tune_gc()
         _on_signals(running.stop)  # first: drain and exit
         try:
@@ -226,8 +238,29 @@ async def worker(args: argparse.Namespace) -> int:
         log.info("worker stopped cleanly")
         return 0
     finally:
+        for task in sampling:
+            task.cancel()
+        await asyncio.gather(*sampling, return_exceptions=True)
         await llm.aclose()
         await redis.aclose()
+
+
+def _sample_metrics(
+    redis: RedisClient, settings: BusSettings, observing: MetricsSettings
+) -> list[asyncio.Task[None]]:
+    """The worker's background readings for /metrics: the event loop's lag, and what
+    `aeon status` reads from Redis (lag, pending, dead letters) every AEON_METRICS_SAMPLE_S."""
+    keys = Keys(settings.prefix, settings.shards)
+
+    def read() -> Awaitable[dict]:
+        return status.read_status(redis, keys, settings.claim_idle_ms)
+
+    return [
+        asyncio.create_task(metrics.watch_loop_lag(), name="loop-lag"),
+        asyncio.create_task(
+            metrics.sample_status(read, observing.metrics_sample_s), name="metrics-sample"
+        ),
+    ]
 
 
 async def asyncapi(args: argparse.Namespace) -> int:
@@ -316,6 +349,11 @@ def _parser() -> argparse.ArgumentParser:
         type=as_option(_at_least_one, int, "a whole number"),
         help="events in flight per phase",
     )
+    p.add_argument(
+        "--metrics-port",
+        type=as_option(_port, int, "a port number"),
+        help="serve Prometheus metrics on this port (AEON_METRICS_PORT)",
+    )
 
     dlq.add_commands(commands, _command)
     status.add_commands(commands, _command)
@@ -342,8 +380,14 @@ def _command(
     log_level: str,
 ) -> argparse.ArgumentParser:
     parser = commands.add_parser(name, help=help_text, description=help_text)
-    parser.set_defaults(command=run, default_log_level=log_level)
+    parser.set_defaults(command=run, command_name=name, default_log_level=log_level)
     return parser
+
+
+def _port(value: int) -> int:
+    if not 1 <= value <= 65535:
+        raise BadInput(f"{value} is not a port number from 1 to 65535")
+    return value
 
 
 def _at_least_one(value: int) -> int:

@@ -53,6 +53,7 @@ from phases.events import (
     RequestSubmitted,
 )
 from phases.models import DEFAULT_TTL_CAP, Rule
+from telemetry import tracing
 
 log = logging.getLogger("aeon.gateway")
 
@@ -186,15 +187,18 @@ class AeonClient:
             threshold=threshold,
         )
         self._watch(event.correlation_id, on_progress)
-        await self._publish(event, time.monotonic() + timeout)
+        key = self.keys.stream_of(RequestSubmitted.STREAM, event.correlation_id)
+        with tracing.submitting(event.correlation_id, key) as trace:  # the run's root span
+            await self._publish(event, key, trace, time.monotonic() + timeout)
         return event.correlation_id
 
-    async def _publish(self, event: RequestSubmitted, deadline: float) -> None:
-        """XADD the request (and WAIT for replicas when asked), trying again through a
-        failover until `deadline`. A second XADD of the same event is harmless: the phase's
-        dedupe handles an event id once."""
-        key = self.keys.stream_of(RequestSubmitted.STREAM, event.correlation_id)
-        fields = encode(event)
+    async def _publish(
+        self, event: RequestSubmitted, key: str, trace: dict[str, bytes], deadline: float
+    ) -> None:
+        """XADD the request to `key` with its `trace` fields (and WAIT for replicas when
+        asked), trying again through a failover until `deadline`. A second XADD of the same
+        event is harmless: the phase's dedupe handles an event id once."""
+        fields = trace | encode(event)
         wanted = self.settings.wait_replicas
         while True:
             try:

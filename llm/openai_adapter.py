@@ -50,6 +50,7 @@ from llm.base import (
     approx_tokens,
 )
 from llm.reasoning import split_reasoning
+from telemetry import llm as observed
 
 log = logging.getLogger(__name__)
 
@@ -289,6 +290,7 @@ class OpenAIAdapter:
             delay,
             error,
         )
+        observed.retry(self.model, failures, error)
         await asyncio.sleep(delay)
 
     def _attempt_timeout(self, call: LLMCall) -> float:

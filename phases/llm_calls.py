@@ -39,6 +39,7 @@ from prompts.registry import (
     SystemPromptInput,
 )
 from prompts.unified import ContextItem, UnifiedPrompt
+from telemetry import llm as observed
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -223,14 +224,19 @@ class LLMSession:
         key = f"{self.run_key}/{scope}/{prompt_id.value}"
         remembered = await self.memo.get(key)
         if remembered is not None:
+            observed.memo_hit(prompt_id.value)
             return Reply.from_memo(remembered)
         schema = schema_of(model) if model is not None else None
         budget = self.prompt_chars
         try:
-            answer = await self.llm.complete(self._call(prompt_id, data, context, schema, budget))
+            answer = await observed.complete(
+                self.llm, self._call(prompt_id, data, context, schema, budget)
+            )
         except ContextLengthError as error:
             budget = _tighter(budget, error.limit_tokens)
-            answer = await self.llm.complete(self._call(prompt_id, data, context, schema, budget))
+            answer = await observed.complete(
+                self.llm, self._call(prompt_id, data, context, schema, budget)
+            )
         reply = _reply_of(answer)
         if not (reply.text.strip() or reply.truncated):
             raise LLMError(f"{prompt_id.value}: the model returned an empty reply", transient=True)
