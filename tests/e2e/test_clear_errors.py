@@ -7,6 +7,8 @@ Each printed a traceback and exited 1 before (issue 11).
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 from e2e_support import Bus, Processes, child_env
 
@@ -43,6 +45,15 @@ BAD_SETTINGS = {
     "shards 0": ({"AEON_SHARDS": "0"}, "AEON_SHARDS='0': must be at least 1"),
     "cluster maybe": ({"AEON_REDIS_CLUSTER": "maybe"}, "AEON_REDIS_CLUSTER='maybe': must be"),
     "wait replicas -1": ({"AEON_WAIT_REPLICAS": "-1"}, "AEON_WAIT_REPLICAS='-1': must be at"),
+    "metrics port 70000": ({"AEON_METRICS_PORT": "70000"}, "AEON_METRICS_PORT='70000': must be"),
+    "trace exporter": (
+        {"OTEL_TRACES_EXPORTER": "zipkin"},
+        "OTEL_TRACES_EXPORTER='zipkin': 'zipkin' is not an exporter Aeon has; use otlp",
+    ),
+    "otlp protocol": (
+        {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"},
+        "OTEL_EXPORTER_OTLP_PROTOCOL='carrier-pigeon': use http/protobuf",
+    ),
 }
 BAD_OPTIONS = {
     "max ttl 101": (["ask", "x", "--max-ttl", "101"], "max TTL 101 is not a number of passes"),
@@ -53,6 +64,7 @@ BAD_OPTIONS = {
     "dlq limit 0": (["dlq", "list", "--limit", "0"], "--limit 0 is not from 1 to 10,000"),
     "dlq replay not an id": (["dlq", "replay", "not-an-id"], "'not-an-id' is not an entry id"),
     "worker concurrency": (["worker", "--concurrency", "x"], "'x' is not a whole number"),
+    "worker metrics port": (["worker", "--metrics-port", "0"], "0 is not a port number from 1"),
     "unknown command": (["frobnicate"], "invalid choice: 'frobnicate'"),
 }
 
@@ -148,3 +160,15 @@ def test_cluster_named_on_a_plain_server_exits_4(
     ask = procs.run_aeon({**env, "AEON_REDIS_CLUSTER": "yes"}, "ask", "Explain tides", timeout=25)
     assert_one_line(ask, 4, "it is a single server: set AEON_REDIS_CLUSTER=auto")
     assert not bus.has_keys(), "something was written to Redis"
+
+
+@pytest.mark.timeout(30)
+def test_a_metrics_port_in_use_exits_2_naming_it(procs: Processes, env: dict[str, str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        worker = procs.run_aeon(
+            {**env, "AEON_METRICS_HOST": "127.0.0.1"}, "worker", "--metrics-port", str(port)
+        )
+    assert_one_line(worker, 2, f"AEON_METRICS_PORT={port}: cannot listen on 127.0.0.1:{port}")

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from faststream.redis.parser import BinaryMessageFormatV1
 
-from bus.codec import FASTSTREAM_FIELD, DecodeError, correlation_id_of, decode
+from bus.codec import FASTSTREAM_FIELD, DecodeError, correlation_id_of, decode, trace_context
 from phases.events import PassRequested, PlanReady, RequestSubmitted
 
 TYPES = {"RequestSubmitted": RequestSubmitted}
@@ -69,3 +69,15 @@ def test_any_bytes_are_a_decode_error_or_an_event(data: bytes) -> None:
     with pytest.raises(DecodeError):
         decode(fields, TYPES, 10_000)
     assert isinstance(correlation_id_of(fields), str)
+
+
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def test_the_trace_context_is_read_from_flat_fields_and_faststream_headers() -> None:
+    flat = {b"type": b"X", b"cid": b"c", b"traceparent": TRACEPARENT.encode(), b"body": b"{}"}
+    assert trace_context(flat) == {"traceparent": TRACEPARENT}
+    assert trace_context({b"type": b"X", b"body": b"{}"}) == {}
+    fields = envelope({"a": 1}, traceparent=TRACEPARENT, tracestate="k=v", type="X")
+    assert trace_context(fields) == {"traceparent": TRACEPARENT, "tracestate": "k=v"}
+    assert trace_context({FASTSTREAM_FIELD: b"not an envelope"}) == {}
