@@ -33,6 +33,7 @@ from bench.profiles import FULL, QUICK, SMOKE, Profile
 from bench.report import render, write_json
 from bench.scaleout import run_scaleout
 from bench.targets import judge
+from bench.telemetry import run_telemetry
 from bus.connection import connect
 from bus.embedded import RedisServer
 from bus.settings import BusSettings, redact
@@ -43,6 +44,7 @@ SECTIONS = {
     "scaleout": run_scaleout,
     "memory": run_memory,
     "cluster": run_cluster,
+    "telemetry": run_telemetry,
 }
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
 _SECRET_HINTS = ("URL", "KEY", "PASSWORD", "TOKEN", "SECRET")

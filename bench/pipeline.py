@@ -7,7 +7,7 @@ measurement includes a worker's start-up, and a scale-out run really has both wo
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 from bench.context import BenchContext
 from bench.gateways import PipelineGateway
@@ -35,11 +35,13 @@ async def running_pipeline(
     llm_delay_ms: float = 0.0,
     argv: list[str] | None = None,
     shards: int | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[tuple[list[Spawned], PipelineGateway]]:
     """Workers serving every phase under `prefix`, ready, and a gateway to send runs through.
 
     `argv` runs another worker program in their place (default `aeon worker`); `shards` is
-    AEON_SHARDS for the workers and the gateway alike (None: what the environment says)."""
+    AEON_SHARDS for the workers and the gateway alike (None: what the environment says); `env`
+    adds variables for the workers."""
     baseline = await blocked_readers(ctx.redis)
     with aeon_workers(
         workers,
@@ -50,6 +52,7 @@ async def running_pipeline(
         llm_delay_ms=llm_delay_ms,
         argv=argv,
         shards=shards,
+        env=env,
     ) as procs:
         # Each consumer blocks in one XREADGROUP per shard of its stream.
         readers = len(PHASE_STREAMS) * workers * (shards or 1)

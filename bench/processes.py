@@ -101,26 +101,29 @@ def aeon_workers(
     llm_delay_ms: float = 0.0,
     argv: list[str] | None = None,
     shards: int | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[list[Spawned]]:
     """`count` `aeon worker` processes (or `argv`) serving every phase under `prefix`, with the
-    offline LLM; stopped on exit. `shards` sets AEON_SHARDS (None: inherited)."""
-    env = {
+    offline LLM; stopped on exit. `shards` sets AEON_SHARDS (None: inherited); `env` adds
+    variables (tracing, metrics)."""
+    variables = {
         "AEON_REDIS_URL": redis_url,
         "AEON_PREFIX": prefix,
         "AEON_LLM": "offline",
         "AEON_LLM_DELAY_MS": f"{llm_delay_ms:g}",
     }
     if concurrency is not None:
-        env["AEON_CONCURRENCY"] = str(concurrency)
+        variables["AEON_CONCURRENCY"] = str(concurrency)
     if shards is not None:
-        env["AEON_SHARDS"] = str(shards)
+        variables["AEON_SHARDS"] = str(shards)
+    variables |= env or {}
     with contextlib.ExitStack() as stack:
         workers = []
         for index in range(count):
             worker = Spawned(
                 f"aeon worker #{index + 1}",
                 argv or [*aeon_argv(), "worker"],
-                child_env(env),
+                child_env(variables),
                 log_dir / f"{prefix}-worker{index + 1}.log",
             )
             stack.callback(worker.stop)

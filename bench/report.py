@@ -203,6 +203,32 @@ def _submit_line(cost: Mapping[str, Any]) -> str:
     )
 
 
+def _telemetry(section: Mapping[str, Any]) -> str:
+    headers = ["configuration", "runs", "in flight", "runs/s", "p50 ms", "worker CPU%"]
+    headers += ["CPU µs/hop", "÷ off"]
+    ratios = section["ratios"]
+    rows = [
+        [
+            r["configuration"],
+            r["runs"],
+            r["in_flight"],
+            r["runs_per_s"],
+            r["latency_ms"]["p50"],
+            r["cpu_percent"]["consumer"],
+            r["cpu_us_per_hop"],
+            ratios.get(f"{r['configuration']}_cpu_per_hop_vs_off", 1.0),
+        ]
+        for r in section["results"]
+    ]
+    return "\n".join(
+        [
+            "6. Telemetry: the pipeline, instant LLM, with metrics served and traces exported "
+            "over OTLP (to a local sink), against neither",
+            table(headers, rows),
+        ]
+    )
+
+
 def _targets(rows: Sequence[Mapping[str, Any]]) -> str:
     verdict = {True: "PASS", False: "MISS", None: "not run"}
     return "Targets\n" + table(
@@ -217,4 +243,5 @@ _SECTIONS = {
     "scaleout": _scaleout,
     "memory": _memory,
     "cluster": _cluster,
+    "telemetry": _telemetry,
 }

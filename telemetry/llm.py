@@ -1,6 +1,6 @@
 """What one LLM call records: a span in the GenAI semantic conventions, and the LLM metrics.
 
-The span `chat <model>` is a child of the hop's `handle` span. It carries the model asked for
+The span `chat <model>` is a child of the hop's span. It carries the model asked for
 and the one that answered, the token counts, the finish reason, Aeon's prompt id, and an event
 per retry (the adapter's, `aeon.llm.retry`). Prompt and reply text only with
 OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true (telemetry.tracing).

@@ -44,7 +44,14 @@ def _positive(value: Any) -> bool:
 def test_meta_says_what_ran(report: dict[str, Any]) -> None:
     meta = report["meta"]
     assert meta["profile"] == "smoke"
-    assert meta["sections"] == ["overhead", "concurrency", "scaleout", "memory", "cluster"]
+    assert meta["sections"] == [
+        "overhead",
+        "concurrency",
+        "scaleout",
+        "memory",
+        "cluster",
+        "telemetry",
+    ]
     assert meta["redis"]["source"] == "url"
     assert _positive(meta["duration_s"])
 
@@ -118,6 +125,23 @@ def test_cluster_compares_one_shard_with_one_per_master(report: dict[str, Any]) 
     assert all(len(m["shards"]) == 1 for m in points[1]["masters"])
     assert _positive(cluster["speedup_3_shards_vs_1"])
     assert 0 <= cluster["min_master_share_3_shards"] <= 1 / 3
+
+
+def test_telemetry_measures_each_configuration_against_none(report: dict[str, Any]) -> None:
+    section = report["telemetry"]
+    rows = section["results"]
+    assert [r["configuration"] for r in rows] == [
+        "off",
+        "metrics",
+        "tracing",
+        "metrics_and_tracing",
+    ]
+    for row in rows:
+        assert row["runs"] == 12 and _positive(row["cpu_us_per_hop"]), row
+    assert set(section["ratios"]) == {
+        f"{name}_cpu_per_hop_vs_off" for name in ("metrics", "tracing", "metrics_and_tracing")
+    }
+    assert all(_positive(value) for value in section["ratios"].values())
 
 
 def test_every_target_is_judged(report: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ from bus.settings import BusSettings
 from llm.factory import LLMSettings
 from phases.deps import LoopSettings
 from phases.events import RequestSubmitted
+from telemetry.metrics import MetricsSettings
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
@@ -29,6 +30,11 @@ def test_every_bus_setting_is_documented() -> None:
 def test_every_loop_setting_is_documented() -> None:
     for name in LoopSettings.model_fields:
         assert f"`{LoopSettings.variable(name)}`" in README, name
+
+
+def test_every_metrics_setting_is_documented() -> None:
+    for name in MetricsSettings.model_fields:
+        assert f"`{MetricsSettings.variable(name)}`" in README, name
 
 
 def test_every_llm_setting_is_documented() -> None:

@@ -4,8 +4,8 @@ Traces: two workers split the phases (a, c, e in one; b, d in the other), so a r
 processes at every hop. Every process exports its spans with OpenTelemetry's console exporter
 (one JSON object per line on stderr). Read back, one run's spans form one trace: the gateway's
 submit is its root, each hop's parent is the hop (or submit) that published its event, every
-phase A–E is there in the process that runs it, each hop has its wait/handle/commit children,
-and every LLM call is a child of a handle span.
+phase A–E is there in the process that runs it, each hop says how long it waited, was handled
+and committed, and every LLM call is a child of its hop.
 
 Metrics: one worker serving /metrics; what the test makes happen (runs, a claimed entry, a
 handler that always raises, an entry that is not JSON) is what the counters say.
@@ -46,6 +46,12 @@ def _spans(text: str) -> list[dict[str, Any]]:
         if line.startswith('{"name"'):
             found.append(json.loads(line))
     return found
+
+
+def _nanoseconds(stamp: str) -> int:
+    """A console span's ISO time (`2026-11-24T01:09:09.142831Z`) in ns since the epoch."""
+    moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    return int(moment.timestamp() * 1e9)
 
 
 def _phase(span: dict[str, Any]) -> str:
@@ -110,12 +116,12 @@ def test_one_run_is_one_trace_across_two_worker_processes(
         assert hop["attributes"]["messaging.message.conversation_id"] == result["correlation_id"]
         parent = by_id[hop["parent_id"]]
         assert parent is root or parent["name"].startswith("process "), parent["name"]
-        children = sorted(
-            s["name"]
-            for _, s in run
-            if s["parent_id"] == hop["context"]["span_id"] and s not in hops
+        for took in ("aeon.wait_ms", "aeon.handle_ms", "aeon.commit_ms"):
+            assert hop["attributes"][took] >= 0, (hop["name"], took)
+        assert (
+            _nanoseconds(hop["end_time"]) - _nanoseconds(hop["start_time"])
+            >= 1e6 * (hop["attributes"]["aeon.handle_ms"])
         )
-        assert children == ["commit", "handle", "wait"], (hop["name"], children)
 
     # The hops chain from the root to Phase E, in pipeline order.
     chain, span = [], next(s for s in hops if _phase(s) == "e")
@@ -128,7 +134,7 @@ def test_one_run_is_one_trace_across_two_worker_processes(
     calls = [s for _, s in run if s["name"].startswith("chat ")]
     assert len(calls) == result["usage"]["calls"]
     for call in calls:
-        assert by_id[call["parent_id"]]["name"] == "handle"
+        assert by_id[call["parent_id"]] in hops
         assert call["kind"] == "SpanKind.CLIENT"
         attributes = call["attributes"]
         assert attributes["gen_ai.operation.name"] == "chat"
