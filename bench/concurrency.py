@@ -66,7 +66,8 @@ def burst_row(load: SlowLoad, time_per_run: float) -> dict[str, object]:
     ideal = runs / time_per_run
     cpu_per_run = load.worker_cpu_s / runs
     ceiling = load.workers / cpu_per_run if cpu_per_run else 0.0
-    return {
+    cpu = load.measured.cpu
+    row: dict[str, object] = {
         "workers": load.workers,
         "submitted": runs,
         "max_in_flight": load.max_in_flight,
@@ -83,4 +84,9 @@ def burst_row(load: SlowLoad, time_per_run: float) -> dict[str, object]:
         "cpu_ceiling_runs_per_s": round(ceiling, 1),
         "cpu_knee_in_flight": round(ceiling * time_per_run),
         "peak_rss_kb": list(load.peak_rss_kb),
+        # Runnable but waiting for a core, % of the wall time: the machine as the limit.
+        "core_wait_percent": {role: round(cpu.waiting_percent(role), 1) for role in cpu.waiting},
     }
+    if load.metrics is not None:  # AEON_METRICS_PORT set: the workers' own histograms
+        row["worker_metrics"] = load.metrics
+    return row

@@ -32,6 +32,9 @@ class Spawned:
     def __init__(self, name: str, argv: list[str], env: Mapping[str, str], log_path: Path):
         self.name = name
         self.log_path = log_path
+        #: Where it serves /metrics (AEON_METRICS_PORT), None when it does not.
+        port = env.get("AEON_METRICS_PORT")
+        self.metrics_port = int(port) if port else None
         self._log: IO[bytes] = log_path.open("wb")
         self.process = subprocess.Popen(
             argv,
@@ -123,12 +126,20 @@ def aeon_workers(
             worker = Spawned(
                 f"aeon worker #{index + 1}",
                 argv or [*aeon_argv(), "worker"],
-                child_env(variables),
+                _own_metrics_port(child_env(variables), index),
                 log_dir / f"{prefix}-worker{index + 1}.log",
             )
             stack.callback(worker.stop)
             workers.append(worker)
         yield workers
+
+
+def _own_metrics_port(env: dict[str, str], index: int) -> dict[str, str]:
+    """Worker #index serves /metrics on AEON_METRICS_PORT + index (set by `env` or inherited),
+    so the workers of one load do not fight over one port."""
+    if env.get("AEON_METRICS_PORT"):
+        env["AEON_METRICS_PORT"] = str(int(env["AEON_METRICS_PORT"]) + index)
+    return env
 
 
 @contextlib.contextmanager

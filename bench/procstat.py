@@ -7,10 +7,11 @@ dependencies, and /proc gives exactly the two figures we report: utime+stime (CP
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 _TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
@@ -33,24 +34,41 @@ def memory_kb(pid: int | None = None, field: str = "VmHWM") -> int:
     raise ValueError(f"/proc/{pid or 'self'}/status has no {field}")
 
 
+def core_wait_seconds(pid: int | None = None) -> float:
+    """Seconds `pid`'s threads spent runnable but waiting for a core (schedstat run_delay):
+    the time the machine, not the process, was the limit."""
+    total = 0.0
+    for task in Path(f"/proc/{pid or 'self'}/task").iterdir():
+        with contextlib.suppress(FileNotFoundError, IndexError, ValueError):
+            total += int((task / "schedstat").read_text().split()[1]) / 1e9
+    return total
+
+
 @dataclass(frozen=True)
 class CpuSnapshot:
     """CPU seconds of a few processes at one wall-clock moment, to diff against a later one."""
 
     wall: float
     cpu: dict[str, float]
+    waiting: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def take(cls, pids: Mapping[str, Sequence[int | None]]) -> CpuSnapshot:
         """`pids` maps a role ("worker", "bench", "redis") to its pids (None: this process);
         a role's figure is the sum over its processes."""
         cpu = {role: sum(cpu_seconds(pid) for pid in group) for role, group in pids.items()}
-        return cls(time.perf_counter(), cpu)
+        waiting = {
+            role: sum(core_wait_seconds(pid) for pid in group) for role, group in pids.items()
+        }
+        return cls(time.perf_counter(), cpu, waiting)
 
     def since(self, earlier: CpuSnapshot) -> CpuUsage:
         return CpuUsage(
             wall=self.wall - earlier.wall,
             seconds={role: self.cpu[role] - earlier.cpu.get(role, 0.0) for role in self.cpu},
+            waiting={
+                role: self.waiting[role] - earlier.waiting.get(role, 0.0) for role in self.waiting
+            },
         )
 
 
@@ -60,7 +78,13 @@ class CpuUsage:
 
     wall: float
     seconds: dict[str, float]
+    #: Seconds each role was runnable but waiting for a core (all its threads).
+    waiting: dict[str, float] = field(default_factory=dict)
 
     def percent(self, role: str) -> float:
         """Share of one core, so 100 means one core busy the whole time."""
         return 100.0 * self.seconds.get(role, 0.0) / self.wall if self.wall > 0 else 0.0
+
+    def waiting_percent(self, role: str) -> float:
+        """Time waiting for a core, as a share of the wall time (summed over processes)."""
+        return 100.0 * self.waiting.get(role, 0.0) / self.wall if self.wall > 0 else 0.0

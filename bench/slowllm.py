@@ -18,6 +18,7 @@ from bench.inflight import InFlightSampler
 from bench.measure import Measured, measure
 from bench.pipeline import running_pipeline
 from bench.procstat import memory_kb
+from bench.scrape import worker_metrics
 from phases.events import ExecutionResult
 
 
@@ -30,6 +31,8 @@ class SlowLoad:
     #: VmHWM of each worker after the load, KB.
     peak_rss_kb: tuple[int, ...]
     llm_calls_per_run: float
+    #: The workers' /metrics at the end of the load (bench.scrape), None without metrics.
+    metrics: dict[str, object] | None = None
 
     @property
     def runs(self) -> int:
@@ -85,7 +88,8 @@ async def _slow_load(ctx: BenchContext, workers: int, runs: int, in_flight: int)
         async with InFlightSampler(ctx.redis, prefix) as sampler:
             measured = await measure(gateway.one_run, runs, in_flight, procs, ctx.redis_pid)
         peaks = tuple(memory_kb(proc.pid, "VmHWM") for proc in procs)
+        scraped = await worker_metrics(procs)
     await ctx.clean(prefix)
     results = [r for r in measured.load.results if isinstance(r, ExecutionResult)]
     calls = statistics.fmean(r.usage.calls for r in results) if results else 0.0
-    return SlowLoad(workers, measured, sampler.max_in_flight, peaks, calls)
+    return SlowLoad(workers, measured, sampler.max_in_flight, peaks, calls, scraped)

@@ -56,13 +56,16 @@ class Hop:
             return cls(phase_metrics, None)
         from opentelemetry.trace import SpanKind
 
-        now = tracing.now_ns()
         span = tracing.tracer().start_span(
             f"process {stream_key}",
             context=tracing.parent(carrier),
             kind=SpanKind.CONSUMER,
-            start_time=min(tracing.ns_of_entry(entry_id), now),
-            attributes={
+            start_time=min(tracing.ns_of_entry(entry_id), tracing.now_ns()),
+        )
+        if not span.is_recording():  # not sampled: the hop only passes the context on
+            return cls(phase_metrics, span)
+        span.set_attributes(
+            {
                 "messaging.system": "redis",
                 "messaging.operation.type": "process",
                 "messaging.destination.name": stream_key,
@@ -73,7 +76,7 @@ class Hop:
                 "aeon.event_id": event.event_id,
                 "aeon.delivery": deliveries,
                 "aeon.wait_ms": round(waited * 1000, 3),
-            },
+            }
         )
         return cls(phase_metrics, span)
 
@@ -106,7 +109,7 @@ class Hop:
     def _took(self, attribute: str, seconds: float, histogram: str) -> None:
         if self._metrics is not None:
             getattr(self._metrics, histogram).observe(seconds)
-        if self._span is not None:
+        if self._span is not None and self._span.is_recording():
             self._span.set_attribute(attribute, round(seconds * 1000, 3))
 
     def end(self, failure: str = "") -> None:

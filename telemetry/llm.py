@@ -53,6 +53,15 @@ def _span(llm: LLMAdapter, call: LLMCall, model: str) -> Iterator[Any]:
         return
     from opentelemetry.trace import SpanKind
 
+    with tracing.tracer().start_as_current_span(f"chat {model}", kind=SpanKind.CLIENT) as span:
+        if span.is_recording():  # sampled: say what the call was
+            span.set_attributes(_call_attributes(llm, call, model))
+            yield span
+        else:
+            yield None
+
+
+def _call_attributes(llm: LLMAdapter, call: LLMCall, model: str) -> dict[str, Any]:
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": llm.family,
@@ -66,23 +75,23 @@ def _span(llm: LLMAdapter, call: LLMCall, model: str) -> Iterator[Any]:
             {"role": "user", "parts": [{"type": "text", "content": call.prompt.to_xml()}]},
         ]
         attributes["gen_ai.input.messages"] = orjson.dumps(messages).decode()
-    with tracing.tracer().start_as_current_span(
-        f"chat {model}", kind=SpanKind.CLIENT, attributes=attributes
-    ) as span:
-        yield span
+    return attributes
 
 
 def _describe_reply(span: Any, reply: LLMReply) -> None:
     finish = "length" if reply.truncated else "content_filter" if reply.refused else "stop"
-    span.set_attribute("gen_ai.response.model", reply.model)
-    span.set_attribute("gen_ai.response.finish_reasons", [finish])
-    span.set_attribute("gen_ai.usage.input_tokens", reply.usage.prompt_tokens)
-    span.set_attribute("gen_ai.usage.output_tokens", reply.usage.completion_tokens)
+    attributes: dict[str, Any] = {
+        "gen_ai.response.model": reply.model,
+        "gen_ai.response.finish_reasons": [finish],
+        "gen_ai.usage.input_tokens": reply.usage.prompt_tokens,
+        "gen_ai.usage.output_tokens": reply.usage.completion_tokens,
+    }
     if reply.usage.estimated:
-        span.set_attribute("aeon.usage_estimated", True)
+        attributes["aeon.usage_estimated"] = True
     if tracing.capture_content():
         output = [{"role": "assistant", "parts": [{"type": "text", "content": reply.text}]}]
-        span.set_attribute("gen_ai.output.messages", orjson.dumps(output).decode())
+        attributes["gen_ai.output.messages"] = orjson.dumps(output).decode()
+    span.set_attributes(attributes)
 
 
 def retry(model: str, attempt: int, error: Exception) -> None:

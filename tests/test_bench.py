@@ -134,12 +134,14 @@ def test_telemetry_measures_each_configuration_against_none(report: dict[str, An
         "off",
         "metrics",
         "tracing",
+        "tracing_10pct",
         "metrics_and_tracing",
     ]
     for row in rows:
         assert row["runs"] == 12 and _positive(row["cpu_us_per_hop"]), row
     assert set(section["ratios"]) == {
-        f"{name}_cpu_per_hop_vs_off" for name in ("metrics", "tracing", "metrics_and_tracing")
+        f"{name}_cpu_per_hop_vs_off"
+        for name in ("metrics", "tracing", "tracing_10pct", "metrics_and_tracing")
     }
     assert all(_positive(value) for value in section["ratios"].values())
 
