@@ -174,19 +174,47 @@ def queue_wait_s(entry_id: bytes) -> float:
     return max(0.0, time.time() - int(entry_id.split(b"-", 1)[0]) / 1000)
 
 
+@dataclass(frozen=True, slots=True)
+class _LLMSeries:
+    calls: Any
+    errors: Any
+    seconds: Any
+    input_tokens: Any
+    output_tokens: Any
+
+
+#: Bound series per (prompt id, model): `.labels()` costs more than the add it labels.
+_llm_series: dict[tuple[str, str], _LLMSeries] = {}
+
+
+def _llm(prompt_id: str, model: str) -> _LLMSeries:
+    series = _llm_series.get((prompt_id, model))
+    if series is None:
+        series = _llm_series[prompt_id, model] = _LLMSeries(
+            LLM_CALLS.labels(prompt_id, model),
+            LLM_ERRORS.labels(prompt_id, model),
+            LLM_SECONDS.labels(prompt_id, model),
+            LLM_TOKENS.labels(prompt_id, model, "input"),
+            LLM_TOKENS.labels(prompt_id, model, "output"),
+        )
+    return series
+
+
 def llm_call(prompt_id: str, model: str, seconds: float, prompt: int, completion: int) -> None:
     if not _enabled:
         return
-    LLM_CALLS.labels(prompt_id, model).inc()
-    LLM_SECONDS.labels(prompt_id, model).observe(seconds)
-    LLM_TOKENS.labels(prompt_id, model, "input").inc(prompt)
-    LLM_TOKENS.labels(prompt_id, model, "output").inc(completion)
+    series = _llm(prompt_id, model)
+    series.calls.inc()
+    series.seconds.observe(seconds)
+    series.input_tokens.inc(prompt)
+    series.output_tokens.inc(completion)
 
 
 def llm_error(prompt_id: str, model: str, seconds: float) -> None:
     if _enabled:
-        LLM_ERRORS.labels(prompt_id, model).inc()
-        LLM_SECONDS.labels(prompt_id, model).observe(seconds)
+        series = _llm(prompt_id, model)
+        series.errors.inc()
+        series.seconds.observe(seconds)
 
 
 def llm_retry(model: str) -> None:
