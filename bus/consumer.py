@@ -570,8 +570,9 @@ class Consumer:
         except Exception as error:  # give_up must never keep an entry from leaving
             log.error("%s: give_up failed for %s: %s", self._group, dead.entry_id, error)
             outputs = []
-        if hop is None:
-            dead_id = await self._commit(delivery, outputs, lock_key=lock_key, dead=dead)
+        if hop is None:  # never decoded: what carries its run on continues the entry's trace
+            trace = _trace_fields(delivery.fields) if tracing.on() else {}
+            dead_id = await self._commit(delivery, outputs, lock_key, dead, trace)
         else:
             with hop.committing() as trace:
                 dead_id = await self._commit(delivery, outputs, lock_key, dead, trace)
@@ -743,6 +744,10 @@ def _wrote(owned: list[tuple[Delivery, Any, LockState]]) -> bool:
     """Whether locking these wrote anything (a first delivery's SET, or a takeover): only
     then does its success say that Redis takes writes again."""
     return any(d.claimed_from is None or state is LockState.MINE for d, _, state in owned)
+
+
+def _trace_fields(fields: Fields) -> dict[str, bytes]:
+    return {name.encode(): value.encode() for name, value in trace_context(fields).items()}
 
 
 def _held(holder: bytes | None) -> LockState:

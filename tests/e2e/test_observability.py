@@ -29,6 +29,8 @@ from phases.events import RequestSubmitted
 
 pytestmark = pytest.mark.e2e
 
+#: A producer's span, as a W3C traceparent (version, trace id, span id, sampled).
+PRODUCER = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 #: The phase that consumes each logical stream.
 PHASE_OF_STREAM = {
     "requests": "a",
@@ -62,7 +64,7 @@ def _phase(span: dict[str, Any]) -> str:
 
 @pytest.mark.timeout(120)
 def test_one_run_is_one_trace_across_two_worker_processes(
-    procs: Processes, env: dict[str, str]
+    procs: Processes, bus: Bus, env: dict[str, str]
 ) -> None:
     traced = {**env, "OTEL_TRACES_EXPORTER": "console", "OTEL_BSP_SCHEDULE_DELAY": "200"}
     first = procs.worker(
@@ -80,6 +82,14 @@ def test_one_run_is_one_trace_across_two_worker_processes(
     asked = procs.run_aeon(traced, "ask", "Explain how tides work", "--json", timeout=60)
     assert asked.returncode == 0, asked.tail()
     result = json.loads(asked.stdout)
+    # An entry that is not an event, published under a span of its producer's: the answer of
+    # its run (made in E from the dead letter) continues that producer's trace.
+    poisoned = uuid.uuid4().hex
+    bus.redis.xadd(
+        bus.stream("requests", poisoned),
+        {"traceparent": PRODUCER, "type": "RequestSubmitted", "cid": poisoned, "body": b"{"},
+    )
+    wait_until(lambda: bus.stored_answer(poisoned), 30, "the poisoned run's answer")
     assert first.stop() == 0 and second.stop() == 0  # spans are flushed at exit
 
     spans = [
@@ -144,6 +154,16 @@ def test_one_run_is_one_trace_across_two_worker_processes(
         assert "gen_ai.input.messages" not in attributes  # prompt text only when opted in
     tokens = sum(c["attributes"]["gen_ai.usage.output_tokens"] for c in calls)
     assert tokens == result["usage"]["completion_tokens"]
+
+    lost = [
+        s
+        for _, s in spans
+        if s["name"].startswith("process ")
+        and s["attributes"]["messaging.message.conversation_id"] == poisoned
+    ]
+    assert [_phase(s) for s in lost] == ["e"], [s["name"] for s in lost]
+    assert lost[0]["context"]["trace_id"] == "0x" + PRODUCER.split("-")[1]
+    assert lost[0]["parent_id"] == "0x" + PRODUCER.split("-")[2]
 
 
 def test_without_otel_variables_nothing_is_traced(procs: Processes, env: dict[str, str]) -> None:
