@@ -170,5 +170,11 @@ def trace_context(fields: Fields) -> dict[str, str]:
     return {name: text(fields, name.encode()) for name in TRACE_FIELDS if name.encode() in fields}
 
 
+def added_ns(entry_id: bytes) -> int:
+    """When Redis added an entry, in nanoseconds since the epoch: its id's first part, which
+    is Redis's clock in milliseconds."""
+    return int(entry_id.split(b"-", 1)[0]) * 1_000_000
+
+
 def text(fields: Fields, name: bytes) -> str:
     return fields.get(name, b"").decode("utf-8", "replace")

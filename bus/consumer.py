@@ -287,9 +287,10 @@ class Consumer:
             events, rejects = [], []
             for delivery in batch:
                 try:
-                    events.append((delivery, self._decode(delivery)))
+                    event = self._decode(delivery)
                     if tracing.on():
                         delivery.trace = trace_context(delivery.fields)
+                    events.append((delivery, event))
                     _forget_body(delivery)
                 except DecodeError as error:
                     rejects.append((delivery, f"undecodable: {error}"))
@@ -477,7 +478,7 @@ class Consumer:
             event=event,
             deliveries=delivery.deliveries,
         )
-        failure = ""
+        failure = "stopped before its commit was confirmed"  # unless _handle_in says otherwise
         try:
             failure = await self._handle_in(hop, delivery, event, lock_key)
         finally:
@@ -571,7 +572,7 @@ class Consumer:
             log.error("%s: give_up failed for %s: %s", self._group, dead.entry_id, error)
             outputs = []
         if hop is None:  # never decoded: what carries its run on continues the entry's trace
-            trace = _trace_fields(delivery.fields) if tracing.on() else {}
+            trace = tracing.relayed(trace_context(delivery.fields)) if tracing.on() else {}
             dead_id = await self._commit(delivery, outputs, lock_key, dead, trace)
         else:
             with hop.committing() as trace:
@@ -744,10 +745,6 @@ def _wrote(owned: list[tuple[Delivery, Any, LockState]]) -> bool:
     """Whether locking these wrote anything (a first delivery's SET, or a takeover): only
     then does its success say that Redis takes writes again."""
     return any(d.claimed_from is None or state is LockState.MINE for d, _, state in owned)
-
-
-def _trace_fields(fields: Fields) -> dict[str, bytes]:
-    return {name.encode(): value.encode() for name, value in trace_context(fields).items()}
 
 
 def _held(holder: bytes | None) -> LockState:

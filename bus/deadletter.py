@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bus.codec import FASTSTREAM_FIELD, Fields, correlation_id_of
+from bus.codec import FASTSTREAM_FIELD, TRACE_FIELDS, Fields, correlation_id_of
+
+#: The trace context fields of a flat entry, as bytes keys.
+TRACE_KEYS = tuple(name.encode() for name in TRACE_FIELDS)
 
 
 @dataclass
@@ -32,6 +35,8 @@ class DeadLetter:
 
     def to_fields(self) -> dict[str, str | bytes]:
         return {
+            # The trace it belongs to, so a replay continues it (a flat entry's fields).
+            **{key.decode(): self.fields[key] for key in TRACE_KEYS if key in self.fields},
             "source_stream": self.stream,
             "group": self.group,
             "entry_id": self.entry_id,
@@ -54,5 +59,5 @@ class DeadLetter:
 
 def original_fields(record: Fields) -> dict[bytes, bytes]:
     """The entry as it was before it died: what `replay` puts back on its stream."""
-    names = (b"type", b"cid", b"body", FASTSTREAM_FIELD)
+    names = (*TRACE_KEYS, b"type", b"cid", b"body", FASTSTREAM_FIELD)
     return {name: record[name] for name in names if record.get(name)}

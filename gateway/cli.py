@@ -51,6 +51,7 @@ from phases.events import ExecutionResult
 from phases.worker import PHASES, make_worker
 from telemetry import metrics, tracing
 from telemetry.metrics import MetricsSettings
+from telemetry.tracing import TracingSettings
 
 EXIT_ANSWERED = 0
 EXIT_DEGRADED = 1
@@ -72,7 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.llm = LLMSettings.from_env()
         args.loop = LoopSettings.from_env()
         args.metrics = MetricsSettings.from_env()
-        tracing.setup(f"aeon-{args.command_name}")
+        args.tracing = TracingSettings.from_env()
+        tracing.setup(args.tracing, f"aeon-{args.command_name}")
     except SettingsError as error:
         return _fail(str(error), EXIT_BAD_INPUT)
     logging.basicConfig(
@@ -91,6 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(_redis_trouble(args.settings, error), EXIT_UNAVAILABLE)
     except KeyboardInterrupt:
         return EXIT_SIGNAL_BASE + signal.SIGINT
+    finally:
+        tracing.flush_at_exit()
 
 
 def _fail(message: str, code: int) -> int:
@@ -255,12 +259,11 @@ def _sample_metrics(
     def read() -> Awaitable[dict]:
         return status.read_status(redis, keys, settings.claim_idle_ms)
 
-    return [
-        asyncio.create_task(metrics.watch_loop_lag(), name="loop-lag"),
-        asyncio.create_task(
-            metrics.sample_status(read, observing.metrics_sample_s), name="metrics-sample"
-        ),
-    ]
+    tasks = [asyncio.create_task(metrics.watch_loop_lag(), name="loop-lag")]
+    if observing.metrics_sample_s:  # 0: another worker samples the deployment
+        sampler = metrics.sample_status(read, observing.metrics_sample_s)
+        tasks.append(asyncio.create_task(sampler, name="metrics-sample"))
+    return tasks
 
 
 async def asyncapi(args: argparse.Namespace) -> int:

@@ -44,7 +44,7 @@ from faststream.message import StreamMessage
 from faststream.redis import RedisBroker, StreamSub
 from faststream.specification import AsyncAPI
 
-from bus.codec import FASTSTREAM_FIELD
+from bus.codec import FASTSTREAM_FIELD, trace_context
 from bus.keys import Keys
 from bus.settings import BusSettings
 from phases.events import EVENT_TYPES, Event, RequestSubmitted
@@ -57,8 +57,9 @@ async def parse_aeon_entry(
     message: Any, parse: Callable[[Any], Awaitable[StreamMessage[Any]]]
 ) -> StreamMessage[Any]:
     """FastStream's parser, taught Aeon's flat entries: the body is the event's JSON, the
-    correlation id is `cid`, the `type` header names the event class. FastStream's own entries
-    pass through unchanged."""
+    correlation id is `cid`, the `type` header names the event class, and the trace context
+    fields are headers as FastStream writes them. FastStream's own entries pass through
+    unchanged."""
     parsed = await parse(message)
     fields = message.get("data") or {}
     if FASTSTREAM_FIELD in fields or b"body" not in fields:
@@ -70,6 +71,7 @@ async def parse_aeon_entry(
     parsed.headers = {
         "type": fields.get(b"type", b"").decode(),
         "correlation_id": correlation_id,
+        **trace_context(fields),  # so FastStream's telemetry middleware continues the run's trace
     }
     return parsed
 

@@ -15,12 +15,13 @@ from typing import Any
 
 import orjson
 
-from llm.base import LLMAdapter, LLMCall, LLMError, LLMReply
+from llm.base import LLMAdapter, LLMCall, LLMReply
 from telemetry import metrics, tracing
 
 
 def model_of(llm: LLMAdapter) -> str:
-    """The model an adapter asks for: its configured model, else its family (offline...)."""
+    """The model an adapter asks for, as metrics and spans name it: its configured model,
+    else its family (the offline and scripted adapters have no model name)."""
     return str(getattr(llm, "model", None) or llm.family)
 
 
@@ -33,7 +34,7 @@ async def complete(llm: LLMAdapter, call: LLMCall) -> LLMReply:
     with _span(llm, call, model) as span:
         try:
             reply = await llm.complete(call)
-        except LLMError as error:
+        except Exception as error:
             metrics.llm_error(prompt_id, model, time.perf_counter() - started)
             if span is not None:
                 span.set_attribute("error.type", type(error).__name__)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -29,7 +28,7 @@ from prometheus_client import (
     disable_created_metrics,
     start_http_server,
 )
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from config import AeonSettings, SettingsError
 
@@ -46,7 +45,11 @@ EVENTS_HANDLED = Counter("aeon_events_handled", "Events handled and committed", 
 EVENTS_FAILED = Counter("aeon_events_failed", "Handler attempts that raised", ["phase"])
 EVENTS_RETRIED = Counter("aeon_events_retried", "Handler attempts that were retries", ["phase"])
 EVENTS_DEAD = Counter("aeon_events_dead_lettered", "Entries sent to dead letters", ["phase"])
-EVENTS_CLAIMED = Counter("aeon_events_claimed", "Idle entries claimed from others", ["phase"])
+EVENTS_CLAIMED = Counter(
+    "aeon_events_claimed",
+    "Idle entries claimed: from a consumer that stopped, or back after a failed attempt",
+    ["phase"],
+)
 EVENTS_DUPLICATE = Counter(
     "aeon_events_duplicate", "Entries acked unhandled: their event was handled before", ["phase"]
 )
@@ -73,7 +76,12 @@ LOOP_LAG_SECONDS = Histogram(
 )
 
 LLM_CALLS = Counter("aeon_llm_calls", "LLM calls answered", ["prompt_id", "model"])
-LLM_ERRORS = Counter("aeon_llm_errors", "LLM calls that failed for good", ["prompt_id", "model"])
+LLM_ERRORS = Counter(
+    "aeon_llm_errors",
+    "LLM calls that failed after the adapter's retries (a prompt refused as too long and sent "
+    "again shorter counts once)",
+    ["prompt_id", "model"],
+)
 LLM_RETRIES = Counter("aeon_llm_retries", "LLM attempts retried by the adapter", ["model"])
 LLM_TOKENS = Counter("aeon_llm_tokens", "Tokens of LLM calls", ["prompt_id", "model", "type"])
 LLM_MEMO_HITS = Counter(
@@ -104,8 +112,16 @@ class MetricsSettings(AeonSettings):
     metrics_port: Annotated[int, Field(ge=1, le=65535)] | None = None
     #: The address to listen on: all interfaces, as Prometheus exporters do.
     metrics_host: str = "0.0.0.0"
-    #: Seconds between two readings of lag, pending and dead letters from Redis.
-    metrics_sample_s: Annotated[float, Field(ge=1, allow_inf_nan=False)] = 15.0
+    #: Seconds between two readings of lag, pending and dead letters from Redis; 0: none (one
+    #: worker sampling is enough: the values are the deployment's, not the process's).
+    metrics_sample_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 15.0
+
+    @field_validator("metrics_sample_s")
+    @classmethod
+    def _sample_s(cls, seconds: float) -> float:
+        if 0 < seconds < 1:
+            raise ValueError("must be 0 (no sampling) or at least 1")
+        return seconds
 
 
 def serve(settings: MetricsSettings) -> None:
@@ -166,12 +182,6 @@ def for_phase(phase: str, in_flight: Callable[[], int]) -> PhaseMetrics | None:
             )
         )
     )
-
-
-def queue_wait_s(entry_id: bytes) -> float:
-    """Seconds since the entry was added: its id starts with Redis's clock in milliseconds
-    (hosts whose clocks disagree with Redis's shift this by the difference)."""
-    return max(0.0, time.time() - int(entry_id.split(b"-", 1)[0]) / 1000)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,54 +21,114 @@ requests may hold what their senders would not want in a tracing backend.
 from __future__ import annotations
 
 import contextlib
-import os
+import logging
 import sys
-import time
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import Field, field_validator
 
 from bus.codec import TRACE_FIELDS
-from config import SettingsError
+from config import AeonSettings, SettingsError
 
 #: OpenTelemetry's name for this instrumentation.
 SCOPE = "aeon"
+#: How long a process leaving waits for its last spans to be exported.
+FLUSH_AT_EXIT_MS = 2_000
+
+log = logging.getLogger("aeon.tracing")
 
 _EXPORTERS = ("otlp", "console", "none")
+_PROTOCOLS = ("http/protobuf", "grpc")
 _tracer: Any = None
+_provider: Any = None
 _capture_content = False
 
 
-def _truthy(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() == "true"
+class TracingSettings(AeonSettings):
+    """The standard OpenTelemetry variables Aeon reads itself (the SDK reads the rest:
+    OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER, OTEL_EXPORTER_OTLP_*
+    endpoints, headers and timeouts, OTEL_BSP_*)."""
 
+    variable_names: ClassVar[dict[str, str]] = {
+        "traces_exporter": "OTEL_TRACES_EXPORTER",
+        "otlp_endpoint": "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "otlp_traces_endpoint": "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "otlp_protocol": "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "otlp_traces_protocol": "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "propagators": "OTEL_PROPAGATORS",
+        "sdk_disabled": "OTEL_SDK_DISABLED",
+        "capture_content": "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+    }
 
-def _exporters_asked() -> list[str]:
-    """The exporters the environment asks for ([] when tracing is not configured)."""
-    if _truthy("OTEL_SDK_DISABLED"):
-        return []
-    named = os.environ.get("OTEL_TRACES_EXPORTER", "").strip().lower()
-    if named:
-        asked = [name.strip() for name in named.split(",") if name.strip()]
-        for name in asked:
+    #: Exporters, comma-separated: otlp, console, none. Unset: otlp if an endpoint is set.
+    traces_exporter: str = Field("", validation_alias="OTEL_TRACES_EXPORTER")
+    otlp_endpoint: str = Field("", validation_alias="OTEL_EXPORTER_OTLP_ENDPOINT")
+    otlp_traces_endpoint: str = Field("", validation_alias="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    otlp_protocol: str = Field("", validation_alias="OTEL_EXPORTER_OTLP_PROTOCOL")
+    otlp_traces_protocol: str = Field("", validation_alias="OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+    #: Must include tracecontext: the W3C context is what rides beside each event.
+    propagators: str = Field("tracecontext,baggage", validation_alias="OTEL_PROPAGATORS")
+    sdk_disabled: bool = Field(False, validation_alias="OTEL_SDK_DISABLED")
+    #: Prompt and reply text in LLM spans (the GenAI conventions' switch).
+    capture_content: bool = Field(
+        False, validation_alias="OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+    )
+
+    @field_validator("traces_exporter")
+    @classmethod
+    def _known_exporters(cls, value: str) -> str:
+        for name in _names(value):
             if name not in _EXPORTERS:
-                raise SettingsError(
-                    f"OTEL_TRACES_EXPORTER={named!r}: {name!r} is not an exporter Aeon has; "
-                    "use otlp, console or none"
-                )
-        return [name for name in asked if name != "none"]
-    endpoints = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    return ["otlp"] if any(os.environ.get(name, "").strip() for name in endpoints) else []
+                raise ValueError(f"{name!r} is not an exporter Aeon has; use otlp, console or none")
+        return value
+
+    @field_validator("otlp_protocol", "otlp_traces_protocol")
+    @classmethod
+    def _known_protocol(cls, protocol: str) -> str:
+        if protocol and protocol not in _PROTOCOLS:
+            raise ValueError("use http/protobuf (or grpc with its exporter installed)")
+        return protocol
+
+    @field_validator("propagators")
+    @classmethod
+    def _carries_the_w3c_context(cls, value: str) -> str:
+        if "tracecontext" not in _names(value):
+            raise ValueError(
+                "must include tracecontext: Aeon carries a run's trace in W3C traceparent fields"
+            )
+        return value
+
+    @property
+    def protocol(self) -> str:
+        """The OTLP protocol for traces: the traces' own variable, else the general one."""
+        return self.otlp_traces_protocol or self.otlp_protocol or "http/protobuf"
+
+    @property
+    def exporters(self) -> tuple[str, ...]:
+        """The exporters asked for; () when tracing is off."""
+        if self.sdk_disabled:
+            return ()
+        if self.traces_exporter:
+            return tuple(name for name in _names(self.traces_exporter) if name != "none")
+        return ("otlp",) if (self.otlp_endpoint or self.otlp_traces_endpoint) else ()
 
 
-def setup(service: str) -> None:
-    """Turn tracing on if the environment asks for it; `service` names the process in traces
-    unless OTEL_SERVICE_NAME (or service.name in OTEL_RESOURCE_ATTRIBUTES) does.
+def _names(value: str) -> list[str]:
+    """A comma-separated list of names, as the OTEL_* variables write them."""
+    return [name.strip().lower() for name in value.split(",") if name.strip()]
 
-    SettingsError (exit 2 at the CLI) when the environment asks for something Aeon cannot do.
+
+def setup(settings: TracingSettings, service: str) -> None:
+    """Turn tracing on if `settings` ask for it; `service` names the process in traces unless
+    OTEL_SERVICE_NAME (or service.name in OTEL_RESOURCE_ATTRIBUTES) does.
+
+    SettingsError (exit 2 at the CLI) when they ask for something that cannot work. Everything
+    that can fail is tried here, before any event is read: a propagator that cannot be loaded
+    would otherwise fail inside the first hop.
     """
-    global _tracer, _capture_content
-    asked = _exporters_asked()
-    if not asked or _tracer is not None:
+    global _tracer, _provider, _capture_content
+    if not settings.exporters or _tracer is not None:
         return
     try:
         from opentelemetry import trace
@@ -77,21 +137,47 @@ def setup(service: str) -> None:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError:
         raise SettingsError(
-            f"tracing is configured (OTEL_TRACES_EXPORTER={','.join(asked)}) but OpenTelemetry "
-            'is not installed: pip install "aeon[otel]", or unset OTEL_TRACES_EXPORTER'
+            f"tracing is configured (OTEL_TRACES_EXPORTER={','.join(settings.exporters)}) but "
+            'OpenTelemetry is not installed: pip install "aeon[otel]", or unset '
+            "OTEL_TRACES_EXPORTER"
         ) from None
+    _check_propagators(settings)
     resource = Resource.create()
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: service}))
-    provider = TracerProvider(resource=resource)  # shut down, so flushed, at exit
-    for name in asked:
-        provider.add_span_processor(BatchSpanProcessor(_exporter(name)))
+    # Flushed by `flush_at_exit`, bounded: the SDK's own exit hook waits as long as an export
+    # to an unreachable collector takes (seconds), after the command's work is done.
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    for name in settings.exporters:
+        provider.add_span_processor(BatchSpanProcessor(_exporter(name, settings)))
     trace.set_tracer_provider(provider)
+    _provider = provider
     _tracer = trace.get_tracer(SCOPE)
-    _capture_content = _truthy("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")
+    _capture_content = settings.capture_content
 
 
-def _exporter(name: str) -> Any:
+def _check_propagators(settings: TracingSettings) -> None:
+    """Load OTEL_PROPAGATORS now (OpenTelemetry loads them at its first import of `propagate`,
+    and raises there for a name it cannot load)."""
+    try:
+        from opentelemetry import propagate
+
+        propagate.inject({})
+    except Exception as error:
+        raise SettingsError(
+            f"OTEL_PROPAGATORS={settings.propagators!r}: cannot be loaded ({error}); "
+            "use tracecontext,baggage"
+        ) from None
+
+
+def flush_at_exit() -> None:
+    """Export what is left, waiting at most FLUSH_AT_EXIT_MS (the exporter's thread is a
+    daemon: what is not exported by then goes with the process)."""
+    if _provider is not None and not _provider.force_flush(FLUSH_AT_EXIT_MS):
+        log.warning("some spans were not exported within %d ms of exiting", FLUSH_AT_EXIT_MS)
+
+
+def _exporter(name: str, settings: TracingSettings) -> Any:
     if name == "console":
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
@@ -99,10 +185,7 @@ def _exporter(name: str) -> Any:
         return ConsoleSpanExporter(
             out=sys.stderr, formatter=lambda span: span.to_json(indent=None) + "\n"
         )
-    protocol = os.environ.get(
-        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
-    ).strip()
-    if protocol == "grpc":
+    if settings.protocol == "grpc":
         try:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
         except ImportError:
@@ -111,17 +194,13 @@ def _exporter(name: str) -> Any:
                 "installed; or use http/protobuf, which aeon[otel] brings"
             ) from None
         return OTLPSpanExporter()
-    if protocol not in ("", "http/protobuf"):
-        raise SettingsError(
-            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: use http/protobuf (or grpc with its "
-            "exporter installed)"
-        )
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
     return OTLPSpanExporter()
 
 
 def on() -> bool:
+    """Whether spans are made: callers test this before any work meant only for traces."""
     return _tracer is not None
 
 
@@ -131,6 +210,7 @@ def tracer() -> Any:
 
 
 def capture_content() -> bool:
+    """Whether LLM spans may hold prompt and reply text (the operator opted in)."""
     return _capture_content
 
 
@@ -153,13 +233,14 @@ def current_fields(context: Any = None) -> dict[str, bytes]:
     return {name: carrier[name].encode() for name in TRACE_FIELDS if name in carrier}
 
 
-def ns_of_entry(entry_id: bytes) -> int:
-    """When an entry was added, in nanoseconds since the epoch (its id's first part)."""
-    return int(entry_id.split(b"-", 1)[0]) * 1_000_000
-
-
-def now_ns() -> int:
-    return time.time_ns()
+def relayed(carrier: Mapping[str, str]) -> dict[str, bytes]:
+    """The trace context an entry carried, as fields for events published on its behalf:
+    read and written by the propagator, so only a valid context passes ({} otherwise)."""
+    try:
+        return current_fields(parent(carrier))
+    except Exception as error:  # the events then start traces of their own
+        log.warning("an entry's trace context could not be passed on: %s", error)
+        return {}
 
 
 @contextlib.contextmanager

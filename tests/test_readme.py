@@ -11,6 +11,7 @@ from llm.factory import LLMSettings
 from phases.deps import LoopSettings
 from phases.events import RequestSubmitted
 from telemetry.metrics import MetricsSettings
+from telemetry.tracing import TracingSettings
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
@@ -35,6 +36,11 @@ def test_every_loop_setting_is_documented() -> None:
 def test_every_metrics_setting_is_documented() -> None:
     for name in MetricsSettings.model_fields:
         assert f"`{MetricsSettings.variable(name)}`" in README, name
+
+
+def test_every_tracing_variable_is_documented() -> None:
+    for name in TracingSettings.model_fields:
+        assert f"`{TracingSettings.variable(name)}`" in README, name
 
 
 def test_every_llm_setting_is_documented() -> None:

@@ -50,6 +50,10 @@ BAD_SETTINGS = {
         {"OTEL_TRACES_EXPORTER": "zipkin"},
         "OTEL_TRACES_EXPORTER='zipkin': 'zipkin' is not an exporter Aeon has; use otlp",
     ),
+    "propagator that cannot be loaded": (
+        {"OTEL_TRACES_EXPORTER": "console", "OTEL_PROPAGATORS": "tracecontext,b3"},
+        "OTEL_PROPAGATORS='tracecontext,b3': cannot be loaded",
+    ),
     "otlp protocol": (
         {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"},
         "OTEL_EXPORTER_OTLP_PROTOCOL='carrier-pigeon': use http/protobuf",

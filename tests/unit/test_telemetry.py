@@ -6,53 +6,77 @@ from __future__ import annotations
 import pytest
 from prometheus_client import REGISTRY
 
+from bus.deadletter import DeadLetter, original_fields
 from config import SettingsError
 from telemetry import metrics, tracing
 from telemetry.hop import NO_HOP, Hop
+from telemetry.metrics import MetricsSettings
+from telemetry.tracing import TracingSettings
 
 
 @pytest.fixture
 def otel_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for name in (
-        "OTEL_SDK_DISABLED",
-        "OTEL_TRACES_EXPORTER",
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    ):
+    for name in TracingSettings.variable_names.values():
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", raising=False)
     return monkeypatch
 
 
 @pytest.mark.parametrize(
-    ("variables", "asked"),
+    ("variables", "exporters"),
     [
-        ({}, []),
-        ({"OTEL_TRACES_EXPORTER": "none"}, []),
-        ({"OTEL_TRACES_EXPORTER": "console"}, ["console"]),
-        ({"OTEL_TRACES_EXPORTER": "otlp, console"}, ["otlp", "console"]),
-        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, ["otlp"]),
-        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}, ["otlp"]),
-        ({"OTEL_TRACES_EXPORTER": "console", "OTEL_SDK_DISABLED": "true"}, []),
-        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, []),
+        ({}, ()),
+        ({"OTEL_TRACES_EXPORTER": "none"}, ()),
+        ({"OTEL_TRACES_EXPORTER": "console"}, ("console",)),
+        ({"OTEL_TRACES_EXPORTER": "otlp, Console"}, ("otlp", "console")),
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, ("otlp",)),
+        ({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}, ("otlp",)),
+        ({"OTEL_TRACES_EXPORTER": "console", "OTEL_SDK_DISABLED": "true"}, ()),
+        ({"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, ()),
     ],
 )
 def test_tracing_is_on_only_when_the_otel_variables_ask(
-    otel_env: pytest.MonkeyPatch, variables: dict[str, str], asked: list[str]
+    otel_env: pytest.MonkeyPatch, variables: dict[str, str], exporters: tuple[str, ...]
 ) -> None:
     for name, value in variables.items():
         otel_env.setenv(name, value)
-    assert tracing._exporters_asked() == asked
+    assert TracingSettings.from_env().exporters == exporters
 
 
-def test_an_unknown_exporter_is_named(otel_env: pytest.MonkeyPatch) -> None:
-    otel_env.setenv("OTEL_TRACES_EXPORTER", "otlp,jaeger")
-    with pytest.raises(SettingsError, match="'jaeger' is not an exporter Aeon has"):
-        tracing._exporters_asked()
+@pytest.mark.parametrize(
+    ("variables", "message"),
+    [
+        (
+            {"OTEL_TRACES_EXPORTER": "otlp,jaeger"},
+            "OTEL_TRACES_EXPORTER='otlp,jaeger': 'jaeger' is not an exporter Aeon has",
+        ),
+        (
+            {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/json"},
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL='http/json': use http/protobuf",
+        ),
+        ({"OTEL_PROPAGATORS": "b3"}, "OTEL_PROPAGATORS='b3': must include tracecontext"),
+        ({"OTEL_SDK_DISABLED": "maybe"}, "OTEL_SDK_DISABLED='maybe': must be 1, 0, true"),
+    ],
+)
+def test_otel_variables_aeon_cannot_use_are_named(
+    otel_env: pytest.MonkeyPatch, variables: dict[str, str], message: str
+) -> None:
+    for name, value in variables.items():
+        otel_env.setenv(name, value)
+    with pytest.raises(SettingsError) as raised:
+        TracingSettings.from_env()
+    assert str(raised.value).startswith(message), raised.value
 
 
-def test_setup_without_variables_leaves_tracing_off(otel_env: pytest.MonkeyPatch) -> None:
-    tracing.setup("aeon-test")
+def test_setup_without_exporters_leaves_tracing_off() -> None:
+    tracing.setup(TracingSettings(), "aeon-test")
     assert not tracing.on()
+
+
+def test_metrics_sampling_is_off_or_at_least_a_second() -> None:
+    assert MetricsSettings(metrics_sample_s=0).metrics_sample_s == 0
+    with pytest.raises(SettingsError, match=r"AEON_METRICS_SAMPLE_S=0\.5: must be 0"):
+        MetricsSettings().with_(metrics_sample_s=0.5)
 
 
 def test_a_hop_records_nothing_when_tracing_and_metrics_are_off() -> None:
@@ -92,3 +116,21 @@ def test_the_gauges_follow_a_status_report() -> None:
     assert value("aeon_dead_letters") == 4
     assert value("aeon_answers_stored") == 7
     assert value("aeon_attention") == 1
+
+
+def test_a_dead_letter_keeps_the_trace_context_and_a_replay_puts_it_back() -> None:
+    fields = {
+        b"traceparent": b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        b"type": b"RequestSubmitted",
+        b"cid": b"c1",
+        b"body": b"{",
+    }
+    dead = DeadLetter("requests", "phase-a", "1-0", fields, "undecodable", attempts=1)
+    stored = {name.encode(): value for name, value in dead.to_fields().items()}
+    stored = {
+        name: value if isinstance(value, bytes) else value.encode()
+        for name, value in stored.items()
+    }
+    replayed = original_fields(stored)
+    assert replayed == fields
+    assert list(replayed)[-1] == b"body"  # the body stays the last field
