@@ -1,4 +1,4 @@
-"""The `aeon` command: ask, answer, worker, dlq, status, bench.
+"""The `aeon` command: ask, answer, worker, serve, dlq, status, asyncapi.
 
 Exit codes (README, Exit codes):
     0  answered            1  answered, degraded (the loop did not converge or something failed)
@@ -33,10 +33,11 @@ from bus.settings import BusSettings, redact
 from bus.worker import tune_gc
 from bus.writes import refuses_writes
 from config import LogSettings, SettingsError
-from gateway import dlq, status
+from gateway import dlq, serve, status
 from gateway.client import ANSWER_GRACE_S, AeonClient, AnswerTimeout, Progress
 from gateway.display import render_human, render_json
 from gateway.embedded import embedded_pipeline
+from gateway.http_settings import HttpSettings
 from gateway.validation import (
     BadInput,
     as_option,
@@ -73,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.llm = LLMSettings.from_env()
         args.loop = LoopSettings.from_env()
         args.metrics = MetricsSettings.from_env()
+        args.http = HttpSettings.from_env()
         args.tracing = TracingSettings.from_env()
         tracing.setup(args.tracing, f"aeon-{args.command_name}")
     except SettingsError as error:
@@ -358,6 +360,7 @@ def _parser() -> argparse.ArgumentParser:
         help="serve Prometheus metrics on this port (AEON_METRICS_PORT)",
     )
 
+    serve.add_commands(commands, _command)
     dlq.add_commands(commands, _command)
     status.add_commands(commands, _command)
 

@@ -1,0 +1,391 @@
+"""The HTTP API and the run page, as one Starlette app over the client the CLI uses.
+
+    POST /v1/runs                 submit (202), or with ?wait=N the result if it comes in time
+    GET  /v1/runs                 the newest runs, with their answers when stored
+    GET  /v1/runs/{id}            the result (200), the newest step while running (202), or 404
+    GET  /v1/runs/{id}/events     Server-Sent Events, one per step, ending with the answer
+    GET  /healthz, /readyz        the process is up; Redis answers
+    GET  /openapi.json, /docs     the API described; the run page at /
+
+Submitting goes through `AeonClient.submit`, after the same checks `aeon ask` makes (each
+refusal names the field), so nothing is published for bad input. Reading goes through the run
+feed (gateway.run_feed): a run is read back from Redis, and its events follow the bus live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+from redis.exceptions import RedisError
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from bus.settings import redact
+from bus.writes import refuses_writes
+from gateway.client import ANSWER_GRACE_S, AeonClient, AnswerTimeout
+from gateway.http_errors import ApiError, error_response, json_response
+from gateway.http_guards import ApiGuard
+from gateway.http_models import (
+    MAX_RECENT,
+    MAX_WAIT_S,
+    Progress,
+    RecentRun,
+    Run,
+    RunRequest,
+    StepEvent,
+    links,
+)
+from gateway.http_openapi import openapi_document
+from gateway.http_settings import HttpSettings
+from gateway.run_feed import RunFeed, RunView, WireStep, stream_steps, wire_steps
+from gateway.run_steps import ANSWERED, EventId, degraded_because
+from gateway.validation import BadInput, check_max_ttl, check_request, check_timeout, parse_rules
+from phases.events import ExecutionResult, RequestSubmitted
+
+STATIC = Path(__file__).with_name("static")
+#: A correlation id as Aeon makes them (32 hex digits) or a producer may choose them.
+_CORRELATION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+#: Keep-alive comments on an idle event stream, so proxies do not cut it.
+PING_S = 15
+#: A watcher whose socket took no bytes for this long is dropped (it may resume by its id).
+SEND_TIMEOUT_S = 30.0
+#: How long a reader waits between two tries of a dropped event stream (SSE `retry:`).
+RETRY_MS = 1_000
+_READY_TIMEOUT_S = 2.0
+#: What pydantic says of a bad field, as `aeon ask` would say it.
+_TYPE_WORDS = {
+    "missing": "is required",
+    "string_type": "must be a string",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "finite_number": "must be a finite number",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+}
+_PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+class HttpApi:
+    """The endpoints, bound to one client, one run feed and the HTTP settings."""
+
+    def __init__(self, client: AeonClient, feed: RunFeed, settings: HttpSettings) -> None:
+        self.client = client
+        self.feed = feed
+        self.settings = settings
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    async def submit(self, request: Request) -> Response:
+        wait = _number(request.query_params.get("wait", "0"), "wait", 0, MAX_WAIT_S)
+        body = _checked(await self._body(request))
+        correlation_id = await self.client.submit(**body)
+        self.feed.note_submitted(correlation_id)
+        headers = {"Location": links(correlation_id).self}
+        if wait:
+            try:
+                result = await self.client.wait(correlation_id, wait)
+            except AnswerTimeout:
+                pass
+            else:
+                view = RunView(None, None, result)
+                return _run_response(correlation_id, view, headers, body["request"])
+        run = Run(
+            correlation_id=correlation_id,
+            state="running",
+            request=body["request"],
+            links=links(correlation_id),
+        )
+        return json_response(run.model_dump(mode="json"), 202, headers)
+
+    async def _body(self, request: Request) -> Any:
+        """The body as JSON, refused past AEON_HTTP_MAX_BODY_BYTES before it is all read."""
+        limit = self.settings.http_max_body_bytes
+        too_large = ApiError(
+            413, "body", f"the body is over {limit:,} bytes (AEON_HTTP_MAX_BODY_BYTES)"
+        )
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            raise too_large
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large
+            chunks.append(chunk)
+        try:
+            return orjson.loads(b"".join(chunks))
+        except orjson.JSONDecodeError as error:
+            raise ApiError(422, "body", f"the body is not JSON: {error}") from None
+
+    async def run(self, request: Request) -> Response:
+        correlation_id = _correlation_id(request)
+        view = await self.feed.view(correlation_id)
+        if view is None:
+            raise _unknown(correlation_id)
+        return _run_response(correlation_id, view)
+
+    async def recent(self, request: Request) -> Response:
+        limit = int(_number(request.query_params.get("limit", "20"), "limit", 1, MAX_RECENT))
+        rows = [_recent(run, answer) for run, answer in await self.feed.recent(limit)]
+        return json_response({"runs": [row.model_dump(mode="json") for row in rows]})
+
+    async def events(self, request: Request) -> Response:
+        correlation_id = _correlation_id(request)
+        after = _last_event_id(request)
+        watch = self.feed.watch(correlation_id)
+        try:
+            if not await self.feed.load(watch.run, after):
+                raise _unknown(correlation_id)
+        except BaseException:
+            watch.release()
+            raise
+        if after is not None and after.order >= ANSWERED:
+            watch.release()
+            return Response(status_code=204)  # all sent: an EventSource stops reconnecting
+
+        async def frames() -> AsyncIterator[ServerSentEvent]:
+            first = True
+            async for step in stream_steps(watch, after):
+                retry = RETRY_MS if first else None
+                first = False
+                yield ServerSentEvent(step.data, event=step.kind, id=step.event_id, retry=retry)
+
+        return EventSourceResponse(
+            frames(),
+            ping=PING_S,
+            send_timeout=SEND_TIMEOUT_S,
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+            # A stream that never starts (a HEAD, a reader gone at once) lets go here.
+            background=BackgroundTask(watch.release),
+        )
+
+    # -- the process --------------------------------------------------------------------------
+
+    async def healthz(self, request: Request) -> Response:
+        return json_response({"status": "ok", **self.feed.stats()})
+
+    async def readyz(self, request: Request) -> Response:
+        try:
+            await asyncio.wait_for(self.client.redis.ping(), _READY_TIMEOUT_S)
+        except (RedisError, OSError, TimeoutError) as error:
+            return json_response({"status": "unavailable", "reason": _redis_reason(error)}, 503)
+        return json_response({"status": "ready"})
+
+
+def _checked(data: Any) -> dict[str, Any]:
+    """The submit's arguments from a request body, checked as `aeon ask` checks its input;
+    ApiError(422) names the first field at fault."""
+    try:
+        body = RunRequest.model_validate(data)
+    except ValidationError as error:
+        problem = error.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in problem["loc"]) or "body"
+        raise ApiError(422, field, _plain(problem)) from None
+    checks = {
+        "request": lambda: check_request(body.request),
+        "rules": lambda: [] if body.rules is None else parse_rules(body.rules, source="rules"),
+        "max_ttl": lambda: check_max_ttl(body.max_ttl),
+        "timeout_s": lambda: check_timeout(body.timeout_s),
+    }
+    checked: dict[str, Any] = {"threshold": body.threshold}
+    for field, check in checks.items():
+        try:
+            checked[field] = check()
+        except BadInput as error:
+            raise ApiError(422, field, str(error)) from None
+    checked["timeout"] = checked.pop("timeout_s")
+    return checked
+
+
+def _plain(problem: Any) -> str:
+    kind, context = problem["type"], problem.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return f"is not a field of a run; the fields are {', '.join(RunRequest.model_fields)}"
+    if kind == "greater_than_equal":
+        return f"must be at least {context['ge']} (got {problem['input']!r})"
+    if kind == "less_than_equal":
+        return f"must be at most {context['le']} (got {problem['input']!r})"
+    if kind == "model_type":
+        return 'must be a JSON object, e.g. {"request": "Explain tides"}'
+    return _TYPE_WORDS.get(kind, problem["msg"])
+
+
+def _number(text: str, field: str, low: float, high: float) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not low <= value <= high:  # NaN fails every comparison
+        raise ApiError(422, field, f"{text[:40]!r} is not a number from {low:g} to {high:g}")
+    return value
+
+
+def _correlation_id(request: Request) -> str:
+    correlation_id = request.path_params["correlation_id"]
+    if not _CORRELATION_ID.fullmatch(correlation_id):
+        raise ApiError(
+            422, "id", "not a correlation id: letters, digits, _ . : - only, at most 128"
+        )
+    return correlation_id
+
+
+def _last_event_id(request: Request) -> EventId | None:
+    text = request.headers.get("last-event-id", "").strip()
+    if not text:
+        return None
+    try:
+        return EventId.parse(text)
+    except ValueError as error:
+        raise ApiError(422, "Last-Event-ID", str(error)) from None
+
+
+def _unknown(correlation_id: str) -> ApiError:
+    return ApiError(
+        404,
+        "id",
+        f"no run {correlation_id}: unknown here, or its answer expired (answers are kept "
+        "AEON_ANSWER_TTL_S) and its events are gone",
+    )
+
+
+def _run_response(
+    correlation_id: str,
+    view: RunView,
+    headers: dict[str, str] | None = None,
+    request: str | None = None,
+) -> Response:
+    """200 with the result when answered; 202 with the newest step while running."""
+    run = Run(
+        correlation_id=correlation_id,
+        state="answered" if view.answer else "running",
+        request=view.request or request,
+        result=view.answer,
+        degraded_because=degraded_because(view.answer) if view.answer else [],
+        progress=None if view.answer else _progress(wire_steps(view)),
+        links=links(correlation_id),
+    )
+    return json_response(run.model_dump(mode="json"), 200 if view.answer else 202, headers)
+
+
+def _progress(steps: list[WireStep]) -> Progress:
+    latest = steps[-1] if steps else None
+    return Progress(
+        steps_done=len(steps),
+        latest=latest
+        and StepEvent(kind=latest.kind, id=latest.event_id, data=orjson.loads(latest.data)),
+    )
+
+
+def _recent(run: RequestSubmitted, answer: ExecutionResult | None) -> RecentRun:
+    late = datetime.now(UTC) > run.deadline + timedelta(seconds=ANSWER_GRACE_S)
+    state = "answered" if answer else "no_answer" if late else "running"
+    final = answer.final_answer if answer else None
+    return RecentRun(
+        correlation_id=run.correlation_id,
+        request=run.request[:300],
+        submitted_at=run.created_at.isoformat(),
+        state=state,
+        status=answer.status if answer else None,
+        degraded=answer.degraded if answer else None,
+        confidence=final.confidence if final else None,
+        total_passes=answer.total_passes if answer else None,
+        elapsed_seconds=answer.elapsed_seconds if answer else None,
+        links=links(run.correlation_id),
+    )
+
+
+def _redis_reason(error: BaseException) -> str:
+    said = redact(str(error).splitlines()[0] if str(error) else type(error).__name__)
+    if refuses_writes(error):
+        return f"Redis refuses writes ({said}): nothing was stored; try again later"
+    return f"Redis does not answer ({said}); try again once it is back"
+
+
+# -- the app ----------------------------------------------------------------------------------
+
+
+def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Starlette:
+    api = HttpApi(client, feed, settings)
+    openapi = orjson.dumps(openapi_document())
+
+    async def page(request: Request) -> Response:
+        return FileResponse(STATIC / "index.html", headers=_PAGE_HEADERS)
+
+    async def docs(request: Request) -> Response:
+        return FileResponse(STATIC / "docs.html", headers=_PAGE_HEADERS)
+
+    async def openapi_json(request: Request) -> Response:
+        return Response(openapi, media_type="application/json")
+
+    routes = [
+        Route("/", page),
+        Route("/docs", docs),
+        Route("/openapi.json", openapi_json),
+        Route("/healthz", api.healthz),
+        Route("/readyz", api.readyz),
+        Route("/v1/runs", api.submit, methods=["POST"]),
+        Route("/v1/runs", api.recent, methods=["GET"]),
+        Route("/v1/runs/{correlation_id}", api.run, methods=["GET"]),
+        Route("/v1/runs/{correlation_id}/events", api.events, methods=["GET"]),
+        Mount("/static", StaticFiles(directory=STATIC)),
+    ]
+    middleware = [Middleware(ApiGuard, settings=settings)]
+    if settings.http_cors_origins:
+        cors = Middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.http_cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+            expose_headers=["Location"],
+        )
+        middleware.insert(0, cors)  # outermost: refusals carry CORS headers too
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={
+            ApiError: _api_error,
+            HTTPException: _http_error,
+            RedisError: _redis_error,
+        },
+    )
+
+
+async def _api_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, ApiError)
+    return error.response()
+
+
+async def _http_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, HTTPException)
+    if error.status_code == 404:
+        return error_response(404, "path", f"no such endpoint: {request.url.path}")
+    if error.status_code == 405:
+        reason = f"{request.method} is not served here"
+        return error_response(405, "method", reason, error.headers)
+    return error_response(error.status_code, None, str(error.detail), error.headers)
+
+
+async def _redis_error(request: Request, error: Exception) -> Response:
+    return error_response(503, None, _redis_reason(error), {"Retry-After": "1"})

@@ -1,0 +1,114 @@
+"""What stands before the API (`/v1/...`): a rate limit per client, then the bearer token.
+
+The rate limit comes first, so guessing tokens is as slow as any other request. Both answer
+in the API's JSON (gateway.http_errors). A token is compared in constant time and never
+logged, echoed or kept beyond the request; the page, health checks and OpenAPI document are
+outside the guard (they hold nothing a token protects).
+"""
+
+from __future__ import annotations
+
+import hmac
+import math
+import time
+from collections.abc import Callable
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from gateway.http_errors import error_response
+from gateway.http_settings import HttpSettings
+
+API_PREFIX = "/v1/"
+#: Clients whose buckets are kept before full (idle) ones are dropped.
+MAX_CLIENTS = 10_000
+
+
+class RateLimiter:
+    """A token bucket per client address: `per_s` requests a second, sustained, and `burst`
+    at once. A bucket that has filled up again is the same as none, so those are dropped
+    when there are many."""
+
+    def __init__(
+        self, per_s: float, burst: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.per_s = per_s
+        self.burst = burst
+        self._clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def wait_s(self, client: str) -> float:
+        """Take one request for `client`: 0 if allowed, else the seconds until one is."""
+        now = self._clock()
+        tokens, then = self._buckets.get(client, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - then) * self.per_s)
+        if tokens < 1:
+            self._buckets[client] = (tokens, now)
+            return (1 - tokens) / self.per_s
+        self._buckets[client] = (tokens - 1, now)
+        if len(self._buckets) > MAX_CLIENTS:
+            self._forget_idle(now)
+        return 0.0
+
+    def _forget_idle(self, now: float) -> None:
+        full = [
+            client
+            for client, (tokens, then) in self._buckets.items()
+            if tokens + (now - then) * self.per_s >= self.burst
+        ]
+        for client in full:
+            del self._buckets[client]
+
+
+class ApiGuard:
+    """ASGI middleware: rate limit and bearer tokens on `/v1/...`, as HttpSettings says."""
+
+    def __init__(self, app: ASGIApp, settings: HttpSettings) -> None:
+        self.app = app
+        self._tokens = [token.encode() for token in settings.http_tokens]
+        self._limiter = (
+            RateLimiter(settings.http_rate_per_s, settings.http_rate_burst)
+            if settings.http_rate_per_s > 0
+            else None
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not scope["path"].startswith(API_PREFIX):
+            await self.app(scope, receive, send)
+            return
+        refusal = self._refusal(scope)
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> ASGIApp | None:
+        if self._limiter is not None:
+            client = scope["client"][0] if scope.get("client") else "unknown"
+            wait = self._limiter.wait_s(client)
+            if wait:
+                return error_response(
+                    429,
+                    None,
+                    f"more than {self._limiter.burst} requests at once or "
+                    f"{self._limiter.per_s:g} a second from {client}; try again in "
+                    f"{wait:.1f} s",
+                    {"Retry-After": str(math.ceil(wait))},
+                )
+        if self._tokens and not self._authorized(Headers(scope=scope)):
+            return error_response(
+                401,
+                "Authorization",
+                "this API needs a bearer token: send `Authorization: Bearer <token>` with one "
+                "of the tokens in AEON_HTTP_TOKENS",
+                {"WWW-Authenticate": 'Bearer realm="aeon"'},
+            )
+        return None
+
+    def _authorized(self, headers: Headers) -> bool:
+        scheme, _, given = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not given:
+            return False
+        offered = given.strip().encode()
+        # Every token is compared, so the time taken says nothing about which one was close.
+        return sum(hmac.compare_digest(offered, token) for token in self._tokens) > 0

@@ -1,0 +1,126 @@
+"""The HTTP API's bodies as Pydantic models: what it accepts and returns, and its OpenAPI
+document's schemas (gateway.http_openapi), from one definition."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from phases.events import DEFAULT_THRESHOLD, MAX_REQUEST_CHARS, MAX_TIMEOUT_S, ExecutionResult
+from phases.models import DEFAULT_TTL_CAP, MAX_TTL_CAP
+
+#: The longest `?wait=` a submit may ask for; past it, follow the run's events instead.
+MAX_WAIT_S = 300.0
+#: The most recent runs one `GET /v1/runs` lists.
+MAX_RECENT = 100
+
+
+class RunRequest(BaseModel):
+    """A request to run, as `POST /v1/runs` takes it; checked as `aeon ask` checks its input."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    request: str = Field(
+        description=f"what to answer, in natural language; 1 to {MAX_REQUEST_CHARS:,} characters"
+    )
+    #: Any JSON here: parse_rules says what is wrong with it in the words `aeon ask` uses.
+    rules: Any = Field(
+        None,
+        description='rules the answer must meet: a list, or {"rules": [...]}, as `aeon ask '
+        "--rules FILE` reads them (README, CLI)",
+        json_schema_extra={"anyOf": [{"type": "array"}, {"type": "object"}, {"type": "null"}]},
+    )
+    threshold: float = Field(
+        DEFAULT_THRESHOLD, ge=0, le=1, description="the pass score that counts as converged"
+    )
+    max_ttl: int = Field(
+        DEFAULT_TTL_CAP,
+        description="cap on passes",
+        json_schema_extra={"minimum": 1, "maximum": MAX_TTL_CAP},
+    )
+    timeout_s: float = Field(
+        300.0,
+        description="seconds the run may take: its deadline in the pipeline",
+        json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_S},
+    )
+
+
+class Links(BaseModel):
+    self: str
+    events: str
+    page: str
+
+
+class Progress(BaseModel):
+    steps_done: int = Field(description="steps of the run so far (profile, plan, passes, exit)")
+    latest: StepEvent | None = Field(description="the newest of them")
+
+
+class StepEvent(BaseModel):
+    """One step of a run, as each Server-Sent Event of `/v1/runs/{id}/events` carries it."""
+
+    kind: Literal["profile", "plan", "pass", "exit", "answer"] = Field(
+        description="the SSE `event:` field"
+    )
+    id: str = Field(
+        description="the SSE `id:` field, `<step>@<Redis entry id>`; send it back as "
+        "Last-Event-ID to continue after it"
+    )
+    data: dict[str, Any] = Field(description="the SSE `data:` field, a JSON object")
+
+
+class Run(BaseModel):
+    """A run: answered (`result` holds the ExecutionResult with the final answer), or still
+    running (`progress` holds the newest step)."""
+
+    correlation_id: str
+    state: Literal["running", "answered"]
+    request: str | None = Field(None, description="the request, when it is known here")
+    result: ExecutionResult | None = None
+    degraded_because: list[str] = Field(
+        default_factory=list, description="why the answer is degraded, one plain line each"
+    )
+    progress: Progress | None = None
+    links: Links
+
+
+class RecentRun(BaseModel):
+    correlation_id: str
+    request: str = Field(description="the request, cut to 300 characters")
+    submitted_at: str
+    state: Literal["running", "answered", "no_answer"] = Field(
+        description="no_answer: its deadline passed and no answer is stored (lost, or expired)"
+    )
+    status: str | None = Field(None, description="how the loop ended, once answered")
+    degraded: bool | None = None
+    confidence: float | None = None
+    total_passes: int | None = None
+    elapsed_seconds: float | None = None
+    links: Links
+
+
+class RecentRuns(BaseModel):
+    runs: list[RecentRun]
+
+
+class ErrorBody(BaseModel):
+    error: str = Field(description="bad_input, unauthorized, not_found, rate_limited, ...")
+    field: str | None = Field(description="the field, parameter or header at fault")
+    reason: str = Field(description="what is wrong, and what to do")
+
+
+class Health(BaseModel):
+    status: Literal["ok", "ready", "unavailable"]
+    reason: str | None = None
+    open_event_streams: int | None = None
+    watched_runs: int | None = None
+    runs_indexed: int | None = None
+
+
+Progress.model_rebuild()
+
+
+def links(correlation_id: str) -> Links:
+    base = f"/v1/runs/{correlation_id}"
+    return Links(self=base, events=f"{base}/events", page=f"/#/runs/{correlation_id}")

@@ -1,0 +1,205 @@
+"""The OpenAPI 3.1 document of the HTTP API (`/openapi.json`, shown at `/docs`).
+
+The schemas come from the models the API validates and returns with (gateway.http_models and
+the pipeline's ExecutionResult), so the document cannot drift from the code on shapes; the
+operations are written out here, with the words a reader needs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
+
+from gateway.http_models import (
+    MAX_RECENT,
+    MAX_WAIT_S,
+    ErrorBody,
+    Health,
+    RecentRuns,
+    Run,
+    RunRequest,
+    StepEvent,
+)
+
+_REF = "#/components/schemas/{model}"
+#: What the API takes is described as validated, what it returns as serialized.
+_MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
+    (RunRequest, "validation"),
+    *((model, "serialization") for model in (Run, RecentRuns, StepEvent, ErrorBody, Health)),
+]
+_RUN_ID = {
+    "name": "correlation_id",
+    "in": "path",
+    "required": True,
+    "description": "the run's correlation id, as POST /v1/runs returned it",
+    "schema": {"type": "string", "pattern": "^[A-Za-z0-9_.:-]{1,128}$"},
+}
+_AUTH = {"401": "no bearer token, or not one of AEON_HTTP_TOKENS (only when tokens are set)"}
+_LIMITED = {"429": "too many requests from this client (AEON_HTTP_RATE_PER_S); see Retry-After"}
+_REDIS_DOWN = {"503": "Redis does not answer"}
+
+
+def openapi_document() -> dict[str, Any]:
+    schemas = _schemas()
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Aeon",
+            "version": "1",
+            "description": "Submit requests to Aeon's multi-pass reasoning pipeline, follow their "
+            "steps live, and read their answers. Errors are JSON: "
+            '{"error", "field", "reason"}.',
+        },
+        "paths": _paths(),
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{}, {"bearer": []}],
+    }
+
+
+def _schemas() -> dict[str, Any]:
+    _, definitions = models_json_schema(_MODELS, ref_template=_REF)
+    return definitions["$defs"]
+
+
+def _ref(model: str) -> dict[str, str]:
+    return {"$ref": _REF.format(model=model)}
+
+
+def _json(model: str) -> dict[str, Any]:
+    return {"application/json": {"schema": _ref(model)}}
+
+
+def _responses(
+    described: dict[str, tuple[str, str | None]], errors: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """OpenAPI responses from `{"200": ("what it means", "Model" or None)}`, and `errors`
+    (`{"404": "what it means"}`), whose bodies are all ErrorBody."""
+    every = {**described, **{code: (words, "ErrorBody") for code, words in (errors or {}).items()}}
+    responses: dict[str, Any] = {}
+    for code, (description, model) in every.items():
+        responses[code] = {"description": description}
+        if model:
+            responses[code]["content"] = _json(model)
+    return responses
+
+
+def _paths() -> dict[str, Any]:
+    guarded = {**_AUTH, **_LIMITED, **_REDIS_DOWN}
+    return {
+        "/v1/runs": {
+            "post": {
+                "summary": "Submit a request",
+                "description": "Checks the body as `aeon ask` checks its input and publishes "
+                "nothing when a field is wrong (422 names it). Returns 202 with the run's "
+                "correlation id and links at once, or with `?wait=N` the result (200) if it "
+                "comes within N seconds (else 202 all the same).",
+                "parameters": [
+                    {
+                        "name": "wait",
+                        "in": "query",
+                        "required": False,
+                        "description": f"seconds to wait for the answer, 0 to {MAX_WAIT_S:g}",
+                        "schema": {"type": "number", "minimum": 0, "maximum": MAX_WAIT_S},
+                    }
+                ],
+                "requestBody": {"required": True, "content": _json("RunRequest")},
+                "responses": _responses(
+                    {
+                        "200": ("answered within `wait`", "Run"),
+                        "202": ("accepted; follow `links.events` or poll `links.self`", "Run"),
+                    },
+                    {
+                        "413": "the body is over AEON_HTTP_MAX_BODY_BYTES",
+                        "422": "a field is wrong: `field` and `reason` say which and why",
+                        **guarded,
+                    },
+                ),
+            },
+            "get": {
+                "summary": "The newest runs",
+                "description": "Newest first, from the requests streams, each with its stored "
+                "answer's status, confidence and passes.",
+                "parameters": [
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_RECENT},
+                    }
+                ],
+                "responses": _responses(
+                    {"200": ("the runs", "RecentRuns")}, {"422": "a bad limit", **guarded}
+                ),
+            },
+        },
+        "/v1/runs/{correlation_id}": {
+            "get": {
+                "summary": "A run's result, or its progress",
+                "parameters": [_RUN_ID],
+                "responses": _responses(
+                    {
+                        "200": ("answered: `result` is the ExecutionResult with the answer", "Run"),
+                        "202": ("running: `progress.latest` is its newest step", "Run"),
+                    },
+                    {"404": "unknown here, or expired", "422": "not a correlation id", **guarded},
+                ),
+            }
+        },
+        "/v1/runs/{correlation_id}/events": {
+            "get": {
+                "summary": "Follow a run: Server-Sent Events",
+                "description": "One event per step: `profile`, `plan`, `pass` (one per pass, "
+                "with its score and each step's output), `exit`, `answer` (the "
+                "ExecutionResult); the stream ends after the answer. Each event's `data` is "
+                "JSON (the step's fields), its `id` is `<step>@<Redis entry id>`. Reconnect "
+                "with `Last-Event-ID` to get exactly the steps after that one, read back from "
+                "Redis by any gateway; after the answer that is 204.",
+                "parameters": [
+                    _RUN_ID,
+                    {
+                        "name": "Last-Event-ID",
+                        "in": "header",
+                        "required": False,
+                        "description": "the id of the last event received",
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "responses": {
+                    "200": {
+                        "description": "the stream; each event as StepEvent describes",
+                        "content": {"text/event-stream": {"schema": _ref("StepEvent")}},
+                    },
+                    **_responses(
+                        {"204": ("every step was sent already: nothing follows", None)},
+                        {
+                            "404": "unknown here, or expired",
+                            "422": "not a correlation id, or a Last-Event-ID not from here",
+                            **guarded,
+                        },
+                    ),
+                },
+            }
+        },
+        "/healthz": {
+            "get": {
+                "summary": "The process is up",
+                "description": "Also how many event streams are open and runs watched.",
+                "security": [{}],
+                "responses": _responses({"200": ("up", "Health")}),
+            }
+        },
+        "/readyz": {
+            "get": {
+                "summary": "Redis answers",
+                "security": [{}],
+                "responses": _responses(
+                    {"200": ("ready", "Health"), "503": ("Redis does not answer", "Health")}
+                ),
+            }
+        },
+    }

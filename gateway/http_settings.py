@@ -1,0 +1,63 @@
+"""Settings of `aeon serve`, the HTTP API and run page: AEON_HTTP_*, checked like every other
+group (config/). Lists are comma-separated, as a person writes them in an environment."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, field_validator
+from pydantic_settings import NoDecode
+
+from config import AeonSettings
+
+#: The shortest bearer token accepted: guessing one must be hopeless (`openssl rand -hex 32`).
+MIN_TOKEN_CHARS = 16
+
+CommaList = Annotated[tuple[str, ...], NoDecode]
+
+
+class HttpSettings(AeonSettings):
+    #: Where `aeon serve` listens (`--host`, `--port`): this machine only, unless told otherwise.
+    #: Port 0 takes any free one (the log says which).
+    http_host: str = Field("127.0.0.1", min_length=1)
+    http_port: Annotated[int, Field(ge=0, le=65535)] = 8080
+    #: Bearer tokens the API accepts; none configured, the API is open (to whoever can reach
+    #: the host and port). Never logged.
+    http_tokens: Annotated[CommaList, Field(repr=False)] = ()
+    #: The largest request body accepted (a request of 20,000 characters and 100 rules fit).
+    http_max_body_bytes: Annotated[int, Field(ge=1024)] = 1_000_000
+    #: Per client address: requests a second to the API, sustained, and the burst allowed above
+    #: it; 0 turns the limit off.
+    http_rate_per_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 20.0
+    http_rate_burst: Annotated[int, Field(ge=1)] = 60
+    #: Origins whose pages may call the API from a browser (CORS); none, the browser allows
+    #: only the run page served here. `*` allows any.
+    http_cors_origins: CommaList = ()
+
+    @field_validator("http_tokens", "http_cors_origins", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("http_tokens")
+    @classmethod
+    def _long_enough(cls, tokens: tuple[str, ...]) -> tuple[str, ...]:
+        short = sum(len(token) < MIN_TOKEN_CHARS for token in tokens)
+        if short:
+            raise ValueError(
+                f"{short} token(s) shorter than {MIN_TOKEN_CHARS} characters; make them long "
+                "and random, e.g. `openssl rand -hex 32`"
+            )
+        return tokens
+
+    @field_validator("http_cors_origins")
+    @classmethod
+    def _origins(cls, origins: tuple[str, ...]) -> tuple[str, ...]:
+        for origin in origins:
+            if origin != "*" and not origin.startswith(("http://", "https://")):
+                raise ValueError(
+                    f"{origin!r} is not an origin; origins look like https://app.example.com"
+                )
+        return tuple(origin.rstrip("/") for origin in origins)

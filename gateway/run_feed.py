@@ -1,0 +1,472 @@
+"""Runs as the HTTP gateway serves them: read back from Redis, and followed live on the bus.
+
+Aeon keeps no per-run log: a run's events sit among every run's in its shard's streams, and a
+gateway only publishes and reads. What makes a run cheap to read back anyway is that each of
+its progress events carries the whole run so far (gateway.run_steps), so the newest one is
+enough. The feed finds it three ways, cheapest first:
+
+- **Where this process saw it.** One follower reads every shard's requests, progress and
+  answers streams with plain XREAD from the moment the process started, and for each entry
+  notes, without decoding it, where the newest progress event of its run sits (stream and
+  entry id; the most recent INDEX_SIZE runs). Reading the run back is one XRANGE of that entry.
+- **Where the reader says it was.** An event id the API gave out names the Redis entry its
+  step came from (`pass-2@1732300000000-0`). A process that never saw the run (another
+  gateway, or this one restarted) scans the run's shard streams forward from there, and the
+  newest of the run's entries it finds holds every step after the reader's.
+- **When it was answered.** For a run this process never saw, the stored answer's time and
+  the run's length bound where its LoopExited was added: a short scan of that stream finds it,
+  and with it every step. If its events are trimmed by then, the answer store still gives its
+  exit and its answer.
+
+Live: the follower decodes an entry only when someone watches its run, once for all of them,
+and keeps the newest event and the answer of each watched run (`WatchedRun`); each watcher
+wakes, works out the steps it has not sent yet from that newest state, and sends them. A slow
+watcher never holds anything up: nothing queues for it, it finds the newest state whenever it
+is ready, and the follower never waits on a watcher.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Self
+
+import orjson
+from pydantic import ValidationError
+
+from bus.connection import TRANSIENT, RedisClient, is_cluster
+from bus.keys import ANSWERS, Keys
+from gateway.client import PROGRESS_STREAMS, stream_id_now
+from gateway.run_steps import (
+    BEFORE_ANY_STEP,
+    EventId,
+    Order,
+    Step,
+    format_event_id,
+    progress_rank,
+    request_of,
+    run_steps,
+)
+from phases.events import (
+    EVENT_TYPES,
+    Event,
+    ExecutionResult,
+    FinalAnswerReady,
+    LoopExited,
+    RequestSubmitted,
+)
+
+log = logging.getLogger("aeon.http")
+
+#: Runs whose newest event's place this process remembers (about 200 bytes each).
+INDEX_SIZE = 100_000
+#: Reading back from a reader's event id: entries scanned per stream at most (a bound on what
+#: one request can make this process read; a reader away for long under heavy traffic gets what
+#: the answer store has), per XRANGE, and how far before the id's time the scan starts (the
+#: run's other streams may hold entries of the same millisecond, and a clock can step back).
+SCAN_LIMIT = 5_000
+SCAN_PAGE = 500
+SCAN_MARGIN_MS = 1_000
+#: The streams a run's progress is in, in the order its events go through them.
+STATE_STREAMS = (RequestSubmitted.STREAM, *PROGRESS_STREAMS)
+#: How a run's event types rank without decoding them (see `_Where`).
+_TYPE_RANK = {
+    "RequestSubmitted": 0,
+    "TaskProfiled": 1,
+    "PlanReady": 2,
+    "PassRequested": 3,
+    "PassCompleted": 3,
+    "LoopExited": 4,
+}
+_READ_COUNT = 500
+_BLOCK_MS = 500
+_RETRY_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """Where a run's newest known progress event sits. Newer is a later event type, then a
+    later entry id: a run's events are written one after another on its shard's server, so a
+    later one has no earlier millisecond (unless that server's clock steps back, when this
+    lags until the run's next event); within one millisecond only a PassCompleted and the
+    PassRequested made from it meet, and they describe the same passes."""
+
+    rank: tuple[int, int, int]
+    stream: str | None  # None: submitted here, no entry seen yet
+    entry_id: str | None
+
+    @classmethod
+    def of(cls, kind: str, stream: str, entry_id: str) -> _Where:
+        return cls((_TYPE_RANK[kind], *_entry_rank(entry_id.encode())), stream, entry_id)
+
+
+SUBMITTED = _Where((-1, 0, 0), None, None)
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """A run as read back: its newest progress event (and the entry it came from), its answer."""
+
+    state: Event | None
+    state_at: str | None
+    answer: ExecutionResult | None
+    answer_at: str | None = None
+
+    @property
+    def request(self) -> str | None:
+        return request_of(self.state)
+
+
+@dataclass(frozen=True, slots=True)
+class WireStep:
+    """A step as sent: its order, its event id, and its data already as JSON (made once for
+    every watcher of the run)."""
+
+    order: Order
+    kind: str
+    event_id: str
+    data: str
+
+
+def wire_steps(view: RunView) -> list[WireStep]:
+    """The run's steps with their event ids, each naming the entry of the progress event they
+    were worked out from (the answer's own when no progress event is known): a place in the
+    run's shard at or before everything that follows them."""
+    entry_id = view.state_at or view.answer_at or "0-0"
+    return [_wire(step, entry_id) for step in run_steps(view.state, view.answer)]
+
+
+def _wire(step: Step, entry_id: str) -> WireStep:
+    data = orjson.dumps(step.data).decode()
+    return WireStep(step.order, step.kind, format_event_id(step, entry_id), data)
+
+
+class WatchedRun:
+    """A run someone is watching: the newest of it this process has, and a way to wait for
+    more. The feed forgets it once its last watcher lets go."""
+
+    def __init__(self, correlation_id: str) -> None:
+        self.correlation_id = correlation_id
+        self.watchers = 0
+        self.stopping = False
+        self.view = RunView(None, None, None)
+        self.version = 0
+        self.loaded = False
+        self.load_lock = asyncio.Lock()
+        self._changed = asyncio.Event()
+        self._wire: tuple[int, list[WireStep]] = (-1, [])
+
+    def offer(self, view: RunView) -> None:
+        """Keep what `view` knows beyond what this run already has."""
+        state, state_at = self.view.state, self.view.state_at
+        if view.state is not None and (
+            state is None or progress_rank(view.state) >= progress_rank(state)
+        ):
+            state, state_at = view.state, view.state_at
+        answer, answer_at = self.view.answer, self.view.answer_at
+        if answer is None and view.answer is not None:
+            answer, answer_at = view.answer, view.answer_at
+        new = RunView(state, state_at, answer, answer_at)
+        if new != self.view:
+            self.view = new
+            self.version += 1
+            self._changed.set()
+            self._changed = asyncio.Event()
+
+    def steps(self) -> list[WireStep]:
+        version, steps = self._wire
+        if version != self.version:
+            steps = wire_steps(self.view)
+            self._wire = (self.version, steps)
+        return steps
+
+    async def changed(self, since: int) -> None:
+        """Return once the run has changed after version `since`, or its watchers are to stop."""
+        while self.version == since and not self.stopping:
+            await self._changed.wait()
+
+    def stop(self) -> None:
+        """Wake every watcher for good: the process is stopping."""
+        self.stopping = True
+        self._changed.set()
+
+
+class RunFeed:
+    def __init__(self, redis: RedisClient, keys: Keys, *, index_size: int = INDEX_SIZE) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._index_size = index_size
+        self._index: OrderedDict[str, _Where] = OrderedDict()
+        self._watched: dict[str, WatchedRun] = {}
+        self._followers: list[asyncio.Task[None]] = []
+        #: Event streams open now (for /healthz).
+        self.open_streams = 0
+        self.stopping = False
+
+    async def __aenter__(self) -> Self:
+        for streams in self._reads():
+            start = await stream_id_now(self._redis, streams[0])
+            self._followers.append(asyncio.create_task(self._follow(streams, start)))
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        for task in self._followers:
+            task.cancel()
+        await asyncio.gather(*self._followers, return_exceptions=True)
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "open_event_streams": self.open_streams,
+            "watched_runs": len(self._watched),
+            "runs_indexed": len(self._index),
+        }
+
+    # -- what is known ------------------------------------------------------------------------
+
+    def note_submitted(self, correlation_id: str) -> None:
+        """A run this process just submitted: known before the follower sees its request."""
+        if correlation_id not in self._index:
+            self._remember(correlation_id, SUBMITTED)
+
+    async def view(self, correlation_id: str, after: EventId | None = None) -> RunView | None:
+        """The run as Redis has it now; None when nothing of it is found (unknown, or its
+        events and answer are gone)."""
+        answered = await self._stored_answer(correlation_id)
+        where = self._index.get(correlation_id)
+        state = state_at = None
+        if where is not None and where.stream and where.entry_id:
+            state = await self._read(where.stream, where.entry_id)
+            state_at = where.entry_id if state is not None else None
+        if state is None and after is not None:
+            since = _entry_ms(after.entry_id) - SCAN_MARGIN_MS
+            state, state_at = await self._scan(correlation_id, STATE_STREAMS, since)
+        if state is None and answered is not None:
+            state, state_at = await self._scan_for_exit(correlation_id, answered)
+        if state is None and answered is None and where is None:
+            return None
+        return RunView(state, state_at, answered.result if answered else None)
+
+    def stop_streams(self) -> None:
+        """End every event stream after the step it is sending, now and from now on: the
+        process is stopping, and a reader resumes elsewhere by its Last-Event-ID."""
+        self.stopping = True
+        for run in self._watched.values():
+            run.stop()
+
+    def watch(self, correlation_id: str) -> Watch:
+        """A hold on the watched run of `correlation_id`, shared by everyone watching it;
+        release it when done."""
+        run = self._watched.get(correlation_id)
+        if run is None:
+            run = self._watched[correlation_id] = WatchedRun(correlation_id)
+            if self.stopping:
+                run.stop()
+        run.watchers += 1
+        return Watch(self, run)
+
+    def _let_go(self, run: WatchedRun) -> None:
+        run.watchers -= 1
+        if run.watchers == 0 and self._watched.get(run.correlation_id) is run:
+            del self._watched[run.correlation_id]
+
+    async def load(self, run: WatchedRun, after: EventId | None) -> bool:
+        """Fill `run` from Redis the first time it is watched (later watchers share what the
+        follower has added since); False when nothing of the run is found. A reader resuming
+        from an event id this process cannot place is read back from that id."""
+        async with run.load_lock:
+            if run.loaded and (after is None or run.view.state is not None):
+                return True
+            view = await self.view(run.correlation_id, after)
+            if view is None:
+                return run.loaded
+            run.offer(view)
+            run.loaded = True
+            return True
+
+    async def recent(self, limit: int) -> list[tuple[RequestSubmitted, ExecutionResult | None]]:
+        """The newest `limit` requests over every shard, newest first, each with its answer if
+        one is stored: the requests streams keep the question, the answer store the rest."""
+        keys = self._keys.streams(RequestSubmitted.STREAM)
+        replies = await asyncio.gather(*(self._redis.xrevrange(k, count=limit) for k in keys))
+        entries = sorted(
+            (entry for reply in replies for entry in reply),
+            key=lambda entry: _entry_rank(entry[0]),
+            reverse=True,
+        )
+        requests = [
+            event
+            for event in (_decode(fields) for _entry_id, fields in entries[:limit])
+            if isinstance(event, RequestSubmitted)
+        ]
+        answers = await asyncio.gather(*(self._stored_answer(r.correlation_id) for r in requests))
+        return [
+            (request, answered.result if answered else None)
+            for request, answered in zip(requests, answers, strict=True)
+        ]
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def _stored_answer(self, correlation_id: str) -> FinalAnswerReady | None:
+        body = await self._redis.get(self._keys.answer(correlation_id))
+        return FinalAnswerReady.model_validate_json(body) if body is not None else None
+
+    async def _read(self, stream: str, entry_id: str) -> Event | None:
+        entries = await self._redis.xrange(stream, entry_id, entry_id, count=1)
+        return _decode(entries[0][1]) if entries else None  # None: trimmed since
+
+    async def _scan_for_exit(
+        self, correlation_id: str, answered: FinalAnswerReady
+    ) -> tuple[Event | None, str | None]:
+        """The LoopExited of an answered run this process never saw: it was added to its
+        stream while the run ran, which the answer's time and the run's length bound."""
+        end_ms = int(answered.created_at.timestamp() * 1000) + SCAN_MARGIN_MS
+        start_ms = end_ms - int(answered.result.elapsed_seconds * 1000) - 2 * SCAN_MARGIN_MS
+        streams = (LoopExited.STREAM,)
+        return await self._scan(correlation_id, streams, start_ms, str(end_ms))
+
+    async def _scan(
+        self, correlation_id: str, names: tuple[str, ...], since_ms: int, until: str = "+"
+    ) -> tuple[Event | None, str | None]:
+        """The newest progress event of the run in the streams `names`, from `since_ms` on to
+        entry `until`, and its entry id; at most SCAN_LIMIT entries read per stream."""
+        start = f"{max(0, since_ms)}-0"
+        wanted = correlation_id.encode()
+        newest: tuple[Event, str] | None = None
+        for name in names:
+            key = self._keys.stream_of(name, correlation_id)
+            low, scanned = start, 0
+            while scanned < SCAN_LIMIT:
+                entries = await self._redis.xrange(key, low, until, count=SCAN_PAGE)
+                for entry_id, fields in entries:
+                    if fields.get(b"cid") != wanted:
+                        continue
+                    event = _decode(fields)
+                    if event is not None and (
+                        newest is None or progress_rank(event) >= progress_rank(newest[0])
+                    ):
+                        newest = (event, entry_id.decode())
+                scanned += len(entries)
+                if len(entries) < SCAN_PAGE:
+                    break
+                low = b"(" + entries[-1][0]
+        return newest if newest is not None else (None, None)
+
+    # -- following ----------------------------------------------------------------------------
+
+    def _reads(self) -> list[tuple[str, ...]]:
+        """The streams each follower reads: all in one XREAD, or on a cluster one XREAD per
+        shard (an XREAD may not span slots)."""
+        names = (*STATE_STREAMS, ANSWERS)
+        shards = [tuple(self._keys.stream(n, s) for n in names) for s in range(self._keys.shards)]
+        if is_cluster(self._redis):
+            return shards
+        return [tuple(key for shard in shards for key in shard)]
+
+    async def _follow(self, streams: tuple[str, ...], start: str) -> None:
+        last: dict[Any, Any] = dict.fromkeys(streams, start)
+        failing = False
+        while True:
+            try:
+                reply = await self._redis.xread(last, count=_READ_COUNT, block=_BLOCK_MS)
+            except TRANSIENT as error:
+                if not failing:
+                    log.warning(
+                        "lost Redis (%s); reading again when it is back", type(error).__name__
+                    )
+                failing = True
+                await asyncio.sleep(_RETRY_S)
+                continue
+            failing = False
+            for stream, entries in reply or ():
+                name = stream.decode()
+                last[name] = entries[-1][0]
+                for entry_id, fields in entries:
+                    self._seen(name, entry_id.decode(), fields)
+
+    def _seen(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
+        cid = fields.get(b"cid", b"").decode()
+        kind = fields.get(b"type", b"").decode()
+        if not cid:
+            return  # not an entry of Aeon's flat form: no run to file it under
+        if kind in _TYPE_RANK:
+            where = _Where.of(kind, stream, entry_id)
+            known = self._index.get(cid)
+            if known is None or where.rank >= known.rank:
+                self._remember(cid, where)
+        run = self._watched.get(cid)
+        if run is None:
+            return
+        event = _decode(fields)
+        if isinstance(event, FinalAnswerReady):
+            run.offer(RunView(None, None, event.result, entry_id))
+        elif event is not None:
+            run.offer(RunView(event, entry_id, None))
+
+    def _remember(self, correlation_id: str, where: _Where) -> None:
+        self._index[correlation_id] = where
+        self._index.move_to_end(correlation_id)
+        while len(self._index) > self._index_size:
+            self._index.popitem(last=False)
+
+
+def _entry_ms(entry_id: str) -> int:
+    return int(entry_id.partition("-")[0])
+
+
+def _entry_rank(entry_id: bytes) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition(b"-")
+    return int(ms), int(seq or 0)
+
+
+def _decode(fields: dict[bytes, bytes]) -> Event | None:
+    """The event in an entry of Aeon's flat form; None for anything else (a poison entry is
+    the phases' business, not a reader's)."""
+    cls = EVENT_TYPES.get(fields.get(b"type", b"").decode())
+    body = fields.get(b"body")
+    if cls is None or body is None:
+        return None
+    try:
+        return cls.model_validate_json(body)
+    except ValidationError:
+        return None
+
+
+class Watch:
+    """One reader's hold on a watched run. `release` lets go, once however often it is called:
+    a stream may end by its last step, its reader leaving, or never starting at all."""
+
+    def __init__(self, feed: RunFeed, run: WatchedRun) -> None:
+        self.feed = feed
+        self.run = run
+        self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self.feed._let_go(self.run)
+
+
+async def stream_steps(watch: Watch, after: EventId | None) -> AsyncIterator[WireStep]:
+    """The run's steps after `after`, as they come, ending with the answer; lets the watch go
+    at the end."""
+    run, feed = watch.run, watch.feed
+    sent = after.order if after is not None else BEFORE_ANY_STEP
+    feed.open_streams += 1
+    try:
+        while True:
+            version = run.version
+            for step in run.steps():
+                if step.order > sent:
+                    sent = step.order
+                    yield step
+                    if step.kind == "answer":
+                        return
+            if run.stopping:
+                return
+            await run.changed(version)
+    finally:
+        feed.open_streams -= 1
+        watch.release()

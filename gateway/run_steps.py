@@ -1,0 +1,314 @@
+"""A run as a list of steps a person can follow: profile, plan, each pass, the exit, the answer.
+
+The HTTP API shows a run this way (`GET /v1/runs/{id}` and its Server-Sent Events). Every
+progress event of a run carries the whole run so far (`RunState`), so the newest one alone
+gives every step up to it: a reader that missed events, or comes late, loses nothing by
+reading only the newest. The steps are a pure function of (newest run event, answer), which
+is what makes the event stream resumable: the steps after a given one are the same whichever
+process works them out, and whenever.
+
+Each step has a key that orders it among the run's steps (`profile` < `plan` < `pass-1` <
+`pass-2` … < `exit` < `answer`). On the wire a step's id is `<key>@<entry id>`: the key says
+which steps the reader has, the Redis stream entry id says where in the run's shard the
+newest event it was made from sits, so a process that never saw the run can find the rest
+from there (gateway.run_feed).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from gateway.progress import EXIT_WORDS
+from phases.events import (
+    Event,
+    ExecutionResult,
+    LoopExited,
+    PassCompleted,
+    PassRequested,
+    PlanReady,
+    RequestSubmitted,
+    RunState,
+    TaskProfiled,
+)
+from phases.models import ExecutionPass
+from phases.phase_e import WHY_NO_MODEL_ANSWER, Reason
+
+StepKind = Literal["profile", "plan", "pass", "exit", "answer"]
+_KIND_ORDER: dict[str, int] = {"profile": 0, "plan": 1, "pass": 2, "exit": 3, "answer": 4}
+#: Where a reader is in a run: the key of the last step it has.
+Order = tuple[int, int]
+BEFORE_ANY_STEP: Order = (-1, 0)
+ANSWERED: Order = (_KIND_ORDER["answer"], 0)
+_EVENT_ID = re.compile(r"(profile|plan|pass-([1-9]\d{0,5})|exit|answer)@(\d{1,20}-\d{1,20})")
+
+#: Why an answer is degraded, in words, for the reasons where the model still wrote it (the
+#: others say why the model did not: phase_e.WHY_NO_MODEL_ANSWER).
+_DEGRADED_WORDS: dict[str, str] = {
+    Reason.NO_PASSES: "no execution pass ran, so the answer rests on no checked work",
+    Reason.TTL_EXHAUSTED: "the pass budget (TTL) was spent before the loop converged",
+    Reason.INCOMPLETE_STATE: "part of the run's data is missing or empty",
+    Reason.NOT_CONVERGED: "the loop ended without converging",
+    **{reason.value: words for reason, words in WHY_NO_MODEL_ANSWER.items()},
+}
+#: How a loop that did not converge ended, as the first reason a degraded answer gives.
+_UNFINISHED_WORDS: dict[str, str] = {
+    "ttl_exhausted": "the pass budget (TTL) ran out before the answer converged",
+    "stagnated": "the loop stopped improving before the answer converged",
+    "max_passes": "the loop reached AEON_MAX_PASSES before the answer converged",
+    "deadline_exceeded": "the request's timeout passed before the loop finished",
+    "failed": "a phase failed, so the loop could not finish",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    kind: StepKind
+    #: The pass's number for a pass; 0 for the other kinds.
+    number: int
+    data: dict[str, Any]
+
+    @property
+    def key(self) -> str:
+        return f"pass-{self.number}" if self.kind == "pass" else self.kind
+
+    @property
+    def order(self) -> Order:
+        return (_KIND_ORDER[self.kind], self.number)
+
+
+@dataclass(frozen=True, slots=True)
+class EventId:
+    """A step's id on the wire, `<key>@<entry id>`, as a reader sends it back in Last-Event-ID."""
+
+    order: Order
+    entry_id: str
+
+    @classmethod
+    def parse(cls, text: str) -> EventId:
+        """ValueError when `text` is not an id this API gave out."""
+        match = _EVENT_ID.fullmatch(text.strip())
+        if match is None:
+            raise ValueError(
+                f"{text[:80]!r} is not an event id of this API; "
+                "ids look like pass-2@1732300000000-0"
+            )
+        key, number, entry_id = match.groups()
+        kind = "pass" if number else key
+        return cls((_KIND_ORDER[kind], int(number or 0)), entry_id)
+
+
+def format_event_id(step: Step, entry_id: str) -> str:
+    return f"{step.key}@{entry_id}"
+
+
+def progress_rank(event: Event) -> tuple[int, int]:
+    """How far along its run `event` is: of two events of one run, the one with the higher rank
+    holds everything the other does (a PassRequested and the PassCompleted it followed rank the
+    same: they describe the same passes)."""
+    if isinstance(event, RequestSubmitted):
+        return (0, 0)
+    if isinstance(event, TaskProfiled):
+        return (1, 0)
+    if isinstance(event, PlanReady):
+        return (2, 0)
+    if isinstance(event, PassCompleted | PassRequested):
+        return (3, event.run.pass_count)
+    if isinstance(event, LoopExited):
+        return (4, 0)
+    raise TypeError(f"{type(event).__name__} is not a run's progress")
+
+
+def request_of(event: Event | None) -> str | None:
+    """The run's request text, if `event` carries it."""
+    if isinstance(event, RequestSubmitted):
+        return event.request
+    run = getattr(event, "run", None)
+    if isinstance(run, RunState):
+        return run.request
+    if isinstance(event, LoopExited):
+        return event.request or None
+    return None
+
+
+def run_steps(state: Event | None, answer: ExecutionResult | None) -> list[Step]:
+    """Every step of a run whose newest progress event is `state` (None: none known) and whose
+    result is `answer` (None: not answered yet), in order."""
+    run = getattr(state, "run", None)
+    steps: list[Step] = []
+    if isinstance(run, RunState):
+        if run.profile is not None:
+            steps.append(_profile(run))
+        if run.plan is not None:
+            steps.append(_plan(run))
+        steps += [_pass(run, record) for record in run.passes]
+    if isinstance(state, LoopExited):
+        steps.append(_exit_of_loop(state))
+    elif answer is not None:  # the loop's exit is known only from the answer
+        steps.append(_exit_of_answer(answer))
+    if answer is not None:
+        steps.append(Step("answer", 0, answer_data(answer)))
+    return steps
+
+
+def _profile(run: RunState) -> Step:
+    profile = run.profile
+    assert profile is not None
+    return Step(
+        "profile",
+        0,
+        {
+            "reasoning_depth": profile.reasoning_depth,
+            "information_sufficiency": profile.information_sufficiency,
+            "expected_tool_usage": profile.expected_tool_usage,
+            "output_breadth": profile.output_breadth,
+            "confidence_requirement": profile.confidence_requirement,
+            "profile_version": profile.profile_version,
+            "default_profile": run.profile_is_default,
+            "pass_budget": profile.allocate_ttl(run.max_ttl),
+            "max_ttl": run.max_ttl,
+        },
+    )
+
+
+def _plan(run: RunState) -> Step:
+    plan = run.plan
+    assert plan is not None
+    return Step(
+        "plan",
+        0,
+        {
+            "goal": plan.goal,
+            "steps": [{"step_id": s.step_id, "description": s.description} for s in plan.steps],
+        },
+    )
+
+
+def _pass(run: RunState, record: ExecutionPass) -> Step:
+    """One pass: its score and verdict, each step it ran with the output that step kept, and
+    the evidence the verdict came from."""
+    plan_steps = {s.step_id: s for s in run.plan.steps} if run.plan else {}
+    steps = []
+    for step_id in dict.fromkeys(
+        [*record.executed_step_ids, *record.blocked_step_ids, *record.failed_steps]
+    ):
+        step = plan_steps.get(step_id)
+        kept = step is not None and step.executed_in_pass == record.pass_number
+        if step_id in record.failed_steps:
+            status, why = "failed", record.failed_steps[step_id]
+        elif step_id in record.blocked_step_ids:
+            status, why = "blocked", "the model said it could not do this step"
+        else:
+            status, why = "done", None
+        steps.append(
+            {
+                "step_id": step_id,
+                "description": step.description if step else None,
+                "status": status,
+                "why": why,
+                "output": step.output if kept and step else None,
+            }
+        )
+    assessment = record.assessment
+    evaluation = record.evaluation
+    refinement = record.refinement
+    return Step(
+        "pass",
+        record.pass_number,
+        {
+            "pass": record.pass_number,
+            "score": record.score,
+            "converged": record.converged,
+            "steps": steps,
+            "assessment": assessment
+            and {
+                "completeness": assessment.completeness_score,
+                "coherence": assessment.coherence_score,
+                "summary": assessment.summary,
+                "reason_codes": assessment.reason_codes,
+            },
+            "validation": record.validation
+            and {
+                "summary": record.validation.summary,
+                "issues": [issue.description for issue in record.validation.issues],
+            },
+            "rules": evaluation
+            and {
+                "score": evaluation.score,
+                "passed": evaluation.passed,
+                "failed": [f"{f.id}: {f.message}" for f in evaluation.failed],
+                "warnings": [f"{w.id}: {w.message}" for w in evaluation.warnings],
+            },
+            "critique": [f"{c.rule_id}: {c.problem}" for c in record.critique],
+            "refinement": refinement
+            and {
+                "applied": [
+                    " ".join(filter(None, (a.action_type, a.target_step_id))) + f": {a.reason}"
+                    for a in refinement.applied
+                ],
+                "rejected": refinement.rejected,
+            },
+        },
+    )
+
+
+def _exit_of_loop(event: LoopExited) -> Step:
+    run = event.run
+    return Step(
+        "exit",
+        0,
+        {
+            "reason": event.reason,
+            "words": EXIT_WORDS.get(event.reason, event.reason),
+            "detail": event.detail,
+            "passes": run.pass_count if run else None,
+            "ttl_remaining": run.ttl_remaining if run else None,
+            "refinements": run.total_refinements if run else None,
+        },
+    )
+
+
+def _exit_of_answer(answer: ExecutionResult) -> Step:
+    detail = answer.final_answer.metadata.get("exit_detail", "")
+    return Step(
+        "exit",
+        0,
+        {
+            "reason": answer.status,
+            "words": EXIT_WORDS.get(answer.status, answer.status),
+            "detail": detail if isinstance(detail, str) else "",
+            "passes": answer.total_passes,
+            "ttl_remaining": answer.ttl_remaining,
+            "refinements": answer.total_refinements,
+        },
+    )
+
+
+def answer_data(answer: ExecutionResult) -> dict[str, Any]:
+    """The ExecutionResult as JSON, with `degraded_because`: why the answer is degraded, one
+    plain line each, so no reader has to know the reason codes."""
+    return {**answer.model_dump(mode="json"), "degraded_because": degraded_because(answer)}
+
+
+def degraded_because(answer: ExecutionResult) -> list[str]:
+    """Plain lines saying why `answer` is degraded; empty when it is not."""
+    if not answer.degraded:
+        return []
+    metadata = answer.final_answer.metadata
+    reason = str(metadata.get("reason") or "")
+    lines = []
+    if answer.status != "converged":
+        lines.append(_UNFINISHED_WORDS.get(answer.status, f"the loop ended: {answer.status}"))
+    if not (lines and reason in (Reason.NOT_CONVERGED, Reason.TTL_EXHAUSTED)):  # said just now
+        lines.append(_DEGRADED_WORDS.get(reason, reason or "the run did not go as planned"))
+    for key, label in (("exit_detail", "why"), ("error", "error")):
+        if metadata.get(key):
+            lines.append(f"{label}: {metadata[key]}")
+    missing = metadata.get("missing_fields")
+    if isinstance(missing, list) and missing:
+        lines.append(f"missing from the run: {', '.join(map(str, missing))}")
+    notes = metadata.get("run_notes")
+    if isinstance(notes, list):
+        lines += [str(note) for note in notes]
+    return lines

@@ -1,0 +1,162 @@
+"""`aeon serve [--host H] [--port P]`: the HTTP API and the run page (gateway.http_api), served
+by uvicorn.
+
+With AEON_REDIS_URL set it only publishes and reads, like any gateway, so any number of them
+can serve one deployment. Without it, it runs the stack `aeon ask` embeds (a private Redis and
+workers in this process), whose runs and answers go away with the process.
+
+SIGTERM or Ctrl-C: stop accepting, end the open event streams (a reader resumes elsewhere by
+its Last-Event-ID), finish the requests in flight within AEON_SHUTDOWN_GRACE_S, exit 0.
+
+The web libraries are imported when the command runs, so no other command starts slower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from bus.connection import connect
+from bus.settings import BusSettings
+from config import SettingsError
+from gateway.client import AeonClient
+from gateway.embedded import embedded_pipeline
+from gateway.http_settings import HttpSettings
+from gateway.run_feed import RunFeed
+from gateway.validation import as_option
+from llm.factory import build_adapter
+
+log = logging.getLogger("aeon.http")
+
+#: Connections the kernel queues before the server accepts them: a thousand readers may
+#: reconnect at once after a restart.
+BACKLOG = 4096
+#: Open files asked for when the hard limit is unlimited.
+OPEN_FILES = 65_536
+
+
+def add_commands(commands: argparse._SubParsersAction, command: Callable[..., Any]) -> None:
+    p = command(commands, "serve", serve, "serve the HTTP API and the run page", "INFO")
+    p.add_argument("--host", help="the address to listen on (AEON_HTTP_HOST, 127.0.0.1)")
+    p.add_argument(
+        "--port",
+        type=as_option(_port, int, "a port number from 0 (any free one) to 65535"),
+        help="the port (AEON_HTTP_PORT, 8080); 0 takes any free one",
+    )
+
+
+def _port(value: int) -> int:
+    """A port number, within the bounds AEON_HTTP_PORT has."""
+    return HttpSettings(http_port=value).http_port
+
+
+async def serve(args: argparse.Namespace) -> int:
+    http: HttpSettings = args.http
+    given = {"http_host": args.host, "http_port": args.port}
+    http = http.with_(**{name: value for name, value in given.items() if value is not None})
+    listening = _listen(http.http_host, http.http_port)
+    raise_open_files_limit()
+    settings: BusSettings = args.settings
+    try:
+        if settings.redis_url:
+            return await _serve_on(settings, http, listening)
+        log.warning(
+            "no AEON_REDIS_URL: running an embedded Redis and every phase in this process; "
+            "its runs and answers go away with it"
+        )
+        llm = build_adapter(args.llm)
+        try:
+            async with embedded_pipeline(settings, llm, args.loop) as embedded:
+                return await _serve_on(embedded, http, listening)
+        finally:
+            await llm.aclose()
+    finally:
+        listening.close()
+
+
+def raise_open_files_limit() -> None:
+    """Let this process open as many files as it is allowed: every event stream is a socket,
+    and a soft limit of 1,024 (many systems' default) would stop short of a thousand readers."""
+    try:
+        import resource
+    except ImportError:  # not on Windows, which has no such limit to raise
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        hard = max(soft, OPEN_FILES)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything starts, so a taken port is one line."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family, backlog=BACKLOG)
+    except OSError as error:
+        raise SettingsError(
+            f"cannot listen on {host}:{port} ({error.strerror or error}): choose a free port "
+            "(--port, AEON_HTTP_PORT) or another address (--host, AEON_HTTP_HOST)"
+        ) from None
+
+
+async def _serve_on(settings: BusSettings, http: HttpSettings, listening: socket.socket) -> int:
+    import uvicorn
+
+    from gateway.http_api import build_app
+
+    # The client's answer reader and the feed's reader each block one connection per shard.
+    redis = await connect(settings, consumers=2 * settings.shards)
+    try:
+        async with (
+            AeonClient(settings=settings, redis=redis) as client,
+            RunFeed(redis, client.keys) as feed,
+        ):
+            config = uvicorn.Config(
+                build_app(client, feed, http),
+                lifespan="off",
+                log_config=None,
+                server_header=False,
+                timeout_graceful_shutdown=settings.shutdown_grace_s,
+            )
+            server = _quiet_signals(uvicorn.Server, feed.stop_streams)(config)
+            host, port = listening.getsockname()[:2]
+            where = f"[{host}]" if ":" in host else host
+            log.info("serving http://%s:%d/ (the API under /v1, its docs at /docs)", where, port)
+            await server.serve(sockets=[listening])
+    finally:
+        await redis.aclose()
+    log.info("stopped cleanly")
+    return 0
+
+
+def _quiet_signals(server_class: type, on_stop: Callable[[], None]) -> type:
+    """uvicorn's server, taking SIGINT and SIGTERM through the event loop and not raising them
+    again once stopped (uvicorn does, to end the process as the signal would have): the
+    command ends after its own teardown, the embedded stack's included. `on_stop` is called
+    first, so open event streams end cleanly rather than being cut when uvicorn gives up
+    waiting for them."""
+
+    class Server(server_class):  # type: ignore[misc, valid-type]
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            on_stop()
+            super().handle_exit(sig, frame)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            loop = asyncio.get_running_loop()
+            for number in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(number, self.handle_exit, number, None)
+            try:
+                yield
+            finally:
+                for number in (signal.SIGINT, signal.SIGTERM):
+                    loop.remove_signal_handler(number)
+
+    return Server

@@ -1,0 +1,447 @@
+// Aeon's run page: submit a request, follow its steps live, list recent runs.
+// Plain JavaScript, no build step. Text from the server is only ever set as text, never as HTML.
+//
+// The run's events are read with fetch rather than EventSource, because EventSource cannot send
+// the Authorization header the API may need. A dropped stream is picked up again with
+// Last-Event-ID, so no step is shown twice or missed.
+"use strict";
+
+// A step's badge: its phase's letter, a pass's number, and for the loop's end whether it converged.
+function badge(kind, data) {
+  if (kind === "pass") return String(data.pass);
+  if (kind === "exit") return data.reason === "converged" ? "✓" : "!";
+  return { profile: "A", plan: "B", answer: "E" }[kind];
+}
+const RETRY_MS = 1000;
+const RECENT_EVERY_MS = 10000;
+
+const state = {
+  token: sessionStorage.getItem("aeon-token") || "",
+  following: null, // AbortController of the run being followed
+  current: null, // its correlation id
+};
+
+// -- small helpers ------------------------------------------------------------------------
+
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "text") node.textContent = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const $ = (selector) => document.querySelector(selector);
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const pct = (value) => `${Math.round(value * 100)}%`;
+
+function ago(iso) {
+  const seconds = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+  if (seconds < 60) return `${Math.round(seconds)} s ago`;
+  if (seconds < 3600) return `${Math.round(seconds / 60)} min ago`;
+  if (seconds < 86400) return `${Math.round(seconds / 3600)} h ago`;
+  return new Date(iso).toLocaleDateString();
+}
+
+function meter(value, kind) {
+  const bar = el("span");
+  bar.style.width = pct(Math.min(1, Math.max(0, value)));
+  return el("div", { class: `meter ${kind || ""}`, role: "presentation" }, bar);
+}
+
+function measure(label, value, kind) {
+  return el("div", { class: "measure" }, el("span", { text: label }), meter(value, kind),
+    el("b", { text: pct(value) }));
+}
+
+function headers(extra = {}) {
+  return state.token ? { ...extra, Authorization: `Bearer ${state.token}` } : extra;
+}
+
+// -- the API -------------------------------------------------------------------------------
+
+class ApiError extends Error {
+  constructor(status, body) {
+    super(body && body.reason ? body.reason : `the server answered ${status}`);
+    this.status = status;
+    this.field = body && body.field;
+  }
+}
+
+async function api(path, options = {}) {
+  const response = await fetch(path, { ...options, headers: headers(options.headers) });
+  const body = await response.json().catch(() => null);
+  if (response.status === 401) askForToken();
+  if (!response.ok) throw new ApiError(response.status, body);
+  return body;
+}
+
+function askForToken() {
+  $("#token-box").hidden = false;
+  $("#token").focus();
+}
+
+// -- submitting ----------------------------------------------------------------------------
+
+function showFormError(message) {
+  const box = $("#form-error");
+  box.textContent = message;
+  box.hidden = !message;
+}
+
+async function submit(event) {
+  event.preventDefault();
+  showFormError("");
+  state.token = $("#token").value.trim() || state.token;
+  if (state.token) sessionStorage.setItem("aeon-token", state.token);
+  const body = { request: $("#request").value };
+  const rulesText = $("#rules").value.trim();
+  if (rulesText) {
+    try {
+      body.rules = JSON.parse(rulesText);
+    } catch (error) {
+      showFormError(`rules: not valid JSON (${error.message})`);
+      return;
+    }
+  }
+  for (const name of ["max_ttl", "timeout_s"]) {
+    const value = $(`#${name}`).value.trim();
+    if (value) body[name] = Number(value);
+  }
+  const button = $("#submit");
+  button.disabled = true;
+  try {
+    const run = await api("/v1/runs", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    openRun(run.correlation_id, body.request.trim());
+    history.pushState(null, "", `#/runs/${run.correlation_id}`);
+    loadRecent();
+  } catch (error) {
+    showFormError(error.field ? `${error.field}: ${error.message}` : error.message);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+// -- following a run -------------------------------------------------------------------------
+
+// Each Server-Sent Event's fields; `onEvent` returns true when nothing more is wanted.
+async function readEvents(response, onEvent) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return false;
+    buffer += value.replace(/\r\n?/g, "\n");
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const event = { event: "message", data: [], id: null };
+      for (const line of block.split("\n")) {
+        if (!line || line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        const text = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+        if (field === "data") event.data.push(text);
+        else if (field === "event") event.event = text;
+        else if (field === "id") event.id = text;
+      }
+      if (event.data.length && onEvent({ ...event, data: JSON.parse(event.data.join("\n")) })) {
+        await reader.cancel();
+        return true;
+      }
+    }
+  }
+}
+
+async function follow(id, view, signal) {
+  let lastId = null;
+  while (!signal.aborted) {
+    try {
+      const extra = { Accept: "text/event-stream" };
+      if (lastId) extra["Last-Event-ID"] = lastId;
+      const response = await fetch(`/v1/runs/${encodeURIComponent(id)}/events`,
+        { headers: headers(extra), signal });
+      if (response.status === 204) return;
+      if (!response.ok) {
+        const body = await response.json().catch(() => null);
+        if (response.status === 401) askForToken();
+        view.fail(new ApiError(response.status, body).message);
+        return;
+      }
+      const finished = await readEvents(response, (event) => {
+        lastId = event.id;
+        view.add(event.event, event.data);
+        return event.event === "answer";
+      });
+      if (finished) return;
+    } catch (error) {
+      if (signal.aborted) return;
+    }
+    view.reconnecting();
+    await sleep(RETRY_MS); // then again from the last step received
+  }
+}
+
+function openRun(id, request) {
+  if (state.current === id) return;
+  if (state.following) state.following.abort();
+  state.current = id;
+  state.following = new AbortController();
+  markCurrent();
+  const view = new RunView(id, request);
+  $("#run").replaceChildren(view.root);
+  follow(id, view, state.following.signal).finally(() => loadRecent());
+}
+
+class RunView {
+  constructor(id, request) {
+    this.status = el("span", { class: "chip live", text: "connecting" });
+    this.question = el("blockquote", { class: "question", hidden: true });
+    this.timeline = el("ol", { class: "timeline" });
+    this.pending = el("li", { class: "step pending" },
+      el("span", { class: "badge", text: "A" }),
+      el("div", { class: "card", text: "Profiling the request…" }));
+    this.timeline.append(this.pending);
+    this.root = el("div", { class: "run-view" },
+      el("div", { class: "run-head" }, el("h2", { text: "Run" }), this.status,
+        el("span", { class: "run-id", text: id })),
+      this.question, this.timeline);
+    $("#run").setAttribute("aria-busy", "true");
+    this.id = id;
+    if (request) this.setQuestion(request);
+    else this.loadQuestion();
+  }
+
+  // Opened from a link or the list: ask the server (again once the first step is in, when
+  // the server had not seen the run's request yet).
+  async loadQuestion() {
+    this.asked = (this.asked || 0) + 1;
+    try {
+      const run = await api(`/v1/runs/${encodeURIComponent(this.id)}`);
+      if (run.request) this.setQuestion(run.request);
+    } catch {
+      // the events say what there is to say
+    }
+  }
+
+  setQuestion(text) {
+    this.question.textContent = text;
+    this.question.hidden = false;
+  }
+
+  add(kind, data) {
+    const render = RENDER[kind];
+    if (!render) return;
+    const item = el("li", { class: "step", "data-kind": kind },
+      el("span", { class: "badge", text: badge(kind, data) }),
+      render(data));
+    if (kind === "answer" && data.degraded) item.classList.add("degraded");
+    this.pending.before(item);
+    if (this.question.hidden && this.asked === 1) this.loadQuestion();
+    this.setPending(kind, data);
+  }
+
+  setPending(kind, data) {
+    const next = {
+      profile: ["B", "Planning…"],
+      plan: ["1", "Running pass 1…"],
+      pass: data.converged ? ["✓", "Converged; wrapping up…"] : [String(data.pass + 1), `Running pass ${data.pass + 1}…`],
+      exit: ["E", "Writing the answer…"],
+    }[kind];
+    if (kind === "answer") {
+      this.pending.remove();
+      this.status.className = `chip ${data.degraded ? "warn" : "good"}`;
+      this.status.textContent = data.degraded ? "answered, degraded" : "answered";
+      $("#run").setAttribute("aria-busy", "false");
+      return;
+    }
+    this.status.className = "chip live";
+    this.status.textContent = "running";
+    if (next) {
+      this.pending.querySelector(".badge").textContent = next[0];
+      this.pending.querySelector(".card").textContent = next[1];
+    }
+  }
+
+  reconnecting() {
+    this.status.className = "chip live";
+    this.status.textContent = "reconnecting";
+  }
+
+  fail(message) {
+    this.pending.remove();
+    this.status.className = "chip bad";
+    this.status.textContent = "unavailable";
+    this.timeline.append(el("li", { class: "error-box", role: "alert", text: message }));
+    $("#run").setAttribute("aria-busy", "false");
+  }
+}
+
+// -- one card per step -----------------------------------------------------------------------
+
+function card(title, chips, ...body) {
+  return el("div", { class: "card" },
+    el("div", { class: "card-head" }, el("h3", { text: title }), el("span", { class: "spacer" }),
+      chips),
+    body);
+}
+
+function facts(pairs) {
+  return el("ul", { class: "facts" },
+    pairs.filter(([, value]) => value !== null && value !== undefined && value !== "")
+      .map(([label, value]) => el("li", {}, `${label} `, el("b", { text: String(value) }))));
+}
+
+function list(title, items) {
+  if (!items || !items.length) return null;
+  return el("div", {}, el("p", { text: title }), el("ul", {}, items.map((i) => el("li", { text: i }))));
+}
+
+const RENDER = {
+  profile(d) {
+    return card("Profile",
+      d.default_profile ? el("span", { class: "chip warn", text: "default profile" }) : null,
+      facts([
+        ["depth", `${d.reasoning_depth} of 5`],
+        ["information", pct(d.information_sufficiency)],
+        ["tools", d.expected_tool_usage],
+        ["breadth", d.output_breadth],
+        ["confidence needed", d.confidence_requirement],
+        ["pass budget", `${d.pass_budget} of at most ${d.max_ttl}`],
+      ]));
+  },
+
+  plan(d) {
+    return card("Plan", el("span", { class: "chip", text: `${d.steps.length} steps` }),
+      el("p", { class: "goal", text: d.goal }),
+      el("ol", { class: "plan-steps" },
+        d.steps.map((s) => el("li", {}, el("code", { text: s.step_id }), " ", s.description))));
+  },
+
+  pass(d) {
+    const verdict = d.converged
+      ? el("span", { class: "chip good", text: "converged" })
+      : el("span", { class: "chip", text: "not converged" });
+    const outputs = el("div", { class: "outputs" }, d.steps.map((s, index) => {
+      const chip = { done: "good", failed: "bad", blocked: "warn" }[s.status] || "";
+      return el("details", { open: index === d.steps.length - 1 && s.output ? true : null },
+        el("summary", {}, el("span", { class: "sid", text: s.step_id }),
+          el("span", { class: "desc", text: s.description || "" }),
+          el("span", { class: `chip ${chip}`, text: s.status })),
+        s.why ? el("div", { class: "why", text: s.why }) : null,
+        s.output ? el("pre", { text: s.output }) : null);
+    }));
+    const evidence = el("div", { class: "evidence" },
+      d.assessment ? el("p", {
+        text: `Completeness ${pct(d.assessment.completeness)}, coherence ${pct(d.assessment.coherence)}`
+          + (d.assessment.summary ? `: ${d.assessment.summary}` : ""),
+      }) : null,
+      d.rules ? el("p", { text: `Rules: ${pct(d.rules.score)}, ${d.rules.passed ? "passed" : "not passed"}` }) : null,
+      list("Rules failed", d.rules && d.rules.failed),
+      list("Issues found", d.validation && d.validation.issues),
+      list("Critique", d.critique),
+      list("Refined", d.refinement && d.refinement.applied));
+    return card(`Pass ${d.pass}`, verdict,
+      el("div", { class: "pass-score" }, measure("score", d.score, d.converged ? "good" : "")),
+      outputs, evidence);
+  },
+
+  exit(d) {
+    const good = d.reason === "converged";
+    return card("Loop ended", el("span", { class: `chip ${good ? "good" : "warn"}`, text: d.reason }),
+      el("p", { class: "exit-words", text: d.words + (d.detail ? ` (${d.detail})` : "") }),
+      facts([["passes", d.passes], ["pass budget left", d.ttl_remaining], ["refinements", d.refinements]]));
+  },
+
+  answer(d) {
+    const answer = d.final_answer;
+    const usage = d.usage || {};
+    const degraded = d.degraded_because && d.degraded_because.length
+      ? el("div", { class: "notice", role: "note" }, el("strong", { text: "Degraded answer" }),
+        el("ul", {}, d.degraded_because.map((line) => el("li", { text: line }))))
+      : null;
+    const body = el("div", { class: "card answer-card" },
+      el("div", { class: "card-head" }, el("h3", { text: "Answer" }), el("span", { class: "spacer" }),
+        el("span", { class: `chip ${d.degraded ? "warn" : "good"}`, text: d.status })),
+      degraded,
+      el("div", { class: "answer-text", text: answer.answer_text }),
+      el("div", { class: "answer-facts" },
+        typeof answer.confidence === "number"
+          ? measure("confidence", answer.confidence, answer.confidence >= 0.7 ? "good" : "warn") : null,
+        answer.notes ? el("p", { class: "notes", text: `Notes: ${answer.notes}` }) : null),
+      el("p", {
+        class: "usage",
+        text: `${d.total_passes} pass(es), ${d.total_refinements} refinement(s), `
+          + `${usage.prompt_tokens + usage.completion_tokens} tokens in ${usage.calls} call(s)`
+          + `${usage.estimated ? " (estimated)" : ""}, ${d.elapsed_seconds.toFixed(1)} s`,
+      }));
+    return body;
+  },
+};
+
+// -- recent runs -------------------------------------------------------------------------------
+
+async function loadRecent() {
+  try {
+    const { runs } = await api("/v1/runs?limit=20");
+    $("#recent-empty").hidden = runs.length > 0;
+    $("#recent").replaceChildren(...runs.map((run) => {
+      const chip = run.state === "answered"
+        ? el("span", { class: `chip ${run.degraded ? "warn" : "good"}`, text: run.status })
+        : run.state === "running" ? el("span", { class: "chip live", text: "running" })
+          : el("span", { class: "chip bad", text: "no answer" });
+      return el("li", {}, el("button", {
+        type: "button",
+        "data-id": run.correlation_id,
+        "aria-current": run.correlation_id === state.current ? "true" : null,
+        onclick: () => { location.hash = `#/runs/${run.correlation_id}`; },
+      }, el("span", { class: "recent-request", text: run.request }),
+      el("span", { class: "recent-meta" }, chip,
+        typeof run.confidence === "number" ? el("span", { text: `confidence ${pct(run.confidence)}` }) : null,
+        run.total_passes !== null ? el("span", { text: `${run.total_passes} pass(es)` }) : null,
+        el("span", { text: ago(run.submitted_at) }))));
+    }));
+  } catch (error) {
+    $("#recent-empty").hidden = false;
+    $("#recent-empty").textContent = error.message;
+  }
+}
+
+function markCurrent() {
+  for (const button of document.querySelectorAll("#recent button")) {
+    button.setAttribute("aria-current", button.dataset.id === state.current ? "true" : "false");
+  }
+}
+
+// -- wiring ----------------------------------------------------------------------------------
+
+function route() {
+  const match = location.hash.match(/^#\/runs\/([A-Za-z0-9_.:-]{1,128})$/);
+  if (match) openRun(match[1]);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("#token").value = state.token;
+  $("#ask-form").addEventListener("submit", submit);
+  $("#request").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.metaKey || event.ctrlKey)) $("#ask-form").requestSubmit();
+  });
+  $("#refresh").addEventListener("click", loadRecent);
+  window.addEventListener("hashchange", route);
+  route();
+  loadRecent();
+  setInterval(() => { if (!document.hidden) loadRecent(); }, RECENT_EVERY_MS);
+});

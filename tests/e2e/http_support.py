@@ -1,0 +1,153 @@
+"""Helpers of the HTTP proofs: a real `aeon serve` process, and plain HTTP to it.
+
+Requests go over real sockets with the standard library's http.client; an event stream is read
+line by line as a browser's EventSource would (gateway.run_feed's events: `id`, `event`, `data`).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from e2e_support import Proc, Processes
+
+_SERVING = re.compile(r"serving http://([^:/]+):(\d+)/")
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: Any  # the JSON, or the text when it is not JSON
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+
+@dataclass
+class Event:
+    kind: str
+    id: str
+    data: dict[str, Any]
+
+
+@dataclass
+class Stream:
+    """What one GET of a run's events gave: its status, the events read, whether it ended."""
+
+    status: int
+    events: list[Event] = field(default_factory=list)
+    ended: bool = False
+    body: Any = None
+
+    @property
+    def kinds(self) -> list[str]:
+        return [e.kind if e.kind != "pass" else f"pass-{e.data['pass']}" for e in self.events]
+
+
+class Server:
+    """`aeon serve --port 0` in a child process; `port` is the one it says it took."""
+
+    def __init__(self, procs: Processes, env: Mapping[str, str], name: str = "serve") -> None:
+        self.proc: Proc = procs.aeon(env, "serve", "--port", "0", name=name)
+        self.proc.wait_for_output("serving http://", timeout=30)
+        found = _SERVING.search(self.proc.stderr)
+        assert found, self.proc.tail()
+        self.host, self.port = found.group(1), int(found.group(2))
+
+    def connection(self, timeout: float = 30.0) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
+        raw: bytes | None = None,
+    ) -> Reply:
+        """One request; `body` is sent as JSON, `raw` as it is."""
+        sent = dict(headers or {})
+        data = raw
+        if body is not None:
+            data = json.dumps(body).encode()
+            sent.setdefault("Content-Type", "application/json")
+        connection = self.connection()
+        try:
+            connection.request(method, path, body=data, headers=sent)
+            response = connection.getresponse()
+            text = response.read().decode()
+            try:
+                parsed: Any = json.loads(text)
+            except json.JSONDecodeError:
+                parsed = text
+            found = {name.lower(): value for name, value in response.getheaders()}
+            return Reply(response.status, found, parsed)
+        finally:
+            connection.close()
+
+    def get(self, path: str, **options: Any) -> Reply:
+        return self.request("GET", path, **options)
+
+    def post(self, path: str, body: Any = None, **options: Any) -> Reply:
+        return self.request("POST", path, body, **options)
+
+    def submit(
+        self, request: str = "Explain tides, then summarise them for a child", **fields: Any
+    ) -> str:
+        reply = self.post("/v1/runs", {"request": request, **fields})
+        assert reply.status == 202, reply
+        return reply.body["correlation_id"]
+
+    def events(
+        self,
+        correlation_id: str,
+        *,
+        last_event_id: str | None = None,
+        stop_after: int | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Stream:
+        """Read the run's event stream to its end, or until `stop_after` events (then hang up)."""
+        sent = {"Accept": "text/event-stream", **(headers or {})}
+        if last_event_id is not None:
+            sent["Last-Event-ID"] = last_event_id
+        connection = self.connection()
+        try:
+            connection.request("GET", f"/v1/runs/{correlation_id}/events", headers=sent)
+            response = connection.getresponse()
+            stream = Stream(response.status)
+            if response.status != 200:
+                text = response.read().decode()
+                stream.body = json.loads(text) if text else None
+                return stream
+            fields: dict[str, str] = {}
+            while True:
+                line = response.readline().decode()
+                if not line:
+                    stream.ended = True
+                    return stream
+                line = line.rstrip("\r\n")
+                if line.startswith(":"):
+                    continue  # a keep-alive comment
+                if line:
+                    name, _, value = line.partition(":")
+                    fields[name] = value.removeprefix(" ")
+                    continue
+                if "data" in fields:
+                    data = json.loads(fields["data"])
+                    stream.events.append(Event(fields.get("event", "message"), fields["id"], data))
+                    if stop_after is not None and len(stream.events) >= stop_after:
+                        return stream
+                fields = {}
+        finally:
+            connection.close()
+
+
+def expected_kinds(result: Mapping[str, Any]) -> list[str]:
+    """The steps a run answered with `result` streams, in order."""
+    passes = [f"pass-{n}" for n in range(1, result["total_passes"] + 1)]
+    return ["profile", "plan", *passes, "exit", "answer"]

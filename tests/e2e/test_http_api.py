@@ -1,0 +1,417 @@
+"""Issue 14's proofs of the HTTP API: a real `aeon serve` and a real `aeon worker` on the
+session's Redis, spoken to over real HTTP.
+
+Status codes and bodies, the same validation as `aeon ask` (and nothing published when it
+refuses), `?wait=`, 404, tokens (and that none is ever logged), the rate limit, CORS, health
+and readiness, and the event stream: every step once and in order, resumed with Last-Event-ID
+from where the reader left off, by this server or by one that never saw the run.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+from e2e_support import Bus, Processes, child_env, wait_until
+from http_support import Server, expected_kinds
+
+pytestmark = pytest.mark.e2e
+
+#: Each LLM call of the offline model takes this long, so a run lasts a second or two and
+#: can be watched while it runs.
+LLM_DELAY_MS = "100"
+TOKEN = "tok-" + "7" * 28
+OTHER_TOKEN = "tok-" + "3" * 28
+
+
+@dataclass
+class Stack:
+    server: Server
+    bus: Bus
+    env: dict[str, str]
+
+
+def _delete_prefix(url: str, prefix: str) -> None:
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+        for start in range(0, len(keys), 500):
+            client.delete(*keys[start : start + 500])
+    finally:
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def stack(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """One worker and one server for the whole module, under a prefix of its own."""
+    prefix = "t" + uuid.uuid4().hex[:8]
+    procs = Processes(tmp_path_factory.mktemp("http-api-logs"))
+    env = child_env(redis_url, prefix, AEON_LLM_DELAY_MS=LLM_DELAY_MS)
+    bus = Bus(redis_url, prefix)
+    try:
+        procs.worker(env)
+        yield Stack(Server(procs, env), bus, env)
+    except BaseException:
+        print(procs.report())
+        raise
+    finally:
+        procs.kill_all()
+        bus.close()
+        _delete_prefix(redis_url, prefix)
+
+
+def _answered(server: Server, correlation_id: str) -> dict:
+    def done() -> dict | None:
+        reply = server.get(f"/v1/runs/{correlation_id}")
+        return reply.body if reply.status == 200 else None
+
+    return wait_until(done, 60, f"run {correlation_id} answered")
+
+
+# -- submitting and reading -------------------------------------------------------------------
+
+
+def test_a_submit_is_202_with_links_and_the_run_is_then_200_with_its_answer(stack: Stack) -> None:
+    reply = stack.server.post("/v1/runs", {"request": "Explain how tides work"})
+    assert reply.status == 202, reply
+    cid = reply.body["correlation_id"]
+    assert reply.body["state"] == "running"
+    assert reply.body["request"] == "Explain how tides work"
+    assert reply.body["links"] == {
+        "self": f"/v1/runs/{cid}",
+        "events": f"/v1/runs/{cid}/events",
+        "page": f"/#/runs/{cid}",
+    }
+    assert reply.header("location") == f"/v1/runs/{cid}"
+
+    run = _answered(stack.server, cid)
+    assert run["state"] == "answered"
+    assert run["request"] == "Explain how tides work"
+    result = run["result"]
+    assert result["status"] == "converged" and result["degraded"] is False
+    assert result["final_answer"]["answer_text"]
+    assert run["degraded_because"] == []
+
+
+def test_get_while_running_is_202_with_the_newest_step(stack: Stack) -> None:
+    cid = stack.server.submit()
+
+    def progressing() -> dict | None:
+        reply = stack.server.get(f"/v1/runs/{cid}")
+        assert reply.status in (200, 202), reply
+        latest = reply.body["progress"] and reply.body["progress"]["latest"]
+        return reply.body if reply.status == 202 and latest else None
+
+    running = wait_until(progressing, 30, "a 202 with a step in it")
+    assert running["state"] == "running" and running["result"] is None
+    latest = running["progress"]["latest"]
+    assert latest["kind"] in ("profile", "plan", "pass", "exit")
+    assert running["progress"]["steps_done"] >= 1
+    assert latest["id"].startswith(latest["kind"])
+
+
+def test_wait_returns_200_with_the_result_when_it_comes_in_time(stack: Stack) -> None:
+    reply = stack.server.post("/v1/runs?wait=60", {"request": "Explain how a rainbow forms"})
+    assert reply.status == 200, reply
+    assert reply.body["state"] == "answered"
+    assert reply.body["request"] == "Explain how a rainbow forms"
+    assert reply.body["result"]["final_answer"]["answer_text"]
+
+
+def test_wait_too_short_is_202_all_the_same(stack: Stack) -> None:
+    reply = stack.server.post("/v1/runs?wait=0.01", {"request": "Explain how a rainbow forms"})
+    assert reply.status == 202, reply
+    _answered(stack.server, reply.body["correlation_id"])
+
+
+def test_unknown_runs_and_paths_are_404_as_json(stack: Stack) -> None:
+    reply = stack.server.get(f"/v1/runs/{uuid.uuid4().hex}")
+    assert reply.status == 404
+    assert reply.body["error"] == "not_found" and reply.body["field"] == "id"
+    assert "no run" in reply.body["reason"]
+    events = stack.server.events(uuid.uuid4().hex)
+    assert events.status == 404 and events.body["field"] == "id"
+    nowhere = stack.server.get("/v1/nowhere")
+    assert nowhere.status == 404 and nowhere.body["field"] == "path"
+    bad = stack.server.get("/v1/runs/not%20an%20id")
+    assert bad.status == 422 and bad.body["field"] == "id"
+
+
+def test_recent_runs_list_the_newest_first_with_their_answers(stack: Stack) -> None:
+    first = stack.server.submit("Explain why the sky is blue")
+    second = stack.server.submit("Explain why the sea is salty")
+    _answered(stack.server, first)
+    _answered(stack.server, second)
+    reply = stack.server.get("/v1/runs?limit=2")
+    assert reply.status == 200
+    runs = reply.body["runs"]
+    assert [r["correlation_id"] for r in runs] == [second, first]
+    assert runs[0]["request"] == "Explain why the sea is salty"
+    assert runs[0]["state"] == "answered" and runs[0]["status"] == "converged"
+    assert 0 <= runs[0]["confidence"] <= 1 and runs[0]["total_passes"] >= 1
+    assert stack.server.get("/v1/runs?limit=0").body["field"] == "limit"
+
+
+# -- refusing bad input -----------------------------------------------------------------------
+
+BAD_BODIES = [
+    ({"request": ""}, "request", "the request is empty"),
+    ({"request": "   \n\t "}, "request", "the request is empty"),
+    ({"request": "x" * 20_001}, "request", "the limit is 20,000"),
+    ({"request": "hello\x00world"}, "request", "control character"),
+    ({"request": 42}, "request", "must be a string"),
+    ({}, "request", "is required"),
+    ({"request": "ok", "rules": "nope"}, "rules", "expected a list of rules"),
+    ({"request": "ok", "rules": [{"id": "r"}]}, "rules", "breaks the rule schema"),
+    (
+        {"request": "ok", "rules": [{"id": "r", "check": {"type": "content", "search": "("}}]},
+        "rules",
+        "not a valid regular expression",
+    ),
+    ({"request": "ok", "max_ttl": 101}, "max_ttl", "max TTL 101 is not a number of passes"),
+    ({"request": "ok", "max_ttl": 2.5}, "max_ttl", "must be a whole number"),
+    ({"request": "ok", "timeout_s": 0}, "timeout_s", "timeout 0 is not a number of seconds"),
+    ({"request": "ok", "timeout_s": 1e12}, "timeout_s", "at most 604,800"),
+    ({"request": "ok", "threshold": 1.5}, "threshold", "must be at most 1"),
+    ({"request": "ok", "colour": "blue"}, "colour", "is not a field of a run"),
+    (["request"], "body", "must be a JSON object"),
+]
+
+
+@pytest.mark.parametrize(("body", "field", "words"), BAD_BODIES, ids=lambda v: str(v)[:40])
+def test_bad_input_is_422_naming_the_field_and_nothing_is_published(
+    stack: Stack, body: object, field: str, words: str
+) -> None:
+    before = stack.bus.xlen("requests")
+    reply = stack.server.post("/v1/runs", body)
+    assert reply.status == 422, reply
+    assert reply.body["error"] == "bad_input"
+    assert reply.body["field"] == field
+    assert words in reply.body["reason"]
+    assert stack.bus.xlen("requests") == before
+
+
+def test_a_body_that_is_not_json_or_too_large_is_refused(stack: Stack) -> None:
+    before = stack.bus.xlen("requests")
+    garbled = stack.server.post("/v1/runs", raw=b"{not json", headers={"Content-Type": "x"})
+    assert garbled.status == 422 and garbled.body["field"] == "body"
+    huge = stack.server.post("/v1/runs", {"request": "x" * 1_100_000})
+    assert huge.status == 413 and huge.body["field"] == "body"
+    assert "AEON_HTTP_MAX_BODY_BYTES" in huge.body["reason"]
+    waiting = stack.server.post("/v1/runs?wait=forever", {"request": "ok"})
+    assert waiting.status == 422 and waiting.body["field"] == "wait"
+    assert stack.bus.xlen("requests") == before
+
+
+# -- the event stream ---------------------------------------------------------------------------
+
+
+def test_events_are_every_step_once_in_order_ending_with_the_answer(stack: Stack) -> None:
+    cid = stack.server.submit()
+    stream = stack.server.events(cid)
+    assert stream.status == 200 and stream.ended
+    result = stream.events[-1].data
+    assert stream.kinds == expected_kinds(result)
+    passes = [e.data for e in stream.events if e.kind == "pass"]
+    assert all(0 <= p["score"] <= 1 for p in passes)
+    assert passes[-1]["converged"] is True
+    assert any(step["output"] for p in passes for step in p["steps"])
+    assert stream.events[-2].data["reason"] == result["status"] == "converged"
+    assert result["final_answer"]["answer_text"]
+    assert len({e.id for e in stream.events}) == len(stream.events)
+
+
+def test_a_reader_resumes_with_last_event_id_missing_nothing_and_repeating_nothing(
+    stack: Stack,
+) -> None:
+    cid = stack.server.submit()
+    first = stack.server.events(cid, stop_after=2)
+    assert [e.kind for e in first.events] == ["profile", "plan"]
+    rest = stack.server.events(cid, last_event_id=first.events[-1].id)
+    assert rest.ended
+    whole = stack.server.events(cid)
+    assert first.kinds + rest.kinds == whole.kinds == expected_kinds(whole.events[-1].data)
+    assert rest.events[-1].data == whole.events[-1].data
+    after_answer = stack.server.events(cid, last_event_id=whole.events[-1].id)
+    assert after_answer.status == 204
+
+
+def test_a_server_that_never_saw_the_run_resumes_it_from_redis(
+    stack: Stack, procs: Processes
+) -> None:
+    """The id says where in Redis the reader was: a second gateway, started after the run
+    ended, finds the rest from there; a new reader there gets the whole run, found from its
+    answer's time."""
+    cid = stack.server.submit()
+    first = stack.server.events(cid, stop_after=3)
+    whole = stack.server.events(cid)  # to its end: the run is answered
+    other = Server(procs, stack.env, name="serve-late")
+    assert other.get(f"/v1/runs/{cid}").status == 200  # from the answer store
+    rest = other.events(cid, last_event_id=first.events[-1].id)
+    assert rest.status == 200 and rest.ended
+    assert first.kinds + rest.kinds == whole.kinds
+    assert [e.data for e in rest.events] == [e.data for e in whole.events[3:]]
+    assert other.events(cid).kinds == whole.kinds
+
+
+def test_a_bad_last_event_id_is_422(stack: Stack) -> None:
+    cid = stack.server.submit()
+    stream = stack.server.events(cid, last_event_id="pass-x@yesterday")
+    assert stream.status == 422 and stream.body["field"] == "Last-Event-ID"
+
+
+def test_a_reader_that_hangs_up_is_let_go(stack: Stack) -> None:
+    cid = stack.server.submit()
+    gone = stack.server.events(cid, stop_after=1)  # reads one event, then closes its socket
+    assert len(gone.events) == 1
+
+    def let_go() -> bool:
+        health = stack.server.get("/healthz").body
+        return health["open_event_streams"] == 0 and health["watched_runs"] == 0
+
+    wait_until(let_go, 30, "the server to close the stream of a reader that left")
+    assert stack.server.events(cid).ended  # and the run is still there for the next reader
+
+
+# -- the process ---------------------------------------------------------------------------------
+
+
+def test_health_readiness_openapi_docs_and_page(stack: Stack) -> None:
+    health = stack.server.get("/healthz")
+    assert health.status == 200 and health.body["status"] == "ok"
+    ready = stack.server.get("/readyz")
+    assert ready.status == 200 and ready.body == {"status": "ready"}
+    document = stack.server.get("/openapi.json").body
+    assert document["openapi"].startswith("3.1")
+    assert set(document["paths"]) >= {"/v1/runs", "/v1/runs/{correlation_id}/events", "/readyz"}
+    assert "RunRequest" in document["components"]["schemas"]
+    for path in ("/", "/docs"):
+        page = stack.server.get(path)
+        assert page.status == 200 and "<!doctype html>" in page.body
+        assert "default-src 'self'" in page.header("content-security-policy")
+    assert stack.server.get("/static/app.js").status == 200
+    assert (
+        "access-control-allow-origin"
+        not in stack.server.get("/healthz", headers={"Origin": "https://elsewhere.example"}).headers
+    )
+
+
+def test_readiness_is_503_while_redis_is_down(procs: Processes, redis_server_factory) -> None:
+    private = redis_server_factory()
+    server = Server(procs, child_env(private.url, "tready"))
+    assert server.get("/readyz").status == 200
+    private.close()
+    reply = server.get("/readyz")
+    assert reply.status == 503 and reply.body["status"] == "unavailable"
+    assert server.get("/healthz").status == 200
+
+
+# -- tokens, the rate limit, CORS ---------------------------------------------------------------
+
+
+def test_tokens_guard_the_api_and_are_never_logged(
+    stack: Stack, procs: Processes, tmp_path: Path
+) -> None:
+    env = {
+        **stack.env,
+        "AEON_HTTP_TOKENS": f"{TOKEN},{OTHER_TOKEN}",
+        "AEON_HTTP_CORS_ORIGINS": "https://app.example",
+        "AEON_LOG_LEVEL": "DEBUG",
+    }
+    server = Server(procs, env, name="serve-guarded")
+    bare = server.post("/v1/runs", {"request": "Explain tides"})
+    assert bare.status == 401 and bare.body["field"] == "Authorization"
+    assert bare.header("www-authenticate").startswith("Bearer")
+    wrong = server.get("/v1/runs", headers={"Authorization": "Bearer not-the-token-at-all"})
+    assert wrong.status == 401
+    good = {"Authorization": f"Bearer {OTHER_TOKEN}"}
+    cid = server.post("/v1/runs", {"request": "Explain tides"}, headers=good).body["correlation_id"]
+    assert server.events(cid, headers=good).ended
+    assert server.events(cid).status == 401
+    assert server.get("/healthz").status == 200  # outside the guard
+    preflight = server.request(
+        "OPTIONS",
+        "/v1/runs",
+        headers={
+            "Origin": "https://app.example",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type",
+        },
+    )
+    assert preflight.status == 200
+    assert preflight.header("access-control-allow-origin") == "https://app.example"
+    refused = server.get("/v1/runs", headers={"Origin": "https://app.example"})
+    assert refused.status == 401 and refused.header("access-control-allow-origin")
+    server.proc.terminate()
+    assert server.proc.wait(30) == 0
+    for token in (TOKEN, OTHER_TOKEN):
+        assert token not in server.proc.output
+
+
+def test_a_client_over_the_rate_limit_is_429(stack: Stack, procs: Processes) -> None:
+    env = {**stack.env, "AEON_HTTP_RATE_PER_S": "0.1", "AEON_HTTP_RATE_BURST": "3"}
+    server = Server(procs, env, name="serve-limited")
+    statuses = [server.get("/v1/runs?limit=1").status for _ in range(4)]
+    assert statuses == [200, 200, 200, 429]
+    refused = server.get("/v1/runs?limit=1")
+    assert refused.body["error"] == "rate_limited" and int(refused.header("retry-after")) >= 1
+    assert server.get("/healthz").status == 200  # the limit guards the API only
+
+
+# -- the command --------------------------------------------------------------------------------
+
+
+def test_sigterm_ends_open_streams_cleanly_and_exits_0(
+    procs: Processes, redis_url: str, redis_prefix: str
+) -> None:
+    """No worker under this prefix: the run never moves, so its stream stays open until the
+    server stops, and must then end as a stream ends (not cut), for the reader to resume."""
+    server = Server(procs, child_env(redis_url, redis_prefix), name="serve-stopping")
+    cid = server.submit()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        reading = pool.submit(server.events, cid)
+        wait_until(lambda: server.get("/healthz").body["open_event_streams"] == 1, 30, "the stream")
+        server.proc.terminate()
+        stream = reading.result(timeout=30)
+    assert stream.status == 200 and stream.ended and stream.events == []
+    assert server.proc.wait(30) == 0
+    assert "ERROR" not in server.proc.output
+
+
+def test_serve_without_redis_url_runs_the_embedded_stack(procs: Processes) -> None:
+    server = Server(procs, child_env(AEON_LLM_DELAY_MS="0"), name="serve-embedded")
+    reply = server.post("/v1/runs?wait=60", {"request": "Explain tides"})
+    assert reply.status == 200 and reply.body["result"]["final_answer"]["answer_text"]
+    server.proc.terminate()
+    assert server.proc.wait(30) == 0
+
+
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"AEON_HTTP_TOKENS": "short"}, "AEON_HTTP_TOKENS='***': 1 token(s) shorter than 16"),
+        ({"AEON_HTTP_PORT": "99999"}, "AEON_HTTP_PORT='99999': must be at most 65535"),
+        ({"AEON_HTTP_CORS_ORIGINS": "app.example"}, "'app.example' is not an origin"),
+        ({"AEON_HTTP_RATE_PER_S": "-1"}, "AEON_HTTP_RATE_PER_S='-1': must be at least 0"),
+    ],
+)
+def test_bad_http_settings_are_one_line_and_exit_2(
+    procs: Processes, env: dict[str, str], said: str
+) -> None:
+    done = procs.run_aeon(child_env(**env), "serve")
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"aeon: {said}" or said in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_a_port_already_taken_is_one_line_and_exit_2(stack: Stack, procs: Processes) -> None:
+    done = procs.run_aeon(stack.env, "serve", "--port", str(stack.server.port))
+    assert done.returncode == 2
+    line = done.stderr.strip()
+    assert line.startswith(f"aeon: cannot listen on 127.0.0.1:{stack.server.port}")
+    assert "choose a free port" in line and len(line.splitlines()) == 1

@@ -1,0 +1,210 @@
+"""Issue 14's proof of the run page, in a real headless Chromium (Debian's `chromium` and
+`chromium-driver`, which .ci/run installs) driven by Selenium, against a real `aeon serve`
+and `aeon worker` on the session's Redis.
+
+A person submits a request and watches it: the passes appear while the run is still going,
+each with its score and its steps' outputs, then the exit and the answer with its confidence.
+A run held to a rule it cannot meet ends degraded, and the page says why in plain words. The
+page fits a phone's width. Screenshots go to tests/e2e/artifacts/ (desktop and phone); the
+README's is a copy of the desktop one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from e2e_support import Processes
+from http_support import Server
+
+pytestmark = pytest.mark.e2e
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+ARTIFACTS = Path(__file__).with_name("artifacts")
+DESKTOP = (1366, 900)
+PHONE = (390, 844)
+REQUEST = "Explain how photosynthesis works, then rewrite it for a 10-year-old"
+#: A rule no offline answer meets: the loop cannot converge, and the answer is degraded.
+IMPOSSIBLE_RULE = [
+    {
+        "id": "cites-a-source",
+        "description": "names its source",
+        "severity": "fail",
+        "weight": 2,
+        "check": {"type": "content", "search": "Source: https?://"},
+    }
+]
+
+
+def _browser_or_skip() -> None:
+    missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
+    if missing and os.environ.get("CI"):
+        pytest.fail(f"{', '.join(missing)} missing: .ci/run installs chromium and chromium-driver")
+    if missing:
+        pytest.skip(f"no {', '.join(missing)}: apt-get install chromium chromium-driver")
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    _browser_or_skip()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = str(CHROMIUM)
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",  # CI runs as root
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        f"--window-size={DESKTOP[0]},{DESKTOP[1]}",
+    ):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def server(procs: Processes, env: dict[str, str]) -> Server:
+    """A worker whose every LLM call takes 150 ms, so a person (or this test) sees each pass
+    arrive, and the server."""
+    slow = {**env, "AEON_LLM_DELAY_MS": "150"}
+    procs.worker(slow)
+    return Server(procs, slow)
+
+
+def _wait(driver: object, check: object, timeout: float, what: str) -> object:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(check, message=what)
+
+
+def _screenshot(driver: object, name: str, size: tuple[int, int]) -> Path:
+    """The whole page at `size`'s width, saved under tests/e2e/artifacts/."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    driver.set_window_size(*size)
+    time.sleep(0.3)  # let the layout settle at the new width (not an assertion)
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(size[0], min(max(height, size[1]), 6000))
+    time.sleep(0.3)
+    path = ARTIFACTS / f"{name}.png"
+    driver.save_screenshot(str(path))
+    return path
+
+
+def _submit(driver: object, request: str, rules: list | None = None) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.ID, "request").send_keys(request)
+    if rules is not None:
+        driver.find_element(By.CSS_SELECTOR, "details.more > summary").click()
+        driver.find_element(By.ID, "rules").send_keys(json.dumps(rules))
+    driver.find_element(By.ID, "submit").click()
+
+
+def test_a_person_submits_watches_the_passes_arrive_and_reads_the_answer(
+    browser: object, server: Server
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver = browser
+    driver.get(f"http://{server.host}:{server.port}/")
+    _submit(driver, REQUEST)
+
+    def steps(kind: str) -> list:
+        return driver.find_elements(By.CSS_SELECTOR, f'#run .step[data-kind="{kind}"]')
+
+    # The first pass is on the page while the run is still going.
+    _wait(driver, lambda d: steps("pass"), 60, "the first pass on the page")
+    assert not steps("answer"), "the answer came with the first pass: nothing was live"
+    status = driver.find_element(By.CSS_SELECTOR, ".run-head .chip").text
+    assert status == "running"
+    assert steps("profile") and steps("plan")
+
+    _wait(driver, lambda d: steps("answer"), 60, "the answer on the page")
+    passes = steps("pass")
+    assert len(passes) >= 1
+    for card in passes:
+        assert "score" in card.text and "%" in card.text
+        assert card.find_elements(By.CSS_SELECTOR, ".outputs details")
+    last = passes[-1]
+    assert "converged" in last.text
+    assert last.find_element(By.CSS_SELECTOR, ".outputs pre").text  # a step's output, shown
+    assert "converged" in steps("exit")[0].text
+    answer = steps("answer")[0]
+    assert answer.find_element(By.CSS_SELECTOR, ".answer-text").text.strip()
+    assert "confidence" in answer.text
+    assert driver.find_element(By.CSS_SELECTOR, ".run-head .chip").text == "answered"
+    assert REQUEST in driver.find_element(By.CSS_SELECTOR, ".question").text
+    _wait(
+        driver,
+        lambda d: REQUEST in d.find_element(By.ID, "recent").text,
+        30,
+        "the run among the recent runs",
+    )
+
+    desktop = _screenshot(driver, "run-page-desktop", DESKTOP)
+    phone = _screenshot(driver, "run-page-phone", PHONE)
+    overflow = driver.execute_script(
+        "return document.documentElement.scrollWidth - window.innerWidth"
+    )
+    assert overflow <= 0, f"the page is {overflow}px wider than a phone's screen"
+    print(f"\nscreenshots: {desktop} {phone}")
+
+
+def test_a_degraded_answer_says_why_in_plain_words(browser: object, server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver = browser
+    driver.get(f"http://{server.host}:{server.port}/")
+    _submit(driver, "Explain why the sea is salty", IMPOSSIBLE_RULE)
+    _wait(
+        driver,
+        lambda d: d.find_elements(By.CSS_SELECTOR, '#run .step[data-kind="answer"]'),
+        90,
+        "the degraded answer on the page",
+    )
+    answer = driver.find_element(By.CSS_SELECTOR, '#run .step[data-kind="answer"]')
+    notice = answer.find_element(By.CSS_SELECTOR, ".notice")
+    assert "Degraded answer" in notice.text
+    assert "before the answer converged" in notice.text
+    assert driver.find_element(By.CSS_SELECTOR, ".run-head .chip").text == "answered, degraded"
+    rules = driver.find_elements(By.CSS_SELECTOR, '#run .step[data-kind="pass"] .evidence')
+    assert any("cites-a-source" in element.text for element in rules)
+    path = _screenshot(driver, "run-page-degraded", DESKTOP)
+    print(f"\nscreenshot: {path}")
+
+
+def test_bad_input_is_shown_next_to_the_form(browser: object, server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver = browser
+    driver.get(f"http://{server.host}:{server.port}/")
+    _submit(driver, "Explain tides", [{"id": "r", "check": {"type": "content", "search": "("}}])
+    error = _wait(
+        driver,
+        lambda d: d.find_element(By.ID, "form-error").text,
+        30,
+        "the form's error",
+    )
+    assert error.startswith("rules: ") and "regular expression" in error
+
+
+def test_the_docs_page_lists_every_endpoint(browser: object, server: Server) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver = browser
+    driver.get(f"http://{server.host}:{server.port}/docs")
+    _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".op"), 30, "the operations")
+    paths = {e.text for e in driver.find_elements(By.CSS_SELECTOR, ".op-head code")}
+    assert {"/v1/runs", "/v1/runs/{correlation_id}", "/v1/runs/{correlation_id}/events"} <= paths

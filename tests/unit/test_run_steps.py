@@ -1,0 +1,202 @@
+"""A run as steps (gateway.run_steps) and the watched run's merging (gateway.run_feed): what
+makes the HTTP event stream resumable is that the steps come from the newest event alone, in
+an order a reader's event id pins down."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.run_feed import RunView, WatchedRun, wire_steps
+from gateway.run_steps import (
+    ANSWERED,
+    BEFORE_ANY_STEP,
+    EventId,
+    degraded_because,
+    progress_rank,
+    request_of,
+    run_steps,
+)
+from phases.events import (
+    Event,
+    ExecutionResult,
+    LoopExited,
+    PassCompleted,
+    PassRequested,
+    PlanReady,
+    RequestSubmitted,
+    TaskProfiled,
+    Usage,
+)
+from phases.models import ExecutionPass, FinalAnswer, Plan, PlanStep, TaskProfile
+
+
+def _journey() -> dict[str, Event]:
+    """One run's events, each carrying the run as it was then."""
+    request = RequestSubmitted.new("Explain tides", timeout=60)
+    run = request.initial_state()
+    run.profile, run.ttl_remaining = TaskProfile(), 4
+    profiled = request.child(TaskProfiled, run=run.model_copy(deep=True))
+    run.plan = Plan(
+        goal="explain tides",
+        steps=[
+            PlanStep(step_id="s1", description="say what pulls"),
+            PlanStep(step_id="s2", description="say it simply"),
+        ],
+    )
+    planned = profiled.child(PlanReady, run=run.model_copy(deep=True))
+    run.plan.steps[0] = run.plan.steps[0].model_copy(
+        update={"status": "done", "output": "The moon pulls the sea.", "executed_in_pass": 1}
+    )
+    run.passes.append(
+        ExecutionPass(
+            pass_number=1,
+            executed_step_ids=["s1"],
+            failed_steps={"s2": "the LLM call failed"},
+            score=0.5,
+        )
+    )
+    completed = planned.child(PassCompleted, run=run.model_copy(deep=True))
+    requested = completed.child(PassRequested, run=run.model_copy(deep=True))
+    exited = requested.child(LoopExited, reason="stagnated", detail="no progress", run=run)
+    return {
+        "request": request,
+        "profiled": profiled,
+        "planned": planned,
+        "completed": completed,
+        "requested": requested,
+        "exited": exited,
+    }
+
+
+def _answer(status: str = "converged", **metadata: object) -> ExecutionResult:
+    degraded = bool(metadata.get("degraded", False))
+    return ExecutionResult(
+        status=status,
+        degraded=degraded,
+        total_passes=1,
+        total_refinements=0,
+        ttl_remaining=3,
+        usage=Usage(),
+        elapsed_seconds=1.5,
+        final_answer=FinalAnswer(
+            answer_text="The moon pulls the sea.",
+            confidence=0.8,
+            metadata={"degraded": degraded, **metadata},
+        ),
+    )
+
+
+def _keys(state: Event | None, answer: ExecutionResult | None = None) -> list[str]:
+    return [step.key for step in run_steps(state, answer)]
+
+
+def test_the_newest_event_alone_gives_every_step_so_far() -> None:
+    run = _journey()
+    assert _keys(run["request"]) == []
+    assert _keys(run["profiled"]) == ["profile"]
+    assert _keys(run["planned"]) == ["profile", "plan"]
+    assert _keys(run["completed"]) == ["profile", "plan", "pass-1"]
+    assert _keys(run["requested"]) == ["profile", "plan", "pass-1"]
+    assert _keys(run["exited"]) == ["profile", "plan", "pass-1", "exit"]
+    assert _keys(run["exited"], _answer()) == ["profile", "plan", "pass-1", "exit", "answer"]
+    orders = [step.order for step in run_steps(run["exited"], _answer())]
+    assert orders == sorted(orders) and orders[0] > BEFORE_ANY_STEP and orders[-1] == ANSWERED
+
+
+def test_a_pass_shows_each_step_it_ran_with_the_output_kept_or_why_not() -> None:
+    (step,) = [s for s in run_steps(_journey()["completed"], None) if s.kind == "pass"]
+    assert step.data["pass"] == 1 and step.data["score"] == 0.5 and not step.data["converged"]
+    done, failed = step.data["steps"]
+    assert done == {
+        "step_id": "s1",
+        "description": "say what pulls",
+        "status": "done",
+        "why": None,
+        "output": "The moon pulls the sea.",
+    }
+    assert failed["status"] == "failed" and failed["why"] == "the LLM call failed"
+    assert failed["output"] is None
+
+
+def test_the_exit_comes_from_the_loop_or_else_from_the_answer() -> None:
+    exited = run_steps(_journey()["exited"], None)[-1]
+    assert exited.kind == "exit"
+    assert exited.data["reason"] == "stagnated" and exited.data["words"] == "stopped improving"
+    assert exited.data["detail"] == "no progress" and exited.data["passes"] == 1
+    # Known only from the answer store: the exit and the answer, nothing invented before them.
+    steps = run_steps(None, _answer("ttl_exhausted", exit_detail="budget spent"))
+    assert [s.key for s in steps] == ["exit", "answer"]
+    assert steps[0].data["reason"] == "ttl_exhausted" and steps[0].data["detail"] == "budget spent"
+    lost = LoopExited.model_validate(
+        {**_journey()["exited"].model_dump(), "run": None, "reason": "failed"}
+    )
+    assert _keys(lost, _answer("failed")) == ["exit", "answer"]
+
+
+def test_progress_ranks_order_a_runs_events() -> None:
+    run = _journey()
+    ranks = [progress_rank(run[name]) for name in ("request", "profiled", "planned", "completed")]
+    assert ranks == sorted(ranks) and len(set(ranks)) == 4
+    assert progress_rank(run["requested"]) == progress_rank(run["completed"])
+    assert progress_rank(run["exited"]) > progress_rank(run["requested"])
+    assert request_of(run["request"]) == request_of(run["exited"]) == "Explain tides"
+
+
+def test_event_ids_parse_back_to_their_place() -> None:
+    event_id = EventId.parse("pass-12@1732300000000-3")
+    assert event_id.order == (2, 12) and event_id.entry_id == "1732300000000-3"
+    assert EventId.parse("profile@1-0").order < EventId.parse("plan@1-0").order
+    assert EventId.parse("pass-99@1-0").order < EventId.parse("exit@1-0").order
+    assert EventId.parse("answer@5-0").order == ANSWERED
+
+
+@pytest.mark.parametrize(
+    "text", ["", "pass@1-0", "pass-0@1-0", "plan", "plan@", "plan@abc", "summary@1-0", "x" * 500]
+)
+def test_ids_this_api_never_gave_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="not an event id of this API"):
+        EventId.parse(text)
+
+
+def test_degraded_reasons_are_plain_lines_without_repeats() -> None:
+    assert degraded_because(_answer()) == []
+    stagnated = degraded_because(
+        _answer(
+            "stagnated",
+            degraded=True,
+            reason="not_converged",
+            exit_detail="pass 2 changed nothing",
+            missing_fields=["semantic_validation"],
+            run_notes=["the plan was refined once"],
+        )
+    )
+    assert stagnated == [
+        "the loop stopped improving before the answer converged",
+        "why: pass 2 changed nothing",
+        "missing from the run: semantic_validation",
+        "the plan was refined once",
+    ]
+    failed = degraded_because(_answer("converged", degraded=True, reason="llm_error", error="503"))
+    assert failed == ["the language model call failed", "error: 503"]
+
+
+def test_a_watched_run_keeps_the_newest_state_and_its_answer() -> None:
+    run, watched = _journey(), WatchedRun("cid")
+    watched.offer(RunView(run["completed"], "5-0", None))
+    first = watched.version
+    watched.offer(RunView(run["profiled"], "3-0", None))  # older: nothing changes
+    assert watched.version == first and watched.view.state is run["completed"]
+    answer = _answer()
+    watched.offer(RunView(None, None, answer, "9-0"))
+    watched.offer(RunView(run["exited"], "8-0", None))
+    assert watched.view == RunView(run["exited"], "8-0", answer, "9-0")
+    steps = watched.steps()
+    assert watched.steps() is steps  # worked out once per change, for every watcher
+    assert [s.event_id for s in steps] == [
+        "profile@8-0",
+        "plan@8-0",
+        "pass-1@8-0",
+        "exit@8-0",
+        "answer@8-0",
+    ]
+    assert wire_steps(RunView(None, None, answer, "9-0"))[-1].event_id == "answer@9-0"
