@@ -32,6 +32,7 @@ from bench.overhead import run_overhead
 from bench.profiles import FULL, QUICK, SMOKE, Profile
 from bench.report import render, write_json
 from bench.scaleout import run_scaleout
+from bench.sse import run_sse
 from bench.targets import judge
 from bench.telemetry import run_telemetry
 from bus.connection import connect
@@ -45,6 +46,7 @@ SECTIONS = {
     "memory": run_memory,
     "cluster": run_cluster,
     "telemetry": run_telemetry,
+    "sse": run_sse,
 }
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
 _SECRET_HINTS = ("URL", "KEY", "PASSWORD", "TOKEN", "SECRET")

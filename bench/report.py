@@ -229,6 +229,49 @@ def _telemetry(section: Mapping[str, Any]) -> str:
     )
 
 
+def _sse(section: Mapping[str, Any]) -> str:
+    headers = ["slow readers", "streams", "most open", "events", "missed", "repeated"]
+    headers += ["out of order"]
+    headers += ["seconds", "answer late p50 ms", "p99 ms", "max ms", "serve CPU%"]
+    rows = [
+        [
+            r["slow_readers"],
+            r["streams"],
+            r["peak_open_streams"],
+            r["events_delivered"],
+            r["missed"],
+            r["repeated"],
+            r["out_of_order"],
+            r["seconds"],
+            r["answer_lateness_ms"]["p50"],
+            r["answer_lateness_ms"]["p99"],
+            r["answer_lateness_ms"]["max"],
+            r["server_cpu_percent"],
+        ]
+        for r in section["rounds"]
+    ]
+    slowed = section["rounds"][-1]
+    compared = [
+        [label, *(slowed[key][q] for q in ("p50", "p99", "max"))]
+        for label, key in (
+            ("runs with slow readers", "answer_lateness_ms_runs_with_slow_readers"),
+            ("runs without", "answer_lateness_ms_runs_without"),
+        )
+        if key in slowed
+    ]
+    return "\n".join(
+        [
+            f"7. Event streams: one `aeon serve`, {section['readers']:,} readers on "
+            f"{section['runs']} runs ({section['llm_delay_ms']:g} ms LLM), then with slow "
+            f"readers on half the runs; peak RSS {section['server_peak_rss_kb']:,} KB",
+            table(headers, rows),
+            "",
+            "The other readers' answer lateness in the round with slow readers (ms):",
+            table(["", "p50", "p99", "max"], compared),
+        ]
+    )
+
+
 def _targets(rows: Sequence[Mapping[str, Any]]) -> str:
     verdict = {True: "PASS", False: "MISS", None: "not run"}
     return "Targets\n" + table(
@@ -244,4 +287,5 @@ _SECTIONS = {
     "memory": _memory,
     "cluster": _cluster,
     "telemetry": _telemetry,
+    "sse": _sse,
 }

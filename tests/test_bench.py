@@ -51,6 +51,7 @@ def test_meta_says_what_ran(report: dict[str, Any]) -> None:
         "memory",
         "cluster",
         "telemetry",
+        "sse",
     ]
     assert meta["redis"]["source"] == "url"
     assert _positive(meta["duration_s"])
@@ -144,6 +145,22 @@ def test_telemetry_measures_each_configuration_against_none(report: dict[str, An
         for name in ("metrics", "tracing", "tracing_10pct", "metrics_and_tracing")
     }
     assert all(_positive(value) for value in section["ratios"].values())
+
+
+def test_sse_counts_every_reader_with_and_without_slow_ones(report: dict[str, Any]) -> None:
+    section = report["sse"]
+    assert (section["runs"], section["readers"]) == (2, 20)
+    assert [r["slow_readers"] for r in section["rounds"]] == [0, 2]
+    for row in section["rounds"]:
+        assert row["streams"] == section["readers"] + row["slow_readers"]
+        assert 0 <= row["peak_open_streams"] <= row["streams"]
+        assert row["missed"] == row["repeated"] == row["out_of_order"] == row["incomplete"] == 0
+        assert row["events_delivered"] == row["events_expected"] > 0
+        assert _positive(row["answer_lateness_ms"]["max"]) and row["server_cpu_percent"] >= 0
+    slowed = section["rounds"][1]
+    for key in ("answer_lateness_ms_runs_with_slow_readers", "answer_lateness_ms_runs_without"):
+        assert _positive(slowed[key]["max"]), key
+    assert _positive(section["server_peak_rss_kb"])
 
 
 def test_every_target_is_judged(report: dict[str, Any]) -> None:
