@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from bus.settings import BusSettings
+from gateway.http_settings import HttpSettings
 from llm.factory import LLMSettings
 from phases.deps import LoopSettings
 from phases.events import RequestSubmitted
@@ -36,6 +37,18 @@ def test_every_loop_setting_is_documented() -> None:
 def test_every_metrics_setting_is_documented() -> None:
     for name in MetricsSettings.model_fields:
         assert f"`{MetricsSettings.variable(name)}`" in README, name
+
+
+def test_every_http_setting_is_documented() -> None:
+    for name in HttpSettings.model_fields:
+        assert f"`{HttpSettings.variable(name)}`" in README, name
+
+
+def test_the_run_page_screenshot_is_there() -> None:
+    root = Path(__file__).resolve().parents[1]
+    for image in ("docs/img/run-page.png", "docs/img/run-page-phone.png"):
+        assert image in README, image
+        assert (root / image).stat().st_size > 10_000, image
 
 
 def test_every_tracing_variable_is_documented() -> None:
