@@ -6,7 +6,10 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from bus.settings import BusSettings
+from config import AeonSettings
 from gateway.http_settings import HttpSettings
 from llm.factory import LLMSettings
 from phases.deps import LoopSettings
@@ -24,24 +27,21 @@ def test_request_schema_in_readme_is_the_codes() -> None:
     assert json.loads(schema.group(1)) == RequestSubmitted.model_json_schema()
 
 
-def test_every_bus_setting_is_documented() -> None:
-    for name in BusSettings.model_fields:
-        assert f"`{BusSettings.variable(name)}`" in README, name
+#: Every settings class: each of its variables must be in the README (most in Configuration).
+SETTINGS = (
+    BusSettings,
+    LoopSettings,
+    LLMSettings,
+    MetricsSettings,
+    TracingSettings,
+    HttpSettings,
+)
 
 
-def test_every_loop_setting_is_documented() -> None:
-    for name in LoopSettings.model_fields:
-        assert f"`{LoopSettings.variable(name)}`" in README, name
-
-
-def test_every_metrics_setting_is_documented() -> None:
-    for name in MetricsSettings.model_fields:
-        assert f"`{MetricsSettings.variable(name)}`" in README, name
-
-
-def test_every_http_setting_is_documented() -> None:
-    for name in HttpSettings.model_fields:
-        assert f"`{HttpSettings.variable(name)}`" in README, name
+@pytest.mark.parametrize("settings", SETTINGS, ids=lambda cls: cls.__name__)
+def test_every_setting_is_documented(settings: type[AeonSettings]) -> None:
+    for name in settings.model_fields:
+        assert f"`{settings.variable(name)}`" in README, name
 
 
 def test_the_run_page_screenshot_is_there() -> None:
@@ -49,16 +49,6 @@ def test_the_run_page_screenshot_is_there() -> None:
     for image in ("docs/img/run-page.png", "docs/img/run-page-phone.png"):
         assert image in README, image
         assert (root / image).stat().st_size > 10_000, image
-
-
-def test_every_tracing_variable_is_documented() -> None:
-    for name in TracingSettings.model_fields:
-        assert f"`{TracingSettings.variable(name)}`" in README, name
-
-
-def test_every_llm_setting_is_documented() -> None:
-    for name in LLMSettings.model_fields:
-        assert f"`{LLMSettings.variable(name)}`" in README, name
 
 
 def test_set_up_commands_are_the_ones_ci_runs() -> None:
