@@ -31,12 +31,11 @@ from typing import Any, Protocol
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from telemetry.tracing import TRACE_FIELDS
+
 Fields = dict[bytes, bytes]
 #: The one field of a FastStream stream entry: its envelope.
 FASTSTREAM_FIELD = b"__data__"
-#: The W3C Trace Context an entry may carry beside its event, as fields of a flat entry or
-#: headers of a FastStream envelope (telemetry.tracing writes and reads them).
-TRACE_FIELDS = ("traceparent", "tracestate")
 
 
 class Routable(Protocol):
@@ -168,12 +167,6 @@ def trace_context(fields: Fields) -> dict[str, str]:
             return {}
         return {name: headers[name] for name in TRACE_FIELDS if name in headers}
     return {name: text(fields, name.encode()) for name in TRACE_FIELDS if name.encode() in fields}
-
-
-def added_ns(entry_id: bytes) -> int:
-    """When Redis added an entry, in nanoseconds since the epoch: its id's first part, which
-    is Redis's clock in milliseconds."""
-    return int(entry_id.split(b"-", 1)[0]) * 1_000_000
 
 
 def text(fields: Fields, name: bytes) -> str:

@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 import openai
 
+from llm import observed
 from llm.base import (
     ContextLengthError,
     LLMCall,
@@ -50,7 +51,6 @@ from llm.base import (
     approx_tokens,
 )
 from llm.reasoning import split_reasoning
-from telemetry import llm as observed
 
 log = logging.getLogger(__name__)
 

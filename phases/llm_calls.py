@@ -27,6 +27,7 @@ from typing import Protocol, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from llm import observed
 from llm.base import ContextLengthError, LLMAdapter, LLMCall, LLMError, LLMReply
 from phases.events import Usage
 from phases.lenient import lenient_candidates, schema_of
@@ -39,7 +40,6 @@ from prompts.registry import (
     SystemPromptInput,
 )
 from prompts.unified import ContextItem, UnifiedPrompt
-from telemetry import llm as observed
 
 T = TypeVar("T", bound=BaseModel)
 

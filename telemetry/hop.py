@@ -24,7 +24,6 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from bus.codec import added_ns
 from telemetry import tracing
 from telemetry.metrics import PhaseMetrics
 
@@ -135,6 +134,12 @@ class Hop:
         if failure:
             self._span.set_status(Status(StatusCode.ERROR, failure[:_DESCRIPTION_CHARS]))
         self._span.end()
+
+
+def added_ns(entry_id: bytes) -> int:
+    """When Redis added an entry, in nanoseconds since the epoch: its id's first part, which
+    is Redis's clock in milliseconds."""
+    return int(entry_id.split(b"-", 1)[0]) * 1_000_000
 
 
 #: A failed hop's status description: enough to name the reason (which may quote the input).

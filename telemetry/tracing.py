@@ -28,9 +28,11 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from bus.codec import TRACE_FIELDS
 from config import AeonSettings, SettingsError
 
+#: The W3C Trace Context an entry may carry beside its event: fields of a flat entry (before
+#: `type`, `cid`, `body`: bus.codec), or headers of a FastStream envelope.
+TRACE_FIELDS = ("traceparent", "tracestate")
 #: OpenTelemetry's name for this instrumentation.
 SCOPE = "aeon"
 #: How long a process leaving waits for its last spans to be exported.

@@ -3,6 +3,9 @@ when nothing records, and the gauges set from an `aeon status` report."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 from prometheus_client import REGISTRY
 
@@ -134,3 +137,16 @@ def test_a_dead_letter_keeps_the_trace_context_and_a_replay_puts_it_back() -> No
     replayed = original_fields(stored)
     assert replayed == fields
     assert list(replayed)[-1] == b"body"  # the body stays the last field
+
+
+def test_telemetry_depends_on_nothing_of_aeon_but_config() -> None:
+    """bus, llm, phases and gateway record through telemetry: it must not import them back."""
+    root = Path(__file__).resolve().parents[2] / "telemetry"
+    for module in root.glob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                top = node.module.split(".")[0]
+                assert top not in {"bus", "llm", "phases", "gateway", "prompts"}, module.name
+            elif isinstance(node, ast.Import):
+                tops = {alias.name.split(".")[0] for alias in node.names}
+                assert not tops & {"bus", "llm", "phases", "gateway", "prompts"}, module.name
