@@ -94,6 +94,17 @@ LLM_SECONDS = Histogram(
     buckets=_LATENCY_BUCKETS,
 )
 
+HTTP_REQUESTS = Counter(
+    "aeon_http_requests", "HTTP requests answered by `aeon serve`", ["method", "route", "status"]
+)
+HTTP_SECONDS = Histogram(
+    "aeon_http_request_seconds",
+    "From a request's start to its response's first byte (an event stream's: its headers)",
+    ["method", "route"],
+    buckets=_LATENCY_BUCKETS,
+)
+HTTP_EVENT_STREAMS = Gauge("aeon_http_event_streams", "Server-Sent Event streams open")
+
 STREAM_LAG = Gauge("aeon_stream_lag", "Entries not yet delivered to the phase's group", ["phase"])
 STREAM_PENDING = Gauge("aeon_stream_pending", "Entries delivered and not yet acked", ["phase"])
 OLDEST_PENDING = Gauge(
@@ -140,6 +151,14 @@ def serve(settings: MetricsSettings) -> None:
         ) from None
     _enabled = True
     log.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
+
+
+def record() -> None:
+    """Start recording without serving: for a process that serves /metrics itself
+    (`aeon serve`, on its own port)."""
+    global _enabled
+    disable_created_metrics()
+    _enabled = True
 
 
 def enabled() -> bool:
