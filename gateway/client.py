@@ -33,7 +33,8 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Self
+from datetime import datetime, timedelta
+from typing import Any, Self
 
 from redis.asyncio.cluster import PipelineCommand
 from redis.exceptions import ReadOnlyError, ResponseError
@@ -63,13 +64,28 @@ PROGRESS_STREAMS = ("profiled", "passes", "pass-completed", "loop-exited")
 _STORE_POLL_S = 2.0
 #: How far before this host's clock a reader starts when its server cannot tell the time.
 _CLOCK_MARGIN_S = 10.0
+#: Entries one XREAD takes at most, how long it blocks (ms), and how long a reader waits before
+#: trying a lost Redis again.
+_READ_COUNT = 500
+_BLOCK_MS = 500
+_RECONNECT_S = 0.5
 #: A submit that Redis could not take (a failover under way) is tried again after this long.
 _SUBMIT_RETRY_S = 0.25
+#: Seconds a request may take unless its submitter says otherwise (its deadline in the pipeline).
+DEFAULT_TIMEOUT_S = 300.0
 #: How long past a request's deadline its gateway keeps waiting: the phase that notices the
 #: deadline still has to hand the run to Phase E, which answers degraded without the LLM.
 ANSWER_GRACE_S = 5.0
 
 ProgressCallback = Callable[[Progress], None]
+#: Takes each entry a reader reads: its stream, its entry id, its fields.
+EntryHandler = Callable[[str, bytes, dict[bytes, bytes]], None]
+
+
+def answer_due_by(deadline: datetime) -> datetime:
+    """When a run with `deadline` has its answer if it ever will: its gateway stops waiting
+    then, and a run still unanswered is lost (or its answer expired)."""
+    return deadline + timedelta(seconds=ANSWER_GRACE_S)
 
 
 class AnswerTimeout(TimeoutError):
@@ -96,24 +112,28 @@ class AeonClient:
         *,
         settings: BusSettings | None = None,
         redis: RedisClient | None = None,
+        also: EntryHandler | None = None,
     ) -> None:
+        """`also` sees every entry the client's readers take, and they then read the requests
+        streams too: `aeon serve`'s run feed follows every run this way, so one reader serves
+        both and each entry is read from Redis once."""
         self.settings = settings or BusSettings.from_env()
+        self._also = also
         self._url = redis_url or self.settings.redis_url
         self._redis = redis
         self._owns_redis = redis is None
         self.keys = Keys(self.settings.prefix, self.settings.shards)
         self._waiters: dict[str, _Waiter] = {}
-        self._readers: list[asyncio.Task[None]] = []
-        self._closing = False
+        self._readers: StreamReaders | None = None
 
     async def __aenter__(self) -> Self:
         if self._redis is None:
             self._redis = await connect(self.settings, self._url, consumers=self.keys.shards)
         try:
             await self._agree_on_shards()
+            self._readers = StreamReaders(self.redis, "the reader of the bus", self._take)
             for streams in self._reads():
-                start = await self._start_id(streams[0])
-                self._readers.append(asyncio.create_task(self._follow(streams, start)))
+                self._readers.start(streams, await self._start_id(streams[0]))
         except BaseException:
             await self.__aexit__()
             raise
@@ -146,18 +166,29 @@ class AeonClient:
         """The streams each reader follows: all of them in one XREAD, or on a cluster, one
         XREAD per shard (a shard's streams share its slot)."""
         names = (ANSWERS, *PROGRESS_STREAMS)
+        if self._also is not None:
+            names = (RequestSubmitted.STREAM, *names)
         shards = [tuple(self.keys.stream(n, s) for n in names) for s in range(self.keys.shards)]
         if is_cluster(self.redis):
             return shards
         return [tuple(key for shard in shards for key in shard)]
 
     async def __aexit__(self, *exc_info: object) -> None:
-        self._closing = True
-        for task in self._readers:
-            task.cancel()
-        await asyncio.gather(*self._readers, return_exceptions=True)
+        if self._readers is not None:
+            await self._readers.stop()
         if self._owns_redis and self._redis is not None:
             await self._redis.aclose()
+
+    @property
+    def runs_awaited(self) -> int:
+        """Runs this client keeps a waiter for (each until `wait` takes its answer)."""
+        return len(self._waiters)
+
+    @property
+    def reader_failure(self) -> str | None:
+        """What stopped a reader for good (None while they all read): every wait, and every
+        live event stream fed by `also`, behind it would wait in vain."""
+        return self._readers.failure if self._readers is not None else None
 
     @property
     def redis(self) -> RedisClient:
@@ -174,11 +205,16 @@ class AeonClient:
         rules: list[Rule] | None = None,
         max_ttl: int = DEFAULT_TTL_CAP,
         threshold: float = DEFAULT_THRESHOLD,
-        timeout: float = 300.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         on_progress: ProgressCallback | None = None,
+        watch: bool = True,
     ) -> str:
         """Publish a request and return its correlation id; BadInput before publishing if the
-        request is not acceptable. `timeout` becomes the request's deadline in the pipeline."""
+        request is not acceptable. `timeout` becomes the request's deadline in the pipeline.
+
+        The client watches the run, keeping its answer until `wait` takes it. `watch=False`
+        (without `on_progress`) keeps nothing, for a caller that will not wait on this client:
+        a watched run nobody waits for is kept for the life of the client."""
         event = RequestSubmitted.new(
             check_request(request),
             timeout=check_timeout(timeout),
@@ -186,7 +222,8 @@ class AeonClient:
             max_ttl=check_max_ttl(max_ttl),
             threshold=threshold,
         )
-        self._watch(event.correlation_id, on_progress)
+        if watch or on_progress is not None:
+            self._watch(event.correlation_id, on_progress)
         key = self.keys.stream_of(RequestSubmitted.STREAM, event.correlation_id)
         with tracing.submitting(event.correlation_id, key) as trace:  # the run's root span
             await self._publish(event, key, trace, time.monotonic() + timeout)
@@ -278,7 +315,7 @@ class AeonClient:
         self,
         request: str,
         *,
-        timeout: float = 300.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         on_progress: ProgressCallback | None = None,
         **options: object,
     ) -> ExecutionResult:
@@ -309,30 +346,16 @@ class AeonClient:
                 return FinalAnswerReady.model_validate_json(body).result
         return None
 
-    async def _follow(self, streams: tuple[str, ...], start: str) -> None:
-        """Hand every entry of `streams` to the waiter of its correlation id."""
-        last = dict.fromkeys(streams, start)
-        failing = False
-        while not self._closing:
-            try:
-                reply = await self.redis.xread(last, count=500, block=500)
-            except TRANSIENT as error:
-                if not failing:
-                    log.warning("lost Redis (%s); reconnecting", type(error).__name__)
-                failing = True
-                await asyncio.sleep(0.5)
-                continue
-            failing = False
-            for stream, entries in reply or ():
-                last[stream.decode()] = entries[-1][0]
-                for _entry_id, fields in entries:
-                    self._deliver(fields)
+    def _take(self, stream: str, entry_id: bytes, fields: dict[bytes, bytes]) -> None:
+        if self._also is not None:
+            self._also(stream, entry_id, fields)
+        self._deliver(fields)
 
     def _deliver(self, fields: dict[bytes, bytes]) -> None:
-        waiter = self._waiters.get(fields.get(b"cid", b"").decode())
+        waiter = self._waiters.get(field_text(fields, b"cid"))
         if waiter is None:
             return
-        kind = fields.get(b"type", b"").decode()
+        kind = field_text(fields, b"type")
         if kind == FinalAnswerReady.__name__:
             result = FinalAnswerReady.model_validate_json(fields[b"body"]).result
             if not waiter.future.done():
@@ -345,6 +368,89 @@ class AeonClient:
                         continue
                     waiter.passes_shown = progress.pass_number
                 waiter.on_progress(progress)
+
+
+class StreamReaders:
+    """The client's XREAD loops (which also feed `aeon serve`'s run feed), one per group of
+    streams, each handing every entry to `handle`.
+
+    Everyone waiting on a reader stalls silently if it stops, so it must outlive anything
+    Redis or one entry can do: a lost Redis is waited out, an entry `handle` cannot take (a
+    producer's garbage, a failing progress callback) is skipped and logged once per reader,
+    and a reader that stops anyway is logged and named by `failure`, which readiness reports.
+    """
+
+    def __init__(
+        self,
+        redis: RedisClient,
+        name: str,
+        handle: EntryHandler,
+    ) -> None:
+        self._redis = redis
+        self._name = name
+        self._handle = handle
+        self._tasks: list[asyncio.Task[None]] = []
+        #: Why a reader stopped for good; None while every one reads.
+        self.failure: str | None = None
+
+    def start(self, streams: tuple[str, ...], start: str) -> None:
+        """Read `streams` from entry id `start` on, until `stop`."""
+        task = asyncio.create_task(self._follow(streams, start))
+        task.add_done_callback(self._ended)
+        self._tasks.append(task)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled():
+            return
+        error = task.exception()
+        self.failure = self.failure or f"{self._name} stopped ({type(error).__name__}: {error})"
+        log.error("%s; restart this process", self.failure, exc_info=error)
+
+    async def _follow(self, streams: tuple[str, ...], start: str) -> None:
+        last: dict[Any, Any] = dict.fromkeys(streams, start)
+        failing = skipped = False
+        while True:
+            try:
+                reply = await self._redis.xread(last, count=_READ_COUNT, block=_BLOCK_MS)
+            except TRANSIENT as error:
+                if not failing:
+                    log.warning("lost Redis (%s); reconnecting", type(error).__name__)
+                failing = True
+                await asyncio.sleep(_RECONNECT_S)
+                continue
+            failing = False
+            for stream, entries in reply or ():
+                name = stream.decode()
+                last[name] = entries[-1][0]
+                for entry_id, fields in entries:
+                    try:
+                        self._handle(name, entry_id, fields)
+                    except Exception as error:  # one entry must not stop every waiter
+                        if not skipped:
+                            log.warning(
+                                "%s skipped entry %s of %s, which it cannot take (%s: %s); "
+                                "further ones are skipped silently",
+                                self._name,
+                                entry_id.decode(),
+                                name,
+                                type(error).__name__,
+                                error,
+                            )
+                        skipped = True
+
+
+def field_text(fields: dict[bytes, bytes], name: bytes) -> str:
+    """A text field of an entry, "" when absent or not UTF-8: entries come from any producer,
+    and a byte that is not text must not stop a reader."""
+    try:
+        return fields.get(name, b"").decode()
+    except UnicodeDecodeError:
+        return ""
 
 
 async def stream_id_now(redis: RedisClient, key: str) -> str:

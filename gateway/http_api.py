@@ -18,7 +18,7 @@ import asyncio
 import math
 import re
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +31,16 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from bus.connection import TRANSIENT
 from bus.settings import redact
 from bus.writes import refuses_writes
-from gateway.client import ANSWER_GRACE_S, AeonClient, AnswerTimeout
+from gateway.client import AeonClient, AnswerTimeout, answer_due_by
 from gateway.http_errors import ApiError, error_response, json_response
 from gateway.http_guards import ApiGuard
 from gateway.http_models import (
@@ -53,7 +55,14 @@ from gateway.http_models import (
 )
 from gateway.http_openapi import openapi_document
 from gateway.http_settings import HttpSettings
-from gateway.run_feed import RunFeed, RunView, WireStep, stream_steps, wire_steps
+from gateway.run_feed import (
+    ForeignEventId,
+    RunFeed,
+    RunView,
+    WireStep,
+    stream_steps,
+    wire_steps,
+)
 from gateway.run_steps import ANSWERED, EventId, degraded_because
 from gateway.validation import BadInput, check_max_ttl, check_request, check_timeout, parse_rules
 from phases.events import ExecutionResult, RequestSubmitted
@@ -68,6 +77,8 @@ SEND_TIMEOUT_S = 30.0
 #: How long a reader waits between two tries of a dropped event stream (SSE `retry:`).
 RETRY_MS = 1_000
 _READY_TIMEOUT_S = 2.0
+#: What Redis failing looks like (a cluster's too): 503 with Retry-After, not 500.
+_REDIS_FAILURES: tuple[type[BaseException], ...] = (RedisError, *TRANSIENT)
 #: What pydantic says of a bad field, as `aeon ask` would say it.
 _TYPE_WORDS = {
     "missing": "is required",
@@ -100,7 +111,9 @@ class HttpApi:
     async def submit(self, request: Request) -> Response:
         wait = _number(request.query_params.get("wait", "0"), "wait", 0, MAX_WAIT_S)
         body = _checked(await self._body(request))
-        correlation_id = await self.client.submit(**body)
+        # Watched only when this request waits for the answer: the client keeps a watched
+        # run's answer until someone waits for it, and nobody would.
+        correlation_id = await self.client.submit(**body, watch=bool(wait))
         self.feed.note_submitted(correlation_id)
         headers = {"Location": links(correlation_id).self}
         if wait:
@@ -120,7 +133,14 @@ class HttpApi:
         return json_response(run.model_dump(mode="json"), 202, headers)
 
     async def _body(self, request: Request) -> Any:
-        """The body as JSON, refused past AEON_HTTP_MAX_BODY_BYTES before it is all read."""
+        """The body as JSON, refused past AEON_HTTP_MAX_BODY_BYTES before it is all read.
+        Only `Content-Type: application/json` is taken: a browser sends that from another
+        site's page only after asking (CORS preflight), so no page can submit runs unasked."""
+        media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if media_type != "application/json":
+            raise ApiError(
+                415, "Content-Type", "send the body as JSON, with Content-Type: application/json"
+            )
         limit = self.settings.http_max_body_bytes
         too_large = ApiError(
             413, "body", f"the body is over {limit:,} bytes (AEON_HTTP_MAX_BODY_BYTES)"
@@ -158,6 +178,9 @@ class HttpApi:
         try:
             if not await self.feed.load(watch.run, after):
                 raise _unknown(correlation_id)
+        except ForeignEventId as error:
+            watch.release()
+            raise ApiError(422, "Last-Event-ID", str(error)) from None
         except BaseException:
             watch.release()
             raise
@@ -184,12 +207,18 @@ class HttpApi:
     # -- the process --------------------------------------------------------------------------
 
     async def healthz(self, request: Request) -> Response:
-        return json_response({"status": "ok", **self.feed.stats()})
+        stats = {**self.feed.stats(), "awaited_runs": self.client.runs_awaited}
+        return json_response({"status": "ok", **stats})
 
     async def readyz(self, request: Request) -> Response:
+        """Ready while Redis answers and every background reader reads: a stopped one would
+        leave live streams and waits hanging while the process looks well."""
+        stopped = self.client.reader_failure
+        if stopped:
+            return json_response({"status": "unavailable", "reason": stopped}, 503)
         try:
             await asyncio.wait_for(self.client.redis.ping(), _READY_TIMEOUT_S)
-        except (RedisError, OSError, TimeoutError) as error:
+        except _REDIS_FAILURES as error:
             return json_response({"status": "unavailable", "reason": _redis_reason(error)}, 503)
         return json_response({"status": "ready"})
 
@@ -276,17 +305,21 @@ def _run_response(
     headers: dict[str, str] | None = None,
     request: str | None = None,
 ) -> Response:
-    """200 with the result when answered; 202 with the newest step while running."""
+    """200 with the result when answered; 202 with the newest step while running; 200 with the
+    steps it took once its deadline passed with no answer (it will not get one)."""
+    give_up_in = view.seconds_to_give_up()
+    lost = give_up_in is not None and give_up_in <= 0
+    state = "answered" if view.answer else "no_answer" if lost else "running"
     run = Run(
         correlation_id=correlation_id,
-        state="answered" if view.answer else "running",
+        state=state,
         request=view.request or request,
         result=view.answer,
         degraded_because=degraded_because(view.answer) if view.answer else [],
         progress=None if view.answer else _progress(wire_steps(view)),
         links=links(correlation_id),
     )
-    return json_response(run.model_dump(mode="json"), 200 if view.answer else 202, headers)
+    return json_response(run.model_dump(mode="json"), 202 if state == "running" else 200, headers)
 
 
 def _progress(steps: list[WireStep]) -> Progress:
@@ -299,7 +332,7 @@ def _progress(steps: list[WireStep]) -> Progress:
 
 
 def _recent(run: RequestSubmitted, answer: ExecutionResult | None) -> RecentRun:
-    late = datetime.now(UTC) > run.deadline + timedelta(seconds=ANSWER_GRACE_S)
+    late = datetime.now(UTC) > answer_due_by(run.deadline)
     state = "answered" if answer else "no_answer" if late else "running"
     final = answer.final_answer if answer else None
     return RecentRun(
@@ -349,9 +382,13 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
         Route("/v1/runs", api.recent, methods=["GET"]),
         Route("/v1/runs/{correlation_id}", api.run, methods=["GET"]),
         Route("/v1/runs/{correlation_id}/events", api.events, methods=["GET"]),
-        Mount("/static", StaticFiles(directory=STATIC)),
+        Mount("/static", _PageFiles(directory=STATIC)),
     ]
-    middleware = [Middleware(ApiGuard, settings=settings)]
+    middleware = [
+        # DNS rebinding: a page whose own name now resolves here may not read the API.
+        Middleware(TrustedHostMiddleware, allowed_hosts=settings.allowed_hosts()),
+        Middleware(ApiGuard, settings=settings),
+    ]
     if settings.http_cors_origins:
         cors = Middleware(
             CORSMiddleware,
@@ -367,9 +404,19 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
         exception_handlers={
             ApiError: _api_error,
             HTTPException: _http_error,
-            RedisError: _redis_error,
+            **dict.fromkeys(_REDIS_FAILURES, _redis_error),
         },
     )
+
+
+class _PageFiles(StaticFiles):
+    """The page's files, each with the page's headers: /static/index.html is the page too, and
+    must not be framed or sniffed any more than / is."""
+
+    def file_response(self, *args: Any, **kwargs: Any) -> Response:
+        response = super().file_response(*args, **kwargs)
+        response.headers.update(_PAGE_HEADERS)
+        return response
 
 
 async def _api_error(request: Request, error: Exception) -> Response:

@@ -20,6 +20,7 @@ ERROR_WORDS = {
     404: "not_found",
     405: "method_not_allowed",
     413: "too_large",
+    415: "unsupported_media_type",
     422: "bad_input",
     429: "rate_limited",
     500: "internal_error",

@@ -3,10 +3,11 @@ document's schemas (gateway.http_openapi), from one definition."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gateway.client import DEFAULT_TIMEOUT_S
 from phases.events import DEFAULT_THRESHOLD, MAX_REQUEST_CHARS, MAX_TIMEOUT_S, ExecutionResult
 from phases.models import DEFAULT_TTL_CAP, MAX_TTL_CAP
 
@@ -14,6 +15,13 @@ from phases.models import DEFAULT_TTL_CAP, MAX_TTL_CAP
 MAX_WAIT_S = 300.0
 #: The most recent runs one `GET /v1/runs` lists.
 MAX_RECENT = 100
+
+
+#: Where a run is, as the API says it.
+RunStage = Annotated[
+    Literal["running", "answered", "no_answer"],
+    Field(description="no_answer: its deadline passed and no answer is stored (lost, or expired)"),
+]
 
 
 class RunRequest(BaseModel):
@@ -31,16 +39,23 @@ class RunRequest(BaseModel):
         "--rules FILE` reads them (README, CLI)",
         json_schema_extra={"anyOf": [{"type": "array"}, {"type": "object"}, {"type": "null"}]},
     )
+    # Strict: JSON has numbers, so `true` or "7" is a mistake to name, not a number to guess.
     threshold: float = Field(
-        DEFAULT_THRESHOLD, ge=0, le=1, description="the pass score that counts as converged"
+        DEFAULT_THRESHOLD,
+        ge=0,
+        le=1,
+        strict=True,
+        description="the pass score that counts as converged",
     )
     max_ttl: int = Field(
         DEFAULT_TTL_CAP,
+        strict=True,
         description="cap on passes",
         json_schema_extra={"minimum": 1, "maximum": MAX_TTL_CAP},
     )
     timeout_s: float = Field(
-        300.0,
+        DEFAULT_TIMEOUT_S,
+        strict=True,
         description="seconds the run may take: its deadline in the pipeline",
         json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_S},
     )
@@ -60,8 +75,9 @@ class Progress(BaseModel):
 class StepEvent(BaseModel):
     """One step of a run, as each Server-Sent Event of `/v1/runs/{id}/events` carries it."""
 
-    kind: Literal["profile", "plan", "pass", "exit", "answer"] = Field(
-        description="the SSE `event:` field"
+    kind: Literal["profile", "plan", "pass", "exit", "answer", "no_answer"] = Field(
+        description="the SSE `event:` field; a stream ends after `answer`, or after `no_answer` "
+        "once the run's deadline passed without one"
     )
     id: str = Field(
         description="the SSE `id:` field, `<step>@<Redis entry id>`; send it back as "
@@ -71,11 +87,11 @@ class StepEvent(BaseModel):
 
 
 class Run(BaseModel):
-    """A run: answered (`result` holds the ExecutionResult with the final answer), or still
-    running (`progress` holds the newest step)."""
+    """A run: answered (`result` holds the ExecutionResult with the final answer), still
+    running (`progress` holds the newest step), or past its deadline with no answer."""
 
     correlation_id: str
-    state: Literal["running", "answered"]
+    state: RunStage
     request: str | None = Field(None, description="the request, when it is known here")
     result: ExecutionResult | None = None
     degraded_because: list[str] = Field(
@@ -89,9 +105,7 @@ class RecentRun(BaseModel):
     correlation_id: str
     request: str = Field(description="the request, cut to 300 characters")
     submitted_at: str
-    state: Literal["running", "answered", "no_answer"] = Field(
-        description="no_answer: its deadline passed and no answer is stored (lost, or expired)"
-    )
+    state: RunStage
     status: str | None = Field(None, description="how the loop ended, once answered")
     degraded: bool | None = None
     confidence: float | None = None
@@ -116,6 +130,9 @@ class Health(BaseModel):
     open_event_streams: int | None = None
     watched_runs: int | None = None
     runs_indexed: int | None = None
+    awaited_runs: int | None = Field(
+        None, description="runs whose answer a request here is waiting for (`?wait=`)"
+    )
 
 
 Progress.model_rebuild()

@@ -115,6 +115,7 @@ def _paths() -> dict[str, Any]:
                     },
                     {
                         "413": "the body is over AEON_HTTP_MAX_BODY_BYTES",
+                        "415": "the body is not sent as application/json",
                         "422": "a field is wrong: `field` and `reason` say which and why",
                         **guarded,
                     },
@@ -198,7 +199,10 @@ def _paths() -> dict[str, Any]:
                 "summary": "Redis answers",
                 "security": [{}],
                 "responses": _responses(
-                    {"200": ("ready", "Health"), "503": ("Redis does not answer", "Health")}
+                    {
+                        "200": ("ready", "Health"),
+                        "503": ("Redis does not answer, or a reader of it stopped", "Health"),
+                    }
                 ),
             }
         },

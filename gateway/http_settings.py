@@ -33,8 +33,22 @@ class HttpSettings(AeonSettings):
     #: Origins whose pages may call the API from a browser (CORS); none, the browser allows
     #: only the run page served here. `*` allows any.
     http_cors_origins: CommaList = ()
+    #: Host names the server answers to (the Host header), besides this machine's own names
+    #: and the address it listens on: a page on another site that resolves its name to this
+    #: address (DNS rebinding) is then refused. `*` allows any.
+    http_allowed_hosts: CommaList = ()
+    #: Addresses of the reverse proxies whose X-Forwarded-For and X-Forwarded-Proto are
+    #: believed (the rate limit then counts the address they name); none, the headers are
+    #: ignored, as anyone can send them. `*` believes any peer.
+    http_trusted_proxies: CommaList = ()
 
-    @field_validator("http_tokens", "http_cors_origins", mode="before")
+    @field_validator(
+        "http_tokens",
+        "http_cors_origins",
+        "http_allowed_hosts",
+        "http_trusted_proxies",
+        mode="before",
+    )
     @classmethod
     def _split(cls, value: object) -> object:
         if isinstance(value, str):
@@ -61,3 +75,20 @@ class HttpSettings(AeonSettings):
                     f"{origin!r} is not an origin; origins look like https://app.example.com"
                 )
         return tuple(origin.rstrip("/") for origin in origins)
+
+    @field_validator("http_allowed_hosts")
+    @classmethod
+    def _hosts(cls, hosts: tuple[str, ...]) -> tuple[str, ...]:
+        for host in hosts:
+            if host != "*" and ("*" in host[1:] or (host[0] == "*" and host[:2] != "*.")):
+                raise ValueError(
+                    f"{host!r} is not a host name; host names look like aeon.example.com or "
+                    "*.example.com"
+                )
+        return hosts
+
+    def allowed_hosts(self) -> list[str]:
+        """The Host header values served: this machine's names, the listening address and
+        AEON_HTTP_ALLOWED_HOSTS, IPv6 addresses in brackets as a Host header writes them."""
+        names = ("localhost", "127.0.0.1", "::1", self.http_host, *self.http_allowed_hosts)
+        return list(dict.fromkeys(f"[{name}]" if ":" in name else name for name in names))

@@ -5,7 +5,8 @@ gateway only publishes and reads. What makes a run cheap to read back anyway is 
 its progress events carries the whole run so far (gateway.run_steps), so the newest one is
 enough. The feed finds it three ways, cheapest first:
 
-- **Where this process saw it.** One follower reads every shard's requests, progress and
+- **Where this process saw it.** One follower (the AeonClient's own reader, which hands the
+  feed every entry it takes: `RunFeed.seen`) reads every shard's requests, progress and
   answers streams with plain XREAD from the moment the process started, and for each entry
   notes, without decoding it, where the newest progress event of its run sits (stream and
   entry id; the most recent INDEX_SIZE runs). Reading the run back is one XRANGE of that entry.
@@ -28,24 +29,27 @@ is ready, and the follower never waits on a watcher.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Self
+from datetime import UTC, datetime
 
 import orjson
 from pydantic import ValidationError
 
-from bus.connection import TRANSIENT, RedisClient, is_cluster
+from bus.connection import TRANSIENT, RedisClient
 from bus.keys import ANSWERS, Keys
-from gateway.client import PROGRESS_STREAMS, stream_id_now
+from gateway.client import PROGRESS_STREAMS, answer_due_by, field_text
 from gateway.run_steps import (
     BEFORE_ANY_STEP,
+    TYPE_RANK,
     EventId,
     Order,
     Step,
     format_event_id,
+    no_answer_step,
     progress_rank,
     request_of,
     run_steps,
@@ -67,23 +71,15 @@ INDEX_SIZE = 100_000
 #: one request can make this process read; a reader away for long under heavy traffic gets what
 #: the answer store has), per XRANGE, and how far before the id's time the scan starts (the
 #: run's other streams may hold entries of the same millisecond, and a clock can step back).
-SCAN_LIMIT = 5_000
-SCAN_PAGE = 500
+SCAN_LIMIT = 1_000
+SCAN_PAGE = 250
 SCAN_MARGIN_MS = 1_000
 #: The streams a run's progress is in, in the order its events go through them.
 STATE_STREAMS = (RequestSubmitted.STREAM, *PROGRESS_STREAMS)
-#: How a run's event types rank without decoding them (see `_Where`).
-_TYPE_RANK = {
-    "RequestSubmitted": 0,
-    "TaskProfiled": 1,
-    "PlanReady": 2,
-    "PassRequested": 3,
-    "PassCompleted": 3,
-    "LoopExited": 4,
-}
-_READ_COUNT = 500
-_BLOCK_MS = 500
-_RETRY_S = 0.5
+
+
+class ForeignEventId(ValueError):
+    """A reader's event id that names an entry of another run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +96,7 @@ class _Where:
 
     @classmethod
     def of(cls, kind: str, stream: str, entry_id: str) -> _Where:
-        return cls((_TYPE_RANK[kind], *_entry_rank(entry_id.encode())), stream, entry_id)
+        return cls((TYPE_RANK[kind], *_entry_rank(entry_id.encode())), stream, entry_id)
 
 
 SUBMITTED = _Where((-1, 0, 0), None, None)
@@ -118,6 +114,18 @@ class RunView:
     @property
     def request(self) -> str | None:
         return request_of(self.state)
+
+    def seconds_to_give_up(self) -> float | None:
+        """Seconds until this run, unanswered, counts as never to be answered (0 or less: it
+        does now); None once answered, or while its deadline is unknown."""
+        if self.answer is not None or self.state is None:
+            return None
+        return (answer_due_by(self.state.deadline) - datetime.now(UTC)).total_seconds()
+
+    def no_answer(self) -> WireStep:
+        """The step that ends the stream of a run given up on."""
+        assert self.state is not None
+        return _wire(no_answer_step(self.state.deadline), self.state_at or "0-0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,21 +209,10 @@ class RunFeed:
         self._index_size = index_size
         self._index: OrderedDict[str, _Where] = OrderedDict()
         self._watched: dict[str, WatchedRun] = {}
-        self._followers: list[asyncio.Task[None]] = []
+        self._unreadable_answer_logged = False
         #: Event streams open now (for /healthz).
         self.open_streams = 0
         self.stopping = False
-
-    async def __aenter__(self) -> Self:
-        for streams in self._reads():
-            start = await stream_id_now(self._redis, streams[0])
-            self._followers.append(asyncio.create_task(self._follow(streams, start)))
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        for task in self._followers:
-            task.cancel()
-        await asyncio.gather(*self._followers, return_exceptions=True)
 
     def stats(self) -> dict[str, int]:
         return {
@@ -240,7 +237,7 @@ class RunFeed:
         if where is not None and where.stream and where.entry_id:
             state = await self._read(where.stream, where.entry_id)
             state_at = where.entry_id if state is not None else None
-        if state is None and after is not None:
+        if state is None and after is not None and await self._is_entry_of(correlation_id, after):
             since = _entry_ms(after.entry_id) - SCAN_MARGIN_MS
             state, state_at = await self._scan(correlation_id, STATE_STREAMS, since)
         if state is None and answered is not None:
@@ -286,6 +283,13 @@ class RunFeed:
             run.loaded = True
             return True
 
+    async def settle(self, run: WatchedRun) -> None:
+        """Look in the answer store once more before giving up on a run: its answer may have
+        come while this process was not reading."""
+        answered = await self._stored_answer(run.correlation_id)
+        if answered is not None:
+            run.offer(RunView(None, None, answered.result))
+
     async def recent(self, limit: int) -> list[tuple[RequestSubmitted, ExecutionResult | None]]:
         """The newest `limit` requests over every shard, newest first, each with its answer if
         one is stored: the requests streams keep the question, the answer store the rest."""
@@ -310,8 +314,44 @@ class RunFeed:
     # -- reading ------------------------------------------------------------------------------
 
     async def _stored_answer(self, correlation_id: str) -> FinalAnswerReady | None:
+        """The run's stored answer; None when there is none, or it cannot be read (written by
+        another version, or damaged): one bad answer must not fail every list of runs."""
         body = await self._redis.get(self._keys.answer(correlation_id))
-        return FinalAnswerReady.model_validate_json(body) if body is not None else None
+        if body is None:
+            return None
+        try:
+            return FinalAnswerReady.model_validate_json(body)
+        except ValidationError as error:
+            if not self._unreadable_answer_logged:
+                self._unreadable_answer_logged = True
+                log.warning(
+                    "the stored answer of %s cannot be read (%d problem(s), first: %s); such "
+                    "answers are shown as missing, and further ones are not logged",
+                    correlation_id,
+                    error.error_count(),
+                    error.errors(include_url=False)[0]["msg"],
+                )
+            return None
+
+    async def _is_entry_of(self, correlation_id: str, after: EventId) -> bool:
+        """Whether the entry a reader's event id names is one of this run's, in its shard:
+        only then is scanning from it worth its cost (a made-up id on a made-up run would
+        otherwise make anyone able to reach the API read a whole window of every stream).
+        False when there is no such entry (never was, or trimmed since); ForeignEventId when
+        it is another run's."""
+        names = (*STATE_STREAMS, ANSWERS)
+        keys = [self._keys.stream_of(name, correlation_id) for name in names]
+        entry_id = after.entry_id
+        replies = await asyncio.gather(
+            *(self._redis.xrange(key, entry_id, entry_id, count=1) for key in keys)
+        )
+        owners = {field_text(fields, b"cid") for reply in replies for _entry, fields in reply}
+        if owners and correlation_id not in owners:
+            raise ForeignEventId(
+                f"entry {entry_id} is an event of another run, not of {correlation_id}; "
+                "send the id of the last event this run's stream gave"
+            )
+        return bool(owners)
 
     async def _read(self, stream: str, entry_id: str) -> Event | None:
         entries = await self._redis.xrange(stream, entry_id, entry_id, count=1)
@@ -356,42 +396,15 @@ class RunFeed:
 
     # -- following ----------------------------------------------------------------------------
 
-    def _reads(self) -> list[tuple[str, ...]]:
-        """The streams each follower reads: all in one XREAD, or on a cluster one XREAD per
-        shard (an XREAD may not span slots)."""
-        names = (*STATE_STREAMS, ANSWERS)
-        shards = [tuple(self._keys.stream(n, s) for n in names) for s in range(self._keys.shards)]
-        if is_cluster(self._redis):
-            return shards
-        return [tuple(key for shard in shards for key in shard)]
-
-    async def _follow(self, streams: tuple[str, ...], start: str) -> None:
-        last: dict[Any, Any] = dict.fromkeys(streams, start)
-        failing = False
-        while True:
-            try:
-                reply = await self._redis.xread(last, count=_READ_COUNT, block=_BLOCK_MS)
-            except TRANSIENT as error:
-                if not failing:
-                    log.warning(
-                        "lost Redis (%s); reading again when it is back", type(error).__name__
-                    )
-                failing = True
-                await asyncio.sleep(_RETRY_S)
-                continue
-            failing = False
-            for stream, entries in reply or ():
-                name = stream.decode()
-                last[name] = entries[-1][0]
-                for entry_id, fields in entries:
-                    self._seen(name, entry_id.decode(), fields)
-
-    def _seen(self, stream: str, entry_id: str, fields: dict[bytes, bytes]) -> None:
-        cid = fields.get(b"cid", b"").decode()
-        kind = fields.get(b"type", b"").decode()
+    def seen(self, stream: str, entry: bytes, fields: dict[bytes, bytes]) -> None:
+        """Take an entry of a requests, progress or answers stream, as read (`AeonClient`'s
+        `also`): note where its run's newest event is, and offer it to the run's watchers."""
+        cid = field_text(fields, b"cid")
+        kind = field_text(fields, b"type")
         if not cid:
             return  # not an entry of Aeon's flat form: no run to file it under
-        if kind in _TYPE_RANK:
+        entry_id = entry.decode()
+        if kind in TYPE_RANK:
             where = _Where.of(kind, stream, entry_id)
             known = self._index.get(cid)
             if known is None or where.rank >= known.rank:
@@ -424,7 +437,7 @@ def _entry_rank(entry_id: bytes) -> tuple[int, int]:
 def _decode(fields: dict[bytes, bytes]) -> Event | None:
     """The event in an entry of Aeon's flat form; None for anything else (a poison entry is
     the phases' business, not a reader's)."""
-    cls = EVENT_TYPES.get(fields.get(b"type", b"").decode())
+    cls = EVENT_TYPES.get(field_text(fields, b"type"))
     body = fields.get(b"body")
     if cls is None or body is None:
         return None
@@ -466,7 +479,18 @@ async def stream_steps(watch: Watch, after: EventId | None) -> AsyncIterator[Wir
                         return
             if run.stopping:
                 return
-            await run.changed(version)
+            give_up_in = run.view.seconds_to_give_up()
+            if give_up_in is not None and give_up_in <= 0:
+                try:
+                    await feed.settle(run)
+                except TRANSIENT:
+                    return  # the reader tries again, by its id, when Redis is back
+                if run.view.answer is None:
+                    yield run.view.no_answer()
+                    return
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(run.changed(version), give_up_in)
     finally:
         feed.open_streams -= 1
         watch.release()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from gateway.progress import EXIT_WORDS
@@ -35,13 +36,26 @@ from phases.events import (
 from phases.models import ExecutionPass
 from phases.phase_e import WHY_NO_MODEL_ANSWER, Reason
 
-StepKind = Literal["profile", "plan", "pass", "exit", "answer"]
-_KIND_ORDER: dict[str, int] = {"profile": 0, "plan": 1, "pass": 2, "exit": 3, "answer": 4}
+StepKind = Literal["profile", "plan", "pass", "exit", "answer", "no_answer"]
+#: A run ends with its answer, or, past its deadline without one, with `no_answer`: either is
+#: its last step.
+_KIND_ORDER: dict[str, int] = {
+    "profile": 0,
+    "plan": 1,
+    "pass": 2,
+    "exit": 3,
+    "answer": 4,
+    "no_answer": 4,
+}
 #: Where a reader is in a run: the key of the last step it has.
 Order = tuple[int, int]
 BEFORE_ANY_STEP: Order = (-1, 0)
 ANSWERED: Order = (_KIND_ORDER["answer"], 0)
-_EVENT_ID = re.compile(r"(profile|plan|pass-([1-9]\d{0,5})|exit|answer)@(\d{1,20}-\d{1,20})")
+_EVENT_ID = re.compile(
+    r"(profile|plan|pass-([1-9]\d{0,5})|exit|answer|no_answer)@((\d{1,20})-(\d{1,20}))"
+)
+#: The largest part of a Redis stream entry id (an unsigned 64-bit number).
+_MAX_ID_PART = 2**64 - 1
 
 #: Why an answer is degraded, in words, for the reasons where the model still wrote it (the
 #: others say why the model did not: phase_e.WHY_NO_MODEL_ANSWER).
@@ -52,13 +66,15 @@ _DEGRADED_WORDS: dict[str, str] = {
     Reason.NOT_CONVERGED: "the loop ended without converging",
     **{reason.value: words for reason, words in WHY_NO_MODEL_ANSWER.items()},
 }
-#: How a loop that did not converge ended, as the first reason a degraded answer gives.
-_UNFINISHED_WORDS: dict[str, str] = {
-    "ttl_exhausted": "the pass budget (TTL) ran out before the answer converged",
-    "stagnated": "the loop stopped improving before the answer converged",
-    "max_passes": "the loop reached AEON_MAX_PASSES before the answer converged",
-    "deadline_exceeded": "the request's timeout passed before the loop finished",
-    "failed": "a phase failed, so the loop could not finish",
+#: How far along its run each progress event type is, told by its name alone (the run feed
+#: ranks entries without decoding them); see `progress_rank`.
+TYPE_RANK: dict[str, int] = {
+    RequestSubmitted.__name__: 0,
+    TaskProfiled.__name__: 1,
+    PlanReady.__name__: 2,
+    PassRequested.__name__: 3,
+    PassCompleted.__name__: 3,
+    LoopExited.__name__: 4,
 }
 
 
@@ -89,12 +105,13 @@ class EventId:
     def parse(cls, text: str) -> EventId:
         """ValueError when `text` is not an id this API gave out."""
         match = _EVENT_ID.fullmatch(text.strip())
-        if match is None:
+        # Redis refuses an entry id past 64 bits, which would read as Redis failing.
+        if match is None or max(int(match[4]), int(match[5])) > _MAX_ID_PART:
             raise ValueError(
                 f"{text[:80]!r} is not an event id of this API; "
                 "ids look like pass-2@1732300000000-0"
             )
-        key, number, entry_id = match.groups()
+        key, number, entry_id = match.groups()[:3]
         kind = "pass" if number else key
         return cls((_KIND_ORDER[kind], int(number or 0)), entry_id)
 
@@ -107,17 +124,11 @@ def progress_rank(event: Event) -> tuple[int, int]:
     """How far along its run `event` is: of two events of one run, the one with the higher rank
     holds everything the other does (a PassRequested and the PassCompleted it followed rank the
     same: they describe the same passes)."""
-    if isinstance(event, RequestSubmitted):
-        return (0, 0)
-    if isinstance(event, TaskProfiled):
-        return (1, 0)
-    if isinstance(event, PlanReady):
-        return (2, 0)
-    if isinstance(event, PassCompleted | PassRequested):
-        return (3, event.run.pass_count)
-    if isinstance(event, LoopExited):
-        return (4, 0)
-    raise TypeError(f"{type(event).__name__} is not a run's progress")
+    rank = TYPE_RANK.get(type(event).__name__)
+    if rank is None:
+        raise TypeError(f"{type(event).__name__} is not a run's progress")
+    passes = event.run.pass_count if isinstance(event, PassCompleted | PassRequested) else 0
+    return (rank, passes)
 
 
 def request_of(event: Event | None) -> str | None:
@@ -285,6 +296,19 @@ def _exit_of_answer(answer: ExecutionResult) -> Step:
     )
 
 
+def no_answer_step(deadline: datetime) -> Step:
+    """The last step of a run whose deadline (and the grace after it) passed with no answer."""
+    return Step(
+        "no_answer",
+        0,
+        {
+            "deadline": deadline.isoformat(),
+            "reason": "no answer came by the run's deadline: the run was lost (a phase or Redis "
+            "failed) or its answer has expired (AEON_ANSWER_TTL_S)",
+        },
+    )
+
+
 def answer_data(answer: ExecutionResult) -> dict[str, Any]:
     """The ExecutionResult as JSON, with `degraded_because`: why the answer is degraded, one
     plain line each, so no reader has to know the reason codes."""
@@ -299,7 +323,8 @@ def degraded_because(answer: ExecutionResult) -> list[str]:
     reason = str(metadata.get("reason") or "")
     lines = []
     if answer.status != "converged":
-        lines.append(_UNFINISHED_WORDS.get(answer.status, f"the loop ended: {answer.status}"))
+        words = EXIT_WORDS.get(answer.status, answer.status)
+        lines.append(f"the loop ended before the answer converged: {words}")
     if not (lines and reason in (Reason.NOT_CONVERGED, Reason.TTL_EXHAUSTED)):  # said just now
         lines.append(_DEGRADED_WORDS.get(reason, reason or "the run did not go as planned"))
     for key, label in (("exit_detail", "why"), ("error", "error")):

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from bus.connection import connect
+from bus.keys import Keys
 from bus.settings import BusSettings
 from config import SettingsError
 from gateway.client import AeonClient
@@ -111,19 +112,21 @@ async def _serve_on(settings: BusSettings, http: HttpSettings, listening: socket
 
     from gateway.http_api import build_app
 
-    # The client's answer reader and the feed's reader each block one connection per shard.
-    redis = await connect(settings, consumers=2 * settings.shards)
+    # The client's reader blocks one connection per shard; it reads for the feed too.
+    redis = await connect(settings, consumers=settings.shards)
     try:
-        async with (
-            AeonClient(settings=settings, redis=redis) as client,
-            RunFeed(redis, client.keys) as feed,
-        ):
+        feed = RunFeed(redis, Keys(settings.prefix, settings.shards))
+        async with AeonClient(settings=settings, redis=redis, also=feed.seen) as client:
             config = uvicorn.Config(
                 build_app(client, feed, http),
                 lifespan="off",
                 log_config=None,
                 server_header=False,
                 timeout_graceful_shutdown=settings.shutdown_grace_s,
+                # X-Forwarded-For only from the proxies named: anyone else could send it, and
+                # rotate it past the rate limit.
+                proxy_headers=bool(http.http_trusted_proxies),
+                forwarded_allow_ips=list(http.http_trusted_proxies),
             )
             server = _quiet_signals(uvicorn.Server, feed.stop_streams)(config)
             host, port = listening.getsockname()[:2]

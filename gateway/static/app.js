@@ -3,16 +3,22 @@
 //
 // The run's events are read with fetch rather than EventSource, because EventSource cannot send
 // the Authorization header the API may need. A dropped stream is picked up again with
-// Last-Event-ID, so no step is shown twice or missed.
+// Last-Event-ID, so no step is shown twice or missed: after the time the server asks for
+// (Retry-After, when it is busy or Redis is away), else after a delay that doubles each time.
 "use strict";
 
 // A step's badge: its phase's letter, a pass's number, and for the loop's end whether it converged.
 function badge(kind, data) {
   if (kind === "pass") return String(data.pass);
   if (kind === "exit") return data.reason === "converged" ? "✓" : "!";
-  return { profile: "A", plan: "B", answer: "E" }[kind];
+  return { profile: "A", plan: "B", answer: "E", no_answer: "!" }[kind];
 }
+// A run's stream ends with one of these.
+const LAST_STEPS = new Set(["answer", "no_answer"]);
+// Refusals that trying again will not change (a token is asked for; the run is not there).
+const FINAL_REFUSALS = new Set([400, 401, 404, 422]);
 const RETRY_MS = 1000;
+const RETRY_MAX_MS = 30000;
 const RECENT_EVERY_MS = 10000;
 
 const state = {
@@ -166,32 +172,47 @@ async function readEvents(response, onEvent) {
   }
 }
 
+// How long to wait before trying the stream again: what the server asked for (Retry-After, in
+// seconds), else RETRY_MS doubled for each try in a row that brought nothing, up to RETRY_MAX_MS.
+function retryDelay(response, tries) {
+  const asked = Number(response && response.headers.get("Retry-After"));
+  if (asked > 0) return asked * 1000;
+  return Math.min(RETRY_MAX_MS, RETRY_MS * 2 ** tries);
+}
+
 async function follow(id, view, signal) {
   let lastId = null;
+  let tries = 0; // in a row without a step
   while (!signal.aborted) {
+    let response = null;
     try {
       const extra = { Accept: "text/event-stream" };
       if (lastId) extra["Last-Event-ID"] = lastId;
-      const response = await fetch(`/v1/runs/${encodeURIComponent(id)}/events`,
+      response = await fetch(`/v1/runs/${encodeURIComponent(id)}/events`,
         { headers: headers(extra), signal });
       if (response.status === 204) return;
       if (!response.ok) {
         const body = await response.json().catch(() => null);
         if (response.status === 401) askForToken();
-        view.fail(new ApiError(response.status, body).message);
-        return;
+        if (FINAL_REFUSALS.has(response.status)) {
+          view.fail(new ApiError(response.status, body).message);
+          return;
+        }
+      } else {
+        const finished = await readEvents(response, (event) => {
+          lastId = event.id;
+          tries = 0;
+          view.add(event.event, event.data);
+          return LAST_STEPS.has(event.event);
+        });
+        if (finished) return;
       }
-      const finished = await readEvents(response, (event) => {
-        lastId = event.id;
-        view.add(event.event, event.data);
-        return event.event === "answer";
-      });
-      if (finished) return;
     } catch (error) {
       if (signal.aborted) return;
     }
     view.reconnecting();
-    await sleep(RETRY_MS); // then again from the last step received
+    await sleep(retryDelay(response, tries)); // then again from the last step received
+    tries += 1;
   }
 }
 
@@ -261,10 +282,12 @@ class RunView {
       pass: data.converged ? ["✓", "Converged; wrapping up…"] : [String(data.pass + 1), `Running pass ${data.pass + 1}…`],
       exit: ["E", "Writing the answer…"],
     }[kind];
-    if (kind === "answer") {
+    if (LAST_STEPS.has(kind)) {
       this.pending.remove();
-      this.status.className = `chip ${data.degraded ? "warn" : "good"}`;
-      this.status.textContent = data.degraded ? "answered, degraded" : "answered";
+      const [chip, words] = kind === "no_answer" ? ["bad", "no answer"]
+        : data.degraded ? ["warn", "answered, degraded"] : ["good", "answered"];
+      this.status.className = `chip ${chip}`;
+      this.status.textContent = words;
       $("#run").setAttribute("aria-busy", "false");
       return;
     }
@@ -364,6 +387,11 @@ const RENDER = {
     return card("Loop ended", el("span", { class: `chip ${good ? "good" : "warn"}`, text: d.reason }),
       el("p", { class: "exit-words", text: d.words + (d.detail ? ` (${d.detail})` : "") }),
       facts([["passes", d.passes], ["pass budget left", d.ttl_remaining], ["refinements", d.refinements]]));
+  },
+
+  no_answer(d) {
+    return card("No answer", el("span", { class: "chip bad", text: "no answer" }),
+      el("p", { class: "exit-words", text: d.reason }));
   },
 
   answer(d) {

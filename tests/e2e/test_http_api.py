@@ -175,6 +175,10 @@ BAD_BODIES = [
     ),
     ({"request": "ok", "max_ttl": 101}, "max_ttl", "max TTL 101 is not a number of passes"),
     ({"request": "ok", "max_ttl": 2.5}, "max_ttl", "must be a whole number"),
+    ({"request": "ok", "max_ttl": True}, "max_ttl", "must be a whole number"),
+    ({"request": "ok", "max_ttl": "7"}, "max_ttl", "must be a whole number"),
+    ({"request": "ok", "timeout_s": "7"}, "timeout_s", "must be a number"),
+    ({"request": "ok", "threshold": True}, "threshold", "must be a number"),
     ({"request": "ok", "timeout_s": 0}, "timeout_s", "timeout 0 is not a number of seconds"),
     ({"request": "ok", "timeout_s": 1e12}, "timeout_s", "at most 604,800"),
     ({"request": "ok", "threshold": 1.5}, "threshold", "must be at most 1"),
@@ -198,7 +202,8 @@ def test_bad_input_is_422_naming_the_field_and_nothing_is_published(
 
 def test_a_body_that_is_not_json_or_too_large_is_refused(stack: Stack) -> None:
     before = stack.bus.xlen("requests")
-    garbled = stack.server.post("/v1/runs", raw=b"{not json", headers={"Content-Type": "x"})
+    json_type = {"Content-Type": "application/json"}
+    garbled = stack.server.post("/v1/runs", raw=b"{not json", headers=json_type)
     assert garbled.status == 422 and garbled.body["field"] == "body"
     huge = stack.server.post("/v1/runs", {"request": "x" * 1_100_000})
     assert huge.status == 413 and huge.body["field"] == "body"
@@ -261,8 +266,23 @@ def test_a_server_that_never_saw_the_run_resumes_it_from_redis(
 
 def test_a_bad_last_event_id_is_422(stack: Stack) -> None:
     cid = stack.server.submit()
-    stream = stack.server.events(cid, last_event_id="pass-x@yesterday")
-    assert stream.status == 422 and stream.body["field"] == "Last-Event-ID"
+    for made_up in ("pass-x@yesterday", f"plan@{2**64}-0"):  # the second, past what Redis takes
+        stream = stack.server.events(cid, last_event_id=made_up)
+        assert stream.status == 422 and stream.body["field"] == "Last-Event-ID", stream.body
+
+
+def test_a_last_event_id_must_name_an_event_of_the_run_itself(stack: Stack) -> None:
+    """Reading a run back from an id scans its shard from there: only for a run that exists,
+    from an entry that is its own. A made-up run is 404 whatever the id, and another run's
+    event is 422, both before anything is scanned."""
+    cid = stack.server.submit()
+    theirs = stack.server.events(cid).events[0].id
+    unknown = uuid.uuid4().hex
+    assert stack.server.events(unknown, last_event_id="profile@0-0").status == 404
+    assert stack.server.events(unknown, last_event_id="exit@1-0").status == 404
+    foreign = stack.server.events(unknown, last_event_id=theirs)
+    assert foreign.status == 422 and foreign.body["field"] == "Last-Event-ID"
+    assert "another run" in foreign.body["reason"]
 
 
 def test_a_reader_that_hangs_up_is_let_go(stack: Stack) -> None:
@@ -295,6 +315,10 @@ def test_health_readiness_openapi_docs_and_page(stack: Stack) -> None:
         assert page.status == 200 and "<!doctype html>" in page.body
         assert "default-src 'self'" in page.header("content-security-policy")
     assert stack.server.get("/static/app.js").status == 200
+    for path in ("/static/index.html", "/static/app.js"):  # the page, wherever it is served
+        headers = stack.server.get(path).headers
+        assert "frame-ancestors 'none'" in headers["content-security-policy"]
+        assert headers["x-content-type-options"] == "nosniff"
     assert (
         "access-control-allow-origin"
         not in stack.server.get("/healthz", headers={"Origin": "https://elsewhere.example"}).headers
@@ -356,7 +380,11 @@ def test_tokens_guard_the_api_and_are_never_logged(
 def test_a_client_over_the_rate_limit_is_429(stack: Stack, procs: Processes) -> None:
     env = {**stack.env, "AEON_HTTP_RATE_PER_S": "0.1", "AEON_HTTP_RATE_BURST": "3"}
     server = Server(procs, env, name="serve-limited")
-    statuses = [server.get("/v1/runs?limit=1").status for _ in range(4)]
+    statuses = [
+        # Whoever can send a request can send this header: it must not make a new client.
+        server.get("/v1/runs?limit=1", headers={"X-Forwarded-For": f"10.0.0.{n}"}).status
+        for n in range(4)
+    ]
     assert statuses == [200, 200, 200, 429]
     refused = server.get("/v1/runs?limit=1")
     assert refused.body["error"] == "rate_limited" and int(refused.header("retry-after")) >= 1
@@ -415,3 +443,134 @@ def test_a_port_already_taken_is_one_line_and_exit_2(stack: Stack, procs: Proces
     line = done.stderr.strip()
     assert line.startswith(f"aeon: cannot listen on 127.0.0.1:{stack.server.port}")
     assert "choose a free port" in line and len(line.splitlines()) == 1
+
+
+def test_a_trusted_proxy_names_the_client_the_rate_limit_counts(
+    stack: Stack, procs: Processes
+) -> None:
+    env = {
+        **stack.env,
+        "AEON_HTTP_RATE_PER_S": "0.1",
+        "AEON_HTTP_RATE_BURST": "1",
+        "AEON_HTTP_TRUSTED_PROXIES": "127.0.0.1",
+    }
+    server = Server(procs, env, name="serve-proxied")
+    behind = [
+        server.get("/v1/runs?limit=1", headers={"X-Forwarded-For": f"10.0.0.{n}"}).status
+        for n in range(3)
+    ]
+    assert behind == [200, 200, 200]
+    again = server.get("/v1/runs?limit=1", headers={"X-Forwarded-For": "10.0.0.0"})
+    assert again.status == 429 and "10.0.0.0" in again.body["reason"]
+
+
+# -- what a browser elsewhere can do --------------------------------------------------------------
+
+
+def test_a_body_not_sent_as_json_is_415_so_no_page_can_submit_without_a_preflight(
+    stack: Stack,
+) -> None:
+    before = stack.bus.xlen("requests")
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", None):
+        headers = {"Content-Type": content_type} if content_type else {}
+        reply = stack.server.post("/v1/runs", raw=b'{"request": "hi"}', headers=headers)
+        assert reply.status == 415, reply
+        assert reply.body["field"] == "Content-Type" and "application/json" in reply.body["reason"]
+    json_type = {"Content-Type": "application/json; charset=utf-8"}
+    assert stack.server.post("/v1/runs", raw=b'{"request": "hi"}', headers=json_type).status == 202
+    assert stack.bus.xlen("requests") == before + 1
+
+
+def test_only_this_machines_names_and_allowed_hosts_are_served(
+    stack: Stack, procs: Processes
+) -> None:
+    """DNS rebinding: a page at evil.example whose name now resolves to this machine sends
+    `Host: evil.example`; refused, it cannot read the runs."""
+    port = stack.server.port
+    for host in (f"localhost:{port}", f"127.0.0.1:{port}", "localhost"):
+        assert stack.server.get("/v1/runs", headers={"Host": host}).status == 200, host
+    assert stack.server.get("/v1/runs", headers={"Host": f"evil.example:{port}"}).status == 400
+    env = {**stack.env, "AEON_HTTP_ALLOWED_HOSTS": "aeon.example.com"}
+    named = Server(procs, env, name="serve-named")
+    assert named.get("/v1/runs", headers={"Host": "aeon.example.com"}).status == 200
+    assert named.get("/v1/runs", headers={"Host": "evil.example"}).status == 400
+
+
+# -- what the process keeps and survives ---------------------------------------------------------
+
+
+def test_runs_submitted_without_wait_leave_nothing_behind(stack: Stack) -> None:
+    """A submit's client keeps a run's answer until someone waits for it; a POST that does not
+    wait must not have it kept, or every answer stays in memory for good."""
+    cids = [stack.server.submit(f"Explain tide number {n}") for n in range(12)]
+    short = stack.server.post("/v1/runs?wait=0.01", {"request": "Explain neap tides"})
+    assert short.status == 202
+    for cid in [*cids, short.body["correlation_id"]]:
+        _answered(stack.server, cid)
+    assert stack.server.get("/healthz").body["awaited_runs"] == 0
+
+
+def test_an_answer_stored_unreadable_is_shown_as_missing_not_500(stack: Stack) -> None:
+    cid = stack.server.submit("Explain spring tides")
+    _answered(stack.server, cid)
+    stack.bus.redis.set(stack.bus.keys.answer(cid), b'{"not": "an answer"}')
+    run = stack.server.get(f"/v1/runs/{cid}")
+    assert run.status == 202 and run.body["result"] is None, run
+    listed = stack.server.get("/v1/runs?limit=20")
+    assert listed.status == 200
+    assert [r["status"] for r in listed.body["runs"] if r["correlation_id"] == cid] == [None]
+
+
+def test_an_entry_that_cannot_be_read_is_skipped_and_the_streams_go_on(
+    procs: Processes, env: dict[str, str], bus: Bus
+) -> None:
+    """Bytes that are not text where a correlation id belongs, in every stream the server
+    reads: the readers pass over them and keep going."""
+    procs.worker(env)
+    server = Server(procs, env)
+    garbage = {b"cid": b"\xff\xfe", b"type": b"\xff", b"body": b"\xff"}
+    for name in ("requests", "profiled", "passes", "pass-completed", "loop-exited", "answers"):
+        bus.redis.xadd(bus.stream(name), garbage)
+    cid = server.submit()
+    stream = server.events(cid)
+    assert stream.ended and stream.kinds == expected_kinds(stream.events[-1].data)
+    assert server.post("/v1/runs?wait=60", {"request": "Explain tides"}).status == 200
+    assert server.get("/readyz").status == 200
+
+
+def test_readiness_is_503_naming_a_reader_that_stopped(
+    procs: Processes, env: dict[str, str], bus: Bus
+) -> None:
+    """A stream that is no longer a stream stops its reader for good; the process must not
+    go on saying it is ready while every wait and live stream behind that reader hangs."""
+    server = Server(procs, env)
+    assert server.get("/readyz").status == 200
+    bus.redis.delete(bus.stream("answers"))
+    bus.redis.set(bus.stream("answers"), b"not a stream")
+
+    def stopped() -> dict | None:
+        reply = server.get("/readyz")
+        return reply.body if reply.status == 503 else None
+
+    body = wait_until(stopped, 30, "readiness to say a reader stopped")
+    assert body["status"] == "unavailable" and "stopped" in body["reason"]
+    assert "WRONGTYPE" in body["reason"]
+
+
+def test_a_run_past_its_deadline_without_an_answer_ends_with_no_answer(
+    procs: Processes, redis_url: str, redis_prefix: str
+) -> None:
+    """No worker under this prefix: nothing answers. Once the run's deadline and the grace
+    after it have passed, its stream ends with `no_answer` rather than staying open for ever,
+    and reading it says so."""
+    server = Server(procs, child_env(redis_url, redis_prefix), name="serve-unanswered")
+    cid = server.submit(timeout_s=0.5)
+    stream = server.events(cid)
+    assert stream.status == 200 and stream.ended
+    assert stream.kinds == ["no_answer"]
+    assert "no answer came by the run's deadline" in stream.events[0].data["reason"]
+    run = server.get(f"/v1/runs/{cid}")
+    assert run.status == 200 and run.body["state"] == "no_answer" and run.body["result"] is None
+    assert server.events(cid, last_event_id=stream.events[0].id).status == 204
+    listed = server.get("/v1/runs").body["runs"]
+    assert [r["state"] for r in listed if r["correlation_id"] == cid] == ["no_answer"]

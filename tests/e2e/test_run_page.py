@@ -208,3 +208,55 @@ def test_the_docs_page_lists_every_endpoint(browser: object, server: Server) -> 
     _wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".op"), 30, "the operations")
     paths = {e.text for e in driver.find_elements(By.CSS_SELECTOR, ".op-head code")}
     assert {"/v1/runs", "/v1/runs/{correlation_id}", "/v1/runs/{correlation_id}/events"} <= paths
+
+
+def test_a_refused_event_stream_is_tried_again_when_the_server_says(
+    browser: object, procs: Processes, env: dict[str, str]
+) -> None:
+    """A rate limit of 2 requests at once and 1 a second: the page's list of runs and its
+    submit take both, so the event stream is refused (429, Retry-After). The page waits as it
+    is told and tries again, and the person still watches the run to its answer."""
+    from selenium.webdriver.common.by import By
+
+    limited = {
+        **env,
+        "AEON_LLM_DELAY_MS": "50",
+        "AEON_HTTP_RATE_PER_S": "1",
+        "AEON_HTTP_RATE_BURST": "2",
+    }
+    procs.worker(limited)
+    server = Server(procs, limited)
+    driver = browser
+    driver.get(f"http://{server.host}:{server.port}/")
+    _submit(driver, "Explain tides")
+    _wait(
+        driver,
+        lambda d: d.find_elements(By.CSS_SELECTOR, '#run .step[data-kind="answer"]'),
+        90,
+        "the answer on the page",
+    )
+    assert driver.find_element(By.CSS_SELECTOR, ".run-head .chip").text == "answered"
+    assert '"GET /v1/runs/' in server.proc.output and '/events HTTP/1.1" 429' in server.proc.output
+
+
+def test_a_run_that_gets_no_answer_says_so(
+    browser: object, procs: Processes, env: dict[str, str]
+) -> None:
+    """No worker: the run's deadline passes unanswered, and the page says so and stops."""
+    from selenium.webdriver.common.by import By
+
+    server = Server(procs, env)
+    driver = browser
+    driver.get(f"http://{server.host}:{server.port}/")
+    driver.find_element(By.CSS_SELECTOR, "details.more > summary").click()
+    timeout = driver.find_element(By.ID, "timeout_s")
+    timeout.clear()
+    timeout.send_keys("1")
+    _submit(driver, "Explain tides")
+    _wait(
+        driver,
+        lambda d: d.find_elements(By.CSS_SELECTOR, '#run .step[data-kind="no_answer"]'),
+        60,
+        "the page to say no answer came",
+    )
+    assert driver.find_element(By.CSS_SELECTOR, ".run-head .chip").text == "no answer"

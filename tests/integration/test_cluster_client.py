@@ -52,7 +52,7 @@ async def test_the_client_follows_answers_of_every_shard_on_a_cluster(
     """One reader per shard (an XREAD may not span slots); each sees its shard's entries."""
     settings = BusSettings(redis_url=redis_cluster.url, prefix=redis_prefix, shards=3)
     async with AeonClient(settings=settings) as client:
-        assert len(client._readers) == 3
+        assert len(client._reads()) == 3  # one XREAD per shard
         cids = [await client.submit(f"Explain tides (#{i})", timeout=30) for i in range(12)]
         keys = Keys(redis_prefix, 3)
         assert {keys.shard_of(cid) for cid in cids} == {0, 1, 2}

@@ -69,6 +69,8 @@ def test_http_settings_read_lists_and_keep_tokens_out_of_sight(
         ({"AEON_HTTP_MAX_BODY_BYTES": "10"}, "AEON_HTTP_MAX_BODY_BYTES='10': must be at least"),
         ({"AEON_HTTP_RATE_BURST": "0"}, "AEON_HTTP_RATE_BURST='0': must be at least 1"),
         ({"AEON_HTTP_CORS_ORIGINS": "*,ftp://x"}, "'ftp://x' is not an origin"),
+        ({"AEON_HTTP_ALLOWED_HOSTS": "a.*.com"}, "'a.*.com' is not a host name"),
+        ({"AEON_HTTP_ALLOWED_HOSTS": "*example.com"}, "'*example.com' is not a host name"),
     ],
 )
 def test_bad_http_settings_name_the_variable(
@@ -78,3 +80,25 @@ def test_bad_http_settings_name_the_variable(
         read_env(HttpSettings, env)
     assert said in str(caught.value)
     assert "secret" not in str(caught.value)
+
+
+def test_the_hosts_served_are_this_machines_the_listening_address_and_those_allowed(
+    read_env: Callable[[type, dict[str, str]], Any],
+) -> None:
+    defaults = read_env(HttpSettings, {})
+    assert defaults.allowed_hosts() == ["localhost", "127.0.0.1", "[::1]"]
+    named = read_env(
+        HttpSettings,
+        {"AEON_HTTP_HOST": "fd00::5", "AEON_HTTP_ALLOWED_HOSTS": "aeon.example.com, *.corp.x"},
+    )
+    assert named.allowed_hosts() == [
+        "localhost",
+        "127.0.0.1",
+        "[::1]",
+        "[fd00::5]",  # as a Host header writes an IPv6 address
+        "aeon.example.com",
+        "*.corp.x",
+    ]
+    assert "*" in read_env(HttpSettings, {"AEON_HTTP_ALLOWED_HOSTS": "*"}).allowed_hosts()
+    proxied = read_env(HttpSettings, {"AEON_HTTP_TRUSTED_PROXIES": "10.0.0.1, 10.0.0.2"})
+    assert proxied.http_trusted_proxies == ("10.0.0.1", "10.0.0.2")

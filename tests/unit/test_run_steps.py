@@ -148,10 +148,23 @@ def test_event_ids_parse_back_to_their_place() -> None:
     assert EventId.parse("profile@1-0").order < EventId.parse("plan@1-0").order
     assert EventId.parse("pass-99@1-0").order < EventId.parse("exit@1-0").order
     assert EventId.parse("answer@5-0").order == ANSWERED
+    assert EventId.parse(f"plan@{2**64 - 1}-{2**64 - 1}").entry_id.startswith("1844")
 
 
 @pytest.mark.parametrize(
-    "text", ["", "pass@1-0", "pass-0@1-0", "plan", "plan@", "plan@abc", "summary@1-0", "x" * 500]
+    "text",
+    [
+        "",
+        "pass@1-0",
+        "pass-0@1-0",
+        "plan",
+        "plan@",
+        "plan@abc",
+        "summary@1-0",
+        "x" * 500,
+        f"plan@{2**64}-0",  # past what Redis takes: it would refuse the id, not the reader
+        f"plan@1-{2**64}",
+    ],
 )
 def test_ids_this_api_never_gave_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match="not an event id of this API"):
@@ -171,7 +184,7 @@ def test_degraded_reasons_are_plain_lines_without_repeats() -> None:
         )
     )
     assert stagnated == [
-        "the loop stopped improving before the answer converged",
+        "the loop ended before the answer converged: stopped improving",
         "why: pass 2 changed nothing",
         "missing from the run: semantic_validation",
         "the plan was refined once",
