@@ -502,6 +502,36 @@ def test_workers_serve_metrics_where_prometheus_scrapes(
     assert job.get("scheme", "http") == "http"
 
 
+def test_the_api_serves_the_page_and_metrics_where_prometheus_scrapes(
+    services: dict[str, Any], prometheus_config: dict[str, Any], monkeypatch
+) -> None:
+    from gateway.http_settings import HttpSettings
+
+    api = services["api"]
+    assert not api.get("profiles"), "`docker compose up` starts the API"
+    command = api["command"]
+    assert command[:2] == ["aeon", "serve"]
+    host, port = command[command.index("--host") + 1], command[command.index("--port") + 1]
+    assert host == "0.0.0.0", "published ports reach only a server listening on every address"
+    assert f"{port}:{port}" in api["ports"]
+    for var in [var for var in os.environ if var.upper().startswith("AEON_")]:
+        monkeypatch.delenv(var)
+    for var, value in environment(api).items():
+        if var.startswith("AEON_") and "${" not in value:
+            monkeypatch.setenv(var, value)
+    allowed = HttpSettings.from_env().with_(http_host=host).allowed_hosts()
+    targets = [
+        target
+        for job in prometheus_config["scrape_configs"]
+        for config in job.get("static_configs", [])
+        for target in config["targets"]
+        if target.endswith(f":{port}")
+    ]
+    assert targets == [f"api:{port}"], targets
+    assert "api" in allowed, "the API must answer the Host name Prometheus scrapes it by"
+    assert "localhost" in allowed, "and the one a browser on the host uses"
+
+
 def test_prometheus_reads_deploy_prometheus_yml(services: dict[str, Any]) -> None:
     prometheus = services["prometheus"]
     flags = dict(
