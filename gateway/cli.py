@@ -34,7 +34,13 @@ from bus.worker import tune_gc
 from bus.writes import refuses_writes
 from config import LogSettings, SettingsError
 from gateway import dlq, serve, status
-from gateway.client import ANSWER_GRACE_S, AeonClient, AnswerTimeout, Progress
+from gateway.client import (
+    ANSWER_GRACE_S,
+    DEFAULT_TIMEOUT_S,
+    AeonClient,
+    AnswerTimeout,
+    Progress,
+)
 from gateway.display import render_human, render_json
 from gateway.embedded import embedded_pipeline
 from gateway.http_settings import HttpSettings
@@ -337,8 +343,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--timeout",
         type=as_option(check_timeout, float, "a number of seconds"),
-        default=300.0,
-        help="seconds, at most a week (300)",
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds, at most a week ({DEFAULT_TIMEOUT_S:g})",
     )
 
     p = _command(commands, "answer", answer, "fetch the stored answer of a request", "WARNING")

@@ -66,6 +66,8 @@ from gateway.run_feed import (
 from gateway.run_steps import ANSWERED, EventId, degraded_because
 from gateway.validation import BadInput, check_max_ttl, check_request, check_timeout, parse_rules
 from phases.events import ExecutionResult, RequestSubmitted
+from telemetry import metrics
+from telemetry.http import RequestMetrics, scrape
 
 STATIC = Path(__file__).with_name("static")
 #: A correlation id as Aeon makes them (32 hex digits) or a producer may choose them.
@@ -372,10 +374,15 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
     async def openapi_json(request: Request) -> Response:
         return Response(openapi, media_type="application/json")
 
+    async def metrics_text(request: Request) -> Response:
+        body, media_type = scrape()
+        return Response(body, media_type=media_type)
+
     routes = [
         Route("/", page),
         Route("/docs", docs),
         Route("/openapi.json", openapi_json),
+        Route("/metrics", metrics_text),
         Route("/healthz", api.healthz),
         Route("/readyz", api.readyz),
         Route("/v1/runs", api.submit, methods=["POST"]),
@@ -384,7 +391,10 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
         Route("/v1/runs/{correlation_id}/events", api.events, methods=["GET"]),
         Mount("/static", _PageFiles(directory=STATIC)),
     ]
+    metrics.HTTP_EVENT_STREAMS.set_function(lambda: feed.open_streams)
     middleware = [
+        # Outermost: every response is counted, the other guards' refusals included.
+        Middleware(RequestMetrics, routes=routes),
         # DNS rebinding: a page whose own name now resolves here may not read the API.
         Middleware(TrustedHostMiddleware, allowed_hosts=settings.allowed_hosts()),
         Middleware(ApiGuard, settings=settings),
@@ -397,7 +407,7 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
             allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
             expose_headers=["Location"],
         )
-        middleware.insert(0, cors)  # outermost: refusals carry CORS headers too
+        middleware.insert(1, cors)  # outside the guards: refusals carry CORS headers too
     return Starlette(
         routes=routes,
         middleware=middleware,

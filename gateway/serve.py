@@ -32,6 +32,7 @@ from gateway.http_settings import HttpSettings
 from gateway.run_feed import RunFeed
 from gateway.validation import as_option
 from llm.factory import build_adapter
+from telemetry import metrics
 
 log = logging.getLogger("aeon.http")
 
@@ -63,6 +64,7 @@ async def serve(args: argparse.Namespace) -> int:
     http = http.with_(**{name: value for name, value in given.items() if value is not None})
     listening = _listen(http.http_host, http.http_port)
     raise_open_files_limit()
+    metrics.record()  # served at /metrics; first, so an embedded stack's phases are counted too
     settings: BusSettings = args.settings
     try:
         if settings.redis_url:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.routing import Match
 
 from telemetry import metrics
@@ -64,3 +65,8 @@ class RequestMetrics:
         if matched is None:
             matched = next((r for r in self._routes if r.matches(scope)[0] != Match.NONE), None)
         return getattr(matched, "path", None) or UNMATCHED
+
+
+def scrape() -> tuple[bytes, str]:
+    """The /metrics body and its content type."""
+    return generate_latest(), CONTENT_TYPE_LATEST

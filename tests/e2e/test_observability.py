@@ -22,7 +22,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from e2e_support import Bus, Processes, wait_until
+from e2e_support import Bus, Processes, child_env, wait_until
+from http_support import Server
 
 from bus.codec import encode
 from phases.events import RequestSubmitted
@@ -273,3 +274,33 @@ def test_metrics_count_what_happened(procs: Processes, bus: Bus, env: dict[str, 
     )
     assert _sum(samples, "aeon_event_loop_lag_seconds_count") > 0
     assert worker.stop() == 0
+
+
+@pytest.mark.timeout(90)
+def test_aeon_serve_serves_its_own_metrics(procs: Processes) -> None:
+    """The HTTP gateway counts its responses by route and status at /metrics; run embedded,
+    the phases it runs in-process are counted there too."""
+    server = Server(procs, child_env())  # no AEON_REDIS_URL: the embedded stack
+    answered = server.post("/v1/runs?wait=30", {"request": "Explain how tides work"})
+    assert answered.status == 200, answered
+    assert server.get("/v1/runs/" + "0" * 32).status == 404
+    assert server.post("/v1/runs", {"request": " "}).status == 422
+    scraped = server.get("/metrics")
+    assert scraped.status == 200
+    samples = {}
+    for line in scraped.body.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+
+    def requests(route: str, method: str, status: str) -> float:
+        labels = {"route": route, "method": method, "status": status}
+        return _sum(samples, "aeon_http_requests_total", **labels)
+
+    assert requests("/v1/runs", "POST", "200") == 1
+    assert requests("/v1/runs", "POST", "422") == 1
+    assert requests("/v1/runs/{correlation_id}", "GET", "404") == 1
+    assert _sum(samples, "aeon_http_request_seconds_count", route="/v1/runs") == 2
+    assert "aeon_http_event_streams" in samples
+    assert _sum(samples, "aeon_events_handled_total", phase="e") == 1
+    assert "0" * 32 not in scraped.body  # a run id is never a label
