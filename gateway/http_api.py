@@ -66,7 +66,6 @@ from gateway.run_feed import (
 from gateway.run_steps import ANSWERED, EventId, degraded_because
 from gateway.validation import BadInput, check_max_ttl, check_request, check_timeout, parse_rules
 from phases.events import ExecutionResult, RequestSubmitted
-from telemetry import metrics
 from telemetry.http import RequestMetrics, scrape
 
 STATIC = Path(__file__).with_name("static")
@@ -391,7 +390,6 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
         Route("/v1/runs/{correlation_id}/events", api.events, methods=["GET"]),
         Mount("/static", _PageFiles(directory=STATIC)),
     ]
-    metrics.HTTP_EVENT_STREAMS.set_function(lambda: feed.open_streams)
     middleware = [
         # Outermost: every response is counted, the other guards' refusals included.
         Middleware(RequestMetrics, routes=routes),

@@ -118,6 +118,7 @@ async def _serve_on(settings: BusSettings, http: HttpSettings, listening: socket
     redis = await connect(settings, consumers=settings.shards)
     try:
         feed = RunFeed(redis, Keys(settings.prefix, settings.shards))
+        metrics.HTTP_EVENT_STREAMS.set_function(lambda: feed.open_streams)
         async with AeonClient(settings=settings, redis=redis, also=feed.seen) as client:
             config = uvicorn.Config(
                 build_app(client, feed, http),
