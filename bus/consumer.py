@@ -7,8 +7,9 @@ same Redis commands but does the per-message work once per batch, and owns the r
 (docs/delivery.md states them and their invariants):
 
 - Reads every shard of its stream (bus.keys), each with its own XREADGROUP of up to
-  `max_records` entries, as many as there are free slots; each shard may always claim its
-  share of the slots, so a busy shard cannot starve the others.
+  `max_records` entries, into the shard's own share of the slots (`concurrency` split evenly):
+  no shard can starve another, as a shared pool let (readers that just released slots took
+  them back before a waiting shard ran).
 - Locks: before handling, each event is locked for this consumer (pipelined for the batch). A
   lock that says DONE means the event was handled before: ack and skip. A first delivery takes
   the lock only if it is free (`SET NX PX lease`); a lock held by another live consumer (a
@@ -138,10 +139,11 @@ class Consumer:
         #: the same event waits for it. Registered when the lock is found MINE, in the same
         #: step, so two entries of one event are never both MINE here.
         self._handling: dict[str, tuple[Ref, asyncio.Event]] = {}
-        #: Slots promised to reads under way, so reads of several shards never overfill.
-        self._reserved = 0
-        #: The most one shard's read may ask for: its share of the slots.
-        self._share = -(-settings.concurrency // len(self._stream_keys))
+        #: Each shard's own slots: its share of AEON_CONCURRENCY (at least one). A shard reads
+        #: only into its share, so no shard can keep another from reading.
+        self._shares = shares(settings.concurrency, len(self._stream_keys))
+        #: Per shard: its entries in flight (read or claimed, not yet done).
+        self._busy = [0] * len(self._stream_keys)
         self._slot_freed = asyncio.Event()
         self._stopping = asyncio.Event()
         self.handled = 0
@@ -218,7 +220,7 @@ class Consumer:
         backoff = _Backoff()
         stream_key = self._stream_keys[shard]
         while not self._stopping.is_set():
-            free = self._settings.concurrency - len(self._in_flight) - self._reserved
+            free = self._shares[shard] - self._busy[shard]
             if free <= 0:
                 self._slot_freed.clear()
                 await self._slot_freed.wait()
@@ -228,8 +230,7 @@ class Consumer:
                 with contextlib.suppress(ResponseError, *TRANSIENT):
                     await self._gate.probe(self._redis, self._keys.write_probe)
                 continue
-            count = min(free, self._settings.max_records, self._share)
-            self._reserved += count
+            count = min(free, self._settings.max_records)
             try:
                 reply = await self._redis.xreadgroup(
                     self._group,
@@ -242,10 +243,7 @@ class Consumer:
                 reply, failed = None, error
             else:
                 failed = None
-            finally:
-                self._reserved -= count
-                self._slot_freed.set()
-            if failed is not None:  # waited out without holding slots the others could use
+            if failed is not None:
                 await self._on_read_error(failed, stream_key, backoff)
                 continue
             backoff.reset()
@@ -273,6 +271,7 @@ class Consumer:
         task = asyncio.create_task(self._process_batch(fresh))
         for delivery in fresh:
             self._in_flight[delivery.ref] = task
+            self._busy[delivery.shard] += 1
 
     # -- processing ------------------------------------------------------------------------
 
@@ -311,7 +310,8 @@ class Consumer:
                 if state is LockState.MINE:
                     self._release(self._lock_key(delivery, event), delivery.ref)
             for delivery in batch:
-                self._in_flight.pop(delivery.ref, None)
+                if self._in_flight.pop(delivery.ref, None) is not None:
+                    self._busy[delivery.shard] -= 1
             self._slot_freed.set()
 
     def _decode(self, delivery: Delivery) -> Any:
@@ -643,8 +643,7 @@ class Consumer:
         return claimed
 
     async def _recover_shard(self, shard: int) -> int:
-        # Slots reserved by reads are not counted: a read waiting for new entries would
-        # otherwise hold every free slot, and nothing would ever be claimed.
+        # Counted over every shard: whose entries a dead consumer left does not matter.
         free = self._settings.concurrency - len(self._in_flight)
         if free <= 0 or self._stopping.is_set():
             return 0
@@ -745,6 +744,13 @@ def _wrote(owned: list[tuple[Delivery, Any, LockState]]) -> bool:
     """Whether locking these wrote anything (a first delivery's SET, or a takeover): only
     then does its success say that Redis takes writes again."""
     return any(d.claimed_from is None or state is LockState.MINE for d, _, state in owned)
+
+
+def shares(concurrency: int, shards: int) -> list[int]:
+    """Each shard's slots: `concurrency` split as evenly as it goes, at least one each (with
+    fewer slots than shards, the consumer holds one entry per shard at most)."""
+    base, extra = divmod(concurrency, shards)
+    return [max(1, base + (1 if shard < extra else 0)) for shard in range(shards)]
 
 
 def _held(holder: bytes | None) -> LockState:

@@ -487,6 +487,27 @@ async def test_an_entry_in_another_shard_than_its_id_picks_keeps_its_run_there(
     assert {f[b"cid"] for _, f in out} == {stray.correlation_id.encode(), b"run-1000"}
 
 
+async def test_no_shard_is_starved_when_the_slots_are_few(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """Four slots over three shards, and work only in the last shard: the readers of the two
+    empty shards, cycling through their blocking reads, once kept every slot between them (a
+    reader released its slots and took them back before the waiting shard ran), and the work
+    waited for good. Each shard now reads into a share of its own."""
+    settings = settings.with_(shards=3, concurrency=4, block_ms=50)
+    keys = keys_of(settings)
+    last = [ping(n) for n in range(300) if keys.shard_of(f"run-{n}") == 2][:6]
+
+    async def handle(event: Ping) -> list[Pong]:
+        return pong_of(event)
+
+    async with Running(redis, settings, route(handle)):
+        await asyncio.sleep(0.3)  # the empty shards' readers are cycling
+        await publish(redis, settings, *last)
+        out = await wait_for_len(redis, settings, "out", len(last))
+    assert sorted(f[b"cid"] for _, f in out) == sorted(e.correlation_id.encode() for e in last)
+
+
 async def test_a_commit_sent_again_publishes_once(
     redis: RedisClient, settings: BusSettings
 ) -> None:

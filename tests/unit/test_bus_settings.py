@@ -55,3 +55,12 @@ def test_constructing_takes_only_what_is_passed(monkeypatch) -> None:
 
     assert BusSettings().concurrency == 256
     assert BusSettings.from_env().concurrency == 3
+
+
+def test_each_shard_gets_its_share_of_the_slots_and_at_least_one() -> None:
+    from bus.consumer import shares
+
+    assert shares(256, 1) == [256]
+    assert shares(4, 3) == [2, 1, 1]
+    assert shares(256, 3) == [86, 85, 85]
+    assert shares(2, 3) == [1, 1, 1]  # fewer slots than shards: one each
