@@ -185,9 +185,13 @@ def _free_port() -> int:
 
 
 def _scrape(port: int) -> dict[str, float]:
-    """Every sample of /metrics as {'name{labels}': value}."""
+    """Every sample of a worker's /metrics."""
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
+        return _samples(response.read().decode())
+
+
+def _samples(text: str) -> dict[str, float]:
+    """Every sample of a /metrics page as {'name{labels}': value}."""
     samples = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):
@@ -287,11 +291,7 @@ def test_aeon_serve_serves_its_own_metrics(procs: Processes) -> None:
     assert server.post("/v1/runs", {"request": " "}).status == 422
     scraped = server.get("/metrics")
     assert scraped.status == 200
-    samples = {}
-    for line in scraped.body.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            samples[name] = float(value)
+    samples = _samples(scraped.body)
 
     def requests(route: str, method: str, status: str) -> float:
         labels = {"route": route, "method": method, "status": status}
