@@ -39,7 +39,7 @@ from typing import Any, Self
 from redis.asyncio.cluster import PipelineCommand
 from redis.exceptions import ReadOnlyError, ResponseError
 
-from bus.codec import encode
+from bus.codec import encode, text
 from bus.connection import TRANSIENT, RedisClient, connect, is_cluster
 from bus.keys import ANSWERS, Keys
 from bus.layout import agree_on_shards
@@ -352,10 +352,10 @@ class AeonClient:
         self._deliver(fields)
 
     def _deliver(self, fields: dict[bytes, bytes]) -> None:
-        waiter = self._waiters.get(field_text(fields, b"cid"))
+        waiter = self._waiters.get(text(fields, b"cid"))
         if waiter is None:
             return
-        kind = field_text(fields, b"type")
+        kind = text(fields, b"type")
         if kind == FinalAnswerReady.__name__:
             result = FinalAnswerReady.model_validate_json(fields[b"body"]).result
             if not waiter.future.done():
@@ -442,15 +442,6 @@ class StreamReaders:
                                 error,
                             )
                         skipped = True
-
-
-def field_text(fields: dict[bytes, bytes], name: bytes) -> str:
-    """A text field of an entry, "" when absent or not UTF-8: entries come from any producer,
-    and a byte that is not text must not stop a reader."""
-    try:
-        return fields.get(name, b"").decode()
-    except UnicodeDecodeError:
-        return ""
 
 
 async def stream_id_now(redis: RedisClient, key: str) -> str:

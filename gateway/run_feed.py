@@ -39,9 +39,10 @@ from datetime import UTC, datetime
 import orjson
 from pydantic import ValidationError
 
+from bus.codec import text
 from bus.connection import TRANSIENT, RedisClient
 from bus.keys import ANSWERS, Keys
-from gateway.client import PROGRESS_STREAMS, answer_due_by, field_text
+from gateway.client import PROGRESS_STREAMS, answer_due_by
 from gateway.run_steps import (
     BEFORE_ANY_STEP,
     TYPE_RANK,
@@ -345,7 +346,7 @@ class RunFeed:
         replies = await asyncio.gather(
             *(self._redis.xrange(key, entry_id, entry_id, count=1) for key in keys)
         )
-        owners = {field_text(fields, b"cid") for reply in replies for _entry, fields in reply}
+        owners = {text(fields, b"cid") for reply in replies for _entry, fields in reply}
         if owners and correlation_id not in owners:
             raise ForeignEventId(
                 f"entry {entry_id} is an event of another run, not of {correlation_id}; "
@@ -399,8 +400,8 @@ class RunFeed:
     def seen(self, stream: str, entry: bytes, fields: dict[bytes, bytes]) -> None:
         """Take an entry of a requests, progress or answers stream, as read (`AeonClient`'s
         `also`): note where its run's newest event is, and offer it to the run's watchers."""
-        cid = field_text(fields, b"cid")
-        kind = field_text(fields, b"type")
+        cid = text(fields, b"cid")
+        kind = text(fields, b"type")
         if not cid:
             return  # not an entry of Aeon's flat form: no run to file it under
         entry_id = entry.decode()
@@ -437,7 +438,7 @@ def _entry_rank(entry_id: bytes) -> tuple[int, int]:
 def _decode(fields: dict[bytes, bytes]) -> Event | None:
     """The event in an entry of Aeon's flat form; None for anything else (a poison entry is
     the phases' business, not a reader's)."""
-    cls = EVENT_TYPES.get(field_text(fields, b"type"))
+    cls = EVENT_TYPES.get(text(fields, b"type"))
     body = fields.get(b"body")
     if cls is None or body is None:
         return None
