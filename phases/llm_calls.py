@@ -339,7 +339,13 @@ def _reply_of(answer: LLMReply) -> Reply:
 
 @lru_cache(maxsize=256)
 def _system_text(registry: PromptRegistry, system_id: PromptId, family: str) -> str:
-    """System prompts depend only on the prompt and the model family: render each once."""
+    """The system prompt `system_id` for `family`, rendered once per registry and family.
+
+    Safe to keep: a system prompt depends on nothing else (the template file of its phase for
+    that family, in the registry's template directory), and that file is read once per process
+    anyway (prompts.unified caches `_load`), so a cached text can never be staler than a fresh
+    rendering. A failure (no template file) raises and is not cached.
+    """
     return registry.get_prompt(system_id, SystemPromptInput(agent=family))
 
 

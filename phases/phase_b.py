@@ -32,6 +32,7 @@ from prompts.registry import (
     PlanGenerationInput,
     PlanGenerationOutput,
     PromptId,
+    RefinementActionOutput,
     RefinementInput,
     RefinementOutput,
     SemanticValidationInput,
@@ -145,7 +146,9 @@ async def validate(
     output = await session.json(
         PromptId.VALIDATION_SEMANTIC_USER, build, SemanticValidationOutput, scope=scope
     )
-    return SemanticValidationReport.model_validate(output.model_dump())
+    # Read straight off the validated output (every report field is one of its attributes): one
+    # validation into the domain model, without dumping the output to a dict first.
+    return SemanticValidationReport.model_validate(output, from_attributes=True)
 
 
 def refinement_budget(settings: LoopSettings, run: RunState) -> int:
@@ -190,13 +193,29 @@ def actions_from_output(output: RefinementOutput) -> tuple[list[RefinementAction
     malformed: list[str] = []
     for item in output.actions:
         try:
-            actions.append(RefinementAction.model_validate(item.model_dump()))
+            actions.append(action_from_output(item))
         except ValidationError as error:
             detail = "; ".join(e["msg"] for e in error.errors())
             malformed.append(
                 f"{item.action_type} {item.target_step_id or ''}: malformed ({detail})"
             )
     return actions, malformed
+
+
+def action_from_output(item: RefinementActionOutput) -> RefinementAction:
+    """The domain action, validated (its shape depends on its type); the new step's host-only
+    fields (status, output, ...) start at their defaults.
+
+    Built field by field rather than read from the output's attributes: PlanStep has fields
+    PlanStepOutput lacks, and pydantic looking each up on the output costs more than a dump.
+    """
+    new = item.new_step
+    return RefinementAction(
+        action_type=item.action_type,
+        target_step_id=item.target_step_id,
+        new_step=PlanStep(step_id=new.step_id, description=new.description) if new else None,
+        reason=item.reason,
+    )
 
 
 def adopt(run: RunState, outcome: RefinementOutcome) -> None:

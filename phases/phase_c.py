@@ -248,7 +248,7 @@ async def assess(
         ConvergenceAssessmentOutput,
         scope=f"c/p{number}/assess",
     )
-    return ConvergenceAssessment.model_validate(output.model_dump())
+    return ConvergenceAssessment.model_validate(output, from_attributes=True)
 
 
 def is_converged(
@@ -388,7 +388,7 @@ async def issues_to_fix(
             summaries.failure_note("C", "critique", error, "refining from the failed rules")
         )
         return summaries.findings_as_issues(findings)
-    issues = [CritiqueIssue.model_validate(i.model_dump()) for i in output.issues]
+    issues = [CritiqueIssue.model_validate(i, from_attributes=True) for i in output.issues]
     record.critique = tied_issues(issues, {f.id for f in findings})
     if not record.critique:
         return summaries.findings_as_issues(findings)

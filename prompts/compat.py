@@ -8,6 +8,7 @@ Pydantic 1, so every version-dependent call goes through here and nowhere else.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, TypeVar
 
 import pydantic
@@ -32,11 +33,16 @@ def dump_model(instance: BaseModel) -> dict[str, Any]:
     return instance.dict()
 
 
-def model_fields(model: type[BaseModel]) -> list[str]:
-    """Names of the fields a model declares."""
+@cache
+def model_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    """Names of the fields a model declares.
+
+    Each model's once: a class's fields are fixed when it is created, and rendering a prompt asks
+    for them on every call.
+    """
     if PYDANTIC_V2:
-        return list(model.model_fields)
-    return list(model.__fields__)
+        return tuple(model.model_fields)
+    return tuple(model.__fields__)
 
 
 def json_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -50,9 +56,13 @@ if PYDANTIC_V2:
     from pydantic import ConfigDict
 
     class StrictModel(BaseModel):
-        """Base for prompt inputs: unknown fields are a caller's typo, so they are refused."""
+        """Base for prompt inputs: unknown fields are a caller's typo, so they are refused.
 
-        model_config = ConfigDict(extra="forbid")
+        Frozen, so an instance stays what was validated when it was built (the registry renders
+        one of exactly its input model without validating it again).
+        """
+
+        model_config = ConfigDict(extra="forbid", frozen=True)
 
     class LenientModel(BaseModel):
         """Base for prompt outputs: models add chatter fields; the contract is the named ones."""
@@ -62,10 +72,15 @@ if PYDANTIC_V2:
 else:  # pragma: no cover - exercised by the Pydantic 1.10 CI run
 
     class StrictModel(BaseModel):  # type: ignore[no-redef]
-        """Base for prompt inputs: unknown fields are a caller's typo, so they are refused."""
+        """Base for prompt inputs: unknown fields are a caller's typo, so they are refused.
+
+        Frozen, so an instance stays what was validated when it was built (the registry renders
+        one of exactly its input model without validating it again).
+        """
 
         class Config:
             extra = "forbid"
+            frozen = True
 
     class LenientModel(BaseModel):  # type: ignore[no-redef]
         """Base for prompt outputs: models add chatter fields; the contract is the named ones."""

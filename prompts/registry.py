@@ -377,6 +377,22 @@ def _placeholders(template: str) -> set[str]:
     return names
 
 
+def _validated_input(
+    input_model: type[PromptInput], input_data: BaseModel | Mapping[str, Any]
+) -> PromptInput:
+    """`input_data` as a valid `input_model` (FR-012), validated only if it is not one already.
+
+    An instance of exactly `input_model` was validated when it was built, and inputs are frozen
+    (StrictModel), so validating it again would only repeat that work on every call. A dict,
+    another prompt's model or a subclass (which may loosen a field) is validated here.
+    """
+    if type(input_data) is input_model:
+        return cast(PromptInput, input_data)
+    if isinstance(input_data, BaseModel):
+        input_data = dump_model(input_data)
+    return validate_model(input_model, input_data)
+
+
 def _render_value(value: Any) -> str:
     """A field as prompt text: lists joined with commas, empty values as NONE_TEXT."""
     text = ", ".join(str(item) for item in value) if isinstance(value, list) else str(value)
@@ -868,17 +884,17 @@ class PromptRegistry:
     ) -> str:
         """The prompt text for `input_data`, validated against the prompt's input model first.
 
+        An instance of exactly that model was validated when it was built and is used as it is.
         Raises PromptNotFoundError, pydantic's ValidationError for bad input, TemplateNotFound
         for a system prompt without a template file, and RenderingError when a template fails.
         """
         definition = self.get_definition(prompt_id)
-        if isinstance(input_data, BaseModel):
-            input_data = dump_model(input_data)
-        data = validate_model(definition.input_model, input_data)
+        data = _validated_input(definition.input_model, input_data)
         if definition.system_phase is not None:
             agent = cast(SystemPromptInput, data).agent  # __post_init__ guarantees the type
             return load_system_template(definition.system_phase, agent, self._templates_dir)
-        fields = {name: _render_value(getattr(data, name)) for name in model_fields(type(data))}
+        names = model_fields(definition.input_model)
+        fields = {name: _render_value(getattr(data, name)) for name in names}
         try:
             return definition.template.format_map(fields)
         except (KeyError, IndexError, AttributeError, ValueError, TypeError) as error:

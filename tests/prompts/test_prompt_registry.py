@@ -10,6 +10,7 @@ import pytest
 from prompt_samples import JSON_PROMPTS, SAMPLE_INPUTS
 from pydantic import ValidationError
 
+from prompts import registry as registry_module
 from prompts.compat import dump_model, model_fields, validate_model
 from prompts.errors import (
     NoOutputModelError,
@@ -265,6 +266,42 @@ def test_bad_input_is_a_validation_error_before_rendering(
 def test_another_prompts_input_model_is_refused() -> None:
     with pytest.raises(ValidationError):
         REGISTRY.get_prompt(PromptId.REASONING_STEP_USER, PlanGenerationInput(request="x"))
+
+
+def test_an_instance_of_exactly_the_input_model_is_not_validated_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    validated: list[type] = []
+
+    def counting(model: type, data: object) -> object:
+        validated.append(model)
+        return validate_model(model, data)
+
+    monkeypatch.setattr(registry_module, "validate_model", counting)
+    data = sample(PromptId.REASONING_STEP_USER)
+    text = REGISTRY.get_prompt(PromptId.REASONING_STEP_USER, data)
+    assert validated == []
+    assert REGISTRY.get_prompt(PromptId.REASONING_STEP_USER, dump_model(data)) == text
+    assert validated == [ReasoningStepInput]
+
+
+def test_bad_input_is_still_refused_in_every_form() -> None:
+    bad = {**SAMPLE_INPUTS[ReasoningStepInput], "pass_number": 0}
+
+    class Looser(ReasoningStepInput):  # a subclass may loosen a field, so it is validated again
+        pass_number: int = 0
+
+    with pytest.raises(ValidationError):
+        REGISTRY.get_prompt(PromptId.REASONING_STEP_USER, Looser(**bad))
+    with pytest.raises(ValidationError):
+        REGISTRY.get_prompt(PromptId.REASONING_STEP_USER, bad)
+    # An instance of exactly the input model cannot hold bad data: building one validates it,
+    # and it is frozen afterwards.
+    with pytest.raises(ValidationError):
+        ReasoningStepInput(**bad)
+    data = sample(PromptId.REASONING_STEP_USER)
+    with pytest.raises((TypeError, ValidationError)):  # Pydantic 1 raises TypeError
+        data.pass_number = 0  # type: ignore[misc]
 
 
 # ---- Definitions check themselves at import --------------------------------------------------

@@ -5,8 +5,8 @@ from __future__ import annotations
 from llm.base import LLMError
 from phases import phase_b
 from phases.events import LoopExited, PlanReady, RunState, TaskProfiled
-from phases.models import TaskProfile
-from prompts.registry import PromptId
+from phases.models import PlanStep, RefinementAction, TaskProfile
+from prompts.registry import PromptId, RefinementOutput
 
 PLAN = PromptId.PLAN_GENERATION_USER
 VALIDATE = PromptId.VALIDATION_SEMANTIC_USER
@@ -192,3 +192,24 @@ async def test_same_event_twice_makes_no_second_call(
     assert h.llm.calls == [PLAN, VALIDATE, REFINE]
     assert first.event_id == second.event_id
     assert first.run.plan == second.run.plan
+
+
+def test_actions_come_from_the_output_and_malformed_ones_are_named() -> None:
+    output = RefinementOutput.model_validate(
+        {
+            "actions": [
+                {"action_type": "ADD", "new_step": {"step_id": "s2", "description": "more"}},
+                {"action_type": "REMOVE", "target_step_id": "s1", "reason": "repeats s2"},
+                {"action_type": "MODIFY", "new_step": {"step_id": "s1", "description": "x"}},
+                {"action_type": "ADD", "new_step": {"step_id": "s" * 65, "description": "y"}},
+            ]
+        }
+    )
+    actions, malformed = phase_b.actions_from_output(output)
+    assert actions == [
+        RefinementAction(action_type="ADD", new_step=PlanStep(step_id="s2", description="more")),
+        RefinementAction(action_type="REMOVE", target_step_id="s1", reason="repeats s2"),
+    ]
+    assert [m.split()[0] for m in malformed] == ["MODIFY", "ADD"]
+    assert "MODIFY needs target_step_id" in malformed[0]
+    assert "at most 64 characters" in malformed[1]
