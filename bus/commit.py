@@ -4,11 +4,12 @@ Handlers finish at their own pace; each queues a Commit and awaits it. The flush
 queued commit in one pipelined round trip, so under load a hop costs a fraction of a round trip,
 and with one event in flight it costs exactly one (nothing waits for a batch to fill).
 
-Each commit is one script (`_COMMIT`), run by Redis as one step: the outputs, then the "done"
-mark, then XACK. A pipeline would not do: Redis out of memory refuses the XADDs and SETs but
-takes the XACK (it needs no memory), and a worker killed before its retry would then have acked
-an entry whose outputs never existed. In the script the first refused write stops it. All of a
-commit's keys are in the run's shard (bus.keys), so on a cluster it runs on one node.
+Each commit is one script (`_COMMIT`), run by Redis as one step: the run's records
+(bus.records), then the output events, then the "done" mark, then XACK. A pipeline would not
+do: Redis out of memory refuses the XADDs and SETs but takes the XACK (it needs no memory),
+and a worker killed before its retry would then have acked an entry whose outputs never
+existed. In the script the first refused write stops it. All of a commit's keys are in the
+run's shard (bus.keys), so on a cluster it runs on one node.
 
 A crash before the script leaves the entry pending; its redelivery finds the memoised LLM
 replies, publishes the same deterministic event ids, and the next consumer's dedupe drops the
@@ -32,15 +33,18 @@ from bus.codec import Routable, encode
 from bus.connection import TRANSIENT, RedisClient
 from bus.deadletter import DeadLetter
 from bus.keys import ANSWERS, Keys, LockState
+from bus.records import RunRecord
 from bus.settings import BusSettings
 from bus.writes import WriteGate, refuses_writes, said
 
 log = logging.getLogger("aeon.bus")
 
 #: One commit. KEYS: the entry's stream, its event's lock (the stream again when there is none),
-#: then per output its stream, and for an answer also the answer key. ARGV: group, entry id,
-#: stream maxlen, done-mark TTL ms, answer TTL s, the done value, then per output: its kind
-#: ("event", "answer", "dead"), its number of fields and the fields. Returns the dead letter's
+#: then per output its stream (a record: its run's hash), and for an answer also the answer
+#: key. ARGV: group, entry id, stream maxlen, done-mark TTL ms, answer TTL s, the done value,
+#: then per output: its kind ("record", "event", "answer", "dead"), its number of fields and
+#: the fields (a record's: its name and value). Records come first, so an event is never added
+#: without the records it refers to; they expire with the answer. Returns the dead letter's
 #: id, if any. One FinalAnswer per run, even if two exits reach Phase E: an answer is added to
 #: its stream only if its answer key was not set yet (SET NX). A commit already done (its lock
 #: says so: sent again after a cluster node failed under the pipeline) only acks.
@@ -54,7 +58,11 @@ while a <= #ARGV do
   local kind, n = ARGV[a], tonumber(ARGV[a + 1])
   local fields = {unpack(ARGV, a + 2, a + 1 + 2 * n)}
   a = a + 2 + 2 * n
-  if kind == 'answer' then
+  if kind == 'record' then
+    redis.call('HSET', KEYS[k], fields[1], fields[2])
+    redis.call('EXPIRE', KEYS[k], ARGV[5])
+    k = k + 1
+  elseif kind == 'answer' then
     if redis.call('SET', KEYS[k + 1], fields[#fields], 'NX', 'EX', ARGV[5]) then
       redis.call('XADD', KEYS[k], 'MAXLEN', '~', maxlen, '*', unpack(fields))
     end
@@ -95,12 +103,14 @@ class Commit:
     stream_key: str
     group: str
     entry_id: bytes
-    outputs: list[Routable] = field(default_factory=list)
+    #: The handler's events, and the run records they refer to (bus.records).
+    outputs: list[Routable | RunRecord] = field(default_factory=list)
     lock_key: str | None = None
     dead: DeadLetter | None = None
     #: Fields every output carries beside the event: the trace context (telemetry.tracing).
     trace: dict[str, bytes] = field(default_factory=dict)
     encoded: list[tuple[str, dict[str, bytes]]] = field(default_factory=list)
+    records: list[RunRecord] = field(default_factory=list)
     done: asyncio.Future[None] | None = None
     #: The dead letter's id on the dead-letter stream, once committed.
     dead_id: str | None = None
@@ -109,7 +119,7 @@ class Commit:
     def writes(self) -> bool:
         """Whether it writes more than the ack (outputs, a dead letter, a done mark): only
         such a commit needs the script, and only its success says Redis has memory."""
-        return bool(self.encoded or self.dead or self.lock_key)
+        return bool(self.encoded or self.records or self.dead or self.lock_key)
 
 
 class Committer:
@@ -135,7 +145,12 @@ class Committer:
         event being handled, with the true reason. Answers are exempt: gateways take them whole.
         """
         # The trace fields go first: the script stores an answer's last field, its body.
-        item.encoded = [(event.STREAM, item.trace | encode(event)) for event in item.outputs]
+        item.records = [out for out in item.outputs if isinstance(out, RunRecord)]
+        item.encoded = [
+            (out.STREAM, item.trace | encode(out))
+            for out in item.outputs
+            if not isinstance(out, RunRecord)
+        ]
         for stream, fields in item.encoded:
             size, limit = len(fields["body"]), self._settings.max_event_bytes
             if stream != ANSWERS and size > limit:
@@ -270,6 +285,9 @@ class Committer:
         # Outputs go to the shard of the entry they come from, which is their run's (a run's
         # events share its correlation id). An entry put in another shard than its id picks
         # keeps its run there: one commit, one slot, whatever the entry says.
+        for record in item.records:
+            keys.append(self._keys.run_records(record.correlation_id, item.shard))
+            args += ["record", 1, record.name, record.value]
         for stream, fields in item.encoded:
             keys.append(self._keys.stream(stream, item.shard))
             if stream == ANSWERS:

@@ -50,6 +50,7 @@ from bus.commit import Commit, Committer
 from bus.connection import TRANSIENT, RedisClient
 from bus.deadletter import DeadLetter
 from bus.keys import Keys, LockState
+from bus.records import RunRecord
 from bus.settings import BusSettings
 from bus.writes import refuses_writes, said
 from telemetry import metrics, tracing
@@ -61,7 +62,9 @@ log = logging.getLogger("aeon.bus")
 #: only then is the memo worth a read. A first delivery cannot have memoised replies.
 redelivered: contextvars.ContextVar[bool] = contextvars.ContextVar("redelivered", default=False)
 
-Handler = Callable[[Any], Awaitable[Sequence[Routable]]]
+#: What a handler gives: its events, and the run records they refer to (bus.records).
+Output = Routable | RunRecord
+Handler = Callable[[Any], Awaitable[Sequence[Output]]]
 GiveUp = Callable[[DeadLetter], Sequence[Routable]]
 #: How often a loop held back by refused writes looks again.
 _WRITES_POLL_S = 0.5
@@ -514,7 +517,7 @@ class Consumer:
 
     async def _handle_with_retries(
         self, delivery: Delivery, event: Any
-    ) -> tuple[Sequence[Routable], str]:
+    ) -> tuple[Sequence[Output], str]:
         """The handler's outputs, or the last error after `handler_attempts` tries."""
         attempts = self._settings.handler_attempts
         error_text = ""
@@ -593,7 +596,7 @@ class Consumer:
     async def _commit(
         self,
         delivery: Delivery,
-        outputs: Sequence[Routable],
+        outputs: Sequence[Output],
         lock_key: str | None,
         dead: DeadLetter | None = None,
         trace: dict[str, bytes] | None = None,

@@ -12,8 +12,10 @@ answer key, the dedupe locks and the dead letters all carry the shard's hash tag
   slots, so a cluster whose masters hold equal contiguous ranges (what `redis-cli --cluster
   create` makes) puts each shard on its own master when N equals the masters.
 
-Memo entries, the write probe and the recorded shard count are the only keys outside the
-shards: each is read and written alone, and losing a memo costs an LLM call, not correctness.
+A run's records (`Keys.run_records`: what its events refer to instead of carrying, written by
+the same commit) live there too. Memo entries, the write probe and the recorded shard count
+are the only keys outside the shards: each is read and written alone, and losing a memo costs
+an LLM call, not correctness.
 """
 
 from __future__ import annotations
@@ -90,6 +92,11 @@ class Keys:
         its run's shard: the one its id picks, unless the run was put in another."""
         where = self.shard_of(correlation_id) if shard is None else shard
         return f"{self._in(where)}:answer:{correlation_id}"
+
+    def run_records(self, correlation_id: str, shard: int | None = None) -> str:
+        """A hash of the run's records (bus.records), in the run's shard like its answer."""
+        where = self.shard_of(correlation_id) if shard is None else shard
+        return f"{self._in(where)}:run:{correlation_id}"
 
     def lock(self, shard: int, group: str, event_id: str) -> str:
         """Who handles the event now (a consumer name), or DONE once it is handled."""

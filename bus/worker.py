@@ -17,6 +17,7 @@ from bus.consumer import Consumer, Route
 from bus.keys import Keys
 from bus.layout import agree_on_shards
 from bus.memo import RedisMemo
+from bus.records import RedisRunRecords
 from bus.settings import BusSettings, redact
 
 log = logging.getLogger("aeon.bus")
@@ -47,6 +48,7 @@ class BusWorker:
         self.keys = Keys(settings.prefix, settings.shards)
         self.committer = Committer(redis, self.keys, settings)
         self.memo = RedisMemo(redis, self.keys, self.committer)
+        self.records = RedisRunRecords(redis, self.keys)
         self.consumers: list[Consumer] = []
 
     def add(self, routes: Sequence[Route]) -> None:

@@ -68,13 +68,12 @@ def progress_of(event: Event) -> list[Progress]:
         refinements = event.run.total_refinements
         return [Progress(cid, "B", f"B  planned: {steps} steps, {refinements} refinement(s)")]
     if isinstance(event, PassCompleted):
-        last = event.run.last_pass
-        return [pass_progress(cid, last)] if last else []
+        return [pass_progress(cid, event.execution_pass)]
     if isinstance(event, PassRequested):
         number, left = event.run.pass_count + 1, event.run.ttl_remaining
         return [Progress(cid, "D", f"D  pass {number} requested, pass budget left {left}")]
     if isinstance(event, LoopExited):
-        last = event.run.last_pass if event.run else None
+        last = event.execution_pass
         passes = [pass_progress(cid, last)] if last else []
         detail = f" ({event.detail})" if event.detail else ""
         words = EXIT_WORDS.get(event.reason, event.reason)

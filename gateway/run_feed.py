@@ -1,9 +1,10 @@
 """Runs as the HTTP gateway serves them: read back from Redis, and followed live on the bus.
 
-Aeon keeps no per-run log: a run's events sit among every run's in its shard's streams, and a
-gateway only publishes and reads. What makes a run cheap to read back anyway is that each of
-its progress events carries the whole run so far (gateway.run_steps), so the newest one is
-enough. The feed finds it three ways, cheapest first:
+A run's events sit among every run's in its shard's streams, and a gateway only publishes and
+reads. What makes a run cheap to read back anyway is that each of its progress events carries
+the run so far but for its passes, whose records the run's history holds (phases.history): the
+newest event and one read of that history give every step (gateway.run_steps). The feed finds
+the newest event three ways, cheapest first:
 
 - **Where this process saw it.** One follower (the AeonClient's own reader, which hands the
   feed every entry it takes: `RunFeed.seen`) reads every shard's requests, progress and
@@ -21,7 +22,8 @@ enough. The feed finds it three ways, cheapest first:
 
 Live: the follower decodes an entry only when someone watches its run, once for all of them,
 and keeps the newest event and the answer of each watched run (`WatchedRun`); each watcher
-wakes, works out the steps it has not sent yet from that newest state, and sends them. A slow
+wakes, loads the history of that newest state if it has not been loaded (once for all of
+them), works out the steps it has not sent yet, and sends them. A slow
 watcher never holds anything up: nothing queues for it, it finds the newest state whenever it
 is ready, and the follower never waits on a watcher.
 """
@@ -42,6 +44,7 @@ from pydantic import ValidationError
 from bus.codec import text
 from bus.connection import TRANSIENT, RedisClient
 from bus.keys import ANSWERS, Keys
+from bus.records import RedisRunRecords
 from gateway.client import PROGRESS_STREAMS, answer_due_by
 from gateway.run_steps import (
     BEFORE_ANY_STEP,
@@ -55,6 +58,7 @@ from gateway.run_steps import (
     request_of,
     run_steps,
 )
+from phases import history
 from phases.events import (
     EVENT_TYPES,
     Event,
@@ -62,7 +66,9 @@ from phases.events import (
     FinalAnswerReady,
     LoopExited,
     RequestSubmitted,
+    RunState,
 )
+from phases.history import RunRecords
 
 log = logging.getLogger("aeon.http")
 
@@ -185,6 +191,16 @@ class WatchedRun:
             self._changed.set()
             self._changed = asyncio.Event()
 
+    async def load_history(self, records: RunRecords) -> None:
+        """Put the passes' records in the newest state's run, if they are not there: once,
+        before its steps are worked out, so a step of a pass is never skipped for want of it."""
+        run = getattr(self.view.state, "run", None)
+        if not isinstance(run, RunState) or run.history_loaded:
+            return
+        async with self.load_lock:
+            await _load_history(records, self.correlation_id, run)
+            self._wire = (-1, [])
+
     def steps(self) -> list[WireStep]:
         version, steps = self._wire
         if version != self.version:
@@ -210,6 +226,8 @@ class RunFeed:
         self._index_size = index_size
         self._index: OrderedDict[str, _Where] = OrderedDict()
         self._watched: dict[str, WatchedRun] = {}
+        #: Where the runs' histories are read from (phases.history).
+        self.records = RedisRunRecords(redis, keys)
         self._unreadable_answer_logged = False
         #: Event streams open now (for /healthz).
         self.open_streams = 0
@@ -245,6 +263,9 @@ class RunFeed:
             state, state_at = await self._scan_for_exit(correlation_id, answered)
         if state is None and answered is None and where is None:
             return None
+        run = getattr(state, "run", None)
+        if isinstance(run, RunState):
+            await _load_history(self.records, correlation_id, run)
         return RunView(state, state_at, answered.result if answered else None)
 
     def stop_streams(self) -> None:
@@ -426,6 +447,15 @@ class RunFeed:
             self._index.popitem(last=False)
 
 
+async def _load_history(records: RunRecords, correlation_id: str, run: RunState) -> None:
+    """The run's passes from its history; a history that is gone (expired before the events
+    that refer to it were trimmed) leaves the run's steps without its passes."""
+    try:
+        await history.load(records, correlation_id, run)
+    except history.HistoryMissing as error:
+        log.info("%s", error)
+
+
 def _entry_ms(entry_id: str) -> int:
     return int(entry_id.partition("-")[0])
 
@@ -472,6 +502,10 @@ async def stream_steps(watch: Watch, after: EventId | None) -> AsyncIterator[Wir
     try:
         while True:
             version = run.version
+            try:
+                await run.load_history(feed.records)
+            except TRANSIENT:
+                return  # the reader tries again, by its id, when Redis is back
             for step in run.steps():
                 if step.order > sent:
                     sent = step.order

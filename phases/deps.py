@@ -1,4 +1,5 @@
-"""What every phase handler is given: the LLM, the registry, the memo and the loop's limits.
+"""What every phase handler is given: the LLM, the registry, the memo, where run histories are
+read from, and the loop's limits.
 
 Handlers are plain async functions `(event, deps) -> list[Event]`; the bus runtime decodes the
 event, calls the handler, and publishes what it returns. Keeping the bus out of handlers lets the
@@ -18,6 +19,7 @@ from pydantic import Field
 from config import AeonSettings
 from llm.base import LLMAdapter
 from phases.events import Usage
+from phases.history import DictRunRecords, RunRecords
 from phases.llm_calls import (
     DEFAULT_CONTEXT_TOKENS,
     DictMemo,
@@ -41,8 +43,8 @@ class LoopSettings(AeonSettings):
     executable_check_timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
     #: The model's context window in tokens: every prompt is fitted to it (AEON_LLM_CONTEXT_TOKENS).
     llm_context_tokens: Whole = DEFAULT_CONTEXT_TOKENS
-    #: Characters of a step's output kept in the run; the rest is cut with a marker, so model
-    #: verbosity cannot grow an event past AEON_MAX_EVENT_BYTES.
+    #: Characters of a step's output kept in the run's history; the rest is cut with a marker,
+    #: so model verbosity cannot grow a run's records (or its prompts) without bound.
     max_step_output_chars: Whole = 20_000
 
 
@@ -51,6 +53,8 @@ class PhaseDeps:
     llm: LLMAdapter
     registry: PromptRegistry
     memo: Memo = field(default_factory=DictMemo)
+    #: Where runs' histories are read from (phases.history).
+    records: RunRecords = field(default_factory=DictRunRecords)
     settings: LoopSettings = field(default_factory=LoopSettings)
 
     def session(self, run_key: str, usage: Usage, deadline: datetime | None = None) -> LLMSession:

@@ -1,8 +1,12 @@
 """The events phases exchange, and the run state that travels inside them.
 
-Workers keep nothing between events, so everything a later phase needs rides in the event:
-`RunState` grows as the run moves through A → B → C/D → E. Each event names the logical stream
-it goes to (`STREAM`); the bus adds the deployment's prefix.
+Workers keep nothing between events. What a later phase needs rides in the event's `RunState`,
+except what would make events grow with the run: the passes' records and the steps' outputs are
+kept once each in the run's records in Redis (phases.history), written by the commit of the hop
+that made them, and read back by the phases that need them. So an event's size is bounded by
+the run's plan and settings and what its hop changed, not by how many passes ran or how long
+their outputs were. Each event names the logical stream it goes to (`STREAM`); the bus adds the
+deployment's prefix.
 
 Event ids of derived events are deterministic (a hash of the parent's id and the child's kind):
 a handler that runs twice for the same input event produces the same ids, so the consumer's
@@ -16,7 +20,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal, TypeVar
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from bus.codec import derived_id
 from bus.keys import ANSWERS
@@ -69,7 +74,12 @@ class Usage(BaseModel):
 
 
 class RunState(BaseModel):
-    """What a run has produced so far; each phase adds its part and passes it on."""
+    """What a run has produced so far; each phase adds its part and passes it on.
+
+    `passes` (and each plan step's `output`) never leave the process: they are kept in the
+    run's history (phases.history) and loaded by the phases that read them, so a decoded run
+    holds none until then. `pass_count` always says how many passes ran.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -82,18 +92,34 @@ class RunState(BaseModel):
     profile_is_default: bool = False
     ttl_remaining: int = Field(0, ge=0)
     plan: Plan | None = None
-    passes: list[ExecutionPass] = Field(default_factory=list)
+    pass_count: int = Field(0, ge=0)
+    #: The records of passes 1..`pass_count` once loaded (phases.history); not sent.
+    passes: SkipJsonSchema[list[ExecutionPass]] = Field(default_factory=list, exclude=True)
     total_refinements: int = Field(0, ge=0)
     usage: Usage = Field(default_factory=Usage)
     notes: list[str] = Field(default_factory=list)
 
-    @property
-    def pass_count(self) -> int:
-        return len(self.passes)
+    @model_validator(mode="after")
+    def _count_inline_passes(self) -> RunState:
+        """A run from a version that sent its passes inline: they count as run (and the next
+        hop writes them to the history, phases.history.kept_passes)."""
+        if len(self.passes) > self.pass_count:
+            self.pass_count = len(self.passes)
+        return self
 
     @property
     def last_pass(self) -> ExecutionPass | None:
         return self.passes[-1] if self.passes else None
+
+    @property
+    def history_loaded(self) -> bool:
+        """Whether `passes` (and the outputs of executed steps) are all here."""
+        return len(self.passes) == self.pass_count
+
+    def add_pass(self, record: ExecutionPass) -> None:
+        """Record the pass just run; its number is the next one."""
+        self.passes.append(record)
+        self.pass_count = record.pass_number
 
 
 class Event(BaseModel):
@@ -182,8 +208,11 @@ class PassRequested(Event):
 
 
 class PassCompleted(Event):
+    """A pass ran and did not end the loop; `execution_pass` is its record (D decides from it)."""
+
     STREAM: ClassVar[str] = "pass-completed"
     run: RunState
+    execution_pass: ExecutionPass
 
 
 ExitReason = Literal[
@@ -200,6 +229,8 @@ class LoopExited(Event):
     detail: str = ""
     request: str = Field("", description="the request text, kept even when the run is lost")
     run: RunState | None = None
+    #: The pass whose outcome ended the loop, when one did (Phase C's exits).
+    execution_pass: ExecutionPass | None = None
 
 
 class ExecutionResult(BaseModel):

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, Dict, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
 
 ToolUsage = Literal["none", "minimal", "moderate", "extensive"]
 Breadth = Literal["narrow", "moderate", "broad"]
@@ -64,7 +65,9 @@ class PlanStep(Model):
     step_id: str = Field(..., min_length=1, max_length=64)
     description: str = Field(..., min_length=1)
     status: StepStatus = "pending"
-    output: str | None = None
+    #: What the step produced when it ran in `executed_in_pass`. Not sent with the plan: it is
+    #: kept in that pass's history record and loaded with it (phases.history).
+    output: SkipJsonSchema[str | None] = Field(None, exclude=True)
     executed_in_pass: int | None = None
 
     @property

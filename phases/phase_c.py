@@ -21,7 +21,7 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from phases import evaluation, summaries
+from phases import evaluation, history, summaries
 from phases.deps import LoopSettings, PhaseDeps
 from phases.events import Event, ExitReason, PassCompleted, PassRequested, PlanReady, RunState
 from phases.llm_calls import LLMSession
@@ -53,19 +53,20 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
     """One pass → PassCompleted (loop goes on via D) or LoopExited (with the reason)."""
     run = event.run
     settings = deps.settings
-    number = len(run.passes) + 1
+    number = run.pass_count + 1
     if number > settings.max_passes:
         detail = f"pass {number} would exceed the limit of {settings.max_passes} passes"
         return [summaries.loop_exit(event, run, "max_passes", detail)]
     if run.plan is None:
         return [summaries.loop_exit(event, run, "failed", "phase C got a run without a plan")]
+    await history.load(deps.records, event.correlation_id, run)  # earlier outputs and scores
     plan = run.plan
     session = deps.session(event.correlation_id, run.usage, event.deadline)
     record = await execute(session, run, plan, number, settings.max_step_output_chars)
     try:
         await evaluate(session, run, plan, record, settings)
     except summaries.LLM_FAILURES as error:
-        run.passes.append(record)
+        run.add_pass(record)
         detail = f"evaluation of pass {number} failed: {error}"
         return [summaries.loop_exit(event, run, "failed", detail)]
     scores = [p.score for p in run.passes] + [record.score]
@@ -74,10 +75,10 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
         stop = await refine_for_next_pass(session, run, plan, record, settings)
     else:
         stop = (reason, explain_exit(reason, run, record, scores, settings))
-    run.passes.append(record)
+    run.add_pass(record)
     if stop is not None:
         return [summaries.loop_exit(event, run, *stop)]
-    return [event.child(PassCompleted, run=run)]
+    return [event.child(PassCompleted, run=run, execution_pass=record)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,9 +112,8 @@ async def execute(
         )
         if outcome.blocked:
             record.blocked_step_ids.append(step.step_id)
-            run.notes.append(
-                f"phase C: step {step.step_id} is blocked in pass {number}: {outcome.blocked}"
-            )
+            said = summaries.first_line(outcome.blocked)
+            run.notes.append(f"phase C: step {step.step_id} is blocked in pass {number}: {said}")
         elif outcome.failed:
             record.failed_steps[step.step_id] = outcome.failed
             run.notes.append(

@@ -30,9 +30,7 @@ DEPTH_DOWN_FACTOR = 0.15
 async def handle(event: PassCompleted, deps: PhaseDeps) -> list[Event]:
     """PassCompleted → PassRequested while TTL is left, else LoopExited("ttl_exhausted")."""
     run = event.run
-    last = run.last_pass
-    if last is None:
-        return [summaries.loop_exit(event, run, "failed", "phase D got a run with no pass")]
+    last = event.execution_pass
     if last.converged:  # C exits on convergence itself; kept so a stray event still ends well
         detail = f"pass {last.pass_number} converged"
         return [summaries.loop_exit(event, run, "converged", detail)]
@@ -74,7 +72,7 @@ def rescale_ttl(ttl: int, old_depth: int, new_depth: int, ceiling: int) -> int:
 
 def ttl_ceiling(run: RunState) -> int:
     """What is left of the request's cap, counting the pass about to be charged."""
-    return max(0, run.max_ttl - len(run.passes) + 1)
+    return max(0, run.max_ttl - run.pass_count + 1)
 
 
 async def adapt_profile(session: LLMSession, run: RunState, last: ExecutionPass) -> None:

@@ -33,6 +33,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from llm.base import LLMAdapter, LLMError
+from phases import history
 from phases.deps import PhaseDeps
 from phases.events import (
     Event,
@@ -180,7 +181,7 @@ def build_phase_e_input(event: LoopExited) -> PhaseEInput:
             total_refinements=0,
             ttl_remaining=0,
         )
-    last = run.last_pass
+    last = run.last_pass or event.execution_pass  # the latter when the history is not loaded
     return PhaseEInput(
         request=request,
         correlation_id=event.correlation_id,
@@ -206,6 +207,8 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     deadline no model is called: the gateway has stopped waiting and an answer now beats a
     better one later.
     """
+    if event.run is not None:
+        await _load_history(deps, event)
     phase_e_input = build_phase_e_input(event)
     usage = event.run.usage.model_copy() if event.run else Usage()
     context = exit_context(event)
@@ -215,6 +218,16 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
         session = deps.session(event.correlation_id, usage, event.deadline)
         answer = await synthesize(phase_e_input, session, context)
     return [answer_event(event, phase_e_input, answer, usage)]
+
+
+async def _load_history(deps: PhaseDeps, event: LoopExited) -> None:
+    """The run's passes and outputs; a history that is gone is noted and answered without."""
+    run = event.run
+    assert run is not None
+    try:
+        await history.load(deps.records, event.correlation_id, run)
+    except history.HistoryMissing as error:
+        run.notes.append(f"phase E: answered without the passes' records: {error}")
 
 
 def fallback_answer(event: LoopExited, reason: str) -> FinalAnswerReady:

@@ -39,8 +39,16 @@ def failure_note(phase: str, what: str, error: Exception, consequence: str) -> s
 
 
 def loop_exit(event: Event, run: RunState, reason: ExitReason, detail: str) -> LoopExited:
-    """The loop's end, made from `event` (deterministic id), carrying the run as it stands."""
-    return event.child(LoopExited, reason=reason, detail=detail, request=run.request, run=run)
+    """The loop's end, made from `event` (deterministic id), carrying the run as it stands and
+    the record of its newest pass when this hop has it in hand (Phase C, which just ran it)."""
+    return event.child(
+        LoopExited,
+        reason=reason,
+        detail=detail,
+        request=run.request,
+        run=run,
+        execution_pass=run.last_pass,
+    )
 
 
 def rules_summary(rules: Iterable[Rule]) -> str:

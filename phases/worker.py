@@ -15,10 +15,11 @@ from redis.asyncio import Redis
 
 from bus.consumer import Route
 from bus.deadletter import DeadLetter
+from bus.records import RunRecord
 from bus.settings import BusSettings
 from bus.worker import BusWorker
 from llm.base import LLMAdapter
-from phases import phase_a, phase_b, phase_c, phase_d, phase_e
+from phases import history, phase_a, phase_b, phase_c, phase_d, phase_e
 from phases.deps import LoopSettings, PhaseDeps
 from phases.events import (
     Event,
@@ -96,6 +97,7 @@ def make_worker(
         llm=llm,
         registry=default_registry(),
         memo=worker.memo,
+        records=worker.records,
         settings=loop or LoopSettings.from_env(),
     )
     worker.add(build_routes(deps, phases))
@@ -110,12 +112,15 @@ def run_of(event: Event) -> RunState | None:
 
 
 def _before_deadline(handler: Handler, deps: PhaseDeps) -> Callable[[Event], Awaitable[list]]:
-    """A phase that sees the deadline passed sends the run to E instead of calling the LLM."""
+    """A phase that sees the deadline passed sends the run to E instead of calling the LLM.
+    What it returns goes with the records of the passes it ran (phases.history)."""
 
-    async def handle(event: Event) -> list[Event]:
+    async def handle(event: Event) -> list[Event | RunRecord]:
         if event.expired():
             return [_exit(event, "deadline_exceeded", "the request's deadline passed")]
-        return await handler(event, deps)
+        kept = history.kept_passes(getattr(event, "run", None))
+        outputs = await handler(event, deps)
+        return [*history.new_records(outputs, kept), *outputs]
 
     return handle
 

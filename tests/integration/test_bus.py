@@ -25,6 +25,7 @@ from bus.connection import RedisClient, connect, is_cluster
 from bus.consumer import Consumer, Route
 from bus.deadletter import DeadLetter
 from bus.keys import Keys
+from bus.records import RunRecord
 from bus.settings import BusSettings
 from bus.worker import BusWorker
 from config import SettingsError
@@ -527,6 +528,66 @@ async def test_a_commit_sent_again_publishes_once(
     assert await xlen(redis, settings, "out") == 1
 
 
+def with_record(event: Ping, value: bytes = b"kept") -> list[RunRecord | Pong]:
+    return [RunRecord(event.correlation_id, "pass:1", value), *pong_of(event)]
+
+
+async def test_a_hop_writes_its_run_records_with_its_events(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """A handler's records land in its run's hash, expiring with the answer, readable by
+    name; a record that is not there reads as None."""
+
+    async def handle(event: Ping) -> list[RunRecord | Pong]:
+        return with_record(event)
+
+    async with Running(redis, settings, route(handle)) as worker:
+        await publish(redis, settings, ping(7))
+        await wait_for_len(redis, settings, "out", 1)
+        assert await worker.records.read("run-7", ["pass:1", "pass:2"]) == [b"kept", None]
+    ttl = await redis.ttl(keys_of(settings).run_records("run-7"))
+    assert settings.answer_ttl_s - 60 < ttl <= settings.answer_ttl_s
+
+
+async def test_a_commit_sent_again_writes_its_records_once(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """A commit whose event is done writes nothing, records included."""
+    worker = BusWorker(redis, settings)
+    flusher = asyncio.create_task(worker.committer.run())
+    keys = keys_of(settings)
+    event = ping(8)
+    shard = keys.shard_of(event.correlation_id)
+    lock = keys.lock(shard, "phase-t", event.event_id)
+    for value in (b"first", b"second"):
+        outputs = with_record(event, value)
+        commit = Commit(shard, keys.stream("in", shard), "phase-t", b"0-1", outputs, lock)
+        await worker.committer.commit(commit)
+    worker.committer.close()
+    await flusher
+    assert await worker.records.read("run-8", ["pass:1"]) == [b"first"]
+    assert await xlen(redis, settings, "out") == 1
+
+
+async def test_records_are_found_in_the_shard_an_entry_kept_its_run_in(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """An entry put in another shard than its id picks writes its records there (one slot per
+    commit), and reading them finds them there."""
+    settings = settings.with_(shards=3)
+    keys = keys_of(settings)
+    stray = next(ping(n) for n in range(100) if keys.shard_of(f"run-{n}") != 0)
+
+    async def handle(event: Ping) -> list[RunRecord | Pong]:
+        return with_record(event)
+
+    async with Running(redis, settings, route(handle)) as worker:
+        await redis.xadd(keys.stream("in", 0), encode(stray))
+        await wait_for_len(redis, settings, "out", 1)
+        assert await redis.exists(keys.run_records(stray.correlation_id, 0)) == 1
+        assert await worker.records.read(stray.correlation_id, ["pass:1"]) == [b"kept"]
+
+
 async def test_stop_lets_in_flight_events_finish(redis: RedisClient, settings: BusSettings) -> None:
     started = asyncio.Event()
 
@@ -629,6 +690,35 @@ async def test_an_ack_never_goes_through_without_its_outputs(
     async with Running(redis, other, route(handle)):
         out = await wait_for_len(redis, settings, "out", 1)
     assert out[0][1][b"cid"] == b"run-1"
+
+
+async def test_no_event_without_its_records_when_redis_refuses_writes(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """Out of memory, a worker gone before its retry has written neither the records nor the
+    event; the worker that redoes the hop writes both."""
+    settings = settings.with_(shutdown_grace_s=0)
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def handle(event: Ping) -> list[RunRecord | Pong]:
+        started.set()
+        await release.wait()
+        return with_record(event)
+
+    await publish(redis, settings, ping(9))
+    running = Running(redis, settings, route(handle))
+    await running.__aenter__()
+    await asyncio.wait_for(started.wait(), 10)
+    async with out_of_memory(redis):
+        release.set()
+        await eventually(lambda: not running.worker.committer.gate.is_open)
+        await kill(running)
+        assert await xlen(redis, settings, "out") == 0
+        assert await running.worker.records.read("run-9", ["pass:1"]) == [None]
+    other = settings.with_(consumer_name=f"{settings.consumer_name}-2")
+    async with Running(redis, other, route(handle)) as worker:
+        await wait_for_len(redis, settings, "out", 1)
+        assert await worker.records.read("run-9", ["pass:1"]) == [b"kept"]
 
 
 async def test_entries_wait_unlocked_while_redis_refuses_writes(

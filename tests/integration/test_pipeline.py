@@ -298,11 +298,11 @@ async def test_progress_is_reported(settings: BusSettings) -> None:
     assert passes == list(range(1, result.total_passes + 1))
 
 
-def verbose_model() -> ScriptedLLM:
+def verbose_model(plan: str = PLAN) -> ScriptedLLM:
     """A model that converges in one pass and writes 120,000 characters per step."""
     return ScriptedLLM(
         {
-            PromptId.PLAN_GENERATION_USER: PLAN,
+            PromptId.PLAN_GENERATION_USER: plan,
             PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
             PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.99, converged=True),
             PromptId.REASONING_STEP_USER: "tides " * 20_000,
@@ -318,14 +318,27 @@ async def test_long_outputs_are_stored_cut_so_the_run_converges(settings: BusSet
     assert (result.status, result.degraded) == ("converged", False)
 
 
+async def test_whole_long_outputs_stay_out_of_the_events(settings: BusSettings) -> None:
+    """Outputs are kept in the run's history, not in its events: 120,000 characters per step,
+    kept whole, pass a 60 KB event limit."""
+    small = settings.with_(max_event_bytes=60_000)
+    loop = LoopSettings(max_step_output_chars=1_000_000)
+    result = await ask(small, verbose_model(), "Explain tides", loop=loop)
+    assert (result.status, result.degraded) == ("converged", False)
+
+
+def planning_model() -> ScriptedLLM:
+    """A model whose plan, which every later event carries, is about 100,000 characters."""
+    steps = [{"step_id": f"s{n}", "description": f"step {n} " * 2_000} for n in range(8)]
+    return verbose_model(json.dumps({"plan": {"goal": "answer", "steps": steps}}))
+
+
 async def test_an_event_that_would_pass_the_size_limit_ends_the_run_with_the_true_reason(
     settings: BusSettings,
 ) -> None:
     """Not "the request text was lost": the run is answered from the event that was handled."""
-    llm = verbose_model()
     small = settings.with_(max_event_bytes=60_000)
-    loop = LoopSettings(max_step_output_chars=1_000_000)
-    result = await ask(small, llm, "Explain tides", loop=loop)
+    result = await ask(small, planning_model(), "Explain tides")
     metadata = result.final_answer.metadata
     assert result.degraded and metadata["reason"] != "request_lost"
     assert "over AEON_MAX_EVENT_BYTES (60000)" in metadata["exit_detail"]

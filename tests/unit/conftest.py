@@ -15,8 +15,10 @@ from typing import Any
 
 import pytest
 
+from bus.records import RunRecord
 from llm.base import LLMCall
 from llm.scripted import ScriptedLLM
+from phases import history
 from phases.deps import LoopSettings, PhaseDeps
 from phases.events import (
     Event,
@@ -206,13 +208,20 @@ def make_plan_ready() -> Callable[..., PlanReady]:
 
 async def drive_loop(event: Event, deps: PhaseDeps, max_hops: int = 40) -> list[Event]:
     """Feed each phase's single output to the next phase, routed as the worker app wires
-    phases A-D, until the loop exits."""
+    phases A-D, until the loop exits. Each event goes on as the bus hands it over: decoded
+    from its JSON, with the run records its hop wrote kept in `deps.records`. Then each one's
+    run is given its history back, as Phase E loads it, for the tests to look at."""
     handlers = {kind: route.handle for route in build_routes(deps, "abcd") for kind in route.types}
     trail: list[Event] = []
     while not isinstance(event, LoopExited):
         assert len(trail) < max_hops, "the loop did not end"
-        (event,) = await handlers[type(event).__name__](event)
+        outputs = await handlers[type(event).__name__](event)
+        deps.records.write([out for out in outputs if isinstance(out, RunRecord)])
+        (made,) = [out for out in outputs if not isinstance(out, RunRecord)]
+        event = type(made).model_validate_json(made.model_dump_json())
         trail.append(event)
+    for made in trail:
+        await history.load(deps.records, made.correlation_id, made.run)
     return trail
 
 

@@ -157,7 +157,7 @@ async def test_malformed_once_in_assessment_is_repaired(harness, replies, make_p
 async def test_beyond_max_passes_exits_without_a_call(harness, replies, make_plan_ready) -> None:
     h = harness(base_script(replies), max_passes=1)
     event = make_plan_ready("one")
-    event.run.passes.append(ExecutionPass(pass_number=1, score=0.5))
+    event.run.add_pass(ExecutionPass(pass_number=1, score=0.5))
     (out,) = await phase_c.handle(event, h.deps)
     assert isinstance(out, LoopExited) and out.reason == "max_passes"
     assert h.llm.calls == [] and len(out.run.passes) == 1
@@ -322,7 +322,7 @@ async def test_pass_requested_continues_where_the_run_is(harness, replies, make_
     run.plan.steps[0] = run.plan.steps[0].model_copy(
         update={"status": "done", "output": "old", "executed_in_pass": 1}
     )
-    run.passes.append(ExecutionPass(pass_number=1, score=0.5))
+    run.add_pass(ExecutionPass(pass_number=1, score=0.5))
     (out,) = await phase_c.handle(ready.child(PassRequested, run=run), h.deps)
     record = out.run.passes[-1]
     assert record.pass_number == 2 and record.executed_step_ids == ["s2"]

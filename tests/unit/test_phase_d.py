@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from llm.base import LLMError
 from phases import phase_d
@@ -31,8 +32,9 @@ def record(*severities: str, blocked: tuple[str, ...] = (), converged: bool = Fa
 
 def completed(make_plan_ready, last: ExecutionPass, ttl: int = 4, max_ttl: int = 10):
     ready = make_plan_ready("a", ttl=ttl)
-    run: RunState = ready.run.model_copy(update={"max_ttl": max_ttl, "passes": [last]})
-    return ready.child(PassCompleted, run=run)
+    run: RunState = ready.run.model_copy(update={"max_ttl": max_ttl})
+    run.add_pass(last)
+    return ready.child(PassCompleted, run=run, execution_pass=last)
 
 
 # ---- the pure rules -----------------------------------------------------------------------------
@@ -143,10 +145,12 @@ async def test_same_event_twice_makes_no_second_call(
     assert first.run.model_dump(exclude={"usage"}) == second.run.model_dump(exclude={"usage"})
 
 
-async def test_no_pass_is_a_failed_exit(harness, make_plan_ready) -> None:
-    ready = make_plan_ready("a")
-    (out,) = await phase_d.handle(ready.child(PassCompleted, run=ready.run), harness({}).deps)
-    assert isinstance(out, LoopExited) and out.reason == "failed"
+def test_a_pass_completed_without_its_pass_is_not_an_event(make_plan_ready) -> None:
+    """D judges the pass the event carries: one without it is poison (dead-lettered at decode,
+    so E answers the run as failed), never a D that guesses."""
+    body = make_plan_ready("a").model_dump_json()  # a PlanReady has all the rest
+    with pytest.raises(ValidationError, match="execution_pass"):
+        PassCompleted.model_validate_json(body)
 
 
 # ---- the whole loop, A to exit ------------------------------------------------------------------

@@ -47,15 +47,14 @@ def _journey() -> dict[str, Event]:
     run.plan.steps[0] = run.plan.steps[0].model_copy(
         update={"status": "done", "output": "The moon pulls the sea.", "executed_in_pass": 1}
     )
-    run.passes.append(
-        ExecutionPass(
-            pass_number=1,
-            executed_step_ids=["s1"],
-            failed_steps={"s2": "the LLM call failed"},
-            score=0.5,
-        )
+    record = ExecutionPass(
+        pass_number=1,
+        executed_step_ids=["s1"],
+        failed_steps={"s2": "the LLM call failed"},
+        score=0.5,
     )
-    completed = planned.child(PassCompleted, run=run.model_copy(deep=True))
+    run.add_pass(record)
+    completed = planned.child(PassCompleted, run=run.model_copy(deep=True), execution_pass=record)
     requested = completed.child(PassRequested, run=run.model_copy(deep=True))
     exited = requested.child(LoopExited, reason="stagnated", detail="no progress", run=run)
     return {

@@ -1,0 +1,63 @@
+"""A run's records: what its events refer to instead of carrying, kept in one hash per run.
+
+An event that carried everything its run had produced would grow with every pass and every
+output, and each hop would pay to decode and encode all of it. So a handler may return, beside
+its events, `RunRecord`s: fields of the run's hash (`Keys.run_records`), written by the same
+commit script as the events and before them (bus.commit). Hence, for every event in a stream,
+the records it refers to exist:
+
+- a commit is one script, and the first refused write stops it, so no event is added without
+  the records written before it; on a cluster both live in the run's slot, so a failover that
+  loses the newest writes loses the event with them, or neither;
+- a record is written with HSET of a deterministic field, and a redelivered handler rebuilds
+  it from the same event and memoised replies, so writing it again changes nothing; a commit
+  that finds its event done writes nothing at all;
+- the hash expires with the run's answer (AEON_ANSWER_TTL_S from its last write).
+
+Readers (the phases that need a run's history, the HTTP gateway's run steps) read the fields
+they need with one HMGET.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bus.connection import RedisClient
+from bus.keys import Keys
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """Field `name` of run `correlation_id`'s records, holding `value`."""
+
+    correlation_id: str
+    name: str
+    value: bytes
+
+
+class RedisRunRecords:
+    """Reads a run's records from the run's shard."""
+
+    def __init__(self, redis: RedisClient, keys: Keys) -> None:
+        self._redis = redis
+        self._keys = keys
+
+    async def read(self, correlation_id: str, names: Sequence[str]) -> list[bytes | None]:
+        """Each named field's value, None where there is none.
+
+        A run is kept in the shard its id picks; one whose first entry was put in another
+        shard keeps its records there, so any field missing is looked for in the others.
+        """
+        key = self._keys.run_records(correlation_id)
+        values: list[bytes | None] = await self._redis.hmget(key, list(names))
+        home = self._keys.shard_of(correlation_id)
+        for shard in range(self._keys.shards):
+            if all(value is not None for value in values):
+                break
+            if shard != home:
+                other = await self._redis.hmget(
+                    self._keys.run_records(correlation_id, shard), list(names)
+                )
+                values = [v if v is not None else o for v, o in zip(values, other, strict=True)]
+        return values

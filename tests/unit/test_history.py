@@ -1,0 +1,146 @@
+"""A run's history (phases.history): events carry no pass records and no step outputs, each
+pass's record is written once by the hop that ran it, and what reads history finds it, or
+says plainly that it is gone."""
+
+from __future__ import annotations
+
+import pytest
+
+from bus.records import RunRecord
+from phases import history, phase_c, phase_e
+from phases.events import LoopExited, PassCompleted, PassRequested, RunState
+from phases.history import DictRunRecords, HistoryMissing, PassHistory
+from phases.models import ExecutionPass
+from prompts.registry import PromptId
+
+STEP = PromptId.REASONING_STEP_USER
+VALIDATE = PromptId.VALIDATION_SEMANTIC_USER
+ASSESS = PromptId.CONVERGENCE_ASSESSMENT_USER
+REFINE = PromptId.RECURSIVE_REFINEMENT_USER
+LONG = "word " * 1_000  # 5,000 characters per step output
+
+
+def three_flat_passes(replies) -> dict:
+    """Three passes that never converge, each adding a step, each step writing LONG."""
+    return {
+        STEP: lambda call: f"[{call.input.step_id}] {LONG}",
+        VALIDATE: replies.validation(),
+        ASSESS: [replies.weak(0.5), replies.weak(0.7), replies.weak(0.9)],
+        REFINE: [replies.refinement(replies.add(f"x{n}", f"more {n}")) for n in range(3)],
+    }
+
+
+async def test_events_carry_no_output_and_do_not_grow_with_the_passes(
+    harness, replies, make_plan_ready, drive
+) -> None:
+    h = harness(three_flat_passes(replies), max_passes=3)
+    trail = await drive(make_plan_ready("gather", "answer", ttl=10), h.deps)
+    assert [type(e).__name__ for e in trail] == [
+        "PassCompleted",
+        "PassRequested",
+        "PassCompleted",
+        "PassRequested",
+        "LoopExited",
+    ]
+    bodies = [e.model_dump_json() for e in trail]
+    assert not any(LONG.strip() in body for body in bodies)
+    first, second = (len(e.model_dump_json()) for e in trail if isinstance(e, PassCompleted))
+    # Pass 2 adds one plan step (a few dozen bytes, in the plan and its refinement) and no
+    # output: 5,000 characters per output would show at once.
+    assert second - first < 400
+    assert len(bodies[-1]) < len(LONG)
+    done = trail[-1]
+    assert isinstance(done, LoopExited) and done.execution_pass is not None
+    assert done.execution_pass.pass_number == 3 == done.run.pass_count
+
+
+async def test_each_pass_is_recorded_once_with_its_outputs(
+    harness, replies, make_plan_ready, drive
+) -> None:
+    h = harness(three_flat_passes(replies), max_passes=3)
+    await drive(make_plan_ready("gather", "answer", ttl=10), h.deps)
+    records = h.deps.records.values
+    assert sorted(records) == [("run-1", f"pass:{n}") for n in (1, 2, 3)]
+    first = PassHistory.model_validate_json(records[("run-1", "pass:1")])
+    assert first.record.executed_step_ids == ["s1", "s2"]
+    assert first.outputs == {"s1": f"[s1] {LONG}", "s2": f"[s2] {LONG}"}
+    assert list(PassHistory.model_validate_json(records[("run-1", "pass:2")]).outputs) == ["x0"]
+
+
+async def test_a_later_pass_sees_the_outputs_of_earlier_ones(
+    harness, replies, make_plan_ready, drive
+) -> None:
+    """Pass 2 got its run from the wire, without outputs: its steps were shown pass 1's,
+    loaded from the history."""
+    h = harness(three_flat_passes(replies), max_passes=2)
+    await drive(make_plan_ready("gather", ttl=10), h.deps)
+    pass_2 = [c.input for c in h.llm.history if c.prompt_id == STEP][-1]
+    assert pass_2.pass_number == 2 and f"[s1] {LONG.strip()}" in pass_2.prior_outputs
+
+
+async def test_phase_c_without_its_history_fails_the_hop(harness, replies, make_plan_ready) -> None:
+    """Retried, then dead-lettered, and E answers the run as failed with this reason."""
+    ready = make_plan_ready("gather")
+    run = RunState.model_validate_json(ready.run.model_dump_json())
+    run.pass_count = 1  # as a PassRequested after pass 1, whose record is gone
+    event = ready.child(PassRequested, run=run)
+    with pytest.raises(HistoryMissing, match=r"pass\(es\) \[1\].*AEON_ANSWER_TTL_S"):
+        await phase_c.handle(event, harness({}).deps)
+
+
+async def test_phase_e_answers_without_a_lost_history_and_says_so(harness, make_plan_ready) -> None:
+    ready = make_plan_ready("gather")
+    run = RunState.model_validate_json(ready.run.model_dump_json())
+    run.pass_count = 2
+    exit_event = ready.child(LoopExited, reason="ttl_exhausted", run=run)
+    (answer,) = await phase_e.handle(exit_event, harness({}).deps)
+    assert answer.result.total_passes == 2
+    notes = answer.result.final_answer.metadata["run_notes"]
+    assert any("answered without the passes' records" in note for note in notes)
+
+
+def test_records_only_for_passes_the_history_does_not_hold() -> None:
+    run = RunState(request="r")
+    for n in (1, 2, 3):
+        run.add_pass(ExecutionPass(pass_number=n))
+    made = PassCompleted(
+        correlation_id="c", deadline="2030-01-01T00:00:00Z", run=run, execution_pass=run.passes[-1]
+    )
+    assert [r.name for r in history.new_records([made], kept=2)] == ["pass:3"]
+    assert history.new_records([made, made], kept=3) == []
+
+
+def test_a_run_sent_with_its_passes_inline_counts_them_and_records_them_next() -> None:
+    """Events from a version that sent passes inline: nothing of them is in the history, so
+    the next hop writes every pass, and the run needs no loading meanwhile."""
+    old = '{"request": "r", "passes": [{"pass_number": 1}, {"pass_number": 2}]}'
+    run = RunState.model_validate_json(old)
+    assert run.pass_count == 2 and run.history_loaded
+    assert history.kept_passes(run) == 0
+
+
+async def test_loading_fills_passes_and_the_outputs_of_the_pass_each_step_last_ran_in(
+    make_plan_ready,
+) -> None:
+    ready = make_plan_ready("gather", "answer")
+    plan = ready.run.plan
+    plan.steps[0] = plan.steps[0].model_copy(update={"status": "done", "executed_in_pass": 1})
+    plan.steps[1] = plan.steps[1].model_copy(update={"status": "failed", "executed_in_pass": 2})
+    store = DictRunRecords()
+    store.write(
+        [
+            RunRecord(
+                "run-1",
+                f"pass:{n}",
+                PassHistory(record=ExecutionPass(pass_number=n), outputs=out)
+                .model_dump_json()
+                .encode(),
+            )
+            for n, out in ((1, {"s1": "one", "s2": "stale"}), (2, {"s2": "cut off"}))
+        ]
+    )
+    run = RunState.model_validate_json(ready.run.model_dump_json())
+    run.pass_count = 2
+    await history.load(store, "run-1", run)
+    assert [p.pass_number for p in run.passes] == [1, 2] and run.history_loaded
+    assert [s.output for s in run.plan.steps] == ["one", "cut off"]
