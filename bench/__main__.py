@@ -27,6 +27,7 @@ from bench import eventloop
 from bench.cluster import run_cluster
 from bench.concurrency import run_concurrency
 from bench.context import BenchContext
+from bench.events import run_events
 from bench.memory import run_memory
 from bench.overhead import run_overhead
 from bench.profiles import FULL, QUICK, SMOKE, Profile
@@ -47,6 +48,7 @@ SECTIONS = {
     "cluster": run_cluster,
     "telemetry": run_telemetry,
     "sse": run_sse,
+    "events": run_events,
 }
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
 _SECRET_HINTS = ("URL", "KEY", "PASSWORD", "TOKEN", "SECRET")

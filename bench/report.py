@@ -137,7 +137,8 @@ def _concurrency(section: Mapping[str, Any]) -> str:
             f"first wave) vs ideal "
             f"{_cell(steady['ideal_runs_per_s'])} → efficiency {_cell(steady['efficiency'])}, "
             f"max in flight {steady['max_in_flight']:,}, worker CPU "
-            f"{_cell(steady['worker_cpu_percent'])} %, p50 {_cell(steady['latency_ms']['p50'])} ms",
+            f"{_cell(steady['worker_cpu_percent'])} % ({_cell(steady['worker_cpu_ms_per_run'])} "
+            f"ms per run), p50 {_cell(steady['latency_ms']['p50'])} ms",
         ]
     )
 
@@ -272,6 +273,46 @@ def _sse(section: Mapping[str, Any]) -> str:
     )
 
 
+def _events(section: Mapping[str, Any]) -> str:
+    long = section["long_output"]
+    headers = ["run", "passes", "status", "events", "total B", "largest", "largest non-answer"]
+    rows = [
+        [
+            name,
+            run["passes"],
+            run["status"],
+            len(run["hops"]),
+            run["total_bytes"],
+            _event(run["largest"]),
+            _event(run["largest_non_answer"]),
+        ]
+        for name, run in section["runs"].items()
+    ]
+    return "\n".join(
+        [
+            "8. Event sizes: one run of each shape on a fresh worker, scripted LLM "
+            f"(long_output: {long['steps']} steps × {long['chars_per_step']:,} chars); "
+            "body bytes of each event, in order",
+            table(headers, rows),
+            *(
+                f"{name}: " + " → ".join(_event(hop) for hop in run["hops"])
+                for name, run in section["runs"].items()
+            ),
+            "growth, 1 pass to 3 (each type's largest later size ÷ its first): "
+            + ", ".join(
+                f"{kind} {_cell(value)}"
+                for kind, value in section["growth_by_type_1_to_3_passes"].items()
+            ),
+            "largest non-answer event, 3 passes ÷ 1 (any types): "
+            f"{_cell(section['largest_non_answer_3_passes_vs_1'])}",
+        ]
+    )
+
+
+def _event(hop: Mapping[str, Any]) -> str:
+    return f"{hop['type']} {hop['body_bytes']:,} B"
+
+
 def _targets(rows: Sequence[Mapping[str, Any]]) -> str:
     verdict = {True: "PASS", False: "MISS", None: "not run"}
     return "Targets\n" + table(
@@ -288,4 +329,5 @@ _SECTIONS = {
     "cluster": _cluster,
     "telemetry": _telemetry,
     "sse": _sse,
+    "events": _events,
 }

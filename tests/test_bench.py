@@ -52,6 +52,7 @@ def test_meta_says_what_ran(report: dict[str, Any]) -> None:
         "cluster",
         "telemetry",
         "sse",
+        "events",
     ]
     assert meta["redis"]["source"] == "url"
     assert _positive(meta["duration_s"])
@@ -163,9 +164,33 @@ def test_sse_counts_every_reader_with_and_without_slow_ones(report: dict[str, An
     assert _positive(section["server_peak_rss_kb"])
 
 
+def test_events_are_read_hop_by_hop_for_each_run_shape(report: dict[str, Any]) -> None:
+    section = report["events"]
+    runs = section["runs"]
+    assert list(runs) == ["one_pass", "three_pass", "long_output"]
+    assert section["as_planned"] is True
+    assert [run["passes"] for run in runs.values()] == [1, 3, 1]
+    for run in runs.values():
+        kinds = [hop["type"] for hop in run["hops"]]
+        assert run["complete"] and run["status"] == "converged", run
+        assert kinds[0] == "RequestSubmitted" and kinds[-1] == "FinalAnswerReady"
+        assert kinds.count("PassCompleted") == kinds.count("PassRequested") == run["passes"] - 1
+        assert all(_positive(hop["body_bytes"]) for hop in run["hops"])
+        assert run["total_bytes"] == sum(hop["body_bytes"] for hop in run["hops"])
+        assert run["largest"]["body_bytes"] == max(hop["body_bytes"] for hop in run["hops"])
+        assert run["largest_non_answer"]["type"] != "FinalAnswerReady"
+    # Every non-answer type of the 1-pass run recurs in the 3-pass run; the loop's own twice.
+    growth = section["growth_by_type_1_to_3_passes"]
+    assert set(growth) == {hop["type"] for hop in runs["three_pass"]["hops"][:-1]}
+    assert section["max_growth_1_to_3_passes"] == max(growth.values())
+    long = runs["long_output"]["largest_non_answer"]["body_bytes"]
+    assert section["largest_non_answer_long_output_bytes"] == long
+    assert _positive(section["largest_non_answer_3_passes_vs_1"])
+
+
 def test_every_target_is_judged(report: dict[str, Any]) -> None:
     targets = report["targets"]
-    assert len(targets) == 6
+    assert len(targets) == 10
     for row in targets:
         assert isinstance(row["met"], bool), row
         assert row["value"] is not None
