@@ -77,8 +77,8 @@ class RunState(BaseModel):
     """What a run has produced so far; each phase adds its part and passes it on.
 
     `passes` (and each plan step's `output`) never leave the process: they are kept in the
-    run's history (phases.history) and loaded by the phases that read them, so a decoded run
-    holds none until then. `pass_count` always says how many passes ran.
+    run's history (phases.history) and loaded by what reads them, so a decoded run holds none
+    until then. `pass_count` and `scores` always cover every pass.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -93,6 +93,9 @@ class RunState(BaseModel):
     ttl_remaining: int = Field(0, ge=0)
     plan: Plan | None = None
     pass_count: int = Field(0, ge=0)
+    #: Each pass's score, oldest first: what stagnation is judged from (a number per pass,
+    #: where the records it comes from would be kilobytes).
+    scores: list[float] = Field(default_factory=list)
     #: The records of passes 1..`pass_count` once loaded (phases.history); not sent.
     passes: SkipJsonSchema[list[ExecutionPass]] = Field(default_factory=list, exclude=True)
     total_refinements: int = Field(0, ge=0)
@@ -105,6 +108,7 @@ class RunState(BaseModel):
         hop writes them to the history, phases.history.kept_passes)."""
         if len(self.passes) > self.pass_count:
             self.pass_count = len(self.passes)
+            self.scores = [record.score for record in self.passes]
         return self
 
     @property
@@ -120,6 +124,7 @@ class RunState(BaseModel):
         """Record the pass just run; its number is the next one."""
         self.passes.append(record)
         self.pass_count = record.pass_number
+        self.scores.append(record.score)
 
 
 class Event(BaseModel):

@@ -1,24 +1,32 @@
 """A run's history: each pass's record and the outputs its steps produced, kept once, in Redis.
 
 Events carry a run's plan and settings but not its history (phases.events): the hop that runs
-pass n (Phase C) returns, beside its event, the record `pass:<n>` (a `PassHistory`), which the
-commit writes before that event (bus.records). What reads history loads it:
+pass n (Phase C) returns, beside its event, two records, which the commit writes before that
+event (bus.records):
 
-- Phase C from its second pass (the steps see earlier outputs; stagnation needs the scores);
-- Phase E (the answer is made from every pass and output);
-- the HTTP gateway's run steps.
+- `pass:<n>`: the pass's `ExecutionPass`, as JSON;
+- `outputs:<n>`: the output of each step the pass ran, a JSON object by step id.
+
+What reads history reads only what it needs, with one HMGET:
+
+- Phase C from its second pass: the outputs of the steps already run (later steps and the
+  evaluation see them); earlier scores travel in the run (`RunState.scores`);
+- Phase E: every pass record and output (the answer is made from them). PhaseEInput takes the
+  records as JSON objects (FR-037), so E reads them as written, without building models: they
+  were validated when the hop that wrote them made them;
+- the HTTP gateway's run steps: records and outputs, as models.
 
 Phase D reads none: `PassCompleted` carries the record of the pass it judges. Records are
 written only for passes the input event's history did not hold yet, so each is written once
-per run, and a redelivered hop writes the same bytes under the same name.
+per run, and a redelivered hop writes the same bytes under the same names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+import orjson
 
 from bus.records import RunRecord
 from phases.events import Event, RunState
@@ -32,27 +40,23 @@ class RunRecords(Protocol):
 
 
 class HistoryMissing(LookupError):
-    """A pass the run says it ran has no record: it expired with the run's answer, or was
-    deleted. The phase cannot go on without it; the run ends as failed, with this reason."""
+    """A record the run refers to is not in Redis: it expired with the run's answer, or was
+    deleted. Phase C cannot go on without it (the run ends as failed, with this reason);
+    Phase E and the run page do without it and say so."""
 
-    def __init__(self, correlation_id: str, numbers: list[int]) -> None:
+    def __init__(self, correlation_id: str, names: list[str]) -> None:
         super().__init__(
-            f"run {correlation_id}: no history record of pass(es) {numbers} in Redis "
+            f"run {correlation_id}: no history record {', '.join(names)} in Redis "
             "(expired after AEON_ANSWER_TTL_S, or deleted)"
         )
 
 
-class PassHistory(BaseModel):
-    """One pass as kept: its record, and the output of each step it ran."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    record: ExecutionPass
-    outputs: dict[str, str] = Field(default_factory=dict)
-
-
-def record_name(number: int) -> str:
+def pass_name(number: int) -> str:
     return f"pass:{number}"
+
+
+def outputs_name(number: int) -> str:
+    return f"outputs:{number}"
 
 
 def kept_passes(run: RunState | None) -> int:
@@ -65,52 +69,90 @@ def kept_passes(run: RunState | None) -> int:
 
 def new_records(outputs: Sequence[Event], kept: int) -> list[RunRecord]:
     """The records of the passes the outputs' runs ran beyond the `kept` ones, each once."""
-    records: dict[int, RunRecord] = {}
+    records: dict[int, list[RunRecord]] = {}
     for event in outputs:
         run = getattr(event, "run", None)
         if not isinstance(run, RunState):
             continue
         for record in run.passes:
             if record.pass_number > kept and record.pass_number not in records:
-                records[record.pass_number] = _record(event.correlation_id, run, record)
-    return list(records.values())
+                records[record.pass_number] = _records(event.correlation_id, run, record)
+    return [record for pair in records.values() for record in pair]
 
 
-def _record(correlation_id: str, run: RunState, record: ExecutionPass) -> RunRecord:
+def _records(correlation_id: str, run: RunState, record: ExecutionPass) -> list[RunRecord]:
     number = record.pass_number
     outputs = {
         step.step_id: step.output
         for step in (run.plan.steps if run.plan else [])
         if step.executed_in_pass == number and step.output is not None
     }
-    kept = PassHistory(record=record, outputs=outputs)
-    return RunRecord(correlation_id, record_name(number), kept.model_dump_json().encode())
+    return [
+        RunRecord(correlation_id, pass_name(number), record.model_dump_json().encode()),
+        RunRecord(correlation_id, outputs_name(number), orjson.dumps(outputs)),
+    ]
+
+
+async def load_outputs(records: RunRecords, correlation_id: str, run: RunState) -> None:
+    """Put each executed step's output back in `run.plan`, from the pass it last ran in (a
+    no-op for a run whose history is in hand: made in this process, or sent inline)."""
+    if run.history_loaded:
+        return
+    fetched = await _fetch(records, correlation_id, _outputs_names(run))
+    _fill_outputs(run, fetched)
+
+
+async def load_pass_json(
+    records: RunRecords, correlation_id: str, run: RunState
+) -> list[dict[str, Any]]:
+    """The records of passes 1..`pass_count` as JSON objects, oldest first; the outputs go
+    back in `run.plan` too (one read for both)."""
+    names = [pass_name(n) for n in range(1, run.pass_count + 1)]
+    fetched = await _fetch(records, correlation_id, [*names, *_outputs_names(run)])
+    _fill_outputs(run, fetched)
+    return [orjson.loads(fetched[name]) for name in names]
 
 
 async def load(records: RunRecords, correlation_id: str, run: RunState) -> None:
-    """Fill `run.passes` and its executed steps' outputs from its history (no-op when they are
-    here already); HistoryMissing when a record is gone."""
+    """Fill `run.passes` (as models) and the executed steps' outputs from the history; a no-op
+    when they are here already."""
     if run.history_loaded:
         return
-    numbers = list(range(1, run.pass_count + 1))
-    values = await records.read(correlation_id, [record_name(n) for n in numbers])
-    missing = [n for n, value in zip(numbers, values, strict=True) if value is None]
+    passes = await load_pass_json(records, correlation_id, run)
+    run.passes = [ExecutionPass.model_validate(item) for item in passes]
+
+
+def _outputs_names(run: RunState) -> list[str]:
+    """The output records of the passes the plan's executed steps last ran in, whose outputs
+    are not in hand."""
+    steps = run.plan.steps if run.plan else []
+    numbers = {s.executed_in_pass for s in steps if s.executed_in_pass and s.output is None}
+    return [outputs_name(n) for n in sorted(numbers)]
+
+
+def _fill_outputs(run: RunState, fetched: dict[str, bytes]) -> None:
+    by_pass: dict[int, dict[str, str]] = {}
+    for step in run.plan.steps if run.plan else []:
+        number = step.executed_in_pass
+        name = outputs_name(number) if number else ""
+        if step.output is None and name in fetched:
+            if number not in by_pass:
+                by_pass[number] = orjson.loads(fetched[name])
+            step.output = by_pass[number].get(step.step_id)
+
+
+async def _fetch(
+    records: RunRecords, correlation_id: str, names: Iterable[str]
+) -> dict[str, bytes]:
+    """The named records; HistoryMissing naming any that is gone."""
+    wanted = list(names)
+    if not wanted:
+        return {}
+    values = await records.read(correlation_id, wanted)
+    missing = [name for name, value in zip(wanted, values, strict=True) if value is None]
     if missing:
         raise HistoryMissing(correlation_id, missing)
-    kept = [PassHistory.model_validate_json(value) for value in values if value is not None]
-    fill(run, kept)
-
-
-def fill(run: RunState, kept: Sequence[PassHistory]) -> None:
-    """Put the records back in `run`: the passes in order, each step's output from the pass it
-    last ran in."""
-    run.passes = [item.record for item in kept]
-    if run.plan is None:
-        return
-    by_pass = {item.record.pass_number: item.outputs for item in kept}
-    for step in run.plan.steps:
-        if step.executed_in_pass is not None:
-            step.output = by_pass.get(step.executed_in_pass, {}).get(step.step_id, step.output)
+    return {name: value for name, value in zip(wanted, values, strict=True) if value is not None}
 
 
 class DictRunRecords:

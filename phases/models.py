@@ -117,10 +117,20 @@ class RefinementAction(Model):
         return self
 
 
-class RefinementOutcome(Model):
-    plan: Plan
+class RefinementRecord(Model):
+    """What a refinement did, as a pass's record keeps it: the actions applied and rejected."""
+
     applied: list[RefinementAction] = Field(default_factory=list)
     rejected: list[str] = Field(default_factory=list)
+
+
+class RefinementOutcome(RefinementRecord):
+    """A refinement in hand: what it did, and the plan it made (which the run carries on)."""
+
+    plan: Plan
+
+    def record(self) -> RefinementRecord:
+        return RefinementRecord(applied=self.applied, rejected=self.rejected)
 
 
 def apply_refinements(
@@ -302,7 +312,7 @@ class ExecutionPass(Model):
     critique: list[CritiqueIssue] = Field(default_factory=list)
     score: float = 0.0
     converged: bool = False
-    refinement: RefinementOutcome | None = None
+    refinement: RefinementRecord | None = None
 
 
 # ---------------------------------------------------------------------------------------------

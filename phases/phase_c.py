@@ -59,7 +59,7 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
         return [summaries.loop_exit(event, run, "max_passes", detail)]
     if run.plan is None:
         return [summaries.loop_exit(event, run, "failed", "phase C got a run without a plan")]
-    await history.load(deps.records, event.correlation_id, run)  # earlier outputs and scores
+    await history.load_outputs(deps.records, event.correlation_id, run)  # of earlier passes
     plan = run.plan
     session = deps.session(event.correlation_id, run.usage, event.deadline)
     record = await execute(session, run, plan, number, settings.max_step_output_chars)
@@ -69,7 +69,7 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
         run.add_pass(record)
         detail = f"evaluation of pass {number} failed: {error}"
         return [summaries.loop_exit(event, run, "failed", detail)]
-    scores = [p.score for p in run.passes] + [record.score]
+    scores = [*run.scores, record.score]
     reason = exit_reason(record.converged, scores, number, settings)
     if reason is None:
         stop = await refine_for_next_pass(session, run, plan, record, settings)
@@ -341,7 +341,7 @@ async def refine_for_next_pass(
         run.notes.append(summaries.failure_note("C", what, error, "plan kept"))
         return _nothing_left(plan, number, f"{what} failed: {error}", reason="failed")
     adopt(run, outcome)
-    record.refinement = outcome
+    record.refinement = outcome.record()
     why = f"refinement applied {len(outcome.applied)} action(s), rejected {len(outcome.rejected)}"
     return _nothing_left(outcome.plan, number, why)
 

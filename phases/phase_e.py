@@ -163,11 +163,15 @@ async def synthesize(
         return degraded_answer(phase_e_input, failure_reason(error), context, error)
 
 
-def build_phase_e_input(event: LoopExited) -> PhaseEInput:
+def build_phase_e_input(
+    event: LoopExited, passes: list[dict[str, Any]] | None = None
+) -> PhaseEInput:
     """FR-028's mapping from the run the event carries (which may be partial, or lost) to E's input.
 
-    A lost run keeps only what the event itself knows: the reason, the request text if it rode
-    along, and the event's own time as the start (the real start went with the run).
+    `passes` are the run's pass records as read from its history (None: those in `run.passes`,
+    or none but the event's own). A lost run keeps only what the event itself knows: the
+    reason, the request text if it rode along, and the event's own time as the start (the real
+    start went with the run).
     """
     run = event.run
     request = (run.request if run else "") or event.request or LOST_REQUEST
@@ -181,7 +185,10 @@ def build_phase_e_input(event: LoopExited) -> PhaseEInput:
             total_refinements=0,
             ttl_remaining=0,
         )
-    last = run.last_pass or event.execution_pass  # the latter when the history is not loaded
+    if passes is None:
+        records = run.passes or ([event.execution_pass] if event.execution_pass else [])
+        passes = [record.model_dump(mode="json") for record in records]
+    last = passes[-1] if passes else {}
     return PhaseEInput(
         request=request,
         correlation_id=event.correlation_id,
@@ -192,9 +199,9 @@ def build_phase_e_input(event: LoopExited) -> PhaseEInput:
         ttl_remaining=run.ttl_remaining,
         plan_state=_dump(run.plan),
         execution_results=step_results(run.plan),
-        convergence_assessment=_dump(last.assessment if last else None),
-        execution_passes=[p.model_dump(mode="json") for p in run.passes] or None,
-        semantic_validation=_dump(last.validation if last else None),
+        convergence_assessment=last.get("assessment"),
+        execution_passes=passes or None,
+        semantic_validation=last.get("validation"),
         task_profile=_dump(run.profile),
     )
 
@@ -207,9 +214,8 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     deadline no model is called: the gateway has stopped waiting and an answer now beats a
     better one later.
     """
-    if event.run is not None:
-        await _load_history(deps, event)
-    phase_e_input = build_phase_e_input(event)
+    passes = await _load_history(deps, event) if event.run is not None else None
+    phase_e_input = build_phase_e_input(event, passes)
     usage = event.run.usage.model_copy() if event.run else Usage()
     context = exit_context(event)
     if event.reason == "deadline_exceeded" or event.expired():
@@ -220,14 +226,18 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     return [answer_event(event, phase_e_input, answer, usage)]
 
 
-async def _load_history(deps: PhaseDeps, event: LoopExited) -> None:
-    """The run's passes and outputs; a history that is gone is noted and answered without."""
+async def _load_history(deps: PhaseDeps, event: LoopExited) -> list[dict[str, Any]] | None:
+    """The run's pass records (its outputs go back in its plan); None when the run has them in
+    hand already. A history that is gone is noted and answered without."""
     run = event.run
     assert run is not None
+    if run.history_loaded:
+        return None
     try:
-        await history.load(deps.records, event.correlation_id, run)
+        return await history.load_pass_json(deps.records, event.correlation_id, run)
     except history.HistoryMissing as error:
         run.notes.append(f"phase E: answered without the passes' records: {error}")
+        return []
 
 
 def fallback_answer(event: LoopExited, reason: str) -> FinalAnswerReady:

@@ -4,12 +4,13 @@ says plainly that it is gone."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from bus.records import RunRecord
 from phases import history, phase_c, phase_e
 from phases.events import LoopExited, PassCompleted, PassRequested, RunState
-from phases.history import DictRunRecords, HistoryMissing, PassHistory
+from phases.history import DictRunRecords, HistoryMissing
 from phases.models import ExecutionPass
 from prompts.registry import PromptId
 
@@ -60,11 +61,15 @@ async def test_each_pass_is_recorded_once_with_its_outputs(
     h = harness(three_flat_passes(replies), max_passes=3)
     await drive(make_plan_ready("gather", "answer", ttl=10), h.deps)
     records = h.deps.records.values
-    assert sorted(records) == [("run-1", f"pass:{n}") for n in (1, 2, 3)]
-    first = PassHistory.model_validate_json(records[("run-1", "pass:1")])
-    assert first.record.executed_step_ids == ["s1", "s2"]
-    assert first.outputs == {"s1": f"[s1] {LONG}", "s2": f"[s2] {LONG}"}
-    assert list(PassHistory.model_validate_json(records[("run-1", "pass:2")]).outputs) == ["x0"]
+    names = [f"{kind}:{n}" for n in (1, 2, 3) for kind in ("outputs", "pass")]
+    assert sorted(records) == [("run-1", name) for name in sorted(names)]
+    first = ExecutionPass.model_validate_json(records[("run-1", "pass:1")])
+    assert first.executed_step_ids == ["s1", "s2"] and first.pass_number == 1
+    assert orjson.loads(records[("run-1", "outputs:1")]) == {
+        "s1": f"[s1] {LONG}",
+        "s2": f"[s2] {LONG}",
+    }
+    assert list(orjson.loads(records[("run-1", "outputs:2")])) == ["x0"]
 
 
 async def test_a_later_pass_sees_the_outputs_of_earlier_ones(
@@ -80,11 +85,13 @@ async def test_a_later_pass_sees_the_outputs_of_earlier_ones(
 
 async def test_phase_c_without_its_history_fails_the_hop(harness, replies, make_plan_ready) -> None:
     """Retried, then dead-lettered, and E answers the run as failed with this reason."""
-    ready = make_plan_ready("gather")
+    ready = make_plan_ready("gather", "answer")
+    plan = ready.run.plan
+    plan.steps[0] = plan.steps[0].model_copy(update={"status": "done", "executed_in_pass": 1})
     run = RunState.model_validate_json(ready.run.model_dump_json())
-    run.pass_count = 1  # as a PassRequested after pass 1, whose record is gone
+    run.pass_count = 1  # as a PassRequested after pass 1, whose records are gone
     event = ready.child(PassRequested, run=run)
-    with pytest.raises(HistoryMissing, match=r"pass\(es\) \[1\].*AEON_ANSWER_TTL_S"):
+    with pytest.raises(HistoryMissing, match=r"record outputs:1 .*AEON_ANSWER_TTL_S"):
         await phase_c.handle(event, harness({}).deps)
 
 
@@ -106,7 +113,7 @@ def test_records_only_for_passes_the_history_does_not_hold() -> None:
     made = PassCompleted(
         correlation_id="c", deadline="2030-01-01T00:00:00Z", run=run, execution_pass=run.passes[-1]
     )
-    assert [r.name for r in history.new_records([made], kept=2)] == ["pass:3"]
+    assert [r.name for r in history.new_records([made], kept=2)] == ["pass:3", "outputs:3"]
     assert history.new_records([made, made], kept=3) == []
 
 
@@ -115,7 +122,7 @@ def test_a_run_sent_with_its_passes_inline_counts_them_and_records_them_next() -
     the next hop writes every pass, and the run needs no loading meanwhile."""
     old = '{"request": "r", "passes": [{"pass_number": 1}, {"pass_number": 2}]}'
     run = RunState.model_validate_json(old)
-    assert run.pass_count == 2 and run.history_loaded
+    assert run.pass_count == 2 and run.history_loaded and run.scores == [0.0, 0.0]
     assert history.kept_passes(run) == 0
 
 
@@ -127,20 +134,20 @@ async def test_loading_fills_passes_and_the_outputs_of_the_pass_each_step_last_r
     plan.steps[0] = plan.steps[0].model_copy(update={"status": "done", "executed_in_pass": 1})
     plan.steps[1] = plan.steps[1].model_copy(update={"status": "failed", "executed_in_pass": 2})
     store = DictRunRecords()
-    store.write(
-        [
-            RunRecord(
-                "run-1",
-                f"pass:{n}",
-                PassHistory(record=ExecutionPass(pass_number=n), outputs=out)
-                .model_dump_json()
-                .encode(),
-            )
-            for n, out in ((1, {"s1": "one", "s2": "stale"}), (2, {"s2": "cut off"}))
-        ]
-    )
+    for n, outputs in ((1, {"s1": "one", "s2": "stale"}), (2, {"s2": "cut off"})):
+        record = ExecutionPass(pass_number=n, score=n / 10).model_dump_json().encode()
+        store.write(
+            [
+                RunRecord("run-1", f"pass:{n}", record),
+                RunRecord("run-1", f"outputs:{n}", orjson.dumps(outputs)),
+            ]
+        )
     run = RunState.model_validate_json(ready.run.model_dump_json())
     run.pass_count = 2
     await history.load(store, "run-1", run)
-    assert [p.pass_number for p in run.passes] == [1, 2] and run.history_loaded
+    assert [p.score for p in run.passes] == [0.1, 0.2] and run.history_loaded
     assert [s.output for s in run.plan.steps] == ["one", "cut off"]
+    c_view = RunState.model_validate_json(ready.run.model_dump_json())
+    c_view.pass_count = 2
+    await history.load_outputs(store, "run-1", c_view)
+    assert [s.output for s in c_view.plan.steps] == ["one", "cut off"] and c_view.passes == []
