@@ -41,13 +41,14 @@ log = logging.getLogger("aeon.bus")
 
 #: One commit. KEYS: the entry's stream, its event's lock (the stream again when there is none),
 #: then per output its stream (a record: its run's hash), and for an answer also the answer
-#: key. ARGV: group, entry id, stream maxlen, done-mark TTL ms, answer TTL s, the done value,
-#: then per output: its kind ("record", "event", "answer", "dead"), its number of fields and
-#: the fields (a record's: its name and value). Records come first, so an event is never added
-#: without the records it refers to; they expire with the answer. Returns the dead letter's
-#: id, if any. One FinalAnswer per run, even if two exits reach Phase E: an answer is added to
-#: its stream only if its answer key was not set yet (SET NX). A commit already done (its lock
-#: says so: sent again after a cluster node failed under the pipeline) only acks.
+#: key and the run's hash. ARGV: group, entry id, stream maxlen, done-mark TTL ms, answer TTL
+#: s, the done value, then per output: its kind ("record", "event", "answer", "dead"), its
+#: number of fields and the fields (a record's: its name and value). Records come first, so an
+#: event is never added without the records it refers to; the run's hash expires with its
+#: answer (set again when the answer is). Returns the dead letter's id, if any. One
+#: FinalAnswer per run, even if two exits reach Phase E: an answer is added to its stream only
+#: if its answer key was not set yet (SET NX). A commit already done (its lock says so: sent
+#: again after a cluster node failed under the pipeline) only acks.
 _COMMIT = """
 if KEYS[2] ~= KEYS[1] and redis.call('GET', KEYS[2]) == ARGV[6] then
   redis.pcall('XACK', KEYS[1], ARGV[1], ARGV[2])
@@ -65,8 +66,9 @@ while a <= #ARGV do
   elseif kind == 'answer' then
     if redis.call('SET', KEYS[k + 1], fields[#fields], 'NX', 'EX', ARGV[5]) then
       redis.call('XADD', KEYS[k], 'MAXLEN', '~', maxlen, '*', unpack(fields))
+      redis.call('EXPIRE', KEYS[k + 2], ARGV[5])
     end
-    k = k + 2
+    k = k + 3
   else
     local id = redis.call('XADD', KEYS[k], 'MAXLEN', '~', maxlen, '*', unpack(fields))
     if kind == 'dead' then dead = id end
@@ -291,7 +293,9 @@ class Committer:
         for stream, fields in item.encoded:
             keys.append(self._keys.stream(stream, item.shard))
             if stream == ANSWERS:
-                keys.append(self._keys.answer(fields["cid"].decode(), item.shard))
+                cid = fields["cid"].decode()
+                keys.append(self._keys.answer(cid, item.shard))
+                keys.append(self._keys.run_records(cid, item.shard))
             args += ["answer" if stream == ANSWERS else "event", len(fields)]
             args += itertools.chain.from_iterable(fields.items())
         if item.dead is not None:

@@ -39,8 +39,8 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 from pydantic import BaseModel
 from redis.exceptions import ResponseError
@@ -50,7 +50,7 @@ from bus.commit import Commit, Committer
 from bus.connection import TRANSIENT, RedisClient
 from bus.deadletter import DeadLetter
 from bus.keys import Keys, LockState
-from bus.records import RunRecord
+from bus.records import RunRecord, prefetched
 from bus.settings import BusSettings
 from bus.writes import refuses_writes, said
 from telemetry import metrics, tracing
@@ -65,7 +65,7 @@ redelivered: contextvars.ContextVar[bool] = contextvars.ContextVar("redelivered"
 #: What a handler gives: its events, and the run records they refer to (bus.records).
 Output = Routable | RunRecord
 Handler = Callable[[Any], Awaitable[Sequence[Output]]]
-GiveUp = Callable[[DeadLetter], Sequence[Routable]]
+GiveUp = Callable[[DeadLetter], Sequence[Output]]
 #: How often a loop held back by refused writes looks again.
 _WRITES_POLL_S = 0.5
 
@@ -96,6 +96,9 @@ class Route:
     types: Mapping[str, type[BaseModel]]
     handle: Handler
     give_up: GiveUp
+    #: The run records (bus.records) the handler will read for an event: read with its lock,
+    #: in the same round trip, and handed to the handler through `bus.records.prefetched`.
+    records: Callable[[Any], Sequence[str]] | None = None
 
 
 #: An entry in hand: its shard and its id (ids are unique only within one shard's stream).
@@ -113,6 +116,8 @@ class Delivery:
     deliveries: int = 1
     #: The trace context the entry carried, kept at decode when tracing is on.
     trace: dict[str, str] | None = None
+    #: The run records read with the lock (Route.records), by (correlation id, name).
+    records: dict[tuple[str, str], bytes] = field(default_factory=dict)
 
     @property
     def ref(self) -> Ref:
@@ -364,7 +369,8 @@ class Consumer:
     async def _acquire(
         self, events: list[tuple[Delivery, Any]]
     ) -> list[tuple[Delivery, Any, LockState]]:
-        """Lock each event for this consumer: MINE, DONE (handled before) or BUSY."""
+        """Lock each event for this consumer: MINE, DONE (handled before) or BUSY; in the same
+        round trip, read the run records its handler will read (Route.records)."""
         if not events:
             return []
         settings = self._settings
@@ -374,38 +380,88 @@ class Consumer:
         # Another entry of an event in hand here, or earlier in this batch: BUSY, no question
         # to ask (it waits for that one in `_process`).
         in_hand = set(self._handling)
-        asked = []
-        for (delivery, _), key in zip(events, keys, strict=True):
+        asked, wanted = [], []
+        for (delivery, event), key in zip(events, keys, strict=True):
             asked.append(key not in in_hand)
             in_hand.add(key)
+            wanted.append(self._records_wanted(event) if asked[-1] else [])
             if not asked[-1]:
                 continue
             if delivery.claimed_from is None:
                 pipe.set(key, me, nx=True, px=settings.lock_lease_ms)
-                pipe.get(key)
             else:
                 pipe.eval(_TAKE_OVER, 1, key, me, delivery.claimed_from, settings.lock_lease_ms)
-        replies = iter(await pipe.execute())
-        owned = []
-        for (delivery, event), key, ask in zip(events, keys, asked, strict=True):
+            if wanted[-1]:
+                cid = event.correlation_id
+                pipe.hmget(self._keys.run_records(cid, delivery.shard), wanted[-1])
+        replies = iter(await pipe.execute(raise_on_error=False))
+        states: list[LockState | None] = []  # None: a first delivery's lock was held
+        for (delivery, event), ask, names in zip(events, asked, wanted, strict=True):
             if not ask:
-                state = LockState.BUSY
+                states.append(LockState.BUSY)
             elif delivery.claimed_from is None:
-                took, holder = next(replies), next(replies)
-                # Held by this consumer yet not in hand: left by a locking round trip that
-                # failed half-way and is retried now, or taken by another entry of the event
-                # locked at the same time (which the check below tells apart).
-                state = LockState.MINE if took or holder == me else _held(holder)
+                states.append(LockState.MINE if _raised(next(replies)) else None)
             else:
-                state = LockState(next(replies).decode())
-            if state is LockState.MINE:
-                if key in self._handling:  # another entry of the event got here first
-                    state = LockState.BUSY
-                else:
-                    self._handling[key] = (delivery.ref, asyncio.Event())
-            owned.append((delivery, event, state))
+                states.append(LockState(_raised(next(replies)).decode()))
+            values = next(replies) if names else None
+            if isinstance(values, list):  # a read that failed: the handler reads them itself
+                cid = event.correlation_id
+                found = zip(names, values, strict=True)
+                delivery.records = {(cid, n): value for n, value in found if value is not None}
+        # What is found MINE is in hand at once, before any other round trip, so another batch
+        # reading a copy of the event meanwhile finds it BUSY here.
+        self._take_in_hand(events, keys, states)
+        held = [i for i, state in enumerate(states) if state is None]
+        if held:
+            holders = await self._holders([keys[i] for i in held], me)
+            for i, state in zip(held, holders, strict=True):
+                states[i] = state
+            self._take_in_hand(
+                [events[i] for i in held], [keys[i] for i in held], [states[i] for i in held]
+            )
+        owned = [(d, e, cast(LockState, st)) for (d, e), st in zip(events, states, strict=True)]
         await self._not_attempts([d for d, _, state in owned if state is LockState.BUSY])
         return owned
+
+    def _take_in_hand(
+        self, events: list[tuple[Delivery, Any]], keys: list[str], states: list[LockState | None]
+    ) -> None:
+        """Register each event found MINE as in hand; one another entry of the event got to
+        first is BUSY instead (states are updated in place)."""
+        for i, ((delivery, _), key, state) in enumerate(zip(events, keys, states, strict=True)):
+            if state is not LockState.MINE:
+                continue
+            if key in self._handling:
+                states[i] = LockState.BUSY
+            else:
+                self._handling[key] = (delivery.ref, asyncio.Event())
+
+    async def _holders(self, keys: list[str], me: bytes) -> list[LockState]:
+        """The states of locks a first delivery found held, from their holders: a second
+        round trip, taken only then (a duplicate entry, or a retried locking round trip), so
+        a free lock costs one command.
+
+        Held by this consumer yet not in hand: left by a locking round trip that failed half-way
+        and is retried now, or taken by another entry of the event locked at the same time
+        (which `_take_in_hand` tells apart by what is in hand).
+        """
+        pipe = self._redis.pipeline(transaction=False)
+        for key in keys:
+            pipe.get(key)
+        return [
+            LockState.MINE if holder == me else _held(holder) for holder in await pipe.execute()
+        ]
+
+    def _records_wanted(self, event: Any) -> Sequence[str]:
+        """The run records to read with the event's lock; none if the route names none (or
+        naming them fails: the handler then reads them itself)."""
+        if self.route.records is None:
+            return []
+        try:
+            return self.route.records(event)
+        except Exception as error:
+            log.warning("%s: run records to read not known: %s", self._group, error)
+            return []
 
     async def _not_attempts(self, deliveries: list[Delivery]) -> None:
         """Give back the delivery each of these counted: none started the handler.
@@ -523,6 +579,7 @@ class Consumer:
         error_text = ""
         for attempt in range(1, attempts + 1):
             token = redelivered.set(delivery.claimed_from is not None or attempt > 1)
+            early = prefetched.set(delivery.records)
             if attempt > 1 and self._metrics is not None:
                 self._metrics.retried.inc()
             try:
@@ -549,6 +606,7 @@ class Consumer:
                     await asyncio.sleep(self._settings.retry_backoff_s * 2 ** (attempt - 1))
             finally:
                 redelivered.reset(token)
+                prefetched.reset(early)
         return (), error_text
 
     async def _give_up(
@@ -569,11 +627,14 @@ class Consumer:
             attempts=delivery.deliveries,
             event=event,
         )
+        early = prefetched.set(delivery.records)  # what give_up may use of the run's records
         try:
             outputs = list(self.route.give_up(dead))
         except Exception as error:  # give_up must never keep an entry from leaving
             log.error("%s: give_up failed for %s: %s", self._group, dead.entry_id, error)
             outputs = []
+        finally:
+            prefetched.reset(early)
         if hop is None:  # never decoded: what carries its run on continues the entry's trace
             trace = tracing.relayed(trace_context(delivery.fields)) if tracing.on() else {}
             dead_id = await self._commit(delivery, outputs, lock_key, dead, trace)
@@ -754,6 +815,14 @@ def shares(concurrency: int, shards: int) -> list[int]:
     fewer slots than shards, the consumer holds one entry per shard at most)."""
     base, extra = divmod(concurrency, shards)
     return [max(1, base + (1 if shard < extra else 0)) for shard in range(shards)]
+
+
+def _raised(reply: Any) -> Any:
+    """A pipeline's reply, or its error raised (refused writes, a wrong type: as a pipeline
+    that raises on error would, after sending everything)."""
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
 
 
 def _held(holder: bytes | None) -> LockState:

@@ -12,16 +12,22 @@ the records it refers to exist:
 - a record is written with HSET of a deterministic field, and a redelivered handler rebuilds
   it from the same event and memoised replies, so writing it again changes nothing; a commit
   that finds its event done writes nothing at all;
-- the hash expires with the run's answer (AEON_ANSWER_TTL_S from its last write).
+- the hash expires with the run's answer: AEON_ANSWER_TTL_S from its last write, and from
+  the answer's, set in the same script.
 
 Readers (the phases that need a run's history, the HTTP gateway's run steps) read the fields
-they need with one HMGET.
+they need with one HMGET. A phase names them in its route (`Route.records`), and the consumer
+reads them in the round trip that locks the event (bus.consumer), so a hop that needs its
+run's history costs no round trip more than one that does not: `RedisRunRecords.read` answers
+from what was read then (`prefetched`), and asks Redis only for what it lacks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextvars
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from bus.connection import RedisClient
 from bus.keys import Keys
@@ -36,8 +42,14 @@ class RunRecord:
     value: bytes
 
 
+#: The records read with the lock of the event being handled, by (correlation id, name).
+prefetched: contextvars.ContextVar[Mapping[tuple[str, str], bytes]] = contextvars.ContextVar(
+    "prefetched", default=MappingProxyType({})
+)
+
+
 class RedisRunRecords:
-    """Reads a run's records from the run's shard."""
+    """Reads a run's records from the run's shard (or from what was read with the lock)."""
 
     def __init__(self, redis: RedisClient, keys: Keys) -> None:
         self._redis = redis
@@ -49,8 +61,12 @@ class RedisRunRecords:
         A run is kept in the shard its id picks; one whose first entry was put in another
         shard keeps its records there, so any field missing is looked for in the others.
         """
+        early = prefetched.get()
+        values: list[bytes | None] = [early.get((correlation_id, name)) for name in names]
+        if all(value is not None for value in values):
+            return values
         key = self._keys.run_records(correlation_id)
-        values: list[bytes | None] = await self._redis.hmget(key, list(names))
+        values = await self._redis.hmget(key, list(names))
         home = self._keys.shard_of(correlation_id)
         for shard in range(self._keys.shards):
             if all(value is not None for value in values):

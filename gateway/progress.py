@@ -68,7 +68,8 @@ def progress_of(event: Event) -> list[Progress]:
         refinements = event.run.total_refinements
         return [Progress(cid, "B", f"B  planned: {steps} steps, {refinements} refinement(s)")]
     if isinstance(event, PassCompleted):
-        return [pass_progress(cid, event.execution_pass)]
+        last = event.execution_pass or event.run.last_pass
+        return [pass_progress(cid, last)] if last else []
     if isinstance(event, PassRequested):
         number, left = event.run.pass_count + 1, event.run.ttl_remaining
         return [Progress(cid, "D", f"D  pass {number} requested, pass budget left {left}")]

@@ -173,6 +173,8 @@ class WatchedRun:
         self.load_lock = asyncio.Lock()
         self._changed = asyncio.Event()
         self._wire: tuple[int, list[WireStep]] = (-1, [])
+        #: The run whose history was last loaded (or found gone).
+        self._tried: RunState | None = None
 
     def offer(self, view: RunView) -> None:
         """Keep what `view` knows beyond what this run already has."""
@@ -193,13 +195,17 @@ class WatchedRun:
 
     async def load_history(self, records: RunRecords) -> None:
         """Put the passes' records in the newest state's run, if they are not there: once,
-        before its steps are worked out, so a step of a pass is never skipped for want of it."""
-        run = getattr(self.view.state, "run", None)
-        if not isinstance(run, RunState) or run.history_loaded:
-            return
-        async with self.load_lock:
-            await _load_history(records, self.correlation_id, run)
-            self._wire = (-1, [])
+        before its steps are worked out, so a step of a pass is never skipped for want of it.
+        A newer state offered while one loads is loaded in turn."""
+        while True:
+            run = getattr(self.view.state, "run", None)
+            if not isinstance(run, RunState) or run.history_loaded or run is self._tried:
+                return
+            async with self.load_lock:
+                if run is getattr(self.view.state, "run", None) and run is not self._tried:
+                    await _load_history(records, self.correlation_id, run)
+                    self._tried = run  # loaded, or found gone: not asked for again
+                    self._wire = (-1, [])
 
     def steps(self) -> list[WireStep]:
         version, steps = self._wire

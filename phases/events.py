@@ -213,11 +213,12 @@ class PassRequested(Event):
 
 
 class PassCompleted(Event):
-    """A pass ran and did not end the loop; `execution_pass` is its record (D decides from it)."""
+    """A pass ran and did not end the loop; `execution_pass` is its record (D decides from it;
+    an event from a version that sent passes inline has none, and its run has them)."""
 
     STREAM: ClassVar[str] = "pass-completed"
     run: RunState
-    execution_pass: ExecutionPass
+    execution_pass: ExecutionPass | None = None
 
 
 ExitReason = Literal[

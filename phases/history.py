@@ -7,7 +7,9 @@ event (bus.records):
 - `pass:<n>`: the pass's `ExecutionPass`, as JSON;
 - `outputs:<n>`: the output of each step the pass ran, a JSON object by step id.
 
-What reads history reads only what it needs, with one HMGET:
+What reads history reads only what it needs, with one HMGET; a phase names it in its route
+(`records_for_c`, `records_for_e`), so the consumer reads it with the event's lock, in the
+same round trip (bus.records):
 
 - Phase C from its second pass: the outputs of the steps already run (later steps and the
   evaluation see them); earlier scores travel in the run (`RunState.scores`);
@@ -28,7 +30,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from bus.records import RunRecord
+from bus.records import RunRecord, prefetched
 from phases.events import Event, RunState
 from phases.models import ExecutionPass
 
@@ -93,6 +95,22 @@ def _records(correlation_id: str, run: RunState, record: ExecutionPass) -> list[
     ]
 
 
+def records_for_c(event: Event) -> list[str]:
+    """What Phase C reads of its run's history: the outputs of the steps already run."""
+    run = getattr(event, "run", None)
+    if not isinstance(run, RunState) or run.history_loaded:
+        return []
+    return _outputs_names(run)
+
+
+def records_for_e(event: Event) -> list[str]:
+    """What Phase E reads of its run's history: every pass record and output."""
+    run = getattr(event, "run", None)
+    if not isinstance(run, RunState) or run.history_loaded:
+        return []
+    return [*_pass_names(run), *_outputs_names(run)]
+
+
 async def load_outputs(records: RunRecords, correlation_id: str, run: RunState) -> None:
     """Put each executed step's output back in `run.plan`, from the pass it last ran in (a
     no-op for a run whose history is in hand: made in this process, or sent inline)."""
@@ -107,7 +125,7 @@ async def load_pass_json(
 ) -> list[dict[str, Any]]:
     """The records of passes 1..`pass_count` as JSON objects, oldest first; the outputs go
     back in `run.plan` too (one read for both)."""
-    names = [pass_name(n) for n in range(1, run.pass_count + 1)]
+    names = _pass_names(run)
     fetched = await _fetch(records, correlation_id, [*names, *_outputs_names(run)])
     _fill_outputs(run, fetched)
     return [orjson.loads(fetched[name]) for name in names]
@@ -120,6 +138,26 @@ async def load(records: RunRecords, correlation_id: str, run: RunState) -> None:
         return
     passes = await load_pass_json(records, correlation_id, run)
     run.passes = [ExecutionPass.model_validate(item) for item in passes]
+
+
+def prefetched_pass_json(event: Event) -> list[dict[str, Any]] | None:
+    """Phase E's records, from what the consumer read with the event's lock, without I/O (for
+    the answer made when E gives up); None unless every one was read."""
+    run = getattr(event, "run", None)
+    names = records_for_e(event)
+    if not names or not isinstance(run, RunState):
+        return None
+    early = prefetched.get()
+    values = [early.get((event.correlation_id, name)) for name in names]
+    if any(value is None for value in values):
+        return None
+    fetched = {name: value for name, value in zip(names, values, strict=True) if value}
+    _fill_outputs(run, fetched)
+    return [orjson.loads(fetched[name]) for name in _pass_names(run)]
+
+
+def _pass_names(run: RunState) -> list[str]:
+    return [pass_name(n) for n in range(1, run.pass_count + 1)]
 
 
 def _outputs_names(run: RunState) -> list[str]:

@@ -314,6 +314,14 @@ class ExecutionPass(Model):
     converged: bool = False
     refinement: RefinementRecord | None = None
 
+    @field_validator("refinement", mode="before")
+    @classmethod
+    def _without_its_plan(cls, value: Any) -> Any:
+        """A record from a version that kept the refined plan in it: the plan is the run's."""
+        if isinstance(value, dict) and "plan" in value:
+            return {key: item for key, item in value.items() if key != "plan"}
+        return value
+
 
 # ---------------------------------------------------------------------------------------------
 # Phase E (docs/requirements.md, FR-037 / FR-038 exactly; FR-039: explicit Optional[] hints).

@@ -30,7 +30,9 @@ DEPTH_DOWN_FACTOR = 0.15
 async def handle(event: PassCompleted, deps: PhaseDeps) -> list[Event]:
     """PassCompleted → PassRequested while TTL is left, else LoopExited("ttl_exhausted")."""
     run = event.run
-    last = event.execution_pass
+    last = event.execution_pass or run.last_pass
+    if last is None:
+        return [summaries.loop_exit(event, run, "failed", "phase D got a run with no pass")]
     if last.converged:  # C exits on convergence itself; kept so a stray event still ends well
         detail = f"pass {last.pass_number} converged"
         return [summaries.loop_exit(event, run, "converged", detail)]

@@ -237,17 +237,21 @@ async def _load_history(deps: PhaseDeps, event: LoopExited) -> list[dict[str, An
         return await history.load_pass_json(deps.records, event.correlation_id, run)
     except history.HistoryMissing as error:
         run.notes.append(f"phase E: answered without the passes' records: {error}")
-        return []
+        last = event.execution_pass
+        return [last.model_dump(mode="json")] if last else []
 
 
-def fallback_answer(event: LoopExited, reason: str) -> FinalAnswerReady:
+def fallback_answer(
+    event: LoopExited, reason: str, passes: list[dict[str, Any]] | None = None
+) -> FinalAnswerReady:
     """A degraded answer made without any LLM call, for when Phase E's own event is dead-lettered.
 
-    `reason` is the bus's account of why it gave up; it goes into metadata["error"]. The event
+    `reason` is the bus's account of why it gave up; it goes into metadata["error"]. `passes`
+    are the run's pass records if they were read (its outputs then are in its plan). The event
     id is the one `handle` would have used, so the run still gets only one FinalAnswer.
     """
     try:
-        phase_e_input = build_phase_e_input(event)
+        phase_e_input = build_phase_e_input(event, passes)
     except Exception:  # the last resort must answer even for a corrupt run
         phase_e_input = build_phase_e_input(event.model_copy(update={"run": None}))
     usage = event.run.usage.model_copy() if event.run else Usage()
@@ -609,10 +613,12 @@ def available_data(phase_e_input: PhaseEInput) -> str:
 
 
 def step_results(plan: Plan | None) -> dict[str, Any] | None:
-    """FR-028's execution_results: the output of every step that completed, by step id."""
+    """FR-028's execution_results: the output of every step that completed, by step id (one
+    whose output is not in hand, its history unread, is left out, not shown empty)."""
     if plan is None:
         return None
-    return {s.step_id: s.output or "" for s in plan.steps if s.status == "done"} or None
+    done = [s for s in plan.steps if s.status == "done" and s.output is not None]
+    return {s.step_id: s.output for s in done} or None
 
 
 def known_step_ids(phase_e_input: PhaseEInput) -> set[str]:

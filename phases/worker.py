@@ -67,6 +67,7 @@ def build_routes(deps: PhaseDeps, phases: Iterable[str] = PHASES) -> list[Route]
             types={t.__name__: t for t in PHASE_INPUTS[name]},
             handle=_before_deadline(handler, deps),
             give_up=_send_to_phase_e,
+            records=history.records_for_c if name == "c" else None,
         )
         for name, handler in handlers.items()
         if name in wanted
@@ -79,6 +80,7 @@ def build_routes(deps: PhaseDeps, phases: Iterable[str] = PHASES) -> list[Route]
                 types={LoopExited.__name__: LoopExited},
                 handle=lambda event: phase_e.handle(event, deps),
                 give_up=_answer_without_llm,
+                records=history.records_for_e,
             )
         )
     return routes
@@ -116,10 +118,11 @@ def _before_deadline(handler: Handler, deps: PhaseDeps) -> Callable[[Event], Awa
     What it returns goes with the records of the passes it ran (phases.history)."""
 
     async def handle(event: Event) -> list[Event | RunRecord]:
-        if event.expired():
-            return [_exit(event, "deadline_exceeded", "the request's deadline passed")]
         kept = history.kept_passes(getattr(event, "run", None))
-        outputs = await handler(event, deps)
+        if event.expired():
+            outputs = [_exit(event, "deadline_exceeded", "the request's deadline passed")]
+        else:
+            outputs = await handler(event, deps)
         return [*history.new_records(outputs, kept), *outputs]
 
     return handle
@@ -136,20 +139,25 @@ def _exit(event: Event, reason: str, detail: str) -> LoopExited:
     )
 
 
-def _send_to_phase_e(dead: DeadLetter) -> list[Event]:
+def _send_to_phase_e(dead: DeadLetter) -> list[Event | RunRecord]:
+    """The run to E as failed, with the records of passes its event carried inline (an event
+    from a version that sent them so), which nothing else would write."""
     detail = f"{dead.group} gave up: {dead.reason}"
     if dead.event is not None:
-        return [_exit(dead.event, "failed", detail)]
+        exit_event = _exit(dead.event, "failed", detail)
+        return [*history.new_records([exit_event], history.kept_passes(exit_event.run)), exit_event]
     lost = _lost_run_exit(dead, detail)
     return [lost] if lost else []
 
 
 def _answer_without_llm(dead: DeadLetter) -> list[Event]:
+    """A degraded answer, from the run's history as read with the event's lock, if it was."""
     exit_event = dead.event if isinstance(dead.event, LoopExited) else None
     exit_event = exit_event or _lost_run_exit(dead, f"phase-e gave up: {dead.reason}")
     if exit_event is None:
         return []
-    return [phase_e.fallback_answer(exit_event, dead.reason)]
+    passes = history.prefetched_pass_json(exit_event)
+    return [phase_e.fallback_answer(exit_event, dead.reason, passes)]
 
 
 def _lost_run_exit(dead: DeadLetter, detail: str) -> LoopExited | None:

@@ -24,8 +24,8 @@ from bus.commit import Commit
 from bus.connection import RedisClient, connect, is_cluster
 from bus.consumer import Consumer, Route
 from bus.deadletter import DeadLetter
-from bus.keys import Keys
-from bus.records import RunRecord
+from bus.keys import Keys, LockState
+from bus.records import RunRecord, prefetched
 from bus.settings import BusSettings
 from bus.worker import BusWorker
 from config import SettingsError
@@ -101,10 +101,13 @@ class Running:
         await asyncio.wait_for(self.task, 10)
 
 
-def route(handle: Callable, give_up: Callable = give_up_with, types: tuple = (Ping,)) -> Route:
-    return Route(
-        stream="in", group="t", types={t.__name__: t for t in types}, handle=handle, give_up=give_up
-    )
+def route(
+    handle: Callable,
+    give_up: Callable = give_up_with,
+    types: tuple = (Ping,),
+    records: Callable | None = None,
+) -> Route:
+    return Route("in", "t", {t.__name__: t for t in types}, handle, give_up, records)
 
 
 async def publish(redis: RedisClient, settings: BusSettings, *events: BaseModel) -> None:
@@ -468,6 +471,26 @@ async def test_answers_are_published_once_per_correlation_id(
     assert 0 < await redis.ttl(keys_of(settings).answer("run-1")) <= settings.answer_ttl_s
 
 
+async def test_a_runs_history_expires_with_its_answer(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """The answer's commit sets the run's hash to expire with the answer, however long ago
+    its last record was written."""
+    worker = BusWorker(redis, settings)
+    flusher = asyncio.create_task(worker.committer.run())
+    keys = keys_of(settings)
+    history_key = keys.run_records("run-12")
+    await redis.hset(history_key, "pass:1", b"kept")
+    await redis.expire(history_key, 60)  # written long ago
+    shard = keys.shard_of("run-12")
+    answer = Answer(event_id="a12", correlation_id="run-12", text="done")
+    commit = Commit(shard, keys.stream("in", shard), "phase-t", b"0-1", outputs=[answer])
+    await worker.committer.commit(commit)
+    worker.committer.close()
+    await flusher
+    assert settings.answer_ttl_s - 60 < await redis.ttl(history_key) <= settings.answer_ttl_s
+
+
 async def test_an_entry_in_another_shard_than_its_id_picks_keeps_its_run_there(
     redis: RedisClient, settings: BusSettings
 ) -> None:
@@ -567,6 +590,48 @@ async def test_a_commit_sent_again_writes_its_records_once(
     await flusher
     assert await worker.records.read("run-8", ["pass:1"]) == [b"first"]
     assert await xlen(redis, settings, "out") == 1
+
+
+async def test_a_lock_this_consumer_left_held_is_taken_at_once(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """A locking round trip that failed half-way leaves the lock this consumer's: found held,
+    its holder is read, and the event is handled now, not after the lease (nor after a
+    claim: both are a minute away)."""
+    settings = settings.with_(lock_lease_ms=60_000, claim_idle_ms=60_000)
+    event = ping(11)
+    keys = keys_of(settings)
+    lock = keys.lock(keys.shard_of(event.correlation_id), "phase-t", event.event_id)
+    await redis.set(lock, settings.consumer_name, px=60_000)
+
+    async def handle(event: Ping) -> list[Pong]:
+        return pong_of(event)
+
+    async with Running(redis, settings, route(handle)):
+        await publish(redis, settings, event)
+        await wait_for_len(redis, settings, "out", 1, timeout=5)
+    assert await redis.get(lock) == LockState.DONE.value.encode()
+
+
+async def test_the_records_a_route_names_are_read_with_the_lock(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """A handler that needs its run's records finds them read already, in the round trip
+    that locked its event; one the route did not name is read when asked."""
+    keys = keys_of(settings)
+    await redis.hset(keys.run_records("run-10"), mapping={"pass:1": b"one", "pass:2": b"two"})
+    seen: list[dict] = []
+
+    async def handle(event: Ping) -> list[Pong]:
+        seen.append(dict(prefetched.get()))
+        assert await running.worker.records.read("run-10", ["pass:2"]) == [b"two"]
+        return pong_of(event)
+
+    running = Running(redis, settings, route(handle, records=lambda event: ["pass:1"]))
+    async with running:
+        await publish(redis, settings, ping(10))
+        await wait_for_len(redis, settings, "out", 1)
+    assert seen == [{("run-10", "pass:1"): b"one"}]
 
 
 async def test_records_are_found_in_the_shard_an_entry_kept_its_run_in(

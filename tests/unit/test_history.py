@@ -7,8 +7,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from bus.records import RunRecord
-from phases import history, phase_c, phase_e
+from bus.deadletter import DeadLetter
+from bus.records import RunRecord, prefetched
+from phases import history, phase_c, phase_e, worker
 from phases.events import LoopExited, PassCompleted, PassRequested, RunState
 from phases.history import DictRunRecords, HistoryMissing
 from phases.models import ExecutionPass
@@ -151,3 +152,70 @@ async def test_loading_fills_passes_and_the_outputs_of_the_pass_each_step_last_r
     c_view.pass_count = 2
     await history.load_outputs(store, "run-1", c_view)
     assert [s.output for s in c_view.plan.steps] == ["one", "cut off"] and c_view.passes == []
+
+
+def test_phases_c_and_e_name_what_they_will_read(make_plan_ready) -> None:
+    """So the consumer reads it with the event's lock (Route.records)."""
+    ready = make_plan_ready("gather", "answer")
+    plan = ready.run.plan
+    plan.steps[0] = plan.steps[0].model_copy(update={"status": "done", "executed_in_pass": 1})
+    run = RunState.model_validate_json(ready.run.model_dump_json())
+    run.pass_count = 2
+    requested = ready.child(PassRequested, run=run)
+    assert history.records_for_c(requested) == ["outputs:1"]
+    exited = ready.child(LoopExited, reason="converged", run=run)
+    assert history.records_for_e(exited) == ["pass:1", "pass:2", "outputs:1"]
+    in_hand = ready.child(LoopExited, reason="converged", run=ready.run)  # nothing ran yet
+    assert history.records_for_c(ready) == history.records_for_e(in_hand) == []
+
+
+def _exit_after_one_pass(make_plan_ready) -> LoopExited:
+    """A LoopExited as decoded: pass 1 ran s1 (done), its records are in the history."""
+    ready = make_plan_ready("gather")
+    plan = ready.run.plan
+    plan.steps[0] = plan.steps[0].model_copy(update={"status": "done", "executed_in_pass": 1})
+    run = RunState.model_validate_json(ready.run.model_dump_json())
+    run.pass_count = 1
+    return ready.child(LoopExited, reason="ttl_exhausted", run=run)
+
+
+def test_when_e_gives_up_its_answer_uses_the_history_read_with_the_lock(make_plan_ready) -> None:
+    exit_event = _exit_after_one_pass(make_plan_ready)
+    read = {
+        ("run-1", "pass:1"): ExecutionPass(pass_number=1, score=0.4).model_dump_json().encode(),
+        ("run-1", "outputs:1"): orjson.dumps({"s1": "Chlorophyll catches light."}),
+    }
+    token = prefetched.set(read)
+    try:
+        passes = history.prefetched_pass_json(exit_event)
+    finally:
+        prefetched.reset(token)
+    answer = phase_e.fallback_answer(exit_event, "phase-e gave up", passes).result.final_answer
+    assert "Chlorophyll catches light." in answer.answer_text
+    assert answer.used_step_ids == ["s1"]
+
+
+def test_without_its_history_the_answer_made_when_e_gives_up_claims_no_results(
+    make_plan_ready,
+) -> None:
+    exit_event = _exit_after_one_pass(make_plan_ready)
+    assert history.prefetched_pass_json(exit_event) is None  # nothing was read
+    answer = phase_e.fallback_answer(exit_event, "phase-e gave up").result.final_answer
+    assert answer.used_step_ids is None
+    assert "execution_results" in answer.metadata["missing_fields"]
+
+
+def test_an_exit_made_by_give_up_writes_the_passes_its_event_carried_inline(
+    make_plan_ready,
+) -> None:
+    """Nothing else would write them, and E reads the history of every pass the run counts."""
+    ready = make_plan_ready("gather")
+    body = ready.run.model_dump(mode="json") | {"passes": [{"pass_number": 1, "score": 0.3}]}
+    inline = ready.child(PassRequested, run=RunState.model_validate(body))
+    dead = DeadLetter("passes", "phase-c", "1-0", {}, "handler failed", 3, inline)
+    outputs = worker._send_to_phase_e(dead)
+    assert [getattr(o, "name", type(o).__name__) for o in outputs] == [
+        "pass:1",
+        "outputs:1",
+        "LoopExited",
+    ]

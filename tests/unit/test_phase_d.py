@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from pydantic import ValidationError
 
 from llm.base import LLMError
 from phases import phase_d
@@ -145,12 +144,24 @@ async def test_same_event_twice_makes_no_second_call(
     assert first.run.model_dump(exclude={"usage"}) == second.run.model_dump(exclude={"usage"})
 
 
-def test_a_pass_completed_without_its_pass_is_not_an_event(make_plan_ready) -> None:
-    """D judges the pass the event carries: one without it is poison (dead-lettered at decode,
-    so E answers the run as failed), never a D that guesses."""
-    body = make_plan_ready("a").model_dump_json()  # a PlanReady has all the rest
-    with pytest.raises(ValidationError, match="execution_pass"):
-        PassCompleted.model_validate_json(body)
+async def test_no_pass_is_a_failed_exit(harness, make_plan_ready) -> None:
+    ready = make_plan_ready("a")
+    (out,) = await phase_d.handle(ready.child(PassCompleted, run=ready.run), harness({}).deps)
+    assert isinstance(out, LoopExited) and out.reason == "failed"
+
+
+async def test_an_event_with_its_passes_inline_is_judged_by_its_last(
+    harness, make_plan_ready
+) -> None:
+    """A PassCompleted from a version that sent passes inline carries no `execution_pass`:
+    its run's last pass is the one judged, refinement plan and all."""
+    ready = make_plan_ready("a", ttl=4)
+    body = ready.run.model_dump(mode="json") | {
+        "passes": [{"pass_number": 1, "refinement": {"plan": {"goal": "g"}, "applied": []}}]
+    }
+    run = RunState.model_validate(body)
+    (out,) = await phase_d.handle(ready.child(PassCompleted, run=run), harness({}).deps)
+    assert isinstance(out, PassRequested) and out.run.ttl_remaining == 3
 
 
 # ---- the whole loop, A to exit ------------------------------------------------------------------
