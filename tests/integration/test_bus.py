@@ -110,6 +110,18 @@ def route(
     return Route("in", "t", {t.__name__: t for t in types}, handle, give_up, records)
 
 
+@contextlib.asynccontextmanager
+async def flushing(redis: RedisClient, settings: BusSettings) -> AsyncIterator[BusWorker]:
+    """A worker whose committer flushes until the block ends (commits made by hand)."""
+    worker = BusWorker(redis, settings)
+    flusher = asyncio.create_task(worker.committer.run())
+    try:
+        yield worker
+    finally:
+        worker.committer.close()
+        await flusher
+
+
 async def publish(redis: RedisClient, settings: BusSettings, *events: BaseModel) -> None:
     for event in events:
         await redis.xadd(
@@ -451,18 +463,17 @@ async def test_group_recreated_after_redis_loses_the_stream(
 async def test_answers_are_published_once_per_correlation_id(
     redis: RedisClient, settings: BusSettings
 ) -> None:
-    worker = BusWorker(redis, settings)
-    flusher = asyncio.create_task(worker.committer.run())
-    keys = keys_of(settings)
-    shard = keys.shard_of("run-1")
-    source = keys.stream("in", shard)
-    await ensure_groups(redis, settings)
-    first = Answer(event_id="a1", correlation_id="run-1", text="first")
-    second = Answer(event_id="a2", correlation_id="run-1", text="second")
-    for answer in (first, second):
-        await worker.committer.commit(Commit(shard, source, "phase-t", b"0-1", outputs=[answer]))
-    worker.committer.close()
-    await flusher
+    async with flushing(redis, settings) as worker:
+        keys = keys_of(settings)
+        shard = keys.shard_of("run-1")
+        source = keys.stream("in", shard)
+        await ensure_groups(redis, settings)
+        first = Answer(event_id="a1", correlation_id="run-1", text="first")
+        second = Answer(event_id="a2", correlation_id="run-1", text="second")
+        for answer in (first, second):
+            await worker.committer.commit(
+                Commit(shard, source, "phase-t", b"0-1", outputs=[answer])
+            )
     answers = await entries(redis, settings, "answers")
     assert len(answers) == 1
     assert b"first" in answers[0][1][b"body"]
@@ -476,18 +487,15 @@ async def test_a_runs_history_expires_with_its_answer(
 ) -> None:
     """The answer's commit sets the run's hash to expire with the answer, however long ago
     its last record was written."""
-    worker = BusWorker(redis, settings)
-    flusher = asyncio.create_task(worker.committer.run())
-    keys = keys_of(settings)
-    history_key = keys.run_records("run-12")
-    await redis.hset(history_key, "pass:1", b"kept")
-    await redis.expire(history_key, 60)  # written long ago
-    shard = keys.shard_of("run-12")
-    answer = Answer(event_id="a12", correlation_id="run-12", text="done")
-    commit = Commit(shard, keys.stream("in", shard), "phase-t", b"0-1", outputs=[answer])
-    await worker.committer.commit(commit)
-    worker.committer.close()
-    await flusher
+    async with flushing(redis, settings) as worker:
+        keys = keys_of(settings)
+        history_key = keys.run_records("run-12")
+        await redis.hset(history_key, "pass:1", b"kept")
+        await redis.expire(history_key, 60)  # written long ago
+        shard = keys.shard_of("run-12")
+        answer = Answer(event_id="a12", correlation_id="run-12", text="done")
+        commit = Commit(shard, keys.stream("in", shard), "phase-t", b"0-1", outputs=[answer])
+        await worker.committer.commit(commit)
     assert settings.answer_ttl_s - 60 < await redis.ttl(history_key) <= settings.answer_ttl_s
 
 
@@ -537,17 +545,16 @@ async def test_a_commit_sent_again_publishes_once(
 ) -> None:
     """A cluster pipeline whose node failed is sent again whole, commits Redis took included:
     a commit whose lock already says done only acks."""
-    worker = BusWorker(redis, settings)
-    flusher = asyncio.create_task(worker.committer.run())
-    keys = keys_of(settings)
-    event = ping(5)
-    shard = keys.shard_of(event.correlation_id)
-    lock = keys.lock(shard, "phase-t", event.event_id)
-    for _ in range(2):
-        commit = Commit(shard, keys.stream("in", shard), "phase-t", b"0-1", pong_of(event), lock)
-        await worker.committer.commit(commit)
-    worker.committer.close()
-    await flusher
+    async with flushing(redis, settings) as worker:
+        keys = keys_of(settings)
+        event = ping(5)
+        shard = keys.shard_of(event.correlation_id)
+        lock = keys.lock(shard, "phase-t", event.event_id)
+        for _ in range(2):
+            commit = Commit(
+                shard, keys.stream("in", shard), "phase-t", b"0-1", pong_of(event), lock
+            )
+            await worker.committer.commit(commit)
     assert await xlen(redis, settings, "out") == 1
 
 
@@ -576,18 +583,15 @@ async def test_a_commit_sent_again_writes_its_records_once(
     redis: RedisClient, settings: BusSettings
 ) -> None:
     """A commit whose event is done writes nothing, records included."""
-    worker = BusWorker(redis, settings)
-    flusher = asyncio.create_task(worker.committer.run())
-    keys = keys_of(settings)
-    event = ping(8)
-    shard = keys.shard_of(event.correlation_id)
-    lock = keys.lock(shard, "phase-t", event.event_id)
-    for value in (b"first", b"second"):
-        outputs = with_record(event, value)
-        commit = Commit(shard, keys.stream("in", shard), "phase-t", b"0-1", outputs, lock)
-        await worker.committer.commit(commit)
-    worker.committer.close()
-    await flusher
+    async with flushing(redis, settings) as worker:
+        keys = keys_of(settings)
+        event = ping(8)
+        shard = keys.shard_of(event.correlation_id)
+        lock = keys.lock(shard, "phase-t", event.event_id)
+        for value in (b"first", b"second"):
+            outputs = with_record(event, value)
+            commit = Commit(shard, keys.stream("in", shard), "phase-t", b"0-1", outputs, lock)
+            await worker.committer.commit(commit)
     assert await worker.records.read("run-8", ["pass:1"]) == [b"first"]
     assert await xlen(redis, settings, "out") == 1
 
