@@ -413,7 +413,13 @@ class Consumer:
         self._take_in_hand(events, keys, states)
         held = [i for i, state in enumerate(states) if state is None]
         if held:
-            holders = await self._holders([keys[i] for i in held], me)
+            try:
+                holders = await self._holders([keys[i] for i in held], me)
+            except BaseException:  # the retry locks again: nothing may stay in hand meanwhile
+                for (delivery, _), key, state in zip(events, keys, states, strict=True):
+                    if state is LockState.MINE:
+                        self._release(key, delivery.ref)
+                raise
             for i, state in zip(held, holders, strict=True):
                 states[i] = state
             self._take_in_hand(
@@ -491,6 +497,12 @@ class Consumer:
         return self._keys.lock(delivery.shard, self._group, event.event_id)
 
     async def _process(self, delivery: Delivery, event: Any, state: LockState) -> None:
+        try:
+            await self._process_locked(delivery, event, state)
+        finally:
+            delivery.records = {}  # the run's history read for it: not kept for the batch
+
+    async def _process_locked(self, delivery: Delivery, event: Any, state: LockState) -> None:
         lock_key = self._lock_key(delivery, event)
         if state is LockState.DONE:
             await self._commit(delivery, [], lock_key=None)

@@ -8,6 +8,7 @@ request still ends with exactly one FinalAnswer.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
 
@@ -34,6 +35,8 @@ from phases.events import (
     utcnow,
 )
 from prompts.registry import default_registry
+
+log = logging.getLogger("aeon.phases")
 
 PHASES = ("a", "b", "c", "d", "e")
 #: What each phase consumes: its stream is theirs (one stream per phase).
@@ -156,7 +159,11 @@ def _answer_without_llm(dead: DeadLetter) -> list[Event]:
     exit_event = exit_event or _lost_run_exit(dead, f"phase-e gave up: {dead.reason}")
     if exit_event is None:
         return []
-    passes = history.prefetched_pass_json(exit_event)
+    try:
+        passes = history.prefetched_pass_json(exit_event)
+    except Exception as error:  # a record that does not parse: answer without the history
+        log.warning("%s: answering without its history: %s", exit_event.correlation_id, error)
+        passes = None
     return [phase_e.fallback_answer(exit_event, dead.reason, passes)]
 
 

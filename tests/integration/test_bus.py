@@ -18,6 +18,7 @@ from typing import ClassVar
 import pytest
 from pydantic import BaseModel
 from redis.asyncio import RedisCluster
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from bus.codec import encode
 from bus.commit import Commit
@@ -615,6 +616,37 @@ async def test_a_lock_this_consumer_left_held_is_taken_at_once(
         await publish(redis, settings, event)
         await wait_for_len(redis, settings, "out", 1, timeout=5)
     assert await redis.get(lock) == LockState.DONE.value.encode()
+
+
+async def test_a_lock_round_trip_cut_after_the_first_part_leaves_nothing_in_hand(
+    redis: RedisClient, settings: BusSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The round trip that reads who holds a lock found taken fails once: the lock taken in
+    the first part is let go in hand, so the retry takes it again and the event is handled
+    (it was left in hand, unhandled, its lock extended for ever)."""
+    settings = settings.with_(lock_lease_ms=60_000, claim_idle_ms=60_000)
+    free, held = ping(13), ping(14)
+    keys = keys_of(settings)
+    other = keys.lock(keys.shard_of(held.correlation_id), "phase-t", held.event_id)
+    await redis.set(other, b"another-consumer", px=60_000)
+    holders, failed = Consumer._holders, []
+
+    async def cut_once(self: Consumer, *args: object) -> list:
+        if not failed:
+            failed.append(True)
+            raise RedisConnectionError("connection reset")
+        return await holders(self, *args)
+
+    monkeypatch.setattr(Consumer, "_holders", cut_once)
+
+    async def handle(event: Ping) -> list[Pong]:
+        return pong_of(event)
+
+    await ensure_groups(redis, settings)
+    await publish(redis, settings, free, held)  # one batch: a free lock and a held one
+    async with Running(redis, settings, route(handle)):
+        out = await wait_for_len(redis, settings, "out", 1, timeout=5)
+    assert failed and [f[b"cid"] for _, f in out] == [b"run-13"]
 
 
 async def test_the_records_a_route_names_are_read_with_the_lock(

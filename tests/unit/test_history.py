@@ -219,3 +219,17 @@ def test_an_exit_made_by_give_up_writes_the_passes_its_event_carried_inline(
         "outputs:1",
         "LoopExited",
     ]
+
+
+def test_the_answer_made_when_e_gives_up_survives_a_record_that_does_not_parse(
+    make_plan_ready,
+) -> None:
+    """The last resort answers whatever the history holds (a corrupt record made E give up)."""
+    exit_event = _exit_after_one_pass(make_plan_ready)
+    dead = DeadLetter("loop-exited", "phase-e", "1-0", {}, "handler failed", 3, exit_event)
+    token = prefetched.set({("run-1", "pass:1"): b"{not json", ("run-1", "outputs:1"): b"{}"})
+    try:
+        (answer,) = worker._answer_without_llm(dead)
+    finally:
+        prefetched.reset(token)
+    assert answer.correlation_id == "run-1" and answer.result.degraded
