@@ -3,14 +3,23 @@
 Reads happen only when the event may have been handled before (the consumer's `redelivered`
 flag): a first delivery cannot have memoised replies, so it spends no round trip asking.
 Writes ride along with the committer's next flush instead of costing a round trip each.
+
+A memo only saves an LLM call, so one that cannot be read is a miss, never a failed handler:
+memo keys are outside the runs' shards, and on a cluster the master of a memo's slot may be
+failing over while the run's own master is fine. A handler that failed on it would spend its
+attempts in well under a second and send its run to dead letters.
 """
 
 from __future__ import annotations
 
+import logging
+
 from bus.commit import Committer
-from bus.connection import RedisClient
+from bus.connection import TRANSIENT, RedisClient
 from bus.consumer import redelivered
 from bus.keys import Keys
+
+log = logging.getLogger("aeon.bus")
 
 
 class RedisMemo:
@@ -22,7 +31,11 @@ class RedisMemo:
     async def get(self, key: str) -> str | None:
         if not redelivered.get():
             return None
-        value = await self._redis.get(self._keys.memo(key))
+        try:
+            value = await self._redis.get(self._keys.memo(key))
+        except TRANSIENT as error:
+            log.info("memo %s not read (%s): the call is made again", key, type(error).__name__)
+            return None
         return value.decode() if value is not None else None
 
     async def put(self, key: str, value: str) -> None:
