@@ -25,12 +25,18 @@ from what was read then (`prefetched`), and asks Redis only for what it lacks.
 from __future__ import annotations
 
 import contextvars
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from bus.connection import RedisClient
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+
+from bus.connection import TRANSIENT, RedisClient
 from bus.keys import Keys
+
+log = logging.getLogger("aeon.bus")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,15 +71,28 @@ class RedisRunRecords:
         values: list[bytes | None] = [early.get((correlation_id, name)) for name in names]
         if all(value is not None for value in values):
             return values
-        key = self._keys.run_records(correlation_id)
-        values = await self._redis.hmget(key, list(names))
+        values = await self._hmget(self._keys.run_records(correlation_id), names)
         home = self._keys.shard_of(correlation_id)
         for shard in range(self._keys.shards):
             if all(value is not None for value in values):
                 break
             if shard != home:
-                other = await self._redis.hmget(
-                    self._keys.run_records(correlation_id, shard), list(names)
-                )
+                other = await self._hmget(self._keys.run_records(correlation_id, shard), names)
                 values = [v if v is not None else o for v, o in zip(values, other, strict=True)]
         return values
+
+    async def _hmget(self, key: str, names: Sequence[str]) -> list[bytes | None]:
+        """HMGET, waiting out a Redis that is away (a master failing over) for about 20 s: a
+        handler failing on it instead would spend its attempts in under a second and send its
+        run to dead letters, while the history it needs is there once the failover is over."""
+        return await _WAIT_OUT.call_with_retry(
+            lambda: self._redis.hmget(key, list(names)), _not_yet
+        )
+
+
+#: Backoff 0.2, 0.4, 0.8, 1.6, then 2 s: 12 retries, about 19 s (redis-py's own retry loop).
+_WAIT_OUT = Retry(ExponentialBackoff(cap=2.0, base=0.1), retries=12, supported_errors=TRANSIENT)
+
+
+async def _not_yet(error: Exception) -> None:
+    log.info("a run's history not read yet (%s); trying again", type(error).__name__)
