@@ -125,10 +125,8 @@ async def load_pass_json(
 ) -> list[dict[str, Any]]:
     """The records of passes 1..`pass_count` as JSON objects, oldest first; the outputs go
     back in `run.plan` too (one read for both)."""
-    names = _pass_names(run)
-    fetched = await _fetch(records, correlation_id, [*names, *_outputs_names(run)])
-    _fill_outputs(run, fetched)
-    return [orjson.loads(fetched[name]) for name in names]
+    fetched = await _fetch(records, correlation_id, [*_pass_names(run), *_outputs_names(run)])
+    return _pass_json(run, fetched)
 
 
 async def load(records: RunRecords, correlation_id: str, run: RunState) -> None:
@@ -151,7 +149,12 @@ def prefetched_pass_json(event: Event) -> list[dict[str, Any]] | None:
     values = [early.get((event.correlation_id, name)) for name in names]
     if any(value is None for value in values):
         return None
-    fetched = {name: value for name, value in zip(names, values, strict=True) if value}
+    return _pass_json(run, {name: v for name, v in zip(names, values, strict=True) if v})
+
+
+def _pass_json(run: RunState, fetched: dict[str, bytes]) -> list[dict[str, Any]]:
+    """From records read for Phase E: the outputs put back in `run.plan`, the pass records
+    returned as JSON objects, oldest first."""
     _fill_outputs(run, fetched)
     return [orjson.loads(fetched[name]) for name in _pass_names(run)]
 

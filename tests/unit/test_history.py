@@ -32,6 +32,22 @@ def three_flat_passes(replies) -> dict:
     }
 
 
+def ran(ready, *statuses: tuple[str, int]) -> None:
+    """Mark the plan's steps, in order, as run: (status, pass it ran in) each."""
+    steps = ready.run.plan.steps
+    for index, (status, number) in enumerate(statuses):
+        steps[index] = steps[index].model_copy(
+            update={"status": status, "executed_in_pass": number}
+        )
+
+
+def as_decoded(ready, passes: int) -> RunState:
+    """`ready`'s run as an event after `passes` passes carries it: no pass, no output."""
+    run = RunState.model_validate_json(ready.run.model_dump_json())
+    run.pass_count = passes
+    return run
+
+
 async def test_events_carry_no_output_and_do_not_grow_with_the_passes(
     harness, replies, make_plan_ready, drive
 ) -> None:
@@ -87,10 +103,8 @@ async def test_a_later_pass_sees_the_outputs_of_earlier_ones(
 async def test_phase_c_without_its_history_fails_the_hop(harness, replies, make_plan_ready) -> None:
     """Retried, then dead-lettered, and E answers the run as failed with this reason."""
     ready = make_plan_ready("gather", "answer")
-    plan = ready.run.plan
-    plan.steps[0] = plan.steps[0].model_copy(update={"status": "done", "executed_in_pass": 1})
-    run = RunState.model_validate_json(ready.run.model_dump_json())
-    run.pass_count = 1  # as a PassRequested after pass 1, whose records are gone
+    ran(ready, ("done", 1))
+    run = as_decoded(ready, 1)  # as a PassRequested after pass 1, whose records are gone
     event = ready.child(PassRequested, run=run)
     with pytest.raises(HistoryMissing, match=r"record outputs:1 .*AEON_ANSWER_TTL_S"):
         await phase_c.handle(event, harness({}).deps)
@@ -98,8 +112,7 @@ async def test_phase_c_without_its_history_fails_the_hop(harness, replies, make_
 
 async def test_phase_e_answers_without_a_lost_history_and_says_so(harness, make_plan_ready) -> None:
     ready = make_plan_ready("gather")
-    run = RunState.model_validate_json(ready.run.model_dump_json())
-    run.pass_count = 2
+    run = as_decoded(ready, 2)
     exit_event = ready.child(LoopExited, reason="ttl_exhausted", run=run)
     (answer,) = await phase_e.handle(exit_event, harness({}).deps)
     assert answer.result.total_passes == 2
@@ -131,9 +144,7 @@ async def test_loading_fills_passes_and_the_outputs_of_the_pass_each_step_last_r
     make_plan_ready,
 ) -> None:
     ready = make_plan_ready("gather", "answer")
-    plan = ready.run.plan
-    plan.steps[0] = plan.steps[0].model_copy(update={"status": "done", "executed_in_pass": 1})
-    plan.steps[1] = plan.steps[1].model_copy(update={"status": "failed", "executed_in_pass": 2})
+    ran(ready, ("done", 1), ("failed", 2))
     store = DictRunRecords()
     for n, outputs in ((1, {"s1": "one", "s2": "stale"}), (2, {"s2": "cut off"})):
         record = ExecutionPass(pass_number=n, score=n / 10).model_dump_json().encode()
@@ -143,13 +154,11 @@ async def test_loading_fills_passes_and_the_outputs_of_the_pass_each_step_last_r
                 RunRecord("run-1", f"outputs:{n}", orjson.dumps(outputs)),
             ]
         )
-    run = RunState.model_validate_json(ready.run.model_dump_json())
-    run.pass_count = 2
+    run = as_decoded(ready, 2)
     await history.load(store, "run-1", run)
     assert [p.score for p in run.passes] == [0.1, 0.2] and run.history_loaded
     assert [s.output for s in run.plan.steps] == ["one", "cut off"]
-    c_view = RunState.model_validate_json(ready.run.model_dump_json())
-    c_view.pass_count = 2
+    c_view = as_decoded(ready, 2)
     await history.load_outputs(store, "run-1", c_view)
     assert [s.output for s in c_view.plan.steps] == ["one", "cut off"] and c_view.passes == []
 
@@ -157,10 +166,8 @@ async def test_loading_fills_passes_and_the_outputs_of_the_pass_each_step_last_r
 def test_phases_c_and_e_name_what_they_will_read(make_plan_ready) -> None:
     """So the consumer reads it with the event's lock (Route.records)."""
     ready = make_plan_ready("gather", "answer")
-    plan = ready.run.plan
-    plan.steps[0] = plan.steps[0].model_copy(update={"status": "done", "executed_in_pass": 1})
-    run = RunState.model_validate_json(ready.run.model_dump_json())
-    run.pass_count = 2
+    ran(ready, ("done", 1))
+    run = as_decoded(ready, 2)
     requested = ready.child(PassRequested, run=run)
     assert history.records_for_c(requested) == ["outputs:1"]
     exited = ready.child(LoopExited, reason="converged", run=run)
@@ -172,10 +179,8 @@ def test_phases_c_and_e_name_what_they_will_read(make_plan_ready) -> None:
 def _exit_after_one_pass(make_plan_ready) -> LoopExited:
     """A LoopExited as decoded: pass 1 ran s1 (done), its records are in the history."""
     ready = make_plan_ready("gather")
-    plan = ready.run.plan
-    plan.steps[0] = plan.steps[0].model_copy(update={"status": "done", "executed_in_pass": 1})
-    run = RunState.model_validate_json(ready.run.model_dump_json())
-    run.pass_count = 1
+    ran(ready, ("done", 1))
+    run = as_decoded(ready, 1)
     return ready.child(LoopExited, reason="ttl_exhausted", run=run)
 
 
