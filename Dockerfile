@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # Aeon image: `aeon worker` by default; `aeon ask "…"` and the other subcommands work too.
 #   docker build -t aeon .        (or: docker compose build)
-# It installs aeon[otel] (OpenTelemetry SDK, OTLP http exporter), so containers can export traces
+# It installs aeonloop[otel] (OpenTelemetry SDK, OTLP http exporter), so containers can export traces
 # when OTEL_TRACES_EXPORTER=otlp is set (compose.yaml: the observability profile).
 
 # ---- build: wheels for the project and every dependency --------------------------------------
@@ -12,14 +12,13 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends build-essential \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md __init__.py exceptions.py settings.py ./
 COPY bus ./bus
-COPY config ./config
 COPY phases ./phases
 COPY prompts ./prompts
 COPY llm ./llm
 COPY gateway ./gateway
-COPY bench ./bench
+COPY servers ./servers
 COPY telemetry ./telemetry
 RUN --mount=type=cache,target=/root/.cache/pip \
     pip wheel --wheel-dir /wheels ".[otel]"
@@ -33,7 +32,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/aeon \
         --shell /usr/sbin/nologin aeon
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links=/wheels "aeon[otel]"
+    pip install --no-index --find-links=/wheels "aeonloop[otel]"
 USER aeon
 WORKDIR /home/aeon
 CMD ["aeon", "worker"]

@@ -23,6 +23,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from aeonloop.bus.connection import connect
+from aeonloop.bus.settings import BusSettings, redact
+from aeonloop.servers.embedded import RedisServer
 from bench import eventloop
 from bench.cluster import run_cluster
 from bench.concurrency import run_concurrency
@@ -36,9 +39,6 @@ from bench.scaleout import run_scaleout
 from bench.sse import run_sse
 from bench.targets import judge
 from bench.telemetry import run_telemetry
-from bus.connection import connect
-from bus.embedded import RedisServer
-from bus.settings import BusSettings, redact
 
 SECTIONS = {
     "overhead": run_overhead,

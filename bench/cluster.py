@@ -1,6 +1,6 @@
 """Section 5, Redis Cluster: the same load on 3 masters with 1 shard, then with one per master.
 
-The section starts a throwaway 3-master cluster of its own (bus.local_cluster, from the same
+The section starts a throwaway 3-master cluster of its own (servers.local_cluster, from the same
 redis-server binary), whatever --redis-url says, and closes it at the end. On it the same
 `cluster_workers` `aeon worker` processes, each time fresh and under a prefix of their own,
 serve `cluster_runs` runs kept `cluster_in_flight` at once with an instant LLM, the load that
@@ -28,18 +28,18 @@ from collections.abc import Sequence
 from redis.asyncio import Redis
 from redis.crc import key_slot
 
+from aeonloop.bus.connection import connect
+from aeonloop.bus.keys import shard_tag
+from aeonloop.bus.settings import BusSettings
+from aeonloop.gateway.client import AeonClient
+from aeonloop.servers.embedded import RedisServer
+from aeonloop.servers.local_cluster import LocalCluster
 from bench.context import BenchContext
 from bench.load import closed_loop
 from bench.measure import guarded, measure
 from bench.pipeline import running_pipeline
 from bench.procstat import CpuSnapshot
 from bench.stats import ratio
-from bus.connection import connect
-from bus.embedded import RedisServer
-from bus.keys import shard_tag
-from bus.local_cluster import LocalCluster
-from bus.settings import BusSettings
-from gateway.client import AeonClient
 
 MASTERS = 3
 #: Runs in flight during the warm-up (connections, caches, the workers' first batches).

@@ -1,8 +1,8 @@
 """Which asyncio event loop the benchmark's processes run on.
 
-`aeon worker` runs on uvloop when it is installed (gateway.cli._run), so the reference consumers
-and the bench process do too: comparing a uvloop pipeline with default-loop references would
-flatter the pipeline by about 20 % of CPU (docs/architecture.md, "Performance notes").
+`aeon worker` runs on uvloop when it is installed (gateway.cli.main._run), so the reference
+consumers and the bench process do too: comparing a uvloop pipeline with default-loop references
+would flatter the pipeline by about 20 % of CPU (docs/architecture.md, "Performance notes").
 """
 
 from __future__ import annotations

@@ -45,13 +45,13 @@ from typing import Any
 
 import orjson
 
+from aeonloop.bus.keys import Keys
+from aeonloop.phases.events import FinalAnswerReady, RequestSubmitted
+from aeonloop.prompts.registry import PromptId
 from bench.context import BenchContext
 from bench.pipeline import running_pipeline
 from bench.stats import ratio
 from bench.traffic import ALL_STREAMS
-from bus.keys import Keys
-from phases.events import FinalAnswerReady, RequestSubmitted
-from prompts.registry import PromptId
 
 #: The long-output run: this many steps, each replying with this many characters.
 LONG_STEPS = 4

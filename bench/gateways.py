@@ -15,12 +15,12 @@ import contextlib
 import uuid
 from typing import Self
 
+from aeonloop.bus.connection import connect
+from aeonloop.bus.settings import BusSettings
+from aeonloop.gateway.client import AeonClient, stream_id_now
+from aeonloop.phases.events import ExecutionResult
 from bench import faststream_ref
 from bench.chain import STREAM_MAXLEN, ChainSpec
-from bus.connection import connect
-from bus.settings import BusSettings
-from gateway.client import AeonClient, stream_id_now
-from phases.events import ExecutionResult
 
 #: The README's main-job request: two clauses, so the offline model plans more than one step.
 REQUEST = "Explain how photosynthesis works, then rewrite it for a 10-year-old"

@@ -14,8 +14,8 @@ from typing import Self
 
 from redis.asyncio import Redis
 
+from aeonloop.bus.keys import Keys
 from bench.pipeline import PHASE_STREAMS
-from bus.keys import Keys
 
 SAMPLE_INTERVAL_S = 0.05
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 
+from aeonloop.llm.offline import OfflineLLM
+from aeonloop.phases.deps import PhaseDeps
+from aeonloop.phases.worker import build_routes
+from aeonloop.prompts.registry import PromptRegistry
 from bench.context import BenchContext
 from bench.gateways import PipelineGateway
 from bench.processes import Spawned, aeon_workers
 from bench.readiness import blocked_readers, until_reading
-from llm.offline import OfflineLLM
-from phases.deps import PhaseDeps
-from phases.worker import build_routes
-from prompts.registry import PromptRegistry
 
 #: Every phase group's route, as phases.worker wires it. The bench reads only their groups,
 #: streams and event types: the handlers, bound to an offline LLM here, never run.

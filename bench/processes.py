@@ -90,7 +90,7 @@ def aeon_argv() -> list[str]:
     script = Path(sys.executable).with_name("aeon")
     if script.is_file():
         return [sys.executable, str(script)]
-    return [sys.executable, "-c", "import sys; from gateway.cli import main; sys.exit(main())"]
+    return [sys.executable, "-c", "import sys; from gateway.cli.main import main; sys.exit(main())"]
 
 
 @contextlib.contextmanager

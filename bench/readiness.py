@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 from redis.asyncio import RedisCluster
 
+from aeonloop.bus.connection import RedisClient, is_cluster
 from bench.processes import Spawned
-from bus.connection import RedisClient, is_cluster
 
 READY_TIMEOUT_S = 60.0
 

@@ -8,7 +8,7 @@ read from /proc the same way. Two modes, the issue's two references:
 - batched: XREADGROUP COUNT 100, then XADD per entry plus one XACK, pipelined for the batch.
 
 No decoding, no validation, no logging: this is what Python on Redis costs with nothing on top.
-It runs on uvloop when the pipeline does (gateway.cli runs workers with uvloop.run).
+It runs on uvloop when the pipeline does (gateway.cli.main runs workers with uvloop.run).
 """
 
 from __future__ import annotations

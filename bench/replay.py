@@ -20,14 +20,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from aeonloop.bus.connection import connect
+from aeonloop.bus.consumer import Route
+from aeonloop.bus.deadletter import DeadLetter
+from aeonloop.bus.settings import BusSettings
+from aeonloop.bus.worker import BusWorker, tune_gc
+from aeonloop.phases.events import EVENT_TYPES, Event, derived_id
 from bench import eventloop
 from bench.pipeline import PHASE_ROUTES
-from bus.connection import connect
-from bus.consumer import Route
-from bus.deadletter import DeadLetter
-from bus.settings import BusSettings
-from bus.worker import BusWorker, tune_gc
-from phases.events import EVENT_TYPES, Event, derived_id
 
 #: (event type, passes so far) → the event the pipeline made from it. Passes tell apart the
 #: same type met twice in one run (a third pass repeats PassRequested → PassCompleted).

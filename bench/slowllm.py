@@ -13,13 +13,13 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from aeonloop.phases.events import ExecutionResult
 from bench.context import BenchContext
 from bench.inflight import InFlightSampler
 from bench.measure import Measured, measure
 from bench.pipeline import running_pipeline
 from bench.procstat import memory_kb
 from bench.scrape import worker_metrics
-from phases.events import ExecutionResult
 
 
 @dataclass(frozen=True)

@@ -33,14 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from aeonloop.bus.keys import ANSWERS, Keys
+from aeonloop.gateway.http.serve import raise_open_files_limit
 from bench.context import BenchContext
 from bench.pipeline import PHASE_STREAMS
 from bench.processes import Spawned, aeon_argv, aeon_workers, child_env
 from bench.procstat import cpu_seconds, memory_kb
 from bench.readiness import blocked_readers, until_reading
 from bench.stats import latency_summary
-from bus.keys import ANSWERS, Keys
-from gateway.serve import raise_open_files_limit
 
 #: Per profile: runs, readers (spread over the runs), slow readers, LLM delay per call (ms).
 SIZES = {

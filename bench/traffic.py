@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import orjson
 from redis.asyncio import Redis
 
-from bus.keys import Keys
-from phases.events import (
+from aeonloop.bus.keys import Keys
+from aeonloop.phases.events import (
     FinalAnswerReady,
     LoopExited,
     PassCompleted,

@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from telemetry.tracing import TRACE_FIELDS
+from aeonloop.telemetry.tracing import TRACE_FIELDS
 
 Fields = dict[bytes, bytes]
 #: The one field of a FastStream stream entry: its envelope.

@@ -29,13 +29,13 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from bus.codec import Routable, encode
-from bus.connection import TRANSIENT, RedisClient
-from bus.deadletter import DeadLetter
-from bus.keys import ANSWERS, Keys, LockState
-from bus.records import RunRecord
-from bus.settings import BusSettings
-from bus.writes import WriteGate, refuses_writes, said
+from aeonloop.bus.codec import Routable, encode
+from aeonloop.bus.connection import TRANSIENT, RedisClient
+from aeonloop.bus.deadletter import DeadLetter
+from aeonloop.bus.keys import ANSWERS, Keys, LockState
+from aeonloop.bus.records import RunRecord
+from aeonloop.bus.settings import BusSettings
+from aeonloop.bus.writes import WriteGate, refuses_writes, said
 
 log = logging.getLogger("aeon.bus")
 

@@ -38,8 +38,8 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from bus.settings import BusSettings, redact
-from config import SettingsError
+from aeonloop.bus.settings import BusSettings, redact
+from aeonloop.settings import SettingsError
 
 #: A client for one server or for a cluster: the commands Aeon sends are the same on both.
 RedisClient = Redis | RedisCluster

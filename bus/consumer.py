@@ -45,16 +45,16 @@ from typing import Any, cast
 from pydantic import BaseModel
 from redis.exceptions import ResponseError
 
-from bus.codec import DecodeError, Fields, Routable, decode, trace_context
-from bus.commit import Commit, Committer
-from bus.connection import TRANSIENT, RedisClient
-from bus.deadletter import DeadLetter
-from bus.keys import Keys, LockState
-from bus.records import RunRecord, prefetched
-from bus.settings import BusSettings
-from bus.writes import refuses_writes, said
-from telemetry import metrics, tracing
-from telemetry.hop import Hop
+from aeonloop.bus.codec import DecodeError, Fields, Routable, decode, trace_context
+from aeonloop.bus.commit import Commit, Committer
+from aeonloop.bus.connection import TRANSIENT, RedisClient
+from aeonloop.bus.deadletter import DeadLetter
+from aeonloop.bus.keys import Keys, LockState
+from aeonloop.bus.records import RunRecord, prefetched
+from aeonloop.bus.settings import BusSettings
+from aeonloop.bus.writes import refuses_writes, said
+from aeonloop.telemetry import metrics, tracing
+from aeonloop.telemetry.hop import Hop
 
 log = logging.getLogger("aeon.bus")
 

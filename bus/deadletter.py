@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from bus.codec import FASTSTREAM_FIELD, Fields, correlation_id_of
-from telemetry.tracing import TRACE_FIELDS
+from aeonloop.bus.codec import FASTSTREAM_FIELD, Fields, correlation_id_of
+from aeonloop.telemetry.tracing import TRACE_FIELDS
 
 #: The trace context fields of a flat entry, as bytes keys.
 TRACE_KEYS = tuple(name.encode() for name in TRACE_FIELDS)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from redis.exceptions import ResponseError
 
-from bus.connection import RedisClient
-from bus.keys import Keys
-from bus.writes import refuses_writes
-from config import SettingsError
+from aeonloop.bus.connection import RedisClient
+from aeonloop.bus.keys import Keys
+from aeonloop.bus.writes import refuses_writes
+from aeonloop.settings import SettingsError
 
 
 async def agree_on_shards(redis: RedisClient, keys: Keys) -> None:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import logging
 
-from bus.commit import Committer
-from bus.connection import TRANSIENT, RedisClient
-from bus.consumer import redelivered
-from bus.keys import Keys
+from aeonloop.bus.commit import Committer
+from aeonloop.bus.connection import TRANSIENT, RedisClient
+from aeonloop.bus.consumer import redelivered
+from aeonloop.bus.keys import Keys
 
 log = logging.getLogger("aeon.bus")
 

@@ -33,8 +33,8 @@ from types import MappingProxyType
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from bus.connection import TRANSIENT, RedisClient
-from bus.keys import Keys
+from aeonloop.bus.connection import TRANSIENT, RedisClient
+from aeonloop.bus.keys import Keys
 
 log = logging.getLogger("aeon.bus")
 

@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from bus.keys import LockState
-from config import AeonSettings, redact
+from aeonloop.bus.keys import LockState
+from aeonloop.settings import AeonSettings, redact
 
 __all__ = ["BusSettings", "check_redis_url", "redact"]
 

@@ -11,14 +11,14 @@ import gc
 import logging
 from collections.abc import Sequence
 
-from bus.commit import Committer
-from bus.connection import RedisClient
-from bus.consumer import Consumer, Route
-from bus.keys import Keys
-from bus.layout import agree_on_shards
-from bus.memo import RedisMemo
-from bus.records import RedisRunRecords
-from bus.settings import BusSettings, redact
+from aeonloop.bus.commit import Committer
+from aeonloop.bus.connection import RedisClient
+from aeonloop.bus.consumer import Consumer, Route
+from aeonloop.bus.keys import Keys
+from aeonloop.bus.layout import agree_on_shards
+from aeonloop.bus.memo import RedisMemo
+from aeonloop.bus.records import RedisRunRecords
+from aeonloop.bus.settings import BusSettings, redact
 
 log = logging.getLogger("aeon.bus")
 

@@ -1,7 +1,7 @@
 """The Python client: publish requests, await their answers, follow their progress.
 
     import asyncio
-    from gateway.client import AeonClient
+    from aeonloop.gateway.client import AeonClient
 
     async def main() -> None:
         async with AeonClient("redis://localhost:6379/0") as client:
@@ -39,22 +39,22 @@ from typing import Any, Self
 from redis.asyncio.cluster import PipelineCommand
 from redis.exceptions import ReadOnlyError, ResponseError
 
-from bus.codec import encode, text
-from bus.connection import TRANSIENT, RedisClient, connect, is_cluster
-from bus.keys import ANSWERS, Keys
-from bus.layout import agree_on_shards
-from bus.settings import BusSettings
-from gateway.progress import Progress, progress_of
-from gateway.validation import check_max_ttl, check_request, check_timeout
-from phases.events import (
+from aeonloop.bus.codec import encode, text
+from aeonloop.bus.connection import TRANSIENT, RedisClient, connect, is_cluster
+from aeonloop.bus.keys import ANSWERS, Keys
+from aeonloop.bus.layout import agree_on_shards
+from aeonloop.bus.settings import BusSettings
+from aeonloop.gateway.progress import Progress, progress_of
+from aeonloop.gateway.validation import check_max_ttl, check_request, check_timeout
+from aeonloop.phases.events import (
     DEFAULT_THRESHOLD,
     EVENT_TYPES,
     ExecutionResult,
     FinalAnswerReady,
     RequestSubmitted,
 )
-from phases.models import DEFAULT_TTL_CAP, Rule
-from telemetry import tracing
+from aeonloop.phases.models import DEFAULT_TTL_CAP, Rule
+from aeonloop.telemetry import tracing
 
 log = logging.getLogger("aeon.gateway")
 

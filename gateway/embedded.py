@@ -16,12 +16,12 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 
-from bus.connection import connect
-from bus.embedded import RedisServer
-from bus.settings import BusSettings
-from llm.base import LLMAdapter
-from phases.deps import LoopSettings
-from phases.worker import PHASES, make_worker
+from aeonloop.bus.connection import connect
+from aeonloop.bus.settings import BusSettings
+from aeonloop.llm.base import LLMAdapter
+from aeonloop.phases.deps import LoopSettings
+from aeonloop.phases.worker import PHASES, make_worker
+from aeonloop.servers.embedded import RedisServer
 
 log = logging.getLogger("aeon")
 

@@ -4,8 +4,8 @@ typed events they are, with the run's correlation id in FastStream's message con
     from faststream import Context, FastStream
     from faststream.redis import RedisBroker
 
-    from gateway.faststream_interop import AeonStreams
-    from phases.events import FinalAnswerReady, RequestSubmitted
+    from aeonloop.gateway.faststream_interop import AeonStreams
+    from aeonloop.phases.events import FinalAnswerReady, RequestSubmitted
 
     broker = RedisBroker("redis://localhost:6379/0")
     aeon = AeonStreams(broker)  # AEON_PREFIX and AEON_SHARDS from the environment, as Aeon's own
@@ -44,11 +44,11 @@ from faststream.message import StreamMessage
 from faststream.redis import RedisBroker, StreamSub
 from faststream.specification import AsyncAPI
 
-from bus.codec import FASTSTREAM_FIELD, trace_context
-from bus.keys import Keys
-from bus.settings import BusSettings
-from phases.events import EVENT_TYPES, Event, RequestSubmitted
-from phases.worker import PHASE_INPUTS
+from aeonloop.bus.codec import FASTSTREAM_FIELD, trace_context
+from aeonloop.bus.keys import Keys
+from aeonloop.bus.settings import BusSettings
+from aeonloop.phases.events import EVENT_TYPES, Event, RequestSubmitted
+from aeonloop.phases.worker import PHASE_INPUTS
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 

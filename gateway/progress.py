@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from phases.events import (
+from aeonloop.phases.events import (
     Event,
     LoopExited,
     PassCompleted,
@@ -21,7 +21,7 @@ from phases.events import (
     PlanReady,
     TaskProfiled,
 )
-from phases.models import ExecutionPass
+from aeonloop.phases.models import ExecutionPass
 
 Phase = Literal["A", "B", "C", "D", "E"]
 

@@ -16,8 +16,8 @@ from typing import TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
-from phases.events import MAX_REQUEST_CHARS, MAX_TIMEOUT_S
-from phases.models import MAX_TTL_CAP, Rule
+from aeonloop.phases.events import MAX_REQUEST_CHARS, MAX_TIMEOUT_S
+from aeonloop.phases.models import MAX_TTL_CAP, Rule
 
 MAX_RULES = 100
 MAX_RULES_FILE_BYTES = 1_000_000

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from prompts.registry import PromptId, PromptInput
-from prompts.unified import UnifiedPrompt
+from aeonloop.prompts.registry import PromptId, PromptInput
+from aeonloop.prompts.unified import UnifiedPrompt
 
 
 @dataclass(frozen=True)

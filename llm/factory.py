@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 
-from config import AeonSettings, SettingsError
-from llm.base import LLMAdapter, StructuredOutput
-from llm.offline import OfflineLLM
-from llm.scripted import ScriptedLLM
+from aeonloop.llm.base import LLMAdapter, StructuredOutput
+from aeonloop.llm.offline import OfflineLLM
+from aeonloop.llm.scripted import ScriptedLLM
+from aeonloop.settings import AeonSettings, SettingsError
 
 if TYPE_CHECKING:
-    from llm.openai_adapter import OpenAIAdapter
+    from aeonloop.llm.openai_adapter import OpenAIAdapter
 
 AdapterKind = Literal["offline", "openai", "scripted"]
 KINDS: tuple[AdapterKind, ...] = ("offline", "openai", "scripted")
@@ -94,7 +94,7 @@ def build_adapter(settings: LLMSettings) -> LLMAdapter:
 
 def _openai(settings: LLMSettings) -> OpenAIAdapter:
     # Imported here: the openai client costs ~0.25 s of start-up the offline default never needs.
-    from llm.openai_adapter import OpenAIAdapter
+    from aeonloop.llm.openai_adapter import OpenAIAdapter
 
     return OpenAIAdapter(
         base_url=settings.base_url,

@@ -16,8 +16,8 @@ from typing import Any
 
 import orjson
 
-from llm.base import LLMAdapter, LLMCall, LLMReply
-from telemetry import metrics, tracing
+from aeonloop.llm.base import LLMAdapter, LLMCall, LLMReply
+from aeonloop.telemetry import metrics, tracing
 
 
 def model_of(llm: LLMAdapter) -> str:

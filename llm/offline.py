@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from llm.base import LLMCall, LLMError, LLMReply, TokenUsage, approx_tokens
-from prompts.registry import (
+from aeonloop.llm.base import LLMCall, LLMError, LLMReply, TokenUsage, approx_tokens
+from aeonloop.prompts.registry import (
     AnswerSynthesisInput,
     ConvergenceAssessmentInput,
     CritiqueInput,

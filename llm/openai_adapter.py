@@ -40,8 +40,8 @@ from typing import Any, Literal
 
 import openai
 
-from llm import observed
-from llm.base import (
+from aeonloop.llm import observed
+from aeonloop.llm.base import (
     ContextLengthError,
     LLMCall,
     LLMError,
@@ -50,7 +50,7 @@ from llm.base import (
     TokenUsage,
     approx_tokens,
 )
-from llm.reasoning import split_reasoning
+from aeonloop.llm.reasoning import split_reasoning
 
 log = logging.getLogger(__name__)
 

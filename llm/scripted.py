@@ -19,10 +19,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from llm.base import LLMAdapter, LLMCall, LLMError, LLMReply, TokenUsage, approx_tokens
-from llm.offline import OfflineLLM
-from llm.reasoning import split_reasoning
-from prompts.registry import PromptId
+from aeonloop.llm.base import LLMAdapter, LLMCall, LLMError, LLMReply, TokenUsage, approx_tokens
+from aeonloop.llm.offline import OfflineLLM
+from aeonloop.llm.reasoning import split_reasoning
+from aeonloop.prompts.registry import PromptId
 
 Reply = str | LLMReply | BaseException | Callable[[LLMCall], str | Awaitable[str]]
 Script = Mapping[PromptId | str, Reply | Sequence[Reply]]

@@ -16,18 +16,18 @@ from typing import Annotated
 
 from pydantic import Field
 
-from config import AeonSettings
-from llm.base import LLMAdapter
-from phases.events import Usage
-from phases.history import DictRunRecords, RunRecords
-from phases.llm_calls import (
+from aeonloop.llm.base import LLMAdapter
+from aeonloop.phases.events import Usage
+from aeonloop.phases.history import DictRunRecords, RunRecords
+from aeonloop.phases.llm_calls import (
     DEFAULT_CONTEXT_TOKENS,
     DictMemo,
     LLMSession,
     Memo,
     prompt_budget_chars,
 )
-from prompts.registry import PromptRegistry
+from aeonloop.prompts.registry import PromptRegistry
+from aeonloop.settings import AeonSettings
 
 Whole = Annotated[int, Field(ge=1)]
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from phases.models import Evaluation, Rule, RuleFinding, RuleResult, Verdict
+from aeonloop.phases.models import Evaluation, Rule, RuleFinding, RuleResult, Verdict
 
 ARTIFACT_NAME = "artifact.md"
 _DETAIL_LIMIT = 300

@@ -23,9 +23,9 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-from bus.codec import derived_id
-from bus.keys import ANSWERS
-from phases.models import (
+from aeonloop.bus.codec import derived_id
+from aeonloop.bus.keys import ANSWERS
+from aeonloop.phases.models import (
     DEFAULT_TTL_CAP,
     MAX_TTL_CAP,
     ExecutionPass,

@@ -30,9 +30,9 @@ from typing import Any, Protocol
 
 import orjson
 
-from bus.records import RunRecord, prefetched
-from phases.events import Event, RunState
-from phases.models import ExecutionPass
+from aeonloop.bus.records import RunRecord, prefetched
+from aeonloop.phases.events import Event, RunState
+from aeonloop.phases.models import ExecutionPass
 
 
 class RunRecords(Protocol):

@@ -23,9 +23,9 @@ from typing import Any
 import json_repair
 from pydantic import BaseModel
 
-from prompts.compat import json_schema
-from prompts.errors import JSONExtractionError
-from prompts.extraction import extract_json
+from aeonloop.prompts.compat import json_schema
+from aeonloop.prompts.errors import JSONExtractionError
+from aeonloop.prompts.extraction import extract_json
 
 Schema = dict[str, Any]
 

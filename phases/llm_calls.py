@@ -27,19 +27,19 @@ from typing import Protocol, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from llm import observed
-from llm.base import ContextLengthError, LLMAdapter, LLMCall, LLMError, LLMReply
-from phases.events import Usage
-from phases.lenient import lenient_candidates, schema_of
-from prompts.errors import JSONExtractionError
-from prompts.registry import (
+from aeonloop.llm import observed
+from aeonloop.llm.base import ContextLengthError, LLMAdapter, LLMCall, LLMError, LLMReply
+from aeonloop.phases.events import Usage
+from aeonloop.phases.lenient import lenient_candidates, schema_of
+from aeonloop.prompts.errors import JSONExtractionError
+from aeonloop.prompts.registry import (
     PromptId,
     PromptInput,
     PromptRegistry,
     RepairJSONInput,
     SystemPromptInput,
 )
-from prompts.unified import ContextItem, UnifiedPrompt
+from aeonloop.prompts.unified import ContextItem, UnifiedPrompt
 
 T = TypeVar("T", bound=BaseModel)
 

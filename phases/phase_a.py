@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from phases import summaries
-from phases.deps import PhaseDeps
-from phases.events import Event, RequestSubmitted, TaskProfiled
-from phases.models import TaskProfile
-from prompts.registry import PromptId, TaskProfileInferenceInput, TaskProfileOutput
+from aeonloop.phases import summaries
+from aeonloop.phases.deps import PhaseDeps
+from aeonloop.phases.events import Event, RequestSubmitted, TaskProfiled
+from aeonloop.phases.models import TaskProfile
+from aeonloop.prompts.registry import PromptId, TaskProfileInferenceInput, TaskProfileOutput
 
 
 async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:

@@ -15,11 +15,11 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from phases import summaries
-from phases.deps import LoopSettings, PhaseDeps
-from phases.events import Event, LoopExited, PlanReady, RunState, TaskProfiled
-from phases.llm_calls import LLMSession
-from phases.models import (
+from aeonloop.phases import summaries
+from aeonloop.phases.deps import LoopSettings, PhaseDeps
+from aeonloop.phases.events import Event, LoopExited, PlanReady, RunState, TaskProfiled
+from aeonloop.phases.llm_calls import LLMSession
+from aeonloop.phases.models import (
     Plan,
     PlanStep,
     RefinementAction,
@@ -27,7 +27,7 @@ from phases.models import (
     SemanticValidationReport,
     apply_refinements,
 )
-from prompts.registry import (
+from aeonloop.prompts.registry import (
     PlanBody,
     PlanGenerationInput,
     PlanGenerationOutput,

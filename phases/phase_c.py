@@ -21,11 +21,18 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from phases import evaluation, history, summaries
-from phases.deps import LoopSettings, PhaseDeps
-from phases.events import Event, ExitReason, PassCompleted, PassRequested, PlanReady, RunState
-from phases.llm_calls import LLMSession
-from phases.models import (
+from aeonloop.phases import evaluation, history, summaries
+from aeonloop.phases.deps import LoopSettings, PhaseDeps
+from aeonloop.phases.events import (
+    Event,
+    ExitReason,
+    PassCompleted,
+    PassRequested,
+    PlanReady,
+    RunState,
+)
+from aeonloop.phases.llm_calls import LLMSession
+from aeonloop.phases.models import (
     ConvergenceAssessment,
     CritiqueIssue,
     Evaluation,
@@ -34,9 +41,9 @@ from phases.models import (
     PlanStep,
     SemanticValidationReport,
 )
-from phases.phase_b import adopt, refine, refinement_budget, validate
-from prompts.clipping import STORED_MARKER, clip
-from prompts.registry import (
+from aeonloop.phases.phase_b import adopt, refine, refinement_budget, validate
+from aeonloop.prompts.clipping import STORED_MARKER, clip
+from aeonloop.prompts.registry import (
     ConvergenceAssessmentInput,
     ConvergenceAssessmentOutput,
     CritiqueInput,
@@ -44,7 +51,7 @@ from prompts.registry import (
     PromptId,
     ReasoningStepInput,
 )
-from prompts.replies import is_blocked_reply, is_refusal
+from aeonloop.prompts.replies import is_blocked_reply, is_refusal
 
 MAX_CRITIQUE_ISSUES = 5
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from phases import summaries
-from phases.deps import PhaseDeps
-from phases.events import Event, PassCompleted, PassRequested, RunState
-from phases.llm_calls import LLMSession
-from phases.models import ExecutionPass, TaskProfile
-from phases.phase_a import profile_from_output
-from prompts.registry import PromptId, TaskProfileOutput, TaskProfileUpdateInput
+from aeonloop.phases import summaries
+from aeonloop.phases.deps import PhaseDeps
+from aeonloop.phases.events import Event, PassCompleted, PassRequested, RunState
+from aeonloop.phases.llm_calls import LLMSession
+from aeonloop.phases.models import ExecutionPass, TaskProfile
+from aeonloop.phases.phase_a import profile_from_output
+from aeonloop.prompts.registry import PromptId, TaskProfileOutput, TaskProfileUpdateInput
 
 DEPTH_UP_FACTOR = 0.2
 DEPTH_DOWN_FACTOR = 0.15

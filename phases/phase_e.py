@@ -32,10 +32,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from llm.base import LLMAdapter, LLMError
-from phases import history
-from phases.deps import PhaseDeps
-from phases.events import (
+from aeonloop.llm.base import LLMAdapter, LLMError
+from aeonloop.phases import history
+from aeonloop.phases.deps import PhaseDeps
+from aeonloop.phases.events import (
     Event,
     ExecutionResult,
     FinalAnswerReady,
@@ -43,11 +43,11 @@ from phases.events import (
     Usage,
     utcnow,
 )
-from phases.llm_calls import DictMemo, LLMOutputError, LLMSession, as_json_text
-from phases.models import FinalAnswer, PhaseEInput, Plan
-from prompts.clipping import clip
-from prompts.errors import PromptError
-from prompts.registry import (
+from aeonloop.phases.llm_calls import DictMemo, LLMOutputError, LLMSession, as_json_text
+from aeonloop.phases.models import FinalAnswer, PhaseEInput, Plan
+from aeonloop.prompts.clipping import clip
+from aeonloop.prompts.errors import PromptError
+from aeonloop.prompts.registry import (
     AnswerSynthesisInput,
     FinalAnswerOutput,
     PromptId,

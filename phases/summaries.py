@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from llm.base import LLMError
-from phases.events import Event, ExitReason, LoopExited, RunState
-from phases.llm_calls import LLMOutputError, as_json_text
-from phases.models import (
+from aeonloop.llm.base import LLMError
+from aeonloop.phases.events import Event, ExitReason, LoopExited, RunState
+from aeonloop.phases.llm_calls import LLMOutputError, as_json_text
+from aeonloop.phases.models import (
     ConvergenceAssessment,
     CritiqueIssue,
     Evaluation,
@@ -25,7 +25,7 @@ from phases.models import (
     RuleFinding,
     TaskProfile,
 )
-from prompts.clipping import clip
+from aeonloop.prompts.clipping import clip
 
 #: What a handler catches from an LLM call: the adapter gave up, or the reply stayed unusable
 #: after its one repair. Anything else (a missing template, a rendering bug) is a defect and is

@@ -14,15 +14,15 @@ from datetime import timedelta
 
 from redis.asyncio import Redis
 
-from bus.consumer import Route
-from bus.deadletter import DeadLetter
-from bus.records import RunRecord
-from bus.settings import BusSettings
-from bus.worker import BusWorker
-from llm.base import LLMAdapter
-from phases import history, phase_a, phase_b, phase_c, phase_d, phase_e
-from phases.deps import LoopSettings, PhaseDeps
-from phases.events import (
+from aeonloop.bus.consumer import Route
+from aeonloop.bus.deadletter import DeadLetter
+from aeonloop.bus.records import RunRecord
+from aeonloop.bus.settings import BusSettings
+from aeonloop.bus.worker import BusWorker
+from aeonloop.llm.base import LLMAdapter
+from aeonloop.phases import history, phase_a, phase_b, phase_c, phase_d, phase_e
+from aeonloop.phases.deps import LoopSettings, PhaseDeps
+from aeonloop.phases.events import (
     Event,
     LoopExited,
     PassCompleted,
@@ -34,7 +34,7 @@ from phases.events import (
     derived_id,
     utcnow,
 )
-from prompts.registry import default_registry
+from aeonloop.prompts.registry import default_registry
 
 log = logging.getLogger("aeon.phases")
 

@@ -35,7 +35,7 @@ from typing import Any, Literal, cast, overload
 
 from pydantic import BaseModel, Field
 
-from prompts.compat import (
+from aeonloop.prompts.compat import (
     LenientModel,
     ModelT,
     StrictModel,
@@ -44,9 +44,9 @@ from prompts.compat import (
     model_fields,
     validate_model,
 )
-from prompts.errors import NoOutputModelError, PromptNotFoundError, RenderingError
-from prompts.extraction import extract_json
-from prompts.unified import TEMPLATES_DIR, load_system_template
+from aeonloop.prompts.errors import NoOutputModelError, PromptNotFoundError, RenderingError
+from aeonloop.prompts.extraction import extract_json
+from aeonloop.prompts.unified import TEMPLATES_DIR, load_system_template
 
 
 class PromptId(StrEnum):

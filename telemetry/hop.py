@@ -24,8 +24,8 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from telemetry import tracing
-from telemetry.metrics import PhaseMetrics
+from aeonloop.telemetry import tracing
+from aeonloop.telemetry.metrics import PhaseMetrics
 
 log = logging.getLogger("aeon.tracing")
 

@@ -14,7 +14,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.routing import Match
 
-from telemetry import metrics
+from aeonloop.telemetry import metrics
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -30,7 +30,7 @@ from prometheus_client import (
 )
 from pydantic import Field, field_validator
 
-from config import AeonSettings, SettingsError
+from aeonloop.settings import AeonSettings, SettingsError
 
 log = logging.getLogger("aeon.metrics")
 
@@ -267,7 +267,7 @@ async def watch_loop_lag() -> None:
 
 
 async def sample_status(read: Callable[[], Awaitable[dict[str, Any]]], interval_s: float) -> None:
-    """Set the Redis-side gauges from `read` (gateway.status.read_status) every `interval_s`,
+    """Set the Redis-side gauges from `read` (gateway.cli.status.read_status) every `interval_s`,
     until cancelled; a failed reading is logged and the gauges keep their last values."""
     while True:
         try:

@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from config import AeonSettings, SettingsError
+from aeonloop.settings import AeonSettings, SettingsError
 
 #: The W3C Trace Context an entry may carry beside its event: fields of a flat entry (before
 #: `type`, `cid`, `body`: bus.codec), or headers of a FastStream envelope.

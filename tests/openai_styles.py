@@ -22,7 +22,7 @@ from typing import Any
 
 from openai_fake import Planned, Seen, completion, error_body
 
-from prompts.registry import PromptId, default_registry
+from aeonloop.prompts.registry import PromptId, default_registry
 
 PROFILE = {
     "reasoning_depth": 3,

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from bus.keys import Keys
-from bus.settings import BusSettings
-from gateway.cli import main
-from gateway.faststream_interop import asyncapi_json
-from phases.events import EVENT_TYPES
-from phases.worker import PHASE_INPUTS
+from aeonloop.bus.keys import Keys
+from aeonloop.bus.settings import BusSettings
+from aeonloop.gateway.cli.main import main
+from aeonloop.gateway.faststream_interop import asyncapi_json
+from aeonloop.phases.events import EVENT_TYPES
+from aeonloop.phases.worker import PHASE_INPUTS
 
 DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "asyncapi.json"
 

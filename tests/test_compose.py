@@ -396,7 +396,7 @@ def test_worker_waits_for_redis_and_restarts(services: dict[str, Any]) -> None:
 
 
 def test_worker_gets_time_to_finish_in_flight_events(aeon_services: dict[str, Any]) -> None:
-    from bus.settings import BusSettings
+    from aeonloop.bus.settings import BusSettings
 
     grace = duration_s(aeon_services["worker"]["stop_grace_period"])
     # Compose must wait longer than the worker's own drain before it sends SIGKILL.
@@ -475,7 +475,7 @@ def test_observability_bind_mounts_exist(services: dict[str, Any], name: str) ->
 def test_workers_serve_metrics_where_prometheus_scrapes(
     services: dict[str, Any], prometheus_config: dict[str, Any], monkeypatch
 ) -> None:
-    from telemetry.metrics import MetricsSettings
+    from aeonloop.telemetry.metrics import MetricsSettings
 
     env = environment(services["worker"])
     for var in [var for var in os.environ if var.upper().startswith("AEON_")]:
@@ -505,7 +505,7 @@ def test_workers_serve_metrics_where_prometheus_scrapes(
 def test_the_api_serves_the_page_and_metrics_where_prometheus_scrapes(
     services: dict[str, Any], prometheus_config: dict[str, Any], monkeypatch
 ) -> None:
-    from gateway.http_settings import HttpSettings
+    from aeonloop.gateway.http.settings import HttpSettings
 
     api = services["api"]
     assert not api.get("profiles"), "`docker compose up` starts the API"
@@ -871,7 +871,7 @@ def test_cluster_clients_wait_for_the_cluster(
 def test_cluster_clients_use_the_cluster(
     cluster_services: dict[str, Any], nodes, create, name: str, monkeypatch
 ) -> None:
-    from bus.settings import BusSettings
+    from aeonloop.bus.settings import BusSettings
 
     env = environment(cluster_services[name])
     url = urlsplit(env["AEON_REDIS_URL"])

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from bus.settings import BusSettings
-from config import AeonSettings
-from gateway.http_settings import HttpSettings
-from llm.factory import LLMSettings
-from phases.deps import LoopSettings
-from phases.events import RequestSubmitted
-from telemetry.metrics import MetricsSettings
-from telemetry.tracing import TracingSettings
+from aeonloop.bus.settings import BusSettings
+from aeonloop.gateway.http.settings import HttpSettings
+from aeonloop.llm.factory import LLMSettings
+from aeonloop.phases.deps import LoopSettings
+from aeonloop.phases.events import RequestSubmitted
+from aeonloop.settings import AeonSettings
+from aeonloop.telemetry.metrics import MetricsSettings
+from aeonloop.telemetry.tracing import TracingSettings
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 

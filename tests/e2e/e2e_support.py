@@ -28,7 +28,7 @@ import pytest
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from bus.keys import Keys
+from aeonloop.bus.keys import Keys
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GATEWAY_SCRIPT = Path(__file__).with_name("gateway_proc.py")

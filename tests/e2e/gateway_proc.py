@@ -22,7 +22,7 @@ import asyncio
 import json
 import sys
 
-from gateway.client import ANSWER_GRACE_S, AeonClient, AnswerTimeout
+from aeonloop.gateway.client import ANSWER_GRACE_S, AeonClient, AnswerTimeout
 
 
 def emit(event: str, **fields: object) -> None:

@@ -1,7 +1,8 @@
 """Helpers of the HTTP proofs: a real `aeon serve` process, and plain HTTP to it.
 
 Requests go over real sockets with the standard library's http.client; an event stream is read
-line by line as a browser's EventSource would (gateway.run_feed's events: `id`, `event`, `data`).
+line by line as a browser's EventSource would (gateway.http.run_feed's events: `id`, `event`,
+`data`).
 """
 
 from __future__ import annotations

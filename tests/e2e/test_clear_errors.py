@@ -133,7 +133,7 @@ def test_rediss_to_a_server_without_tls_exits_4_naming_tls(
 @pytest.mark.timeout(60)
 def test_unix_socket_url_works(procs: Processes, tmp_path) -> None:
     """`unix://` is documented; every command used to crash on a keepalive option."""
-    from bus.embedded import RedisServer
+    from aeonloop.servers.embedded import RedisServer
 
     sock = tmp_path / "redis.sock"
     with RedisServer(extra_config={"unixsocket": str(sock), "unixsocketperm": "700"}) as server:

@@ -3,7 +3,7 @@
 SIGKILL, on a cluster with one replica per master.
 
 The clusters are started from the same redis-server binary as every other test
-(`bus.local_cluster`), so these run wherever the rest of the suite does.
+(`servers.local_cluster`), so these run wherever the rest of the suite does.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ import pytest
 from e2e_support import Processes, wait_until
 from http_support import Server
 
+from aeonloop.gateway.http.serve import raise_open_files_limit
 from bench.sse import count, read_events
-from gateway.serve import raise_open_files_limit
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

@@ -16,7 +16,7 @@ from e2e_support import Processes, child_env
 from openai_fake import FakeOpenAI, serve
 from openai_styles import CASES, CONTEXT_TOKENS, PipelineModel
 
-from prompts.registry import PromptId
+from aeonloop.prompts.registry import PromptId
 
 pytestmark = pytest.mark.e2e
 

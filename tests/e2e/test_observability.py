@@ -25,8 +25,8 @@ import pytest
 from e2e_support import Bus, Processes, child_env, wait_until
 from http_support import Server
 
-from bus.codec import encode
-from phases.events import RequestSubmitted
+from aeonloop.bus.codec import encode
+from aeonloop.phases.events import RequestSubmitted
 
 pytestmark = pytest.mark.e2e
 

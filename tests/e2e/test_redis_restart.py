@@ -19,7 +19,7 @@ from collections.abc import Callable
 import pytest
 from e2e_support import Bus, Processes, assert_answered_once, wait_until
 
-from bus.embedded import RedisServer
+from aeonloop.servers.embedded import RedisServer
 
 pytestmark = pytest.mark.e2e
 

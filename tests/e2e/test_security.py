@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 from e2e_support import Processes, child_env
 
-from bus.embedded import RedisServer
+from aeonloop.servers.embedded import RedisServer
 
 pytestmark = pytest.mark.e2e
 

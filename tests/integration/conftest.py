@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from bus.settings import BusSettings
+from aeonloop.bus.settings import BusSettings
 
 
 @pytest.fixture

@@ -20,16 +20,16 @@ from pydantic import BaseModel
 from redis.asyncio import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from bus.codec import encode
-from bus.commit import Commit
-from bus.connection import RedisClient, connect, is_cluster
-from bus.consumer import Consumer, Route
-from bus.deadletter import DeadLetter
-from bus.keys import Keys, LockState
-from bus.records import RunRecord, prefetched
-from bus.settings import BusSettings
-from bus.worker import BusWorker
-from config import SettingsError
+from aeonloop.bus.codec import encode
+from aeonloop.bus.commit import Commit
+from aeonloop.bus.connection import RedisClient, connect, is_cluster
+from aeonloop.bus.consumer import Consumer, Route
+from aeonloop.bus.deadletter import DeadLetter
+from aeonloop.bus.keys import Keys, LockState
+from aeonloop.bus.records import RunRecord, prefetched
+from aeonloop.bus.settings import BusSettings
+from aeonloop.bus.worker import BusWorker
+from aeonloop.settings import SettingsError
 
 
 class Ping(BaseModel):

@@ -18,12 +18,12 @@ import pytest
 from redis.asyncio import Redis, RedisCluster
 from redis.crc import key_slot
 
-from bus.connection import connect
-from bus.keys import Keys
-from bus.settings import BusSettings
-from config import SettingsError
-from gateway.client import AeonClient
-from phases.events import RequestSubmitted
+from aeonloop.bus.connection import connect
+from aeonloop.bus.keys import Keys
+from aeonloop.bus.settings import BusSettings
+from aeonloop.gateway.client import AeonClient
+from aeonloop.phases.events import RequestSubmitted
+from aeonloop.settings import SettingsError
 
 
 async def test_connect_finds_out_whether_the_url_names_a_cluster(

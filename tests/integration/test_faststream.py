@@ -20,15 +20,15 @@ from faststream import Context
 from faststream.redis import RedisBroker
 from redis.asyncio import Redis
 
-from bus.consumer import Route
-from bus.keys import Keys
-from bus.settings import BusSettings
-from bus.worker import BusWorker
-from gateway.dlq import replay
-from gateway.faststream_interop import AeonStreams
-from llm.offline import OfflineLLM
-from phases.events import FinalAnswerReady, PlanReady, RequestSubmitted
-from phases.worker import make_worker
+from aeonloop.bus.consumer import Route
+from aeonloop.bus.keys import Keys
+from aeonloop.bus.settings import BusSettings
+from aeonloop.bus.worker import BusWorker
+from aeonloop.gateway.cli.dlq import replay
+from aeonloop.gateway.faststream_interop import AeonStreams
+from aeonloop.llm.offline import OfflineLLM
+from aeonloop.phases.events import FinalAnswerReady, PlanReady, RequestSubmitted
+from aeonloop.phases.worker import make_worker
 
 
 @asynccontextmanager

@@ -1,4 +1,4 @@
-"""`bus.local_cluster.LocalCluster`: a real Redis Cluster from the bundled redis-server binary.
+"""`servers.local_cluster.LocalCluster`: a real Redis Cluster from the bundled redis-server binary.
 
 Each test builds its own cluster (a couple of seconds: a fresh master waits 2 s before it reports
 cluster_state:ok), so no test depends on another's failovers.
@@ -12,7 +12,7 @@ import time
 import pytest
 from redis.cluster import RedisCluster
 
-from bus.local_cluster import SLOTS, LocalCluster
+from aeonloop.servers.local_cluster import SLOTS, LocalCluster
 
 pytestmark = pytest.mark.integration
 

@@ -13,17 +13,17 @@ from contextlib import asynccontextmanager
 
 from redis.asyncio import Redis
 
-from bus.keys import Keys
-from bus.settings import BusSettings
-from gateway.client import AeonClient
-from gateway.progress import Progress
-from llm.base import LLMAdapter, LLMCall, LLMError
-from llm.offline import OfflineLLM
-from llm.scripted import ScriptedLLM
-from phases.deps import LoopSettings
-from phases.events import ExecutionResult
-from phases.worker import make_worker
-from prompts.registry import PromptId
+from aeonloop.bus.keys import Keys
+from aeonloop.bus.settings import BusSettings
+from aeonloop.gateway.client import AeonClient
+from aeonloop.gateway.progress import Progress
+from aeonloop.llm.base import LLMAdapter, LLMCall, LLMError
+from aeonloop.llm.offline import OfflineLLM
+from aeonloop.llm.scripted import ScriptedLLM
+from aeonloop.phases.deps import LoopSettings
+from aeonloop.phases.events import ExecutionResult
+from aeonloop.phases.worker import make_worker
+from aeonloop.prompts.registry import PromptId
 
 
 def assessment(score: float, converged: bool = False) -> str:
@@ -245,7 +245,7 @@ async def test_deadline_exceeded(settings: BusSettings) -> None:
 
 
 async def test_rules_drive_convergence(settings: BusSettings) -> None:
-    from gateway.validation import parse_rules
+    from aeonloop.gateway.validation import parse_rules
 
     rules = parse_rules(
         [

@@ -1,4 +1,5 @@
-"""The Redis test fixtures work, and bus.embedded.RedisServer starts, restarts and fails clearly."""
+"""The Redis test fixtures work, and servers.embedded.RedisServer starts, restarts and fails
+clearly."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from bus.embedded import RedisServer, RedisServerError
+from aeonloop.servers.embedded import RedisServer, RedisServerError
 
 _SEEN_PREFIXES = pytest.StashKey[set]()
 
@@ -177,17 +178,15 @@ def test_port_in_use_gives_a_clear_error(redis_server_factory) -> None:
 
 def test_port_taken_before_redis_binds_it_is_retried(redis_server_factory, monkeypatch) -> None:
     """A port taken between picking and binding it: retried on another port, not an error."""
-    import bus.embedded
+    from aeonloop.servers import embedded
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         taken = busy.getsockname()[1]
-        real_free_port = bus.embedded._free_port
+        real_free_port = embedded._free_port
         picks = iter([taken])
-        monkeypatch.setattr(
-            bus.embedded, "_free_port", lambda: next(picks, None) or real_free_port()
-        )
+        monkeypatch.setattr(embedded, "_free_port", lambda: next(picks, None) or real_free_port())
         server = redis_server_factory()
         assert server.running and server.port != taken
         assert "Address already in use" in server.log_path.read_text()
@@ -220,7 +219,7 @@ def test_server_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
     """A CLI run killed with SIGKILL must not leave an orphan redis-server behind."""
     code = (
         "import sys, time\n"
-        "from bus.embedded import RedisServer\n"
+        "from servers.embedded import RedisServer\n"
         "s = RedisServer(dir=sys.argv[1]).start()\n"
         "print(s.pid, flush=True)\n"
         "time.sleep(60)\n"

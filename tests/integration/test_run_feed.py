@@ -1,4 +1,4 @@
-"""The HTTP run feed (gateway.run_feed) on a real Redis: what one request can make it read.
+"""The HTTP run feed (gateway.http.run_feed) on a real Redis: what one request can make it read.
 
 Reading a run back from a reader's Last-Event-ID scans the run's shard from the entry the id
 names. The id comes from whoever sends the request, so the scan must happen only for a run
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from bus.connection import RedisClient, connect
-from bus.keys import Keys
-from bus.settings import BusSettings
-from gateway.run_feed import STATE_STREAMS, ForeignEventId, RunFeed
-from gateway.run_steps import EventId
+from aeonloop.bus.connection import RedisClient, connect
+from aeonloop.bus.keys import Keys
+from aeonloop.bus.settings import BusSettings
+from aeonloop.gateway.http.run_feed import STATE_STREAMS, ForeignEventId, RunFeed
+from aeonloop.gateway.http.run_steps import EventId
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """`aeon status`: a deployment's state, read back from a known one built by hand.
 
 Each case builds the streams, groups, consumers, dead letters and answers with redis-py, then
-runs the real CLI (`gateway.cli.main`) and checks the numbers of `--json`, the "attention:"
+runs the real CLI (`gateway.cli.main.main`) and checks the numbers of `--json`, the "attention:"
 lines of the table and the exit code: 5 when anything needs attention, 0 when nothing does.
 
 An entry idle longer than AEON_CLAIM_IDLE_MS is made with XCLAIM IDLE (it backdates the entry's
@@ -20,9 +20,9 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
-from bus.keys import ANSWERS, Keys
-from gateway.cli import main
-from phases.worker import PHASE_INPUTS, PHASES
+from aeonloop.bus.keys import ANSWERS, Keys
+from aeonloop.gateway.cli.main import main
+from aeonloop.phases.worker import PHASE_INPUTS, PHASES
 
 Run = Callable[..., tuple[int, str]]
 
@@ -210,7 +210,7 @@ def test_a_phase_nobody_reads_is_flagged_as_far_as_redis_can_tell(
     """Groups, nothing waiting, no consumer. Before Redis 7.2 that is also what idle workers
     look like (a read that gets nothing creates no consumer and refreshes none), so it is only
     flagged from 7.2 on; a phase with entries waiting and nobody seen is flagged on both."""
-    from gateway import status
+    from aeonloop.gateway.cli import status
 
     monkeypatch.setattr(status, "_reads_are_seen", lambda version: reads_are_seen)
     keys = Keys(redis_prefix)

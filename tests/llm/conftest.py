@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator
 import pytest
 from openai_fake import SECRET, FakeOpenAI, serve
 
-from llm.base import LLMCall
-from llm.openai_adapter import OpenAIAdapter
-from prompts.registry import PromptId, PromptInput
-from prompts.unified import ContextItem, UnifiedPrompt
+from aeonloop.llm.base import LLMCall
+from aeonloop.llm.openai_adapter import OpenAIAdapter
+from aeonloop.prompts.registry import PromptId, PromptInput
+from aeonloop.prompts.unified import ContextItem, UnifiedPrompt
 
 
 @pytest.fixture

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from config import SettingsError
-from llm.factory import LLMSettings, build_adapter
-from llm.offline import OfflineLLM
-from llm.openai_adapter import OpenAIAdapter
-from llm.scripted import ScriptedLLM
+from aeonloop.llm.factory import LLMSettings, build_adapter
+from aeonloop.llm.offline import OfflineLLM
+from aeonloop.llm.openai_adapter import OpenAIAdapter
+from aeonloop.llm.scripted import ScriptedLLM
+from aeonloop.settings import SettingsError
 
 SECRET = "sk-factory-secret-42"
 

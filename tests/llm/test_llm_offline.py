@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from llm.base import LLMAdapter, LLMError
-from llm.offline import REVIEW_STEP, OfflineLLM, plan_steps
-from prompts import registry as r
-from prompts.registry import PromptId
+from aeonloop.llm.base import LLMAdapter, LLMError
+from aeonloop.llm.offline import REVIEW_STEP, OfflineLLM, plan_steps
+from aeonloop.prompts import registry as r
+from aeonloop.prompts.registry import PromptId
 
 REQUEST = "Compare the two sorting algorithms, then pick the faster one; explain why."
 

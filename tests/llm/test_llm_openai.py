@@ -8,9 +8,9 @@ import time
 import pytest
 from openai_fake import SECRET
 
-from llm.base import LLMAdapter, LLMError, TokenUsage
-from llm.openai_adapter import OpenAIAdapter
-from prompts.registry import PromptId, ReasoningStepInput
+from aeonloop.llm.base import LLMAdapter, LLMError, TokenUsage
+from aeonloop.llm.openai_adapter import OpenAIAdapter
+from aeonloop.prompts.registry import PromptId, ReasoningStepInput
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from llm.base import ContextLengthError, LLMError
-from prompts.registry import PromptId, ReasoningStepInput, TaskProfileInferenceInput
+from aeonloop.llm.base import ContextLengthError, LLMError
+from aeonloop.prompts.registry import PromptId, ReasoningStepInput, TaskProfileInferenceInput
 
 PROFILE_SCHEMA = {"type": "object", "properties": {"reasoning_depth": {"type": "integer"}}}
 FINAL = '{"reasoning_depth": 4}'

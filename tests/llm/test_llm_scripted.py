@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from llm.base import LLMAdapter, LLMError
-from llm.offline import OfflineLLM
-from llm.scripted import ScriptedLLM
-from prompts.registry import PlanGenerationInput, PromptId, TaskProfileInferenceInput
+from aeonloop.llm.base import LLMAdapter, LLMError
+from aeonloop.llm.offline import OfflineLLM
+from aeonloop.llm.scripted import ScriptedLLM
+from aeonloop.prompts.registry import PlanGenerationInput, PromptId, TaskProfileInferenceInput
 
 PLAN = PromptId.PLAN_GENERATION_USER
 PROFILE = PromptId.TASKPROFILE_INFERENCE_USER

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from prompts.registry import (
+from aeonloop.prompts.registry import (
     AnswerSynthesisInput,
     ConvergenceAssessmentInput,
     ConvergenceAssessmentOutput,

@@ -8,16 +8,16 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from prompts.compat import dump_model
-from prompts.errors import JSONExtractionError, NoOutputModelError, PromptNotFoundError
-from prompts.extraction import (
+from aeonloop.prompts.compat import dump_model
+from aeonloop.prompts.errors import JSONExtractionError, NoOutputModelError, PromptNotFoundError
+from aeonloop.prompts.extraction import (
     DICT_TEXT_KEY,
     DIRECT_PARSE,
     EMBEDDED_JSON_OBJECT,
     MARKDOWN_CODE_BLOCK,
     extract_json,
 )
-from prompts.registry import (
+from aeonloop.prompts.registry import (
     ConvergenceAssessmentOutput,
     CritiqueOutput,
     PromptId,

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from prompt_scanner import SOURCE_PACKAGES, Finding, looks_like_prompt, scan_file, scan_tree
 
-from prompts.registry import PromptId, PromptRegistry
-from prompts.unified import TEMPLATES_DIR
+from aeonloop.prompts.registry import PromptId, PromptRegistry
+from aeonloop.prompts.unified import TEMPLATES_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -10,15 +10,15 @@ import pytest
 from prompt_samples import JSON_PROMPTS, SAMPLE_INPUTS
 from pydantic import ValidationError
 
-from prompts import registry as registry_module
-from prompts.compat import dump_model, model_fields, validate_model
-from prompts.errors import (
+from aeonloop.prompts import registry as registry_module
+from aeonloop.prompts.compat import dump_model, model_fields, validate_model
+from aeonloop.prompts.errors import (
     NoOutputModelError,
     PromptNotFoundError,
     RenderingError,
     TemplateNotFound,
 )
-from prompts.registry import (
+from aeonloop.prompts.registry import (
     NONE_TEXT,
     PlanGenerationInput,
     PlanGenerationOutput,
@@ -31,7 +31,7 @@ from prompts.registry import (
     SystemPromptInput,
     default_registry,
 )
-from prompts.unified import TEMPLATES_DIR
+from aeonloop.prompts.unified import TEMPLATES_DIR
 
 REGISTRY = PromptRegistry()
 USER_IDS = [p for p in PromptId if REGISTRY.get_definition(p).system_phase is None]

@@ -13,8 +13,14 @@ import pytest
 from prompt_samples import SAMPLE_INPUTS
 from pydantic import ValidationError
 
-from prompts.compat import PYDANTIC_V2, dump_model, json_schema, model_fields, validate_model
-from prompts.registry import (
+from aeonloop.prompts.compat import (
+    PYDANTIC_V2,
+    dump_model,
+    json_schema,
+    model_fields,
+    validate_model,
+)
+from aeonloop.prompts.registry import (
     PlanGenerationInput,
     PromptDefinition,
     PromptId,

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from bus.records import RunRecord
-from llm.base import LLMCall
-from llm.scripted import ScriptedLLM
-from phases import history
-from phases.deps import LoopSettings, PhaseDeps
-from phases.events import (
+from aeonloop.bus.records import RunRecord
+from aeonloop.llm.base import LLMCall
+from aeonloop.llm.scripted import ScriptedLLM
+from aeonloop.phases import history
+from aeonloop.phases.deps import LoopSettings, PhaseDeps
+from aeonloop.phases.events import (
     Event,
     LoopExited,
     PlanReady,
@@ -28,10 +28,10 @@ from phases.events import (
     RunState,
     utcnow,
 )
-from phases.llm_calls import DictMemo
-from phases.models import Plan, PlanStep, Rule, TaskProfile
-from phases.worker import build_routes
-from prompts.registry import PromptRegistry
+from aeonloop.phases.llm_calls import DictMemo
+from aeonloop.phases.models import Plan, PlanStep, Rule, TaskProfile
+from aeonloop.phases.worker import build_routes
+from aeonloop.prompts.registry import PromptRegistry
 
 REQUEST = "Compare two ways to cache web pages and recommend one."
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bus.settings import BusSettings, redact
-from config import SettingsError
+from aeonloop.bus.settings import BusSettings, redact
+from aeonloop.settings import SettingsError
 
 
 @pytest.mark.parametrize(
@@ -58,7 +58,7 @@ def test_constructing_takes_only_what_is_passed(monkeypatch) -> None:
 
 
 def test_each_shard_gets_its_share_of_the_slots_and_at_least_one() -> None:
-    from bus.consumer import shares
+    from aeonloop.bus.consumer import shares
 
     assert shares(256, 1) == [256]
     assert shares(4, 3) == [2, 1, 1]

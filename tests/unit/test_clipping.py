@@ -6,17 +6,17 @@ from collections.abc import Sequence
 
 import pytest
 
-from phases.llm_calls import (
+from aeonloop.phases.llm_calls import (
     CHARS_PER_TOKEN,
     REPLY_RESERVE_TOKENS,
     _tighter,
     fit,
     prompt_budget_chars,
 )
-from prompts.clipping import CONTEXT_MARKER, STORED_MARKER, clip
-from prompts.registry import PromptId, ReasoningStepInput, default_registry
-from prompts.replies import REFUSAL_MAX_CHARS, is_blocked_reply, is_refusal
-from prompts.unified import UnifiedPrompt
+from aeonloop.prompts.clipping import CONTEXT_MARKER, STORED_MARKER, clip
+from aeonloop.prompts.registry import PromptId, ReasoningStepInput, default_registry
+from aeonloop.prompts.replies import REFUSAL_MAX_CHARS, is_blocked_reply, is_refusal
+from aeonloop.prompts.unified import UnifiedPrompt
 
 # --------------------------------------------------------------------------------------------
 # clip

@@ -10,8 +10,14 @@ import orjson
 import pytest
 from faststream.redis.parser import BinaryMessageFormatV1
 
-from bus.codec import FASTSTREAM_FIELD, DecodeError, correlation_id_of, decode, trace_context
-from phases.events import PassRequested, PlanReady, RequestSubmitted
+from aeonloop.bus.codec import (
+    FASTSTREAM_FIELD,
+    DecodeError,
+    correlation_id_of,
+    decode,
+    trace_context,
+)
+from aeonloop.phases.events import PassRequested, PlanReady, RequestSubmitted
 
 TYPES = {"RequestSubmitted": RequestSubmitted}
 

@@ -10,8 +10,8 @@ from redis.asyncio.connection import (
 )
 from redis.exceptions import DataError
 
-from bus.connection import connect
-from bus.settings import BusSettings
+from aeonloop.bus.connection import connect
+from aeonloop.bus.settings import BusSettings
 
 #: Named a single server, so connecting asks nothing of it (no server runs in unit tests).
 STANDALONE = BusSettings(redis_cluster="no")

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.display import NO_ANSWER, render_human, render_json
-from phases.events import ExecutionResult, Usage
-from phases.models import FinalAnswer
+from aeonloop.gateway.cli.display import NO_ANSWER, render_human, render_json
+from aeonloop.phases.events import ExecutionResult, Usage
+from aeonloop.phases.models import FinalAnswer
 
 
 def result(**answer_fields: Any) -> dict[str, Any]:

@@ -10,14 +10,14 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from phases.models import (
+from aeonloop.phases.models import (
     Consistency,
     ConvergenceAssessment,
     CritiqueIssue,
     SemanticValidationReport,
     ValidationIssue,
 )
-from prompts.registry import (
+from aeonloop.prompts.registry import (
     ConsistencyOutput,
     ConvergenceAssessmentOutput,
     CritiqueIssueOutput,

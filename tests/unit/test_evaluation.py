@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from phases.evaluation import (
+from aeonloop.phases.evaluation import (
     SKIPPED_REASON,
     content_check,
     evaluate_rules,
@@ -15,7 +15,7 @@ from phases.evaluation import (
     judged,
     score_results,
 )
-from phases.models import Rule, RuleCheck, RuleResult
+from aeonloop.phases.models import Rule, RuleCheck, RuleResult
 
 OUTPUT = "The total is 42 EUR.\nA second line mentions caching."
 

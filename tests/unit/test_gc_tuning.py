@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bus.worker import GC_THRESHOLDS, tune_gc
+from aeonloop.bus.worker import GC_THRESHOLDS, tune_gc
 
 
 @pytest.fixture

@@ -7,13 +7,13 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from bus.deadletter import DeadLetter
-from bus.records import RunRecord, prefetched
-from phases import history, phase_c, phase_e, worker
-from phases.events import LoopExited, PassCompleted, PassRequested, RunState
-from phases.history import DictRunRecords, HistoryMissing
-from phases.models import ExecutionPass
-from prompts.registry import PromptId
+from aeonloop.bus.deadletter import DeadLetter
+from aeonloop.bus.records import RunRecord, prefetched
+from aeonloop.phases import history, phase_c, phase_e, worker
+from aeonloop.phases.events import LoopExited, PassCompleted, PassRequested, RunState
+from aeonloop.phases.history import DictRunRecords, HistoryMissing
+from aeonloop.phases.models import ExecutionPass
+from aeonloop.prompts.registry import PromptId
 
 STEP = PromptId.REASONING_STEP_USER
 VALIDATE = PromptId.VALIDATION_SEMANTIC_USER

@@ -11,8 +11,8 @@ import orjson
 import pytest
 from redis.exceptions import RedisClusterException, SlotNotCoveredError
 
-from gateway.http_api import build_app
-from gateway.http_settings import HttpSettings
+from aeonloop.gateway.http.api import build_app
+from aeonloop.gateway.http.settings import HttpSettings
 
 FAILURES = [
     SlotNotCoveredError("slot 12 is not covered"),

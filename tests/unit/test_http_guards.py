@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from config import SettingsError
-from gateway import http_guards
-from gateway.http_guards import RateLimiter
-from gateway.http_settings import HttpSettings
+from aeonloop.gateway.http import guards
+from aeonloop.gateway.http.guards import RateLimiter
+from aeonloop.gateway.http.settings import HttpSettings
+from aeonloop.settings import SettingsError
 
 
 class Clock:
@@ -35,7 +35,7 @@ def test_a_client_gets_its_burst_then_waits_for_the_rate() -> None:
 
 
 def test_idle_clients_are_forgotten_when_there_are_many(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(http_guards, "MAX_CLIENTS", 3)
+    monkeypatch.setattr(guards, "MAX_CLIENTS", 3)
     clock = Clock()
     limiter = RateLimiter(per_s=1, burst=2, clock=clock)
     for client in ("a", "b", "c"):

@@ -12,8 +12,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from telemetry import metrics
-from telemetry.http import UNMATCHED, RequestMetrics
+from aeonloop.telemetry import metrics
+from aeonloop.telemetry.http import UNMATCHED, RequestMetrics
 
 
 async def run(request: Request) -> Response:

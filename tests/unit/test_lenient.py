@@ -9,9 +9,9 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from phases.lenient import fold_enum_case, lenient_candidates, schema_of
-from prompts.errors import JSONExtractionError
-from prompts.registry import (
+from aeonloop.phases.lenient import fold_enum_case, lenient_candidates, schema_of
+from aeonloop.prompts.errors import JSONExtractionError
+from aeonloop.prompts.registry import (
     ConvergenceAssessmentOutput,
     PlanGenerationOutput,
     PromptId,

@@ -11,11 +11,17 @@ import json
 
 import pytest
 
-from llm.base import ContextLengthError, LLMReply, TokenUsage
-from llm.scripted import ScriptedLLM
-from phases.events import Usage
-from phases.llm_calls import DictMemo, LLMOutputError, LLMSession, Reply, prompt_budget_chars
-from prompts.registry import (
+from aeonloop.llm.base import ContextLengthError, LLMReply, TokenUsage
+from aeonloop.llm.scripted import ScriptedLLM
+from aeonloop.phases.events import Usage
+from aeonloop.phases.llm_calls import (
+    DictMemo,
+    LLMOutputError,
+    LLMSession,
+    Reply,
+    prompt_budget_chars,
+)
+from aeonloop.prompts.registry import (
     PromptId,
     PromptRegistry,
     ReasoningStepInput,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from bus.consumer import redelivered
-from bus.keys import Keys
-from bus.memo import RedisMemo
+from aeonloop.bus.consumer import redelivered
+from aeonloop.bus.keys import Keys
+from aeonloop.bus.memo import RedisMemo
 
 
 class FailingRedis:

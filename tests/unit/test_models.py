@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from phases.models import (
+from aeonloop.phases.models import (
     Consistency,
     ConvergenceAssessment,
     Plan,

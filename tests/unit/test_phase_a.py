@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from llm.base import LLMError
-from phases import phase_a
-from phases.events import TaskProfiled
-from phases.models import Rule, RuleCheck, TaskProfile
-from prompts.registry import PromptId
+from aeonloop.llm.base import LLMError
+from aeonloop.phases import phase_a
+from aeonloop.phases.events import TaskProfiled
+from aeonloop.phases.models import Rule, RuleCheck, TaskProfile
+from aeonloop.prompts.registry import PromptId
 
 INFER = PromptId.TASKPROFILE_INFERENCE_USER
 REPAIR = PromptId.SUPERVISOR_REPAIR_JSON_USER

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from llm.base import LLMError
-from phases import phase_b
-from phases.events import LoopExited, PlanReady, RunState, TaskProfiled
-from phases.models import PlanStep, RefinementAction, TaskProfile
-from prompts.registry import PromptId, RefinementOutput
+from aeonloop.llm.base import LLMError
+from aeonloop.phases import phase_b
+from aeonloop.phases.events import LoopExited, PlanReady, RunState, TaskProfiled
+from aeonloop.phases.models import PlanStep, RefinementAction, TaskProfile
+from aeonloop.prompts.registry import PromptId, RefinementOutput
 
 PLAN = PromptId.PLAN_GENERATION_USER
 VALIDATE = PromptId.VALIDATION_SEMANTIC_USER

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from llm.base import LLMCall, LLMError, LLMReply, TokenUsage
-from phases import phase_c
-from phases.deps import LoopSettings
-from phases.events import LoopExited, PassCompleted, PassRequested
-from phases.models import (
+from aeonloop.llm.base import LLMCall, LLMError, LLMReply, TokenUsage
+from aeonloop.phases import phase_c
+from aeonloop.phases.deps import LoopSettings
+from aeonloop.phases.events import LoopExited, PassCompleted, PassRequested
+from aeonloop.phases.models import (
     Consistency,
     ConvergenceAssessment,
     Evaluation,
@@ -18,7 +18,7 @@ from phases.models import (
     SemanticValidationReport,
     ValidationIssue,
 )
-from prompts.registry import PromptId
+from aeonloop.prompts.registry import PromptId
 
 STEP = PromptId.REASONING_STEP_USER
 VALIDATE = PromptId.VALIDATION_SEMANTIC_USER

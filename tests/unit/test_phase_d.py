@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from llm.base import LLMError
-from phases import phase_d
-from phases.events import LoopExited, PassCompleted, PassRequested, RunState
-from phases.models import (
+from aeonloop.llm.base import LLMError
+from aeonloop.phases import phase_d
+from aeonloop.phases.events import LoopExited, PassCompleted, PassRequested, RunState
+from aeonloop.phases.models import (
     ExecutionPass,
     SemanticValidationReport,
     TaskProfile,
     ValidationIssue,
 )
-from prompts.registry import PromptId
+from aeonloop.prompts.registry import PromptId
 
 UPDATE = PromptId.TASKPROFILE_UPDATE_USER
 

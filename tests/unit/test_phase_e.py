@@ -11,9 +11,9 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from phases.models import FinalAnswer, PhaseEInput
-from phases.phase_e import ARTIFACT_FIELDS, execute_phase_e
-from prompts.registry import PromptId
+from aeonloop.phases.models import FinalAnswer, PhaseEInput
+from aeonloop.phases.phase_e import ARTIFACT_FIELDS, execute_phase_e
+from aeonloop.prompts.registry import PromptId
 
 SYNTHESIS = PromptId.ANSWER_SYNTHESIS_USER
 REQUEST = "Compare two ways to cache web pages and recommend one."

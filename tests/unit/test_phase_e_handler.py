@@ -12,10 +12,10 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from llm.base import LLMError
-from phases import phase_e
-from phases.events import FinalAnswerReady, LoopExited, RunState, Usage, derived_id, utcnow
-from phases.models import (
+from aeonloop.llm.base import LLMError
+from aeonloop.phases import phase_e
+from aeonloop.phases.events import FinalAnswerReady, LoopExited, RunState, Usage, derived_id, utcnow
+from aeonloop.phases.models import (
     Consistency,
     ConvergenceAssessment,
     ExecutionPass,
@@ -27,9 +27,9 @@ from phases.models import (
     TaskProfile,
     ValidationIssue,
 )
-from phases.phase_e import LOST_REQUEST, Reason, build_phase_e_input, execute_phase_e
-from prompts.errors import PromptNotFoundError
-from prompts.registry import PromptId, PromptRegistry
+from aeonloop.phases.phase_e import LOST_REQUEST, Reason, build_phase_e_input, execute_phase_e
+from aeonloop.prompts.errors import PromptNotFoundError
+from aeonloop.prompts.registry import PromptId, PromptRegistry
 
 SYNTHESIS = PromptId.ANSWER_SYNTHESIS_USER
 REPAIR = PromptId.SUPERVISOR_REPAIR_JSON_USER

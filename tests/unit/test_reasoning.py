@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from llm.reasoning import split_reasoning
-from prompts.extraction import extract_json
+from aeonloop.llm.reasoning import split_reasoning
+from aeonloop.prompts.extraction import extract_json
 
 TAG_SPELLINGS = ["think", "thinking", "reasoning", "THINK", "Thinking", "ReAsOnInG"]
 

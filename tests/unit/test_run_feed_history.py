@@ -8,11 +8,11 @@ from collections.abc import Callable, Sequence
 
 import orjson
 
-from bus.records import RunRecord
-from gateway.run_feed import RunView, Watch, WatchedRun, stream_steps
-from phases.events import LoopExited, PassCompleted, RunState
-from phases.history import DictRunRecords
-from phases.models import ExecutionPass, Plan, PlanStep
+from aeonloop.bus.records import RunRecord
+from aeonloop.gateway.http.run_feed import RunView, Watch, WatchedRun, stream_steps
+from aeonloop.phases.events import LoopExited, PassCompleted, RunState
+from aeonloop.phases.history import DictRunRecords
+from aeonloop.phases.models import ExecutionPass, Plan, PlanStep
 
 DEADLINE = "2030-01-01T00:00:00Z"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from bus.keys import Keys
-from bus.records import RedisRunRecords
+from aeonloop.bus.keys import Keys
+from aeonloop.bus.records import RedisRunRecords
 
 
 class FailingOver:

@@ -1,13 +1,13 @@
-"""A run as steps (gateway.run_steps) and the watched run's merging (gateway.run_feed): what
-makes the HTTP event stream resumable is that the steps come from the newest event alone, in
+"""A run as steps (gateway.http.run_steps) and the watched run's merging (gateway.http.run_feed):
+what makes the HTTP event stream resumable is that the steps come from the newest event alone, in
 an order a reader's event id pins down."""
 
 from __future__ import annotations
 
 import pytest
 
-from gateway.run_feed import RunView, WatchedRun, wire_steps
-from gateway.run_steps import (
+from aeonloop.gateway.http.run_feed import RunView, WatchedRun, wire_steps
+from aeonloop.gateway.http.run_steps import (
     ANSWERED,
     BEFORE_ANY_STEP,
     EventId,
@@ -16,7 +16,7 @@ from gateway.run_steps import (
     request_of,
     run_steps,
 )
-from phases.events import (
+from aeonloop.phases.events import (
     Event,
     ExecutionResult,
     LoopExited,
@@ -27,7 +27,7 @@ from phases.events import (
     TaskProfiled,
     Usage,
 )
-from phases.models import ExecutionPass, FinalAnswer, Plan, PlanStep, TaskProfile
+from aeonloop.phases.models import ExecutionPass, FinalAnswer, Plan, PlanStep, TaskProfile
 
 
 def _journey() -> dict[str, Event]:

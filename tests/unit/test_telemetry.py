@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from prometheus_client import REGISTRY
 
-from bus.deadletter import DeadLetter, original_fields
-from config import SettingsError
-from telemetry import metrics, tracing
-from telemetry.hop import NO_HOP, Hop
-from telemetry.metrics import MetricsSettings
-from telemetry.tracing import TracingSettings
+from aeonloop.bus.deadletter import DeadLetter, original_fields
+from aeonloop.settings import SettingsError
+from aeonloop.telemetry import metrics, tracing
+from aeonloop.telemetry.hop import NO_HOP, Hop
+from aeonloop.telemetry.metrics import MetricsSettings
+from aeonloop.telemetry.tracing import TracingSettings
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from redis.exceptions import OutOfMemoryError, ResponseError
 
-from bus.writes import refuses_writes, said
+from aeonloop.bus.writes import refuses_writes, said
 
 OOM = "command not allowed when used memory > 'maxmemory'."
 

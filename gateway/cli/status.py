@@ -33,12 +33,12 @@ from typing import Any, TypeVar
 
 from redis.exceptions import ResponseError
 
-from bus.connection import RedisClient, connect, is_cluster
-from bus.keys import ANSWERS, Keys, shard_tag
-from gateway.dlq import newest_first
-from gateway.validation import BadInput
-from phases.events import EVENT_TYPES
-from phases.worker import PHASE_INPUTS, PHASES
+from aeonloop.bus.connection import RedisClient, connect, is_cluster
+from aeonloop.bus.keys import ANSWERS, Keys, shard_tag
+from aeonloop.gateway.cli.dlq import newest_first
+from aeonloop.gateway.validation import BadInput
+from aeonloop.phases.events import EVENT_TYPES
+from aeonloop.phases.worker import PHASE_INPUTS, PHASES
 
 #: Exit code when anything needs attention (README, Exit codes).
 EXIT_ATTENTION = 5

@@ -1,4 +1,4 @@
-"""`aeon serve [--host H] [--port P]`: the HTTP API and the run page (gateway.http_api), served
+"""`aeon serve [--host H] [--port P]`: the HTTP API and the run page (gateway.http.api), served
 by uvicorn.
 
 With AEON_REDIS_URL set it only publishes and reads, like any gateway, so any number of them
@@ -22,17 +22,17 @@ import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from bus.connection import connect
-from bus.keys import Keys
-from bus.settings import BusSettings
-from config import SettingsError
-from gateway.client import AeonClient
-from gateway.embedded import embedded_pipeline
-from gateway.http_settings import HttpSettings
-from gateway.run_feed import RunFeed
-from gateway.validation import as_option
-from llm.factory import build_adapter
-from telemetry import metrics
+from aeonloop.bus.connection import connect
+from aeonloop.bus.keys import Keys
+from aeonloop.bus.settings import BusSettings
+from aeonloop.gateway.client import AeonClient
+from aeonloop.gateway.embedded import embedded_pipeline
+from aeonloop.gateway.http.run_feed import RunFeed
+from aeonloop.gateway.http.settings import HttpSettings
+from aeonloop.gateway.validation import as_option
+from aeonloop.llm.factory import build_adapter
+from aeonloop.settings import SettingsError
+from aeonloop.telemetry import metrics
 
 log = logging.getLogger("aeon.http")
 
@@ -112,7 +112,7 @@ def _listen(host: str, port: int) -> socket.socket:
 async def _serve_on(settings: BusSettings, http: HttpSettings, listening: socket.socket) -> int:
     import uvicorn
 
-    from gateway.http_api import build_app
+    from aeonloop.gateway.http.api import build_app
 
     # The client's reader blocks one connection per shard; it reads for the feed too.
     redis = await connect(settings, consumers=settings.shards)

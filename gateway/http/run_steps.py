@@ -11,7 +11,7 @@ Each step has a key that orders it among the run's steps (`profile` < `plan` < `
 `pass-2` … < `exit` < `answer`). On the wire a step's id is `<key>@<entry id>`: the key says
 which steps the reader has, the Redis stream entry id says where in the run's shard the
 newest event it was made from sits, so a process that never saw the run can find the rest
-from there (gateway.run_feed).
+from there (gateway.http.run_feed).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from gateway.progress import EXIT_WORDS
-from phases.events import (
+from aeonloop.gateway.progress import EXIT_WORDS
+from aeonloop.phases.events import (
     Event,
     ExecutionResult,
     LoopExited,
@@ -33,8 +33,8 @@ from phases.events import (
     RunState,
     TaskProfiled,
 )
-from phases.models import ExecutionPass
-from phases.phase_e import WHY_NO_MODEL_ANSWER, Reason
+from aeonloop.phases.models import ExecutionPass
+from aeonloop.phases.phase_e import WHY_NO_MODEL_ANSWER, Reason
 
 StepKind = Literal["profile", "plan", "pass", "exit", "answer", "no_answer"]
 #: A run ends with its answer, or, past its deadline without one, with `no_answer`: either is

@@ -1,6 +1,6 @@
 """The OpenAPI 3.1 document of the HTTP API (`/openapi.json`, shown at `/docs`).
 
-The schemas come from the models the API validates and returns with (gateway.http_models and
+The schemas come from the models the API validates and returns with (gateway.http.models and
 the pipeline's ExecutionResult), so the document cannot drift from the code on shapes; the
 operations are written out here, with the words a reader needs.
 """
@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from gateway.http_models import (
+from aeonloop.gateway.http.models import (
     MAX_RECENT,
     MAX_WAIT_S,
     ErrorBody,

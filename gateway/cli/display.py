@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from phases.models import FinalAnswer
+from aeonloop.phases.models import FinalAnswer
 
 NO_ANSWER = "No final answer available"
 #: FR-044's warning for `ttl_exhausted`, named as the pass budget: not the request's timeout.

@@ -19,11 +19,11 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from bus.connection import RedisClient, connect
-from bus.deadletter import original_fields
-from bus.keys import Keys
-from bus.settings import BusSettings
-from gateway.validation import BadInput, as_option, check_stream_id
+from aeonloop.bus.connection import RedisClient, connect
+from aeonloop.bus.deadletter import original_fields
+from aeonloop.bus.keys import Keys
+from aeonloop.bus.settings import BusSettings
+from aeonloop.gateway.validation import BadInput, as_option, check_stream_id
 
 
 def add_commands(commands: argparse._SubParsersAction, command: Callable[..., Any]) -> None:

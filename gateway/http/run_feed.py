@@ -3,7 +3,7 @@
 A run's events sit among every run's in its shard's streams, and a gateway only publishes and
 reads. What makes a run cheap to read back anyway is that each of its progress events carries
 the run so far but for its passes, whose records the run's history holds (phases.history): the
-newest event and one read of that history give every step (gateway.run_steps). The feed finds
+newest event and one read of that history give every step (gateway.http.run_steps). The feed finds
 the newest event three ways, cheapest first:
 
 - **Where this process saw it.** One follower (the AeonClient's own reader, which hands the
@@ -41,12 +41,12 @@ from datetime import UTC, datetime
 import orjson
 from pydantic import ValidationError
 
-from bus.codec import text
-from bus.connection import TRANSIENT, RedisClient
-from bus.keys import ANSWERS, Keys
-from bus.records import RedisRunRecords
-from gateway.client import PROGRESS_STREAMS, answer_due_by
-from gateway.run_steps import (
+from aeonloop.bus.codec import text
+from aeonloop.bus.connection import TRANSIENT, RedisClient
+from aeonloop.bus.keys import ANSWERS, Keys
+from aeonloop.bus.records import RedisRunRecords
+from aeonloop.gateway.client import PROGRESS_STREAMS, answer_due_by
+from aeonloop.gateway.http.run_steps import (
     BEFORE_ANY_STEP,
     TYPE_RANK,
     EventId,
@@ -58,8 +58,8 @@ from gateway.run_steps import (
     request_of,
     run_steps,
 )
-from phases import history
-from phases.events import (
+from aeonloop.phases import history
+from aeonloop.phases.events import (
     EVENT_TYPES,
     Event,
     ExecutionResult,
@@ -68,7 +68,7 @@ from phases.events import (
     RequestSubmitted,
     RunState,
 )
-from phases.history import RunRecords
+from aeonloop.phases.history import RunRecords
 
 log = logging.getLogger("aeon.http")
 

@@ -1,0 +1,1 @@
+"""`aeon serve`: the HTTP API, its run feed and the run page."""
