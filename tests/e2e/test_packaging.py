@@ -29,16 +29,13 @@ def run(argv: list[str | Path], cwd: Path, timeout: float = 600) -> str:
     return done.stdout
 
 
-def source_packages() -> set[str]:
-    """The source tree's packages under their installed names (the repository is `aeonloop`)."""
-    found = set()
-    for init in ROOT.glob("**/__init__.py"):
-        parts = init.parent.relative_to(ROOT).parts
-        if parts and (
-            parts[0] in {"bench", "tests"} or any(p.startswith(".") or "venv" in p for p in parts)
-        ):
-            continue
-        found.add(".".join(("aeonloop", *parts)))
+def source_packages(folder: Path = ROOT, name: str = "aeonloop") -> set[str]:
+    """The source tree's packages under their installed names (the repository is `aeonloop`):
+    folders holding an `__init__.py`, reached through packages only, bench/ and tests/ aside."""
+    found = {name}
+    for child in sorted(folder.iterdir()):
+        if (child / "__init__.py").is_file() and child.name not in {"bench", "tests"}:
+            found |= source_packages(child, f"{name}.{child.name}")
     return found
 
 
@@ -63,6 +60,9 @@ def test_the_wheel_holds_one_top_level_package(wheel: Path) -> None:
     assert "aeonloop/prompts/templates/system/" in "".join(names), "prompt templates shipped"
     assert any(n.startswith("aeonloop/gateway/http/static/") for n in names), "run page shipped"
     assert not any(n.startswith(("aeonloop/bench/", "aeonloop/tests/")) for n in names)
+    # Nothing stale: every file shipped is a file of the source tree.
+    stale = [n for n in names if n.startswith("aeonloop/") and not (ROOT / n[9:]).is_file()]
+    assert not stale, f"the wheel ships files the source no longer has: {stale[:5]}"
 
 
 def test_installed_beside_llm_and_config_all_three_work(wheel: Path, tmp_path: Path) -> None:
