@@ -37,13 +37,13 @@ import time
 import types
 import typing
 from collections.abc import Awaitable, Callable
-from importlib.metadata import version
 from typing import Any
 
 from faststream.message import StreamMessage
 from faststream.redis import RedisBroker, StreamSub
 from faststream.specification import AsyncAPI
 
+from aeonloop import __version__
 from aeonloop.bus.codec import FASTSTREAM_FIELD, trace_context
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings
@@ -147,7 +147,7 @@ def asyncapi_json(settings: BusSettings) -> str:
     spec = AsyncAPI(
         describe(settings),
         title="Aeon",
-        version=version("aeon"),
+        version=__version__,
         description="Multi-pass LLM reasoning over Redis Streams: its streams, consumer "
         "groups and events. Entries are flat fields (type, cid, body); FastStream's envelope "
         "is accepted too.",
