@@ -1,6 +1,6 @@
 """Bus settings, all from the environment (AEON_<FIELD>) so a worker needs no config file.
 
-Every value has a default that suits one host; the README's Configuration table lists them.
+Every value has a default that suits one host; docs/configuration.md lists them.
 Values that cannot work, alone or together, are refused when the settings are read, with the
 variable named (config.SettingsError), before a worker reads or a gateway publishes anything.
 """

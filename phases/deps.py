@@ -33,7 +33,7 @@ Whole = Annotated[int, Field(ge=1)]
 
 
 class LoopSettings(AeonSettings):
-    """Bounds of a run; every one is an environment setting AEON_<FIELD> (README, Configuration)."""
+    """Bounds of a run; every one is an environment setting AEON_<FIELD> (docs/configuration.md)."""
 
     max_passes: Whole = 8
     max_actions_per_pass: Whole = 5

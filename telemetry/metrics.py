@@ -10,7 +10,7 @@ processes behind one port, is not needed.
 What is recorded per event and per LLM call is cheap (a counter or a histogram observation on
 a label set bound once). What needs Redis (lag, pending, dead letters) is sampled every
 AEON_METRICS_SAMPLE_S by `sample_status`, never per event. The names are the contract of the
-Grafana dashboard in `deploy/grafana/`; README, "Operating Aeon", lists them.
+Grafana dashboard in `deploy/grafana/`; docs/observability.md, "Metrics", lists them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 No timing is asserted (figures from a shared test machine mean nothing): only that every
 section ran against the real test Redis with real `aeon worker` processes, that the JSON has
-the structure the README describes, and that the figures are positive. `python -m bench`
+the structure docs/benchmarks.md describes, and that the figures are positive. `python -m bench`
 itself is what runs, as a subprocess, so its command line is covered too.
 """
 

@@ -1,5 +1,5 @@
-"""compose.yaml, compose.cluster.yaml and the Dockerfile say what the README promises, checked
-without a Docker engine.
+"""compose.yaml, compose.cluster.yaml and the Dockerfile say what the docs promise
+(docs/operating.md, docs/redis-cluster.md), checked without a Docker engine.
 
 - Redis persists (AOF on a named volume) and reports health; workers wait for it.
 - `docker compose up --scale worker=N` works: no container_name, no host ports on the worker.

@@ -1,6 +1,6 @@
 """The `aeon` command: ask, answer, worker, serve, dlq, status, asyncapi.
 
-Exit codes (README, Exit codes):
+Exit codes (docs/cli.md, "Exit codes"):
     0  answered            1  answered, degraded (the loop did not converge or something failed)
     2  bad input or settings: nothing was published
     3  no answer in time (the correlation id is printed to fetch it later)

@@ -40,7 +40,7 @@ from aeonloop.gateway.validation import BadInput
 from aeonloop.phases.events import EVENT_TYPES
 from aeonloop.phases.worker import PHASE_INPUTS, PHASES
 
-#: Exit code when anything needs attention (README, Exit codes).
+#: Exit code when anything needs attention (docs/cli.md, "Exit codes").
 EXIT_ATTENTION = 5
 #: Most entries counted, per shard, for a lag Redis does not report.
 LAG_LIMIT = 1_000

@@ -41,7 +41,7 @@ class RunRequest(BaseModel):
     rules: Any = Field(
         None,
         description='rules the answer must meet: a list, or {"rules": [...]}, as `aeon ask '
-        "--rules FILE` reads them (README, CLI)",
+        '--rules FILE` reads them (docs/cli.md, "Rules")',
         json_schema_extra={"anyOf": [{"type": "array"}, {"type": "object"}, {"type": "null"}]},
     )
     # Strict: JSON has numbers, so `true` or "7" is a mistake to name, not a number to guess.

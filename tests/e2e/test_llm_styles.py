@@ -3,7 +3,8 @@
 Each case runs the README's command as a user with `AEON_LLM=openai` would (embedded Redis, the
 official client, real HTTP to a fake server on loopback) and checks the outcome: answered and
 not degraded wherever the replies allow it, with no repair call spent on what can be fixed
-locally. Run with `-s` to see one line per style: outcome, LLM calls and repair calls per run.
+locally. Run with `-s` to see one line per style: outcome, LLM calls and repair calls per run
+(the table in docs/llm-servers.md is such a run).
 """
 
 from __future__ import annotations

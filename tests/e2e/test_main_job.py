@@ -20,6 +20,9 @@ from e2e_support import Processes, child_env, wait_until
 pytestmark = pytest.mark.e2e
 
 MAIN_JOB = "Explain how photosynthesis works, then rewrite it for a 10-year-old"
+README = Path(__file__).resolve().parents[2] / "README.md"
+#: The request of the run the README shows ("What an answer looks like").
+SHOWN = "Explain how tides work"
 
 
 @pytest.fixture
@@ -61,6 +64,35 @@ def test_main_job_as_json_has_final_answer_on_top(
     assert data["status"] == "converged"
     assert data["degraded"] is False
     assert len(data["correlation_id"]) == 32
+
+
+def _shown_run() -> tuple[str, str]:
+    """The progress (stderr) and the answer (stdout) pasted in the README."""
+    section = README.read_text(encoding="utf-8").split("## What an answer looks like", 1)[-1]
+    assert f'`aeon ask "{SHOWN}"`' in section, "the README no longer shows the run this checks"
+    blocks = re.findall(r"```text\n(.*?)\n```", section.split("\n## ", 1)[0], re.S)
+    assert len(blocks) == 2, "the README's run is no longer a progress block and an answer block"
+    return blocks[0], blocks[1]
+
+
+def _unvarying(output: str) -> str:
+    """A run's output without what differs from one run to the next: its id and its time."""
+    output = re.sub(r"\b[0-9a-f]{32}\b", "<correlation id>", output.strip())
+    return re.sub(r"elapsed=[\d.]+ ?m?s\b", "elapsed=<time>", output)
+
+
+@pytest.mark.timeout(60)
+def test_the_run_in_the_readme_is_what_aeon_ask_prints(
+    procs: Processes, zero_config: dict[str, str]
+) -> None:
+    # When the offline model, the phases or the prompts change what a run prints, paste the new
+    # output of `aeon ask "Explain how tides work"` (run with no AEON_* set) into the README.
+    progress, answer = _shown_run()
+    ask = procs.run_aeon(zero_config, "ask", SHOWN, timeout=45)
+
+    assert ask.returncode == 0, ask.tail()
+    assert _unvarying(ask.stderr) == _unvarying(progress)
+    assert _unvarying(ask.stdout) == _unvarying(answer)
 
 
 def _embedded_server(ask) -> int:

@@ -5,8 +5,8 @@ and `aeon worker` on the session's Redis.
 A person submits a request and watches it: the passes appear while the run is still going,
 each with its score and its steps' outputs, then the exit and the answer with its confidence.
 A run held to a rule it cannot meet ends degraded, and the page says why in plain words. The
-page fits a phone's width. Screenshots go to tests/e2e/artifacts/ (desktop and phone); the
-README's is a copy of the desktop one.
+page fits a phone's width. Screenshots go to tests/e2e/artifacts/ (desktop and phone); those in
+docs/img/ (shown by the README and docs/http-api.md) are copies of them.
 """
 
 from __future__ import annotations

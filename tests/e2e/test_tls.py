@@ -1,6 +1,6 @@
 """`rediss://` end to end: a TLS-only Redis, a verified server certificate and a password.
 
-Why: AEON_REDIS_URL may be `rediss://` (README, Configuration), which is what a managed Redis
+Why: AEON_REDIS_URL may be `rediss://` (docs/configuration.md), which is what a managed Redis
 usually asks for, with a password. This proves an `aeon worker` and `aeon ask` answer a request
 over TLS only (the server's plain port is off), with the client verifying the certificate and
 the hostname, and that the password never shows in any output.
