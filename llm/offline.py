@@ -85,9 +85,11 @@ class OfflineLLM:
         if self.delay > 0:
             await asyncio.sleep(self.delay)
         text = reply_text(call.prompt_id, call.input)
+        # No model counted these tokens: they are guessed from the text's length, and say so.
         usage = TokenUsage(
             prompt_tokens=approx_tokens(_prompt_length(call)),
             completion_tokens=approx_tokens(len(text)),
+            estimated=True,
         )
         return LLMReply(text=text, usage=usage, model=MODEL_NAME)
 

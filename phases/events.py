@@ -55,7 +55,8 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
-    #: Some server sent no usage, so part of the counts is estimated from text length.
+    #: Part of the counts was not reported by an LLM server (one sent no usage, or no server
+    #: was called: the offline and scripted models) and is estimated from text length.
     estimated: bool = False
     #: JSON replies made usable locally (lenient JSON, enum case), without an LLM call.
     local_repairs: int = 0

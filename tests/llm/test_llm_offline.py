@@ -103,6 +103,7 @@ async def test_reply_fits_the_prompt_contract(make_call, prompt_id):
     assert reply.text.strip()
     assert reply.model == "aeon-offline"
     assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
+    assert reply.usage.estimated, "no model counted these tokens: they are a length estimate"
     if REGISTRY.get_definition(prompt_id).is_json:
         REGISTRY.validate_output(prompt_id, reply.text)
 
