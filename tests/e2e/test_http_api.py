@@ -96,6 +96,11 @@ def test_a_submit_is_202_with_links_and_the_run_is_then_200_with_its_answer(stac
     assert result["status"] == "converged" and result["degraded"] is False
     assert result["final_answer"]["answer_text"]
     assert run["degraded_because"] == []
+    # The numbers a reader sees agree: the offline model's confidence is what the loop measured
+    # of its last pass, and its token counts, which no LLM made, are marked as estimates.
+    last = result["final_answer"]["metadata"]["execution_passes"][-1]
+    assert result["final_answer"]["confidence"] == last["score"]
+    assert result["usage"]["estimated"] is True
 
 
 def test_get_while_running_is_202_with_the_newest_step(stack: Stack) -> None:

@@ -103,6 +103,8 @@ async def test_offline_model_refines_once_and_converges_in_pass_2(settings: BusS
     assert "offline model" in answer.answer_text
     assert answer.metadata["degraded"] is False
     assert result.usage.calls > 0 and result.usage.total_tokens > 0
+    assert result.usage.estimated, "no LLM counted the offline model's tokens"
+    assert answer.confidence == answer.metadata["execution_passes"][-1]["score"] == 0.96
 
 
 async def test_converges_in_pass_1(settings: BusSettings) -> None:
