@@ -67,7 +67,7 @@ def metadata_summary(result: Mapping[str, Any], answer: Mapping[str, Any]) -> st
         _pair("status", _first(result.get("status"), metadata.get("convergence_status"))),
         _pair("passes", _first(result.get("total_passes"), metadata.get("total_passes"))),
         _pair(
-            "refinements",
+            "refinement actions",
             _first(result.get("total_refinements"), metadata.get("total_refinements")),
         ),
         _pair("degraded", _degraded(result, metadata)),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -298,6 +299,10 @@ async def test_progress_is_reported(settings: BusSettings) -> None:
     # Every pass has exactly one line, the converging one included.
     passes = [p.pass_number for p in seen if p.pass_number is not None]
     assert passes == list(range(1, result.total_passes + 1))
+    # B's plan check and each pass's refinement add up to the run's refinement actions.
+    counts = [re.search(r"(\d+) refinement action\(s\)", p.line) for p in seen]
+    reported = [int(found.group(1)) for found in counts if found]
+    assert len(reported) >= 2 and sum(reported) == result.total_refinements >= 1
 
 
 def verbose_model(plan: str = PLAN) -> ScriptedLLM:

@@ -59,7 +59,7 @@ def test_human_readable_format() -> None:
     for part in (
         "status=ttl_exhausted",
         "passes=3",
-        "refinements=2",
+        "refinement actions=2",
         "degraded=yes (ttl_exhausted)",
         "missing=semantic_validation",
         "tokens=1500 (prompt 1200, completion 300) in 9 call(s)",
