@@ -46,6 +46,7 @@ from aeonloop.bus.layout import agree_on_shards
 from aeonloop.bus.settings import BusSettings
 from aeonloop.gateway.progress import Progress, progress_of
 from aeonloop.gateway.validation import check_max_ttl, check_request, check_timeout
+from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import (
     DEFAULT_THRESHOLD,
     EVENT_TYPES,
@@ -53,7 +54,7 @@ from aeonloop.phases.events import (
     FinalAnswerReady,
     RequestSubmitted,
 )
-from aeonloop.phases.models import DEFAULT_TTL_CAP, Rule
+from aeonloop.phases.models import Rule
 from aeonloop.telemetry import tracing
 
 log = logging.getLogger("aeon.gateway")
@@ -113,11 +114,17 @@ class AeonClient:
         settings: BusSettings | None = None,
         redis: RedisClient | None = None,
         also: EntryHandler | None = None,
+        loop: LoopSettings | None = None,
     ) -> None:
         """`also` sees every entry the client's readers take, and they then read the requests
         streams too: `aeon serve`'s run feed follows every run this way, so one reader serves
-        both and each entry is read from Redis once."""
+        both and each entry is read from Redis once.
+
+        `loop` gives AEON_MAX_PASSES, which a request's `max_ttl` may not exceed: the workers'
+        cap, so it is set alike on gateways and workers (read from the environment if not
+        given)."""
         self.settings = settings or BusSettings.from_env()
+        self.max_passes = (loop or LoopSettings.from_env()).max_passes
         self._also = also
         self._url = redis_url or self.settings.redis_url
         self._redis = redis
@@ -203,14 +210,15 @@ class AeonClient:
         request: str,
         *,
         rules: list[Rule] | None = None,
-        max_ttl: int = DEFAULT_TTL_CAP,
+        max_ttl: int | None = None,
         threshold: float = DEFAULT_THRESHOLD,
         timeout: float = DEFAULT_TIMEOUT_S,
         on_progress: ProgressCallback | None = None,
         watch: bool = True,
     ) -> str:
         """Publish a request and return its correlation id; BadInput before publishing if the
-        request is not acceptable. `timeout` becomes the request's deadline in the pipeline.
+        request is not acceptable. `timeout` becomes the request's deadline in the pipeline;
+        `max_ttl` caps its passes, 1 to AEON_MAX_PASSES (None: AEON_MAX_PASSES itself).
 
         The client watches the run, keeping its answer until `wait` takes it. `watch=False`
         (without `on_progress`) keeps nothing, for a caller that will not wait on this client:
@@ -219,7 +227,7 @@ class AeonClient:
             check_request(request),
             timeout=check_timeout(timeout),
             rules=rules,
-            max_ttl=check_max_ttl(max_ttl),
+            max_ttl=check_max_ttl(max_ttl, self.max_passes),
             threshold=threshold,
         )
         if watch or on_progress is not None:

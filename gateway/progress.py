@@ -65,8 +65,10 @@ def progress_of(event: Event) -> list[Progress]:
         return [Progress(cid, "A", f"A  profiled: depth {depth}, pass budget {budget}{fallback}")]
     if isinstance(event, PlanReady):
         steps = len(event.run.plan.steps) if event.run.plan else 0
-        refinements = event.run.total_refinements
-        return [Progress(cid, "B", f"B  planned: {steps} steps, {refinements} refinement(s)")]
+        # The run's count so far is B's own: its plan check is the only refinement yet.
+        actions = event.run.total_refinements
+        line = f"B  planned: {steps} steps, plan check applied {actions} refinement action(s)"
+        return [Progress(cid, "B", line)]
     if isinstance(event, PassCompleted):
         last = event.execution_pass or event.run.last_pass
         return [pass_progress(cid, last)] if last else []
@@ -88,4 +90,6 @@ def pass_progress(correlation_id: str, record: ExecutionPass) -> Progress:
         f"C  pass {record.pass_number}: score {record.score:.2f}, {verdict}, "
         f"{len(record.executed_step_ids)} step(s) run"
     )
+    if record.refinement is not None:  # these and B's add up to the run's refinement actions
+        line += f", {len(record.refinement.applied)} refinement action(s) applied"
     return Progress(correlation_id, "C", line, record.pass_number, record.score)

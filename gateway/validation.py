@@ -50,10 +50,21 @@ def check_request(text: str) -> str:
     return text.strip()
 
 
-def check_max_ttl(max_ttl: int) -> int:
-    """A pass budget a request may ask for: 1 to MAX_TTL_CAP passes."""
-    if not 1 <= max_ttl <= MAX_TTL_CAP:
-        raise BadInput(f"max TTL {max_ttl} is not a number of passes from 1 to {MAX_TTL_CAP}")
+def check_max_ttl(max_ttl: int | None, max_passes: int) -> int | None:
+    """A cap on passes a request may ask for: 1 to `max_passes` (AEON_MAX_PASSES), the one cap
+    every run is held to, so a larger one would silently do nothing. None asks for that cap."""
+    if max_ttl is None:
+        return None
+    if max_ttl < 1:
+        raise BadInput(
+            f"max TTL {max_ttl} is not a number of passes from 1 to {max_passes} (AEON_MAX_PASSES)"
+        )
+    if max_ttl > max_passes:
+        raise BadInput(
+            f"max TTL {max_ttl} is above AEON_MAX_PASSES={max_passes}, the most passes a run may "
+            f"take here: ask for {max_passes} or fewer, or set AEON_MAX_PASSES higher (at most "
+            f"{MAX_TTL_CAP}) where Aeon runs"
+        )
     return max_ttl
 
 

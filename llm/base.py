@@ -19,7 +19,8 @@ from aeonloop.prompts.unified import UnifiedPrompt
 class TokenUsage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    #: The server sent no usage, so the counts are estimated from the text's length.
+    #: No server counted these tokens (one sent no usage, or no server was called, as with the
+    #: offline model), so the counts are estimated from the text's length.
     estimated: bool = False
 
     @property

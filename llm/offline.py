@@ -12,7 +12,9 @@ Across a run it behaves like a model that improves once, so the loop visibly ref
 - pass 2 on: the assessment says converged (0.97 / 0.95, all aligned), and validation finds
   nothing once the executed review step's output (which restates its description) is in the pass.
 
-Its final answers say plainly that they come from the offline model and that no LLM was called.
+Its final answers say plainly that they come from the offline model and that no LLM was called;
+their confidence is the last pass's score (it cannot judge more than the loop measured), and its
+token counts are marked estimated (no model counted them).
 """
 
 from __future__ import annotations
@@ -85,9 +87,11 @@ class OfflineLLM:
         if self.delay > 0:
             await asyncio.sleep(self.delay)
         text = reply_text(call.prompt_id, call.input)
+        # No model counted these tokens: they are guessed from the text's length, and say so.
         usage = TokenUsage(
             prompt_tokens=approx_tokens(_prompt_length(call)),
             completion_tokens=approx_tokens(len(text)),
+            estimated=True,
         )
         return LLMReply(text=text, usage=usage, model=MODEL_NAME)
 
@@ -371,16 +375,22 @@ def _answer(data: AnswerSynthesisInput) -> dict[str, Any]:
         sections.append(f"Plan:\n{data.plan_summary.strip()}")
     notes = (
         f"convergence: {data.convergence_status}; passes: {data.total_passes}; "
-        f"refinements: {data.total_refinements}; ttl remaining: {data.ttl_remaining}"
+        f"refinement actions: {data.total_refinements}; ttl remaining: {data.ttl_remaining}"
     )
     if data.missing_fields:
         notes += f"; missing: {', '.join(data.missing_fields)}"
     return {
         "answer_text": "\n\n".join(sections),
-        "confidence": 0.5,
+        "confidence": _confidence(data),
         "used_step_ids": _step_ids(data.results_summary),
         "notes": notes,
     }
+
+
+def _confidence(data: AnswerSynthesisInput) -> float:
+    """What an answer that only composes the step results can claim: the score the loop gave
+    those results in its last pass, and nothing when there are no results to compose."""
+    return data.last_pass_score if data.results_summary.strip() else 0.0
 
 
 _Handler = Callable[[Any], str | dict[str, Any]]

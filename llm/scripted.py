@@ -81,7 +81,9 @@ class ScriptedLLM:
         played = await _play(self._next(key), call)
         if isinstance(played, LLMReply):
             return played
-        usage = TokenUsage(approx_tokens(len(call.prompt.instructions)), approx_tokens(len(played)))
+        usage = TokenUsage(
+            approx_tokens(len(call.prompt.instructions)), approx_tokens(len(played)), estimated=True
+        )
         # A scripted string stands for what a model sent: its reasoning is kept out, as by
         # every adapter (LLMReply's contract); a string without reasoning is returned as is.
         answer, thinking = split_reasoning(played)

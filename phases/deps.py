@@ -26,6 +26,7 @@ from aeonloop.phases.llm_calls import (
     Memo,
     prompt_budget_chars,
 )
+from aeonloop.phases.models import DEFAULT_MAX_PASSES, MAX_TTL_CAP
 from aeonloop.prompts.registry import PromptRegistry
 from aeonloop.settings import AeonSettings
 
@@ -35,7 +36,9 @@ Whole = Annotated[int, Field(ge=1)]
 class LoopSettings(AeonSettings):
     """Bounds of a run; every one is an environment setting AEON_<FIELD> (docs/configuration.md)."""
 
-    max_passes: Whole = 8
+    #: The one cap on passes: a request's max_ttl may ask for fewer, never more (gateways
+    #: refuse it; Phase A caps a request from elsewhere), and a run's TTL never exceeds it.
+    max_passes: Annotated[int, Field(ge=1, le=MAX_TTL_CAP)] = DEFAULT_MAX_PASSES
     max_actions_per_pass: Whole = 5
     max_refinements_per_run: Annotated[int, Field(ge=0)] = 20
     stagnation_epsilon: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.02

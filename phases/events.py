@@ -26,13 +26,14 @@ from pydantic.json_schema import SkipJsonSchema
 from aeonloop.bus.codec import derived_id
 from aeonloop.bus.keys import ANSWERS
 from aeonloop.phases.models import (
-    DEFAULT_TTL_CAP,
+    DEFAULT_MAX_PASSES,
     MAX_TTL_CAP,
     ExecutionPass,
     FinalAnswer,
     Plan,
     Rule,
     TaskProfile,
+    pass_cap,
 )
 
 DEFAULT_THRESHOLD = 0.8
@@ -55,7 +56,8 @@ class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
-    #: Some server sent no usage, so part of the counts is estimated from text length.
+    #: Part of the counts was not reported by an LLM server (one sent no usage, or no server
+    #: was called: the offline and scripted models) and is estimated from text length.
     estimated: bool = False
     #: JSON replies made usable locally (lenient JSON, enum case), without an LLM call.
     local_repairs: int = 0
@@ -86,7 +88,8 @@ class RunState(BaseModel):
     request: str
     rules: list[Rule] = Field(default_factory=list)
     threshold: float = Field(DEFAULT_THRESHOLD, ge=0.0, le=1.0)
-    max_ttl: int = Field(DEFAULT_TTL_CAP, ge=1, le=MAX_TTL_CAP)
+    #: The run's cap on passes (models.pass_cap): its request's max_ttl within AEON_MAX_PASSES.
+    max_ttl: int = Field(DEFAULT_MAX_PASSES, ge=1, le=MAX_TTL_CAP)
     started_at: datetime = Field(default_factory=utcnow)
     profile: TaskProfile | None = None
     profile_is_default: bool = False
@@ -165,7 +168,9 @@ class RequestSubmitted(Event):
     request: str = Field(..., min_length=1, max_length=MAX_REQUEST_CHARS)
     rules: list[Rule] = Field(default_factory=list)
     threshold: float = Field(DEFAULT_THRESHOLD, ge=0.0, le=1.0)
-    max_ttl: int = Field(DEFAULT_TTL_CAP, ge=1, le=MAX_TTL_CAP)
+    #: The most passes this request allows its run; None: as many as the deployment allows
+    #: (AEON_MAX_PASSES, which a larger value is also held to).
+    max_ttl: int | None = Field(None, ge=1, le=MAX_TTL_CAP)
 
     @classmethod
     def new(
@@ -174,7 +179,7 @@ class RequestSubmitted(Event):
         *,
         timeout: float,
         rules: list[Rule] | None = None,
-        max_ttl: int = DEFAULT_TTL_CAP,
+        max_ttl: int | None = None,
         threshold: float = DEFAULT_THRESHOLD,
     ) -> RequestSubmitted:
         """A fresh request with its own correlation id and a deadline `timeout` seconds away."""
@@ -187,12 +192,13 @@ class RequestSubmitted(Event):
             threshold=threshold,
         )
 
-    def initial_state(self) -> RunState:
+    def initial_state(self, max_passes: int = DEFAULT_MAX_PASSES) -> RunState:
+        """The run this request starts, held to `max_passes` (Phase A gives AEON_MAX_PASSES)."""
         return RunState(
             request=self.request,
             rules=self.rules,
             threshold=self.threshold,
-            max_ttl=self.max_ttl,
+            max_ttl=pass_cap(self.max_ttl, max_passes),
             started_at=self.created_at,
         )
 

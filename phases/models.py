@@ -21,8 +21,9 @@ ConfidenceLevel = Literal["low", "medium", "high"]
 TOOL_WEIGHT: dict[str, float] = {"none": 0.5, "minimal": 0.75, "moderate": 1.0, "extensive": 1.5}
 BREADTH_WEIGHT: dict[str, float] = {"narrow": 0.75, "moderate": 1.0, "broad": 1.5}
 CONFIDENCE_WEIGHT: dict[str, float] = {"low": 0.75, "medium": 1.0, "high": 1.5}
-DEFAULT_TTL_CAP = 10
-#: The most passes a request may allow itself.
+#: AEON_MAX_PASSES unless set: the most passes a run may take, whatever its request asks.
+DEFAULT_MAX_PASSES = 8
+#: The highest AEON_MAX_PASSES may be set (and so the most passes any request may allow itself).
 MAX_TTL_CAP = 100
 
 
@@ -43,9 +44,9 @@ class TaskProfile(Model):
     def default(cls) -> TaskProfile:
         return cls(raw_inference="default profile")
 
-    def allocate_ttl(self, cap: int = DEFAULT_TTL_CAP) -> int:
+    def allocate_ttl(self, cap: int = DEFAULT_MAX_PASSES) -> int:
         """Passes the loop may spend (docs/architecture.md, "A: task profile and TTL"): at least 1
-        and at most `cap`."""
+        and at most `cap`, the run's cap on passes (`pass_cap`)."""
         raw = (
             self.reasoning_depth
             * 1.5
@@ -56,6 +57,13 @@ class TaskProfile(Model):
             * 2.0
         )
         return max(1, min(cap, int(raw)))
+
+
+def pass_cap(requested: int | None, max_passes: int) -> int:
+    """The most passes a run may take: what its request asked for (None: no less than the
+    deployment allows), never above `max_passes` (AEON_MAX_PASSES), the one cap every run is
+    held to. Gateways refuse a request above it; a request from another producer is capped."""
+    return max_passes if requested is None else min(requested, max_passes)
 
 
 StepStatus = Literal["pending", "done", "failed"]

@@ -24,6 +24,7 @@ FinalAnswer never gets a field beyond its six (FR-026, FR-033).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -375,6 +376,7 @@ def synthesis_input(phase_e_input: PhaseEInput, cap: int | None = None) -> Answe
         total_passes=phase_e_input.total_passes,
         total_refinements=phase_e_input.total_refinements,
         ttl_remaining=phase_e_input.ttl_remaining,
+        last_pass_score=last_pass_score(phase_e_input),
         plan_summary=plan_summary(phase_e_input.plan_state),
         results_summary=results_summary(
             phase_e_input.execution_results, phase_e_input.plan_state, limit
@@ -382,6 +384,18 @@ def synthesis_input(phase_e_input: PhaseEInput, cap: int | None = None) -> Answe
         assessment_summary=assessment,
         missing_fields=list(missing_fields(phase_e_input)),
     )
+
+
+def last_pass_score(phase_e_input: PhaseEInput) -> float:
+    """The last pass's score, 0 to 1: the rule score when rules decided, else the assessment's
+    (docs/architecture.md, "Convergence: the host decides"). 0 when no pass ran or its record
+    carries no usable score: nothing was measured."""
+    passes = phase_e_input.execution_passes or []
+    last = passes[-1] if passes else None
+    score = last.get("score") if isinstance(last, dict) else None
+    if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
+        return 0.0
+    return min(1.0, max(0.0, float(score)))
 
 
 def model_answer(

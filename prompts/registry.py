@@ -210,6 +210,9 @@ class AnswerSynthesisInput(PromptInput):
     total_passes: int = Field(..., ge=0)
     total_refinements: int = Field(..., ge=0)
     ttl_remaining: int = Field(..., ge=0)
+    #: The last pass's score (0 when no pass ran): the loop's own measure of the work the
+    #: answer is written from, which the answer's confidence is weighed against.
+    last_pass_score: float = Field(0.0, ge=0.0, le=1.0)
     plan_summary: str = ""
     results_summary: str = ""
     assessment_summary: str = ""
@@ -824,8 +827,8 @@ def _definitions() -> list[PromptDefinition]:
             "Write the final answer to the request below from the work that was done.\n\n"
             "Request:\n{request}\n\n"
             "How the reasoning loop ended: {convergence_status}, after {total_passes} pass(es) "
-            "and {total_refinements} plan refinement(s); passes left in the budget: "
-            "{ttl_remaining}.\n\n"
+            "and {total_refinements} refinement action(s) applied to the plan; passes left in "
+            "the budget: {ttl_remaining}. The last pass scored {last_pass_score} (0 to 1).\n\n"
             "Plan:\n{plan_summary}\n\n"
             "Step results:\n{results_summary}\n\n"
             "Last assessment:\n{assessment_summary}\n\n"
@@ -841,7 +844,8 @@ def _definitions() -> list[PromptDefinition]:
                 "notes": None,
             },
             "- answer_text: the answer itself, never empty.\n"
-            "- confidence: number 0.0 to 1.0, how likely the answer is correct and complete.\n"
+            "- confidence: number 0.0 to 1.0, how likely the answer is correct and complete, "
+            "judged from the results and the last pass's score.\n"
             "- used_step_ids: ids of the steps whose results the answer uses (may be empty).\n"
             "- notes: caveats for the reader as a string, or null.",
         ),

@@ -67,7 +67,7 @@ def metadata_summary(result: Mapping[str, Any], answer: Mapping[str, Any]) -> st
         _pair("status", _first(result.get("status"), metadata.get("convergence_status"))),
         _pair("passes", _first(result.get("total_passes"), metadata.get("total_passes"))),
         _pair(
-            "refinements",
+            "refinement actions",
             _first(result.get("total_refinements"), metadata.get("total_refinements")),
         ),
         _pair("degraded", _degraded(result, metadata)),
@@ -102,12 +102,14 @@ def _tokens(usage: Any) -> str | None:
     if not (_is_number(prompt) and _is_number(completion)):
         return None
     text = f"{prompt + completion} (prompt {prompt}, completion {completion})"
-    if usage.get("estimated"):
-        text = f"about {text}, estimated: the server reported no usage"
     if _is_number(calls):
         text += f" in {calls} call(s)"
     repairs = usage.get("repair_calls")
-    return f"{text}, {repairs} of them JSON repairs" if _is_number(repairs) and repairs else text
+    if _is_number(repairs) and repairs:
+        text += f", {repairs} of them JSON repairs"
+    if usage.get("estimated"):  # the offline model, or a server that sent no usage
+        text = f"about {text}, estimated from text length (no LLM server counted them)"
+    return text
 
 
 def _seconds(value: Any) -> str | None:

@@ -147,6 +147,7 @@ def _run(work: Awaitable[int]) -> int:
 async def ask(args: argparse.Namespace) -> int:
     """Publish one request and wait for its answer; with no AEON_REDIS_URL, on a private stack."""
     request = check_request(args.request)
+    check_max_ttl(args.max_ttl, args.loop.max_passes)  # before anything starts; submit checks too
     rules = load_rules(args.rules) if args.rules else []
     settings: BusSettings = args.settings
     # Cancelling tears down everything the command started, the embedded Redis included.
@@ -174,7 +175,7 @@ async def _ask_on(
     args: argparse.Namespace,
     embedded: bool = False,
 ) -> int:
-    async with AeonClient(settings=settings) as client:
+    async with AeonClient(settings=settings, loop=args.loop) as client:
         correlation_id = await client.submit(
             request,
             rules=rules,
@@ -337,9 +338,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rules", metavar="FILE", help="JSON file of rules the answer must meet")
     p.add_argument(
         "--max-ttl",
-        type=as_option(check_max_ttl, int, "a whole number of passes"),
-        default=10,
-        help="cap on passes, 1 to 100 (10)",
+        metavar="N",
+        type=as_option(_at_least_one, int, "a whole number of passes"),
+        help="cap on passes, 1 to AEON_MAX_PASSES (default: AEON_MAX_PASSES, itself 8 by default)",
     )
     p.add_argument(
         "--timeout",

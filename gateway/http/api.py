@@ -117,7 +117,7 @@ class HttpApi:
 
     async def submit(self, request: Request) -> Response:
         wait = _number(request.query_params.get("wait", "0"), "wait", 0, MAX_WAIT_S)
-        body = _checked(await self._body(request))
+        body = _checked(await self._body(request), self.client.max_passes)
         # Watched only when this request waits for the answer: the client keeps a watched
         # run's answer until someone waits for it, and nobody would.
         correlation_id = await self.client.submit(**body, watch=bool(wait))
@@ -230,9 +230,10 @@ class HttpApi:
         return json_response({"status": "ready"})
 
 
-def _checked(data: Any) -> dict[str, Any]:
-    """The submit's arguments from a request body, checked as `aeon ask` checks its input;
-    ApiError(422) names the first field at fault."""
+def _checked(data: Any, max_passes: int) -> dict[str, Any]:
+    """The submit's arguments from a request body, checked as `aeon ask` checks its input
+    (`max_ttl` against `max_passes`, AEON_MAX_PASSES); ApiError(422) names the first field at
+    fault."""
     try:
         body = RunRequest.model_validate(data)
     except ValidationError as error:
@@ -242,7 +243,7 @@ def _checked(data: Any) -> dict[str, Any]:
     checks = {
         "request": lambda: check_request(body.request),
         "rules": lambda: [] if body.rules is None else parse_rules(body.rules, source="rules"),
-        "max_ttl": lambda: check_max_ttl(body.max_ttl),
+        "max_ttl": lambda: check_max_ttl(body.max_ttl, max_passes),
         "timeout_s": lambda: check_timeout(body.timeout_s),
     }
     checked: dict[str, Any] = {"threshold": body.threshold}

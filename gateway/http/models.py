@@ -14,7 +14,7 @@ from aeonloop.phases.events import (
     MAX_TIMEOUT_S,
     ExecutionResult,
 )
-from aeonloop.phases.models import DEFAULT_TTL_CAP, MAX_TTL_CAP
+from aeonloop.phases.models import DEFAULT_MAX_PASSES
 
 #: The longest `?wait=` a submit may ask for; past it, follow the run's events instead.
 MAX_WAIT_S = 300.0
@@ -52,11 +52,12 @@ class RunRequest(BaseModel):
         strict=True,
         description="the pass score that counts as converged",
     )
-    max_ttl: int = Field(
-        DEFAULT_TTL_CAP,
+    max_ttl: int | None = Field(
+        None,
         strict=True,
-        description="cap on passes",
-        json_schema_extra={"minimum": 1, "maximum": MAX_TTL_CAP},
+        description="cap on passes, 1 to the server's AEON_MAX_PASSES "
+        f"({DEFAULT_MAX_PASSES} unless set; more is refused); omitted or null: AEON_MAX_PASSES",
+        json_schema_extra={"minimum": 1},
     )
     timeout_s: float = Field(
         DEFAULT_TIMEOUT_S,

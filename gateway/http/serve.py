@@ -31,6 +31,7 @@ from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.validation import as_option
 from aeonloop.llm.factory import build_adapter
+from aeonloop.phases.deps import LoopSettings
 from aeonloop.settings import SettingsError
 from aeonloop.telemetry import metrics
 
@@ -68,7 +69,7 @@ async def serve(args: argparse.Namespace) -> int:
     settings: BusSettings = args.settings
     try:
         if settings.redis_url:
-            return await _serve_on(settings, http, listening)
+            return await _serve_on(settings, http, listening, args.loop)
         log.warning(
             "no AEON_REDIS_URL: running an embedded Redis and every phase in this process; "
             "its runs and answers go away with it"
@@ -76,7 +77,7 @@ async def serve(args: argparse.Namespace) -> int:
         llm = build_adapter(args.llm)
         try:
             async with embedded_pipeline(settings, llm, args.loop) as embedded:
-                return await _serve_on(embedded, http, listening)
+                return await _serve_on(embedded, http, listening, args.loop)
         finally:
             await llm.aclose()
     finally:
@@ -109,7 +110,9 @@ def _listen(host: str, port: int) -> socket.socket:
         ) from None
 
 
-async def _serve_on(settings: BusSettings, http: HttpSettings, listening: socket.socket) -> int:
+async def _serve_on(
+    settings: BusSettings, http: HttpSettings, listening: socket.socket, loop: LoopSettings
+) -> int:
     import uvicorn
 
     from aeonloop.gateway.http.api import build_app
@@ -119,7 +122,7 @@ async def _serve_on(settings: BusSettings, http: HttpSettings, listening: socket
     try:
         feed = RunFeed(redis, Keys(settings.prefix, settings.shards))
         metrics.HTTP_EVENT_STREAMS.set_function(lambda: feed.open_streams)
-        async with AeonClient(settings=settings, redis=redis, also=feed.seen) as client:
+        async with AeonClient(settings=settings, redis=redis, also=feed.seen, loop=loop) as client:
             config = uvicorn.Config(
                 build_app(client, feed, http),
                 lifespan="off",

@@ -68,6 +68,45 @@ def test_malformed_rules_file_is_refused_before_publishing(
     _assert_refused(ask, bus, message)
 
 
+#: --max-ttl against AEON_MAX_PASSES: (the deployment's setting, the cap asked for, the words).
+PASS_CAPS = {
+    "one above the default cap": (None, "9", "max TTL 9 is above AEON_MAX_PASSES=8"),
+    "the most a request may ask": (None, "100", "max TTL 100 is above AEON_MAX_PASSES=8"),
+    "above a raised cap": ("20", "21", "max TTL 21 is above AEON_MAX_PASSES=20"),
+}
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("max_passes, asked, message", PASS_CAPS.values(), ids=PASS_CAPS.keys())
+def test_max_ttl_above_aeon_max_passes_is_refused_before_publishing(
+    procs: Processes,
+    bus: Bus,
+    env: dict[str, str],
+    max_passes: str | None,
+    asked: str,
+    message: str,
+) -> None:
+    """Above the deployment's cap it used to be taken and silently do nothing: now it is one
+    line naming both values and what to do."""
+    setting = {"AEON_MAX_PASSES": max_passes} if max_passes else {}
+    ask = procs.run_aeon({**env, **setting}, "ask", "Explain tides", "--max-ttl", asked, timeout=20)
+    _assert_refused(ask, bus, message)
+    assert "ask for" in ask.stderr and "or set AEON_MAX_PASSES higher" in ask.stderr
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(("options", "max_ttl"), [([], None), (["--max-ttl", "8"], 8)])
+def test_max_ttl_within_the_cap_or_none_publishes(
+    procs: Processes, bus: Bus, env: dict[str, str], options: list[str], max_ttl: int | None
+) -> None:
+    """The default asks for no cap of its own (the workers hold it to AEON_MAX_PASSES), and
+    a cap equal to AEON_MAX_PASSES is taken as it is."""
+    ask = procs.aeon(env, "ask", "Explain tides", *options)  # no worker: it waits
+    wait_until(lambda: bus.xlen("requests") == 1, 15, "the request to be published")
+    assert json.loads(bus.entries("requests")[0][1]["body"])["max_ttl"] == max_ttl
+    ask.kill()
+
+
 @pytest.mark.timeout(30)
 def test_control_the_same_command_with_good_input_publishes(
     procs: Processes, bus: Bus, env: dict[str, str], tmp_path: Path

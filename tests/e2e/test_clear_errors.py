@@ -60,7 +60,8 @@ BAD_SETTINGS = {
     ),
 }
 BAD_OPTIONS = {
-    "max ttl 101": (["ask", "x", "--max-ttl", "101"], "max TTL 101 is not a number of passes"),
+    "max ttl 101": (["ask", "x", "--max-ttl", "101"], "max TTL 101 is above AEON_MAX_PASSES=8"),
+    "max ttl 0": (["ask", "x", "--max-ttl", "0"], "0 must be at least 1"),
     "max ttl text": (["ask", "x", "--max-ttl", "ten"], "'ten' is not a whole number of passes"),
     "timeout inf": (["ask", "x", "--timeout", "inf"], "timeout inf is not a number of seconds"),
     "timeout nan": (["ask", "x", "--timeout", "nan"], "timeout nan is not a number of seconds"),

@@ -96,6 +96,11 @@ def test_a_submit_is_202_with_links_and_the_run_is_then_200_with_its_answer(stac
     assert result["status"] == "converged" and result["degraded"] is False
     assert result["final_answer"]["answer_text"]
     assert run["degraded_because"] == []
+    # The numbers a reader sees agree: the offline model's confidence is what the loop measured
+    # of its last pass, and its token counts, which no LLM made, are marked as estimates.
+    last = result["final_answer"]["metadata"]["execution_passes"][-1]
+    assert result["final_answer"]["confidence"] == last["score"]
+    assert result["usage"]["estimated"] is True
 
 
 def test_get_while_running_is_202_with_the_newest_step(stack: Stack) -> None:
@@ -173,7 +178,9 @@ BAD_BODIES = [
         "rules",
         "not a valid regular expression",
     ),
-    ({"request": "ok", "max_ttl": 101}, "max_ttl", "max TTL 101 is not a number of passes"),
+    ({"request": "ok", "max_ttl": 9}, "max_ttl", "max TTL 9 is above AEON_MAX_PASSES=8"),
+    ({"request": "ok", "max_ttl": 101}, "max_ttl", "max TTL 101 is above AEON_MAX_PASSES=8"),
+    ({"request": "ok", "max_ttl": 0}, "max_ttl", "max TTL 0 is not a number of passes from 1 to 8"),
     ({"request": "ok", "max_ttl": 2.5}, "max_ttl", "must be a whole number"),
     ({"request": "ok", "max_ttl": True}, "max_ttl", "must be a whole number"),
     ({"request": "ok", "max_ttl": "7"}, "max_ttl", "must be a whole number"),
@@ -198,6 +205,16 @@ def test_bad_input_is_422_naming_the_field_and_nothing_is_published(
     assert reply.body["field"] == field
     assert words in reply.body["reason"]
     assert stack.bus.xlen("requests") == before
+
+
+@pytest.mark.parametrize("max_ttl", [8, None])
+def test_max_ttl_at_the_cap_or_null_is_taken(stack: Stack, max_ttl: int | None) -> None:
+    """AEON_MAX_PASSES itself may be asked for, and null (or nothing) means just that."""
+    before = stack.bus.xlen("requests")
+    reply = stack.server.post("/v1/runs", {"request": "Explain tides", "max_ttl": max_ttl})
+    assert reply.status == 202, reply
+    assert stack.bus.xlen("requests") == before + 1
+    _answered(stack.server, reply.body["correlation_id"])
 
 
 def test_a_body_that_is_not_json_or_too_large_is_refused(stack: Stack) -> None:

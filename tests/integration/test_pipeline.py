@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -103,6 +104,8 @@ async def test_offline_model_refines_once_and_converges_in_pass_2(settings: BusS
     assert "offline model" in answer.answer_text
     assert answer.metadata["degraded"] is False
     assert result.usage.calls > 0 and result.usage.total_tokens > 0
+    assert result.usage.estimated, "no LLM counted the offline model's tokens"
+    assert answer.confidence == answer.metadata["execution_passes"][-1]["score"] == 0.96
 
 
 async def test_converges_in_pass_1(settings: BusSettings) -> None:
@@ -296,6 +299,10 @@ async def test_progress_is_reported(settings: BusSettings) -> None:
     # Every pass has exactly one line, the converging one included.
     passes = [p.pass_number for p in seen if p.pass_number is not None]
     assert passes == list(range(1, result.total_passes + 1))
+    # B's plan check and each pass's refinement add up to the run's refinement actions.
+    counts = [re.search(r"(\d+) refinement action\(s\)", p.line) for p in seen]
+    reported = [int(found.group(1)) for found in counts if found]
+    assert len(reported) >= 2 and sum(reported) == result.total_refinements >= 1
 
 
 def verbose_model(plan: str = PLAN) -> ScriptedLLM:

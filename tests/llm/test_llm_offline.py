@@ -69,6 +69,7 @@ SAMPLES: dict[PromptId, r.PromptInput] = {
         total_passes=2,
         total_refinements=1,
         ttl_remaining=2,
+        last_pass_score=0.96,
         plan_summary="s1 compare; s2 pick; s3 explain",
         results_summary="s1: quicksort vs mergesort\ns3: quicksort is faster\ns3.1: on average",
     ),
@@ -103,6 +104,7 @@ async def test_reply_fits_the_prompt_contract(make_call, prompt_id):
     assert reply.text.strip()
     assert reply.model == "aeon-offline"
     assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
+    assert reply.usage.estimated, "no model counted these tokens: they are a length estimate"
     if REGISTRY.get_definition(prompt_id).is_json:
         REGISTRY.validate_output(prompt_id, reply.text)
 
@@ -351,7 +353,7 @@ async def test_answer_says_offline_and_composes_the_results(make_call):
 
     assert "offline model" in answer.answer_text and "no LLM was called" in answer.answer_text
     assert "s3: quicksort is faster" in answer.answer_text
-    assert answer.confidence == 0.5
+    assert answer.confidence == 0.96, "the last pass's score: what the loop measured"
     assert answer.used_step_ids == ["s1", "s3", "s3.1"]
 
 
@@ -363,3 +365,23 @@ async def test_delay_stands_in_for_latency_without_blocking(make_call):
     await asyncio.gather(*(adapter.complete(call) for _ in range(10)))
 
     assert 0.1 <= time.monotonic() - started < 0.5
+
+
+@pytest.mark.parametrize(
+    ("fields", "confidence"),
+    [
+        ({"last_pass_score": 0.875}, 0.875),  # a run that stopped short: its lower score
+        ({"last_pass_score": 0.0, "total_passes": 0}, 0.0),  # no pass ran, nothing measured
+        ({"results_summary": ""}, 0.0),  # no results to compose: nothing to be confident in
+    ],
+    ids=["not converged", "no pass", "no results"],
+)
+async def test_answer_confidence_follows_the_run(make_call, fields, confidence):
+    """Never a fixed placeholder: the offline model claims what the run it is given measured."""
+    sample = SAMPLES[PromptId.ANSWER_SYNTHESIS_USER]
+    data = sample.model_copy(update={"convergence_status": "max_passes", **fields})
+    answer = r.FinalAnswerOutput.model_validate(
+        await reply_json(make_call, PromptId.ANSWER_SYNTHESIS_USER, data)
+    )
+
+    assert answer.confidence == confidence

@@ -112,6 +112,7 @@ SAMPLE_INPUTS: dict[type[PromptInput], dict[str, Any]] = {
         "total_passes": 4714,
         "total_refinements": 4715,
         "ttl_remaining": 4716,
+        "last_pass_score": 0.4717,
         "plan_summary": "PLAN-MARK",
         "results_summary": "RESULTS-MARK",
         "assessment_summary": "ASSESSMENT-MARK",

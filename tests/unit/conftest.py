@@ -173,7 +173,7 @@ def harness() -> HarnessFactory:
     return make
 
 
-def submitted(rules: list[Rule] | None = None, max_ttl: int = 10) -> RequestSubmitted:
+def submitted(rules: list[Rule] | None = None, max_ttl: int | None = None) -> RequestSubmitted:
     return RequestSubmitted.new(REQUEST, timeout=600, rules=rules, max_ttl=max_ttl)
 
 

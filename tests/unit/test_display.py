@@ -59,7 +59,7 @@ def test_human_readable_format() -> None:
     for part in (
         "status=ttl_exhausted",
         "passes=3",
-        "refinements=2",
+        "refinement actions=2",
         "degraded=yes (ttl_exhausted)",
         "missing=semantic_validation",
         "tokens=1500 (prompt 1200, completion 300) in 9 call(s)",
@@ -67,6 +67,17 @@ def test_human_readable_format() -> None:
     ):
         assert part in summary
     assert "raw plan" not in summary, "raw artifacts belong to --json, not the summary"
+
+
+def test_estimated_usage_says_so_and_reported_usage_does_not() -> None:
+    """Counts no LLM server reported (the offline model's, or a server's that sent no usage)
+    read as an estimate, never as a count."""
+    estimated = result()
+    estimated["usage"]["estimated"] = True
+    (summary,) = [line for line in render_human(estimated).splitlines() if "Metadata" in line]
+    assert "tokens=about 1500 (prompt 1200, completion 300) in 9 call(s), estimated" in summary
+    (counted,) = [line for line in render_human(result()).splitlines() if "Metadata" in line]
+    assert "about" not in counted and "estimated" not in counted
 
 
 def test_a_run_under_a_second_shows_milliseconds() -> None:

@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from aeonloop.phases.models import (
+    DEFAULT_MAX_PASSES,
     Consistency,
     ConvergenceAssessment,
     Plan,
@@ -14,6 +15,7 @@ from aeonloop.phases.models import (
     RuleCheck,
     TaskProfile,
     apply_refinements,
+    pass_cap,
 )
 
 # ---- TTL ----------------------------------------------------------------------------------------
@@ -44,8 +46,20 @@ def test_ttl_is_capped_by_the_default_cap_and_by_the_request_cap() -> None:
         output_breadth="broad",
         confidence_requirement="high",
     )
-    assert big.allocate_ttl() == 10
+    assert big.allocate_ttl() == DEFAULT_MAX_PASSES == 8  # AEON_MAX_PASSES' default
     assert big.allocate_ttl(cap=3) == 3
+
+
+@pytest.mark.parametrize(
+    ("requested", "max_passes", "cap"),
+    [(None, 8, 8), (3, 8, 3), (8, 8, 8), (9, 8, 8), (100, 20, 20), (None, 1, 1)],
+)
+def test_a_runs_cap_is_its_request_within_aeon_max_passes(
+    requested: int | None, max_passes: int, cap: int
+) -> None:
+    """One cap: a request may ask for fewer passes than AEON_MAX_PASSES, never more, and one
+    that asks for nothing gets all of it."""
+    assert pass_cap(requested, max_passes) == cap
 
 
 def test_ttl_is_at_least_one() -> None:

@@ -19,7 +19,8 @@ async def test_inferred_profile_sets_version_1_and_the_ttl(harness, replies, mak
     profile = out.run.profile
     assert profile is not None
     assert (profile.reasoning_depth, profile.profile_version) == (5, 1)
-    assert out.run.ttl_remaining == 10  # 5·1.5·1·1·1.5·1·2 = 22.5, capped at 10
+    # 5·1.5·1·1·1.5·1·2 = 22.5, capped by AEON_MAX_PASSES (8): the request set no cap of its own
+    assert out.run.ttl_remaining == out.run.max_ttl == 8
     assert not out.run.profile_is_default and out.run.notes == []
     assert out.run.usage.calls == 1
 
@@ -28,6 +29,27 @@ async def test_ttl_respects_the_request_cap(harness, replies, make_request) -> N
     h = harness({INFER: replies.profile(depth=5, info=1.0)})
     (out,) = await phase_a.handle(make_request(max_ttl=2), h.deps)
     assert out.run.ttl_remaining == 2
+
+
+async def test_aeon_max_passes_is_the_cap_of_a_request_without_one(
+    harness, replies, make_request
+) -> None:
+    h = harness({INFER: replies.profile(depth=5, info=1.0)}, max_passes=5)
+    (out,) = await phase_a.handle(make_request(), h.deps)
+    assert (out.run.max_ttl, out.run.ttl_remaining) == (5, 5)
+
+
+async def test_a_request_above_aeon_max_passes_is_held_to_it_and_told(
+    harness, replies, make_request
+) -> None:
+    """Gateways refuse such a request; one from another producer still cannot go past the cap,
+    and the answer's notes say why it got fewer passes than it asked for."""
+    h = harness({INFER: replies.profile(depth=5, info=1.0)}, max_passes=5)
+    (out,) = await phase_a.handle(make_request(max_ttl=9), h.deps)
+    assert (out.run.max_ttl, out.run.ttl_remaining) == (5, 5)
+    assert out.run.notes == [
+        "phase A: the request allowed 9 passes; AEON_MAX_PASSES holds the run to 5"
+    ]
 
 
 async def test_rules_reach_the_prompt(harness, replies, make_request) -> None:

@@ -12,7 +12,10 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from aeonloop.llm.base import LLMError
+from aeonloop.llm.offline import OfflineLLM
 from aeonloop.phases import phase_e
 from aeonloop.phases.events import FinalAnswerReady, LoopExited, RunState, Usage, derived_id, utcnow
 from aeonloop.phases.models import (
@@ -307,6 +310,43 @@ def test_input_of_a_run_without_passes() -> None:
     assert data.execution_passes is None
     assert data.convergence_assessment is None and data.semantic_validation is None
     assert data.plan_state is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# Confidence: weighed against the run's evidence, the last pass's score.
+# ---------------------------------------------------------------------------------------------
+
+
+def test_the_model_is_shown_the_last_pass_score() -> None:
+    data = full_input(execution_passes=[{"score": 0.5}, {"score": 0.875}])
+    synthesis = phase_e.synthesis_input(data)
+    assert synthesis.last_pass_score == 0.875
+    prompt = PromptRegistry().get_prompt(SYNTHESIS, synthesis)
+    assert "The last pass scored 0.875" in prompt
+
+
+@pytest.mark.parametrize(
+    ("passes", "score"),
+    [
+        (None, 0.0),  # no pass ran: nothing was measured
+        ([{"pass_number": 1}], 0.0),  # a record without a score
+        ([{"score": True}], 0.0),  # not a number, whatever Python thinks of bools
+        ([{"score": float("nan")}], 0.0),
+        (["not a record"], 0.0),
+        ([{"score": 1.5}], 1.0),  # kept within 0..1, where a confidence lives
+        ([{"score": 0.2}, {"score": 0.9}], 0.9),  # the last pass, not the best
+    ],
+)
+def test_last_pass_score_reads_the_records_defensively(passes: Any, score: float) -> None:
+    assert phase_e.last_pass_score(full_input(execution_passes=passes)) == score
+
+
+async def test_offline_confidence_is_the_runs_score_not_a_placeholder() -> None:
+    """The offline model cannot judge beyond what the loop measured, so it claims just that."""
+    for score in (0.875, 0.96):
+        data = full_input(execution_passes=[{"pass_number": 1, "score": score}])
+        answer = await execute_phase_e(data, OfflineLLM(), PromptRegistry())
+        assert answer.confidence == score
 
 
 def test_input_of_a_lost_run_keeps_what_the_event_knows() -> None:

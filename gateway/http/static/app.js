@@ -386,7 +386,7 @@ const RENDER = {
     const good = d.reason === "converged";
     return card("Loop ended", el("span", { class: `chip ${good ? "good" : "warn"}`, text: d.reason }),
       el("p", { class: "exit-words", text: d.words + (d.detail ? ` (${d.detail})` : "") }),
-      facts([["passes", d.passes], ["pass budget left", d.ttl_remaining], ["refinements", d.refinements]]));
+      facts([["passes", d.passes], ["pass budget left", d.ttl_remaining], ["refinement actions", d.refinements]]));
   },
 
   no_answer(d) {
@@ -412,7 +412,7 @@ const RENDER = {
         answer.notes ? el("p", { class: "notes", text: `Notes: ${answer.notes}` }) : null),
       el("p", {
         class: "usage",
-        text: `${d.total_passes} pass(es), ${d.total_refinements} refinement(s), `
+        text: `${d.total_passes} pass(es), ${d.total_refinements} refinement action(s), `
           + `${usage.prompt_tokens + usage.completion_tokens} tokens in ${usage.calls} call(s)`
           + `${usage.estimated ? " (estimated)" : ""}, ${d.elapsed_seconds.toFixed(1)} s`,
       }));
