@@ -192,19 +192,26 @@ def copy_sources() -> list[str]:
 
 
 def project_packages() -> list[str]:
-    """Top-level packages pyproject.toml ships (tool.setuptools.packages.find include)."""
+    """Top-level folders pyproject.toml ships: the first part of each subpackage of `aeonloop`
+    (tool.setuptools.packages; the repository's root is the package's)."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    include = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
-    return sorted({pattern.rstrip("*").rstrip(".") for pattern in include})
+    packages = pyproject["tool"]["setuptools"]["packages"]
+    return sorted({name.split(".")[1] for name in packages if name.count(".") >= 1})
 
 
 def packages_on_disk() -> list[str]:
-    """Top-level directories that are import packages (an __init__.py), tests aside."""
+    """Top-level directories that are import packages (an __init__.py); tests/ and bench/ are
+    not part of the product (bench/ stays out of the wheel on purpose)."""
     return sorted(
         path.parent.name
         for path in ROOT.glob("*/__init__.py")
-        if not path.parent.name.startswith(".") and path.parent.name != "tests"
+        if not path.parent.name.startswith(".") and path.parent.name not in {"tests", "bench"}
     )
+
+
+def root_modules() -> list[str]:
+    """The package's own modules at the repository's root (`aeonloop/__init__.py`, ...)."""
+    return sorted(path.name for path in ROOT.glob("*.py"))
 
 
 #: pip options whose value is the next word.
@@ -1003,7 +1010,7 @@ def test_dockerfile_base_and_user() -> None:
 def test_pyproject_ships_every_package() -> None:
     # A package left out of the include list is missing from the wheel, hence from the image.
     missing = sorted(set(packages_on_disk()) - set(project_packages()))
-    assert not missing, f"pyproject.toml [tool.setuptools.packages.find] leaves out {missing}"
+    assert not missing, f"pyproject.toml [tool.setuptools] packages leaves out {missing}"
 
 
 def test_dockerfile_copies_the_project() -> None:
@@ -1014,6 +1021,7 @@ def test_dockerfile_copies_the_project() -> None:
         pyproject["project"]["readme"],
         *project_packages(),
         *packages_on_disk(),
+        *root_modules(),
     }
     assert needed <= set(sources), f"not copied: {sorted(needed - set(sources))}"
 
