@@ -75,6 +75,8 @@ class OfflineLLM:
     """LLMAdapter that needs nothing: same call, same reply, every time."""
 
     family = "offline"
+    #: In process: never away.
+    outage = None
 
     def __init__(self, delay: float = 0.0) -> None:
         #: Seconds slept per call: a stand-in for LLM latency in load tests and benchmarks.
@@ -90,6 +92,9 @@ class OfflineLLM:
             completion_tokens=approx_tokens(len(text)),
         )
         return LLMReply(text=text, usage=usage, model=MODEL_NAME)
+
+    async def check(self) -> None:
+        """Always ready: the model is this module."""
 
     async def aclose(self) -> None:
         """Nothing to release."""
