@@ -40,7 +40,7 @@ import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from pydantic import BaseModel
 from redis.exceptions import ResponseError
@@ -124,6 +124,15 @@ class Delivery:
         return (self.shard, self.entry_id)
 
 
+class Pause(Protocol):
+    """Something outside Redis that work needs, which can be away for a while (an LLM server:
+    llm.outage). While it is not open, the consumer reads and claims nothing new; what is in
+    flight waits for it inside its handler, keeping its entry and lock."""
+
+    @property
+    def is_open(self) -> bool: ...
+
+
 class Consumer:
     def __init__(
         self,
@@ -132,6 +141,7 @@ class Consumer:
         settings: BusSettings,
         committer: Committer,
         keys: Keys,
+        pauses: Sequence[Pause] = (),
     ) -> None:
         self.route = route
         self._redis = redis
@@ -141,6 +151,7 @@ class Consumer:
         self._stream_keys = keys.streams(route.stream)
         self._group = keys.group(route.group)
         self._gate = committer.gate
+        self._pauses = tuple(pauses)
         self._in_flight: dict[Ref, asyncio.Task[None]] = {}
         #: The lock key of every event this consumer is handling: the entry handling it, and
         #: an asyncio.Event set once that ends (committed, or given up on). Another entry of
@@ -201,6 +212,9 @@ class Consumer:
         self._stopping.set()
         self._slot_freed.set()
 
+    def _paused(self) -> bool:
+        return not all(pause.is_open for pause in self._pauses)
+
     @property
     def in_flight(self) -> int:
         return len(self._in_flight)
@@ -237,6 +251,9 @@ class Consumer:
                 await self._sleep(_WRITES_POLL_S)
                 with contextlib.suppress(ResponseError, *TRANSIENT):
                     await self._gate.probe(self._redis, self._keys.write_probe)
+                continue
+            if self._paused():  # likewise: they would wait for what is away
+                await self._sleep(_WRITES_POLL_S)
                 continue
             count = min(free, self._settings.max_records)
             try:
@@ -694,7 +711,7 @@ class Consumer:
     async def _recover_forever(self) -> None:
         backoff = _Backoff()
         while not self._stopping.is_set():
-            if not self._gate.is_open:  # a claimed entry could not be locked: leave it be
+            if not self._gate.is_open or self._paused():  # a claimed entry could only wait
                 await self._sleep(_WRITES_POLL_S)
                 continue
             try:

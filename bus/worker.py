@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from aeonloop.bus.commit import Committer
 from aeonloop.bus.connection import RedisClient
-from aeonloop.bus.consumer import Consumer, Route
+from aeonloop.bus.consumer import Consumer, Pause, Route
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.layout import agree_on_shards
 from aeonloop.bus.memo import RedisMemo
@@ -42,9 +42,14 @@ def tune_gc() -> None:
 
 
 class BusWorker:
-    def __init__(self, redis: RedisClient, settings: BusSettings) -> None:
+    def __init__(
+        self, redis: RedisClient, settings: BusSettings, pauses: Sequence[Pause] = ()
+    ) -> None:
         self.redis = redis
         self.settings = settings
+        #: What work needs besides Redis (the LLM server): none of its consumers reads new
+        #: work while one of these is away (bus.consumer.Pause).
+        self.pauses = tuple(pauses)
         self.keys = Keys(settings.prefix, settings.shards)
         self.committer = Committer(redis, self.keys, settings)
         self.memo = RedisMemo(redis, self.keys, self.committer)
@@ -54,7 +59,7 @@ class BusWorker:
     def add(self, routes: Sequence[Route]) -> None:
         for route in routes:
             self.consumers.append(
-                Consumer(self.redis, route, self.settings, self.committer, self.keys)
+                Consumer(self.redis, route, self.settings, self.committer, self.keys, self.pauses)
             )
 
     async def start(self) -> None:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from aeonloop.prompts.registry import PromptId, PromptInput
 from aeonloop.prompts.unified import UnifiedPrompt
+
+if TYPE_CHECKING:
+    from aeonloop.llm.outage import Outage
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,9 @@ class LLMCall:
     response_schema: dict[str, Any] | None = None
     #: No attempt or retry starts after this moment (the request's deadline).
     deadline: datetime | None = None
+    #: The reply's token budget: the prompt contract's (PromptDefinition.reply_tokens), sent
+    #: to the server unless AEON_LLM_MAX_TOKENS overrides it.
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -74,14 +80,17 @@ class LLMReply:
 class LLMError(Exception):
     """An LLM call failed for good (after the adapter's own retries, or not worth retrying).
 
-    `transient` says the cause was the transport or the server's load (connection, timeout,
-    429, 5xx, empty reply), not the prompt or the model's judgement: the same call may work
-    later, and a failure like this is no evidence about the task.
+    `transient` says the cause was the transport or the server's load (429, 5xx, an empty
+    reply, a connection that failed), not the prompt or the model's judgement: the same call may
+    work later, and a failure like this is no evidence about the task. `unreachable` says the
+    server itself could not be reached or answered only 5xx: retried, it closes the adapter's
+    outage gate (llm.outage) instead of failing the call.
     """
 
-    def __init__(self, message: str, *, transient: bool = False) -> None:
+    def __init__(self, message: str, *, transient: bool = False, unreachable: bool = False) -> None:
         super().__init__(message)
-        self.transient = transient
+        self.transient = transient or unreachable
+        self.unreachable = unreachable
 
 
 class ContextLengthError(LLMError):
@@ -96,13 +105,35 @@ class ContextLengthError(LLMError):
         self.limit_tokens = limit_tokens
 
 
+class LLMUnreachable(Exception):
+    """The LLM server stayed unreachable until the request's deadline (llm.outage).
+
+    Not an LLMError on purpose: the phases count an LLMError as a failed call, while this says
+    nothing about the run but that its time ran out, so it ends as `deadline_exceeded`.
+    """
+
+
+class LLMNotReady(Exception):
+    """At start, the configured LLM endpoint does not answer or does not serve the model.
+
+    Its text is the one line the CLI prints (exit 6): the URL, what went wrong, what to do.
+    """
+
+
 @runtime_checkable
 class LLMAdapter(Protocol):
     #: Model family, used to pick `prompts/templates/system/<family>-<phase>.md` before BASE.
     family: str
+    #: The server's outage gate (llm.outage.Outage), for adapters that talk to one; workers
+    #: read no new work while it is closed. None for in-process models.
+    outage: Outage | None
 
     async def complete(self, call: LLMCall) -> LLMReply:
         """Send one prompt; raise LLMError when no usable reply can be had."""
+        ...
+
+    async def check(self) -> None:
+        """At start: raise LLMNotReady unless the endpoint answers and serves the model."""
         ...
 
     async def aclose(self) -> None:

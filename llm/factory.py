@@ -92,6 +92,19 @@ def build_adapter(settings: LLMSettings) -> LLMAdapter:
     return OfflineLLM(delay=delay)
 
 
+async def ready_adapter(settings: LLMSettings) -> LLMAdapter:
+    """The adapter, checked at start: an endpoint that does not answer within seconds, or does
+    not serve the model, raises LLMNotReady (one line; the CLI exits 6) before any work is
+    taken, instead of every run failing minutes later."""
+    adapter = build_adapter(settings)
+    try:
+        await adapter.check()
+    except BaseException:
+        await adapter.aclose()
+        raise
+    return adapter
+
+
 def _openai(settings: LLMSettings) -> OpenAIAdapter:
     # Imported here: the openai client costs ~0.25 s of start-up the offline default never needs.
     from aeonloop.llm.openai_adapter import OpenAIAdapter

@@ -77,6 +77,8 @@ class OfflineLLM:
     """LLMAdapter that needs nothing: same call, same reply, every time."""
 
     family = "offline"
+    #: In process: never away.
+    outage = None
 
     def __init__(self, delay: float = 0.0) -> None:
         #: Seconds slept per call: a stand-in for LLM latency in load tests and benchmarks.
@@ -94,6 +96,9 @@ class OfflineLLM:
             estimated=True,
         )
         return LLMReply(text=text, usage=usage, model=MODEL_NAME)
+
+    async def check(self) -> None:
+        """Always ready: the model is this module."""
 
     async def aclose(self) -> None:
         """Nothing to release."""

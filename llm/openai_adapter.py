@@ -8,17 +8,26 @@ into a chat "system" message as well would repeat it, paying its tokens twice pe
 What comes back is made into an answer the caller can trust to be one:
 
 - Structured output: a JSON prompt asks for its schema (`response_format` json_schema). A server
-  that refuses it gets json_object, then no `response_format`; each step down happens once per
-  adapter (one per model per process) and is logged once.
+  that refuses it (by what it says, whatever the status: llama-cpp-python answers HTTP 500) gets
+  `json_object` with the schema attached, which llama.cpp's and llama-cpp-python's servers turn
+  into a grammar (with ranges it can enforce: llm.schemas), then plain `json_object`, then no
+  `response_format`. Each step down happens once per adapter (one per model per process) and is
+  logged once.
+- Bounded replies: every call sends a reply budget, the prompt contract's own
+  (`LLMCall.max_tokens`) unless AEON_LLM_MAX_TOKENS sets one for all.
 - Reasoning is not the answer: `<think>` blocks in the content (llm.reasoning) and the separate
   `reasoning_content` / `reasoning` fields never reach `LLMReply.text`.
 - `finish_reason: "length"` marks the reply truncated; the adapter asks once more with twice the
   token budget, and a reply still cut is returned marked `truncated` for the caller to refuse.
 - The server's `refusal` field (and `finish_reason: "content_filter"`) marks the reply refused.
-- Transient failures (connection errors, timeouts, 429, 5xx, an empty reply) are retried with
+- Transient failures (connection errors, 429, 5xx, an empty reply) are retried with
   exponential backoff and full jitter, or after the `Retry-After` / `retry-after-ms` the server
   asked for, and never past the call's deadline. Any other 4xx fails at once; a context-length
   refusal raises ContextLengthError so the caller can fit the prompt tighter.
+- A call that times out is not sent again: with the same budget and timeout it would time out
+  again, so it fails at once, naming AEON_LLM_TIMEOUT and the budget.
+- A server that cannot be reached (or answers only 5xx) on every attempt closes the adapter's
+  outage gate (llm.outage): calls wait for it to answer again instead of failing.
 - Usage comes from the server's `usage`; where it sends none, it is estimated and marked so.
 
 Retry policy is ours, not the client's: the openai client runs with `max_retries=0`, because its
@@ -45,12 +54,17 @@ from aeonloop.llm.base import (
     ContextLengthError,
     LLMCall,
     LLMError,
+    LLMNotReady,
     LLMReply,
+    LLMUnreachable,
     StructuredOutput,
     TokenUsage,
     approx_tokens,
 )
+from aeonloop.llm.outage import Outage
 from aeonloop.llm.reasoning import split_reasoning
+from aeonloop.llm.schemas import enforceable
+from aeonloop.settings import redact
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +72,24 @@ log = logging.getLogger(__name__)
 #: refuses to start without one.
 PLACEHOLDER_KEY = "no-key"
 
-ResponseFormat = Literal["json_schema", "json_object", "off"]
+ResponseFormat = Literal["json_schema", "json_object_schema", "json_object", "off"]
 #: Each step down the ladder, taken when the server refuses the step above.
 _DOWNGRADE: dict[ResponseFormat, ResponseFormat] = {
-    "json_schema": "json_object",
+    "json_schema": "json_object_schema",
+    "json_object_schema": "json_object",
     "json_object": "off",
 }
+_SAID: dict[ResponseFormat, str] = {
+    "json_schema": "json_schema",
+    "json_object_schema": "json_object with the schema",
+    "json_object": "json_object",
+    "off": "no response_format",
+}
+#: Statuses a server refuses an option with: 400/422 by the book, 404/415/501 from servers that
+#: do not know the option, 500 from llama-cpp-python, whose request validation fails that way.
+_REFUSAL_STATUSES = (400, 404, 415, 422, 500, 501)
+#: Seconds the start-up check waits for the model list.
+CHECK_TIMEOUT_S = 5.0
 
 #: The smallest token budget asked for when a truncated reply is requested again.
 MIN_RETRY_TOKENS = 1024
@@ -85,8 +111,8 @@ _MAX_TOKENS_NAME_ERROR = re.compile(r"max_completion_tokens", re.IGNORECASE)
 class _RetryLater(LLMError):
     """A transient failure whose server said when to come back."""
 
-    def __init__(self, message: str, retry_after: float | None) -> None:
-        super().__init__(message, transient=True)
+    def __init__(self, message: str, retry_after: float | None, *, unreachable: bool) -> None:
+        super().__init__(message, transient=True, unreachable=unreachable)
         self.retry_after = retry_after
 
 
@@ -124,25 +150,69 @@ class OpenAIAdapter:
         )
         self._max_tokens_name = "max_tokens"
         self._secret = api_key or ""
+        self.where = redact(base_url)
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=api_key or PLACEHOLDER_KEY,
             timeout=timeout,
             max_retries=0,
         )
+        self.outage = Outage(self._probe, self.where)
+
+    async def check(self) -> None:
+        """The endpoint answers within CHECK_TIMEOUT_S and, where it lists models, lists ours."""
+        try:
+            listed = await self._models(CHECK_TIMEOUT_S)
+        except openai.APIStatusError as exc:
+            if exc.status_code in (401, 403):
+                raise LLMNotReady(
+                    f"the LLM server {self.where} refuses the key (HTTP {exc.status_code}): "
+                    "set AEON_LLM_API_KEY to a key it accepts"
+                ) from None
+            return  # it answers, and lists no models (404 and the like): nothing to compare
+        except (openai.APIConnectionError, TimeoutError) as exc:
+            why = "no answer in 5 s" if isinstance(exc, TimeoutError) else _cause(exc)
+            raise LLMNotReady(
+                f"the LLM server {self.where} does not answer ({why}): start it, or point "
+                "AEON_LLM_BASE_URL at one (e.g. http://localhost:11434/v1)"
+            ) from None
+        if listed and self.model not in listed:
+            raise LLMNotReady(
+                f"the LLM server {self.where} does not serve AEON_LLM_MODEL={self.model!r}; "
+                f"it serves: {', '.join(sorted(listed))}"
+            )
+
+    async def _models(self, timeout: float) -> list[str]:
+        async with asyncio.timeout(timeout):
+            page = await self._client.models.list(timeout=timeout)
+        return [model.id for model in page.data]
+
+    async def _probe(self) -> None:
+        """While the outage gate is closed: any answer but a 5xx means the server is back."""
+        try:
+            await self._models(CHECK_TIMEOUT_S)
+        except openai.APIStatusError as exc:
+            if exc.status_code >= 500:
+                raise
 
     async def complete(self, call: LLMCall) -> LLMReply:
-        """Send the prompt, retrying transient failures; raise LLMError when none succeeds."""
-        max_tokens = self.max_tokens
+        """Send the prompt, retrying transient failures and waiting out an outage; raise
+        LLMError when no reply can be had (LLMUnreachable when the deadline comes first)."""
+        max_tokens = self.max_tokens or call.max_tokens
         enlarged = False
         failures = 0
         while True:
+            await self.outage.wait(call.deadline)
             try:
                 reply = await self._attempt(call, max_tokens)
             except LLMError as error:
                 if not error.transient:
                     raise
                 failures += 1
+                if error.unreachable and failures > self.max_retries:
+                    self.outage.close(str(error))
+                    failures = 0
+                    continue
                 await self._wait_to_retry(call, error, failures)
                 continue
             if reply.truncated and not enlarged:
@@ -158,7 +228,8 @@ class OpenAIAdapter:
             return reply
 
     async def aclose(self) -> None:
-        """Close the HTTP connection pool."""
+        """Stop probing, and close the HTTP connection pool."""
+        await self.outage.aclose()
         await self._client.close()
 
     # -- one request ---------------------------------------------------------------------------
@@ -175,12 +246,11 @@ class OpenAIAdapter:
                         messages=[{"role": "user", "content": call.prompt.to_xml()}],
                         **options,
                     )
-            except TimeoutError:
-                detail = f"timed out after {timeout:.3g}s"
-                raise LLMError(self._describe(call, detail), transient=True) from None
-            except openai.APIConnectionError as exc:  # includes the client's APITimeoutError
-                detail = self._scrub(str(exc))
-                raise LLMError(self._describe(call, detail), transient=True) from None
+            except (TimeoutError, openai.APITimeoutError):
+                raise LLMError(self._describe(call, self._timed_out(call, max_tokens))) from None
+            except openai.APIConnectionError as exc:
+                detail = f"cannot reach {self.where} ({self._scrub(_cause(exc))})"
+                raise LLMError(self._describe(call, detail), unreachable=True) from None
             except openai.APIStatusError as exc:
                 if self._step_down(exc, options):
                     continue
@@ -194,28 +264,32 @@ class OpenAIAdapter:
         options: dict[str, Any] = {}
         if max_tokens:
             options[self._max_tokens_name] = max_tokens
-        if call.response_schema is None or self.response_format == "off":
+        schema = call.response_schema
+        if schema is None or self.response_format == "off":
             return options
         if self.response_format == "json_schema":
-            schema = {"name": call.prompt_id.value, "schema": call.response_schema}
-            options["response_format"] = {"type": "json_schema", "json_schema": schema}
+            named = {"name": call.prompt_id.value, "schema": schema}
+            options["response_format"] = {"type": "json_schema", "json_schema": named}
+        elif self.response_format == "json_object_schema":
+            options["response_format"] = {"type": "json_object", "schema": enforceable(schema)}
         else:
             options["response_format"] = {"type": "json_object"}
         return options
 
     def _step_down(self, exc: openai.APIStatusError, options: dict[str, Any]) -> bool:
         """Adapt to a server that refuses an option we sent; True to send the request again."""
-        if exc.status_code not in (400, 404, 415, 422, 501) or _is_context_error(exc):
+        if exc.status_code not in _REFUSAL_STATUSES or _is_context_error(exc):
             return False
         text = _error_text(exc)
         if "response_format" in options and _FORMAT_ERROR.search(text):
             lower = _DOWNGRADE[self.response_format]
             log.warning(
-                "%r refused response_format %s (HTTP %d); JSON prompts use %s from now on",
+                "%r at %s refused response_format %s (HTTP %d); JSON prompts use %s from now on",
                 self.model,
-                self.response_format,
+                self.where,
+                _SAID[self.response_format],
                 exc.status_code,
-                "no response_format" if lower == "off" else lower,
+                _SAID[lower],
             )
             self.response_format = lower
             return True
@@ -265,7 +339,11 @@ class OpenAIAdapter:
                 self._describe(call, detail), limit_tokens=int(limit.group(1)) if limit else None
             )
         if status == 429 or status >= 500:
-            return _RetryLater(self._describe(call, detail), _retry_after(exc.response.headers))
+            return _RetryLater(
+                self._describe(call, detail),
+                _retry_after(exc.response.headers),
+                unreachable=status >= 500,
+            )
         return LLMError(self._describe(call, detail), transient=False)
 
     # -- retries -------------------------------------------------------------------------------
@@ -278,11 +356,18 @@ class OpenAIAdapter:
         delay = self._backoff(failures - 1) if asked is None else _jitter(asked)
         left = _seconds_left(call)
         if left is not None and delay >= left:
+            if error.unreachable:
+                raise LLMUnreachable(
+                    f"the request's deadline passed while the LLM server {self.where} could not "
+                    f"be reached ({error})"
+                )
             raise LLMError(
                 f"{error} (no retry: the request's deadline is {max(left, 0):.1f}s away)",
                 transient=True,
             )
-        log.warning(
+        # An unreachable server is said once, by the outage gate its last retry closes.
+        log.log(
+            logging.DEBUG if error.unreachable else logging.WARNING,
             "LLM call %s failed (attempt %d of %d), retrying in %.2fs: %s",
             call.prompt_id.value,
             failures,
@@ -298,6 +383,16 @@ class OpenAIAdapter:
         if left is not None and left <= 0:
             raise LLMError(self._describe(call, "the request's deadline has passed"))
         return self.timeout if left is None else min(self.timeout, left)
+
+    def _timed_out(self, call: LLMCall, max_tokens: int | None) -> str:
+        left = _seconds_left(call)
+        if left is not None and left <= 0:
+            return "the request's deadline passed before the reply came"
+        budget = f"a reply budget of {max_tokens} tokens" if max_tokens else "no reply budget"
+        return (
+            f"no reply within AEON_LLM_TIMEOUT={self.timeout:.3g}s ({budget}); not sent again: "
+            "a slower server needs a larger AEON_LLM_TIMEOUT or a smaller AEON_LLM_MAX_TOKENS"
+        )
 
     def _backoff(self, attempt: int) -> float:
         """Full jitter: spreads the retries of many workers hit by the same outage."""
@@ -317,6 +412,16 @@ def _reasoning_field(message: Any) -> str:
         if isinstance(value, str) and value:
             return value
     return ""
+
+
+def _cause(exc: BaseException) -> str:
+    """What a connection error comes down to (refused, a name that does not resolve, ...): the
+    client's own text is only "Connection error."."""
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and (cause.__cause__ or cause.__context__) is not None:
+        cause = cause.__cause__ or cause.__context__
+    text = str(cause) if cause is not None else ""
+    return text or str(exc)
 
 
 def _error_text(exc: openai.APIStatusError) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 from aeonloop.llm.base import LLMAdapter, LLMCall, LLMError, LLMReply, TokenUsage, approx_tokens
 from aeonloop.llm.offline import OfflineLLM
+from aeonloop.llm.outage import Outage
 from aeonloop.llm.reasoning import split_reasoning
 from aeonloop.prompts.registry import PromptId
 
@@ -88,6 +89,16 @@ class ScriptedLLM:
         # every adapter (LLMReply's contract); a string without reasoning is returned as is.
         answer, thinking = split_reasoning(played)
         return LLMReply(text=answer if thinking else played, usage=usage, model=MODEL_NAME)
+
+    @property
+    def outage(self) -> Outage | None:
+        """The fallback's: the script itself is never away."""
+        return self.fallback.outage if self.fallback is not None else None
+
+    async def check(self) -> None:
+        """Ready when its fallback is (the script itself was read at start)."""
+        if self.fallback is not None:
+            await self.fallback.check()
 
     async def aclose(self) -> None:
         """Close the fallback, which may hold connections."""

@@ -8,7 +8,13 @@ ways that cost a whole LLM call to fix: trailing commas, single-quoted Python di
 
 1. the JSON value: what the strict extraction finds, else what `json-repair` makes of the reply
    (it parses lenient JSON and Python literals, and finds the object inside prose or fences);
-2. enum values folded to the schema's spelling when they match it ignoring case and white space.
+2. enum values folded to the schema's spelling when they match it ignoring case and white space;
+3. a number outside the schema's range moved to the nearest bound (`reasoning_depth` 0 becomes
+   1, a `coherence_score` of 2.5 becomes 1.0). Grammar-constrained servers (llama.cpp's,
+   llama-cpp-python's, Ollama's `format`) enforce a schema's structure and enums but not its
+   numeric ranges, and small models answer on scales of their own; the adapter sends those
+   servers ranges they can enforce (llm.schemas), and this catches the servers that take the
+   schema as it is.
 
 The result is handed back to `validate_output` as JSON text, so extraction and validation stay
 in one place and a value that still does not fit fails there, loudly.
@@ -42,7 +48,7 @@ def lenient_candidates(reply: str, model: type[BaseModel]) -> list[str]:
     found: list[str] = []
     for value in (_extracted(reply), _repaired(reply)):
         if isinstance(value, dict):
-            folded = fold_enum_case(value, schema, schema.get("$defs", {}))
+            folded = fold_to_schema(value, schema, schema.get("$defs", {}))
             text = json.dumps(folded, ensure_ascii=False)
             if text not in found:
                 found.append(text)
@@ -69,20 +75,23 @@ def _repaired(reply: str) -> Any:
         return None
 
 
-def fold_enum_case(value: Any, schema: Schema, defs: Schema) -> Any:
-    """`value` with each string where the schema allows an enum spelled as the enum spells it."""
+def fold_to_schema(value: Any, schema: Schema, defs: Schema) -> Any:
+    """`value` with each string where the schema allows an enum spelled as the enum spells it,
+    and each number the schema bounds moved inside its bounds."""
     schema = _resolve(schema, defs)
     if isinstance(value, str):
         return _enum_member(value, schema, defs)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _within_bounds(value, schema, defs)
     if isinstance(value, dict):
         properties = _properties(schema, defs)
         return {
-            key: fold_enum_case(item, properties[key], defs) if key in properties else item
+            key: fold_to_schema(item, properties[key], defs) if key in properties else item
             for key, item in value.items()
         }
     if isinstance(value, list):
         items = _items(schema, defs)
-        return [fold_enum_case(item, items, defs) for item in value] if items else value
+        return [fold_to_schema(item, items, defs) for item in value] if items else value
     return value
 
 
@@ -105,6 +114,18 @@ def _enum_member(text: str, schema: Schema, defs: Schema) -> str:
             if isinstance(member, str) and member.casefold() == wanted:
                 return member
     return text
+
+
+def _within_bounds(number: float, schema: Schema, defs: Schema) -> float:
+    for variant in _variants(schema, defs):
+        if variant.get("type") in ("integer", "number"):
+            low, high = variant.get("minimum"), variant.get("maximum")
+            if low is not None and number < low:
+                return low
+            if high is not None and number > high:
+                return high
+            return number
+    return number
 
 
 def _properties(schema: Schema, defs: Schema) -> Schema:

@@ -272,6 +272,7 @@ class LLMSession:
             prompt=prompt,
             response_schema=schema,
             deadline=self.deadline,
+            max_tokens=self.registry.reply_tokens(prompt_id),
         )
 
     def _system_prompt(self, prompt_id: PromptId) -> str:

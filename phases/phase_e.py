@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from aeonloop.llm.base import LLMAdapter, LLMError
+from aeonloop.llm.base import LLMAdapter, LLMError, LLMUnreachable
 from aeonloop.phases import history
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import (
@@ -223,7 +223,10 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
         answer = degraded_answer(phase_e_input, Reason.DEADLINE_EXCEEDED, context)
     else:
         session = deps.session(event.correlation_id, usage, event.deadline)
-        answer = await synthesize(phase_e_input, session, context)
+        try:
+            answer = await synthesize(phase_e_input, session, context)
+        except LLMUnreachable:  # the deadline came while the LLM server was away
+            answer = degraded_answer(phase_e_input, Reason.DEADLINE_EXCEEDED, context)
     return [answer_event(event, phase_e_input, answer, usage)]
 
 

@@ -19,7 +19,7 @@ from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.bus.records import RunRecord
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
-from aeonloop.llm.base import LLMAdapter
+from aeonloop.llm.base import LLMAdapter, LLMUnreachable
 from aeonloop.phases import history, phase_a, phase_b, phase_c, phase_d, phase_e
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
 from aeonloop.phases.events import (
@@ -96,8 +96,9 @@ def make_worker(
     phases: Iterable[str] = PHASES,
     loop: LoopSettings | None = None,
 ) -> BusWorker:
-    """A bus worker running the named phases with `llm`, memoising replies in Redis."""
-    worker = BusWorker(redis, settings)
+    """A bus worker running the named phases with `llm`, memoising replies in Redis; it reads
+    no new work while the LLM server is away (llm.outage)."""
+    worker = BusWorker(redis, settings, pauses=[llm.outage] if llm.outage else [])
     deps = PhaseDeps(
         llm=llm,
         registry=default_registry(),
@@ -125,7 +126,10 @@ def _before_deadline(handler: Handler, deps: PhaseDeps) -> Callable[[Event], Awa
         if event.expired():
             outputs = [_exit(event, "deadline_exceeded", "the request's deadline passed")]
         else:
-            outputs = await handler(event, deps)
+            try:
+                outputs = await handler(event, deps)
+            except LLMUnreachable as error:  # the deadline came while the LLM server was away
+                outputs = [_exit(event, "deadline_exceeded", str(error))]
         return [*history.new_records(outputs, kept), *outputs]
 
     return handle

@@ -857,6 +857,31 @@ def _definitions() -> list[PromptDefinition]:
 # --------------------------------------------------------------------------------------------
 
 
+#: Each user prompt's reply budget in tokens, sent as `max_tokens` unless AEON_LLM_MAX_TOKENS
+#: sets one for all. Every call sends one: a server given none generates until its own limit,
+#: which on a small local model is minutes of noise (issue 24 measured 60 s timeouts). Each is
+#: room for its output filled in generously, at about four characters a token: a profile or a
+#: convergence verdict is a few short fields, a plan or a step a few paragraphs, the answer the
+#: longest. A reply cut at its budget is asked for once more with twice the budget.
+REPLY_TOKENS: dict[PromptId, int] = {
+    PromptId.TASKPROFILE_INFERENCE_USER: 300,
+    PromptId.TASKPROFILE_UPDATE_USER: 300,
+    PromptId.PLAN_GENERATION_USER: 800,
+    PromptId.VALIDATION_SEMANTIC_USER: 600,
+    PromptId.REASONING_STEP_USER: 700,
+    PromptId.CONVERGENCE_ASSESSMENT_USER: 400,
+    PromptId.RULE_CRITIQUE_USER: 600,
+    PromptId.RECURSIVE_REFINEMENT_USER: 700,
+    PromptId.RECURSIVE_PLAN_GENERATION_USER: 800,
+    PromptId.RECURSIVE_SUBPLAN_GENERATION_USER: 800,
+    PromptId.SUPERVISOR_REPAIR_JSON_USER: 1_000,
+    PromptId.SUPERVISOR_REPAIR_TOOLCALL_USER: 600,
+    PromptId.SUPERVISOR_REPAIR_PLAN_USER: 800,
+    PromptId.SUPERVISOR_REPAIR_MISSINGTOOL_USER: 600,
+    PromptId.ANSWER_SYNTHESIS_USER: 1_000,
+}
+
+
 class PromptRegistry:
     """Looks prompts up by id, renders them from validated input, and validates replies.
 
@@ -903,6 +928,13 @@ class PromptRegistry:
             return definition.template.format_map(fields)
         except (KeyError, IndexError, AttributeError, ValueError, TypeError) as error:
             raise RenderingError(definition.prompt_id, error) from error
+
+    def reply_tokens(self, prompt_id: PromptId | str) -> int:
+        """The reply budget of a user prompt (REPLY_TOKENS)."""
+        definition = self.get_definition(prompt_id)
+        if definition.system_phase is not None:
+            raise ValueError(f"{definition.prompt_id}: a system prompt has no reply of its own")
+        return REPLY_TOKENS[definition.prompt_id]
 
     def output_schema(self, prompt_id: PromptId | str) -> str:
         """The JSON schema of the prompt's output model, as text for the JSON repair prompt."""

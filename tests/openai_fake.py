@@ -46,6 +46,10 @@ class FakeOpenAI:
     seen: list[Seen] = field(default_factory=list)
     #: When set, answers every request instead of the queue (a server that reads the request).
     responder: Callable[[Seen], Planned] | None = None
+    #: What GET /v1/models lists; None answers it 404, as servers without a model list do.
+    models: list[str] | None = field(default_factory=lambda: ["fake-model"])
+    #: While set, GET /v1/models answers this status (a server that is up but failing).
+    models_status: int | None = None
 
     def reply(
         self, text: str | None, model: str = "fake-model", usage: bool = True, **message: Any
@@ -103,6 +107,15 @@ def error_body(message: str) -> dict[str, Any]:
 
 def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path != "/v1/models" or fake.models is None:
+                self._send(Planned(status=404, body=error_body("not found")))
+            elif fake.models_status is not None:
+                self._send(Planned(status=fake.models_status, body=error_body("down")))
+            else:
+                data = [{"id": name, "object": "model", "owned_by": "me"} for name in fake.models]
+                self._send(Planned(body={"object": "list", "data": data}))
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
@@ -112,6 +125,9 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             planned = fake.next_response(seen)
             if planned.sleep:
                 time.sleep(planned.sleep)
+            self._send(planned)
+
+        def _send(self, planned: Planned) -> None:
             payload = json.dumps(planned.body or {}).encode()
             try:
                 self.send_response(planned.status)

@@ -6,6 +6,8 @@ Exit codes (docs/cli.md, "Exit codes"):
     3  no answer in time (the correlation id is printed to fetch it later)
     4  Redis unreachable or refusing writes
     5  `aeon status`: the deployment needs attention (each reason an "attention:" line)
+    6  the LLM server does not answer, or does not serve AEON_LLM_MODEL (checked at start by
+       the commands that run phases: `aeon ask` without AEON_REDIS_URL, `serve`, `worker`)
     128+N  stopped by signal N (130 for Ctrl-C, 143 for SIGTERM); the embedded Redis goes too
 
 Every failure is one line on stderr naming what is wrong and what to do; never a traceback.
@@ -51,7 +53,8 @@ from aeonloop.gateway.validation import (
     check_timeout,
     load_rules,
 )
-from aeonloop.llm.factory import LLMSettings, build_adapter
+from aeonloop.llm.base import LLMNotReady
+from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import ExecutionResult
 from aeonloop.phases.worker import PHASES, make_worker
@@ -67,6 +70,7 @@ EXIT_BAD_INPUT = 2
 EXIT_TIMEOUT = 3
 EXIT_UNAVAILABLE = 4
 EXIT_ATTENTION = status.EXIT_ATTENTION  # 5
+EXIT_LLM_UNAVAILABLE = 6
 #: Stopped by signal N exits with 128 + N, as shells report it.
 EXIT_SIGNAL_BASE = 128
 
@@ -91,10 +95,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        # The openai client's HTTP library logs every request at INFO: a line per LLM call.
+        for name in ("httpx", "httpx2"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         return _run(args.command(args))
     except (BadInput, SettingsError) as error:
         return _fail(str(error), EXIT_BAD_INPUT)
+    except LLMNotReady as error:
+        return _fail(str(error), EXIT_LLM_UNAVAILABLE)
     except RedisServerError as error:
         first = str(error).splitlines()[0]
         return _fail(f"cannot start the embedded Redis: {first}", EXIT_UNAVAILABLE)
@@ -156,7 +166,7 @@ async def ask(args: argparse.Namespace) -> int:
     try:
         if settings.redis_url:
             return await _ask_on(settings, request, rules, args)
-        llm = build_adapter(args.llm)
+        llm = await ready_adapter(args.llm)
         try:
             async with embedded_pipeline(settings, llm, args.loop) as embedded:
                 return await _ask_on(embedded, request, rules, args, embedded=True)
@@ -232,7 +242,7 @@ async def worker(args: argparse.Namespace) -> int:
     observing = args.metrics
     if args.metrics_port:
         observing = observing.with_(metrics_port=args.metrics_port)
-    llm = build_adapter(args.llm)
+    llm = await ready_adapter(args.llm)
     phases = args.phase or PHASES
     redis = await connect(settings, consumers=len(phases) * settings.shards)
     sampling: list[asyncio.Task[None]] = []

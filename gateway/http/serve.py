@@ -30,7 +30,7 @@ from aeonloop.gateway.embedded import embedded_pipeline
 from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.validation import as_option
-from aeonloop.llm.factory import build_adapter
+from aeonloop.llm.factory import ready_adapter
 from aeonloop.phases.deps import LoopSettings
 from aeonloop.settings import SettingsError
 from aeonloop.telemetry import metrics
@@ -70,11 +70,11 @@ async def serve(args: argparse.Namespace) -> int:
     try:
         if settings.redis_url:
             return await _serve_on(settings, http, listening, args.loop)
+        llm = await ready_adapter(args.llm)
         log.warning(
             "no AEON_REDIS_URL: running an embedded Redis and every phase in this process; "
             "its runs and answers go away with it"
         )
-        llm = build_adapter(args.llm)
         try:
             async with embedded_pipeline(settings, llm, args.loop) as embedded:
                 return await _serve_on(embedded, http, listening, args.loop)

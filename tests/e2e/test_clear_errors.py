@@ -1,16 +1,22 @@
 """Every failure is one clear line with its documented exit code, never a traceback.
 
 Each case runs the real `aeon` CLI. Bad settings and options exit 2 before anything is
-published (not one key under the test's prefix); Redis unreachable or refusing writes exits 4.
-Each printed a traceback and exited 1 before (issue 11).
+published (not one key under the test's prefix); Redis unreachable or refusing writes exits 4;
+an LLM server that does not answer, or does not serve the model, exits 6. Each printed a
+traceback and exited 1 before (issue 11).
 """
 
 from __future__ import annotations
 
 import socket
+import time
 
 import pytest
 from e2e_support import Bus, Processes, child_env
+from openai_fake import serve
+
+#: What starting the `aeon` process itself takes (imports), beside the check's 5 s.
+STARTUP_S = 3.0
 
 pytestmark = pytest.mark.e2e
 
@@ -177,3 +183,39 @@ def test_a_metrics_port_in_use_exits_2_naming_it(procs: Processes, env: dict[str
             {**env, "AEON_METRICS_HOST": "127.0.0.1"}, "worker", "--metrics-port", str(port)
         )
     assert_one_line(worker, 2, f"AEON_METRICS_PORT={port}: cannot listen on 127.0.0.1:{port}")
+
+
+# -- the LLM at start (issue 24): one line, exit 6, within 5 s ------------------------------
+
+NOBODY = "http://user:hunter2@127.0.0.1:9/v1"  # the discard port: nothing listens there
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "command", [["ask", "Explain tides"], ["worker"], ["serve", "--port", "0"]]
+)
+def test_an_llm_that_is_not_there_is_one_line_and_exit_6(
+    procs: Processes, bus: Bus, env: dict[str, str], command: list[str]
+) -> None:
+    llm = {"AEON_LLM": "openai", "AEON_LLM_BASE_URL": NOBODY, "AEON_LLM_MODEL": "m"}
+    run_env = {**env, **llm}
+    if command[0] != "worker":  # embedded: it runs the phases itself
+        run_env.pop("AEON_REDIS_URL")
+    started = time.monotonic()
+    proc = procs.run_aeon(run_env, *command, timeout=20)
+    assert time.monotonic() - started < 5 + STARTUP_S
+    assert_one_line(proc, 6, "the LLM server http://***@127.0.0.1:9/v1 does not answer")
+    assert "point AEON_LLM_BASE_URL at one" in proc.stderr
+    if command[0] == "worker":
+        assert not bus.has_keys(), "a worker that cannot call its LLM took work"
+
+
+@pytest.mark.timeout(30)
+def test_a_model_the_server_does_not_serve_is_named_with_those_it_does(
+    procs: Processes, env: dict[str, str]
+) -> None:
+    with serve() as server:
+        server.models = ["llama3.1", "qwen2.5"]
+        llm = {"AEON_LLM": "openai", "AEON_LLM_BASE_URL": server.base_url, "AEON_LLM_MODEL": "x"}
+        proc = procs.run_aeon({**env, **llm}, "worker", timeout=20)
+    assert_one_line(proc, 6, "does not serve AEON_LLM_MODEL='x'; it serves: llama3.1, qwen2.5")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import datetime
 
 import pytest
 from openai_fake import SECRET, FakeOpenAI, serve
@@ -43,17 +44,23 @@ async def adapter_for(fake_openai: FakeOpenAI):
         await adapter.aclose()
 
 
-def build_call(prompt_id: PromptId, data: PromptInput, instructions: str = "Do it.") -> LLMCall:
+def build_call(
+    prompt_id: PromptId,
+    data: PromptInput,
+    instructions: str = "Do it.",
+    deadline: datetime | None = None,
+) -> LLMCall:
     """An LLMCall with a small rendered prompt beside the typed input."""
     prompt = UnifiedPrompt(
         system_prompt="System text.",
         instructions=instructions,
         context=(ContextItem("artifact", "request", "the request <text>"),),
     )
-    return LLMCall(prompt_id=prompt_id, input=data, prompt=prompt)
+    return LLMCall(prompt_id=prompt_id, input=data, prompt=prompt, deadline=deadline)
 
 
 @pytest.fixture
 def make_call() -> Callable[..., LLMCall]:
-    """`make_call(prompt_id, input, instructions="Do it.")`; a fixture so tests import nothing."""
+    """`make_call(prompt_id, input, instructions="Do it.", deadline=None)`; a fixture so tests
+    import nothing."""
     return build_call

@@ -72,21 +72,80 @@ async def test_refused_json_schema_falls_back_to_json_object_once(
     second = await adapter.complete(json_call)
 
     assert first.text == second.text == FINAL
-    formats = [seen.body["response_format"]["type"] for seen in fake_openai.seen]
-    assert formats == ["json_schema", "json_object", "json_object"]
+    formats = [seen.body["response_format"] for seen in fake_openai.seen]
+    assert [f["type"] for f in formats] == ["json_schema", "json_object", "json_object"]
+    # The step below json_schema keeps the schema, for servers that make a grammar of it.
+    assert formats[1]["schema"] == formats[2]["schema"] == PROFILE_SCHEMA
     assert caplog.text.count("refused response_format") == 1
 
 
+#: How llama-cpp-python's server (0.3) refuses json_schema: HTTP 500, its request validation's
+#: text (measured against the real server; the real-server tier sends it for real).
+LLAMA_CPP_PYTHON_REFUSAL = (
+    "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+    "'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}"
+)
+
+
+async def test_a_refusal_is_known_by_what_it_says_whatever_the_status(
+    fake_openai, adapter_for, json_call, caplog
+):
+    fake_openai.fail(500, LLAMA_CPP_PYTHON_REFUSAL)
+    fake_openai.reply(FINAL)
+    ranged = {
+        "type": "object",
+        "properties": {
+            "reasoning_depth": {"type": "integer", "minimum": 1, "maximum": 5},
+            "information_sufficiency": {"type": "number", "minimum": 0.0, "maximum": 1.0},
+        },
+    }
+    adapter = adapter_for()
+
+    reply = await adapter.complete(_with(json_call, response_schema=ranged))
+
+    assert reply.text == FINAL
+    assert len(fake_openai.seen) == 2  # stepped down at once: no retry spent on a refusal
+    sent = fake_openai.seen[1].body["response_format"]
+    assert sent["type"] == "json_object"
+    # Ranges the grammar cannot enforce are sent as the values it can (llm.schemas).
+    depth, sufficiency = sent["schema"]["properties"].values()
+    assert depth == {"enum": [1, 2, 3, 4, 5]}
+    assert sufficiency["enum"][:3] == [0.0, 0.05, 0.1] and sufficiency["enum"][-1] == 1.0
+    assert "refused response_format json_schema (HTTP 500)" in caplog.text
+    assert adapter.response_format == "json_object_schema"
+
+
+async def test_a_500_that_is_no_refusal_is_not_a_step_down(fake_openai, adapter_for, json_call):
+    fake_openai.fail(500, "CUDA out of memory")
+    fake_openai.reply(FINAL)
+    adapter = adapter_for()
+
+    await adapter.complete(json_call)
+
+    assert adapter.response_format == "json_schema"
+    assert [s.body["response_format"]["type"] for s in fake_openai.seen] == ["json_schema"] * 2
+
+
+async def test_every_call_sends_its_contracts_reply_budget(fake_openai, adapter_for, json_call):
+    fake_openai.reply(FINAL)
+
+    await adapter_for().complete(_with(json_call, max_tokens=300))
+    await adapter_for(max_tokens=50).complete(_with(json_call, max_tokens=300))
+
+    assert [seen.body["max_tokens"] for seen in fake_openai.seen] == [300, 50]
+
+
 async def test_server_without_any_response_format_gets_none(fake_openai, adapter_for, json_call):
-    fake_openai.fail(422, "Unrecognized request argument: response_format")
-    fake_openai.fail(422, "Unrecognized request argument: response_format")
+    for _ in range(3):
+        fake_openai.fail(422, "Unrecognized request argument: response_format")
     fake_openai.reply(FINAL)
     adapter = adapter_for()
 
     reply = await adapter.complete(json_call)
 
     assert reply.text == FINAL
-    assert ["response_format" in seen.body for seen in fake_openai.seen] == [True, True, False]
+    sent = ["response_format" in seen.body for seen in fake_openai.seen]
+    assert sent == [True, True, True, False]
     assert adapter.response_format == "off"
 
 

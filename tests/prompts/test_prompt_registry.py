@@ -347,3 +347,15 @@ def test_a_template_that_fails_to_render_is_a_rendering_error() -> None:
         registry.get_prompt(PromptId.PLAN_GENERATION_USER, {"request": "x"})
     assert caught.value.prompt_id is PromptId.PLAN_GENERATION_USER
     assert isinstance(caught.value.error, ValueError)
+
+
+def test_every_user_prompt_has_a_reply_budget() -> None:
+    """Issue 24: every call sends a reply budget, so every user prompt's contract names one."""
+    registry = PromptRegistry()
+    for prompt_id in PromptId:
+        definition = registry.get_definition(prompt_id)
+        if definition.system_phase is None:
+            assert 100 <= registry.reply_tokens(prompt_id) <= 4_000, prompt_id
+        else:
+            with pytest.raises(ValueError):
+                registry.reply_tokens(prompt_id)

@@ -9,7 +9,7 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from aeonloop.phases.lenient import fold_enum_case, lenient_candidates, schema_of
+from aeonloop.phases.lenient import fold_to_schema, lenient_candidates, schema_of
 from aeonloop.prompts.errors import JSONExtractionError
 from aeonloop.prompts.registry import (
     ConvergenceAssessmentOutput,
@@ -224,7 +224,7 @@ def test_non_ascii_text_survives_as_is() -> None:
     assert output.plan.goal == "Café – naïve"
 
 
-# fold_enum_case on its own, with schemas that hold the shapes the registry's models do not.
+# fold_to_schema on its own, with schemas that hold the shapes the registry's models do not.
 
 
 class Colour(Enum):
@@ -246,7 +246,7 @@ class Outer(BaseModel):
 
 def fold(value: object, model: type[BaseModel] = Outer) -> object:
     schema = schema_of(model)
-    return fold_enum_case(value, schema, schema.get("$defs", {}))
+    return fold_to_schema(value, schema, schema.get("$defs", {}))
 
 
 def test_fold_optional_literal() -> None:
@@ -291,3 +291,35 @@ def test_fold_does_not_change_its_input() -> None:
     fold(value)
 
     assert value == {"inner": {"mode": "fast"}}
+
+
+# Numbers outside the schema's range: what grammar-constrained servers let through (issue 24:
+# SmolLM2 on llama-cpp-python answered reasoning_depth 0, information_sufficiency 3.0 and
+# coherence scores of 2.5, 2 and 3).
+
+
+def test_out_of_range_profile_numbers_move_to_the_nearest_bound() -> None:
+    reply = PROFILE.replace('"reasoning_depth": 3', '"reasoning_depth": 0').replace(
+        '"information_sufficiency": 0.5', '"information_sufficiency": 3.0'
+    ) % ("none", "narrow", "low")
+
+    output = first_valid(PromptId.TASKPROFILE_INFERENCE_USER, reply, TaskProfileOutput)
+
+    assert (output.reasoning_depth, output.information_sufficiency) == (1, 1.0)
+
+
+def test_out_of_range_scores_in_a_nested_reply_move_inside() -> None:
+    reply = (
+        '{"converged": false, "completeness_score": -0.5, "coherence_score": 2.5, '
+        '"consistency": {"plan_aligned": true, "step_aligned": true, "answer_aligned": true}}'
+    )
+
+    output = first_valid(PromptId.CONVERGENCE_ASSESSMENT_USER, reply, ConvergenceAssessmentOutput)
+
+    assert (output.completeness_score, output.coherence_score) == (0.0, 1.0)
+
+
+def test_numbers_in_range_and_booleans_are_left_alone() -> None:
+    schema = schema_of(ConvergenceAssessmentOutput)
+    value = {"converged": True, "completeness_score": 0.25, "coherence_score": 1}
+    assert fold_to_schema(value, schema, schema["$defs"]) == value
