@@ -41,7 +41,7 @@ from aeonloop.phases.models import (
     PlanStep,
     SemanticValidationReport,
 )
-from aeonloop.phases.phase_b import adopt, refine, refinement_budget, validate
+from aeonloop.phases.planning import adopt, refine, refinement_budget, validate
 from aeonloop.prompts.clipping import STORED_MARKER, clip
 from aeonloop.prompts.registry import (
     ConvergenceAssessmentInput,

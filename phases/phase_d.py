@@ -13,14 +13,12 @@ run, the pass just completed has not been paid for yet, so `ttl_remaining` still
 
 from __future__ import annotations
 
-from pydantic import ValidationError
-
 from aeonloop.phases import summaries
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import Event, PassCompleted, PassRequested, RunState
 from aeonloop.phases.llm_calls import LLMSession
 from aeonloop.phases.models import ExecutionPass, TaskProfile
-from aeonloop.phases.phase_a import profile_from_output
+from aeonloop.phases.profiling import PROFILE_FAILURES, profile_from_output
 from aeonloop.prompts.registry import PromptId, TaskProfileOutput, TaskProfileUpdateInput
 
 DEPTH_UP_FACTOR = 0.2
@@ -93,7 +91,7 @@ async def adapt_profile(session: LLMSession, run: RunState, last: ExecutionPass)
             scope=f"d/p{last.pass_number}/update",
         )
         new = profile_from_output(output, version=old.profile_version + 1)
-    except (*summaries.LLM_FAILURES, ValidationError) as error:
+    except PROFILE_FAILURES as error:
         run.notes.append(
             summaries.failure_note("D", "profile update", error, "the profile in force is kept")
         )
