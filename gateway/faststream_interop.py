@@ -147,7 +147,7 @@ def asyncapi_json(settings: BusSettings) -> str:
     spec = AsyncAPI(
         describe(settings),
         title="Aeon",
-        version=version("aeon"),
+        version=version("aeonloop"),
         description="Multi-pass LLM reasoning over Redis Streams: its streams, consumer "
         "groups and events. Entries are flat fields (type, cid, body); FastStream's envelope "
         "is accepted too.",
