@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from aeonloop.phases import render
 from aeonloop.phases.events import (
     Event,
     LoopExited,
@@ -83,9 +84,6 @@ def progress_of(event: Event) -> list[Progress]:
 
 
 def pass_progress(correlation_id: str, record: ExecutionPass) -> Progress:
-    verdict = "converged" if record.converged else "not converged"
-    line = (
-        f"C  pass {record.pass_number}: score {record.score:.2f}, {verdict}, "
-        f"{len(record.executed_step_ids)} step(s) run"
-    )
+    """A pass's line, in the words an answer and the run page use for it (phases.render)."""
+    line = f"C  {render.pass_line(record)}"
     return Progress(correlation_id, "C", line, record.pass_number, record.score)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from aeonloop.phases import summaries
+from aeonloop.phases import render, summaries
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
 from aeonloop.phases.events import Event, LoopExited, PlanReady, RunState, TaskProfiled
 from aeonloop.phases.llm_calls import LLMSession
@@ -51,7 +51,7 @@ def _no_plan(event: TaskProfiled, run: RunState, detail: str) -> LoopExited:
 async def generate_plan(session: LLMSession, run: RunState) -> Plan:
     data = PlanGenerationInput(
         request=run.request,
-        profile_summary=summaries.profile_summary(run.profile),
+        profile_summary=render.profile_text(run.profile),
         rules_summary=summaries.rules_summary(run.rules),
     )
     output = await session.json(

@@ -21,7 +21,7 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from aeonloop.phases import evaluation, history, summaries
+from aeonloop.phases import evaluation, history, render, summaries
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
 from aeonloop.phases.events import (
     Event,
@@ -374,7 +374,7 @@ async def issues_to_fix(
     ev = record.evaluation
     findings = [*ev.failed, *ev.warnings] if ev is not None else []
     if not (findings and evaluation.judged(run.rules, ev)):
-        return summaries.pass_issues_text(record)
+        return "\n".join(render.pass_issues(record))
 
     def build(cap: int | None) -> CritiqueInput:
         return CritiqueInput(

@@ -13,7 +13,7 @@ run, the pass just completed has not been paid for yet, so `ttl_remaining` still
 
 from __future__ import annotations
 
-from aeonloop.phases import summaries
+from aeonloop.phases import render, summaries
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import Event, PassCompleted, PassRequested, RunState
 from aeonloop.phases.llm_calls import LLMSession
@@ -81,7 +81,7 @@ async def adapt_profile(session: LLMSession, run: RunState, last: ExecutionPass)
     data = TaskProfileUpdateInput(
         request=run.request,
         current_profile=summaries.profile_json(old),
-        evidence=summaries.pass_evidence(last),
+        evidence=render.pass_evidence(last),
     )
     try:
         output = await session.json(

@@ -24,7 +24,7 @@ FinalAnswer never gets a field beyond its six (FR-026, FR-033).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -33,7 +33,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from aeonloop.llm.base import LLMAdapter, LLMError
-from aeonloop.phases import history
+from aeonloop.phases import history, render
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import (
     Event,
@@ -44,7 +44,7 @@ from aeonloop.phases.events import (
     utcnow,
 )
 from aeonloop.phases.llm_calls import DictMemo, LLMOutputError, LLMSession, as_json_text
-from aeonloop.phases.models import FinalAnswer, PhaseEInput, Plan
+from aeonloop.phases.models import ExecutionPass, FinalAnswer, PhaseEInput, Plan
 from aeonloop.prompts.clipping import clip
 from aeonloop.prompts.errors import PromptError
 from aeonloop.prompts.registry import (
@@ -70,14 +70,6 @@ SYNTHESIS_SCOPE = "e/synthesis"
 PROMPT_OUTPUT_CHARS = 8_000
 ANSWER_OUTPUT_CHARS = 2_000
 ERROR_CHARS = 500
-PROFILE_KEYS = (
-    "reasoning_depth",
-    "information_sufficiency",
-    "expected_tool_usage",
-    "output_breadth",
-    "confidence_requirement",
-    "profile_version",
-)
 
 
 class Reason(StrEnum):
@@ -551,13 +543,9 @@ def _result_block(step_id: str, description: str, output: str) -> str:
 
 @_tolerant
 def passes_summary(execution_passes: list[dict[str, Any]]) -> str:
-    """One line per pass: its verdict, score, and which steps ran or were blocked."""
+    """One line per pass, in the words progress lines and the run page use (phases.render)."""
     return "\n".join(
-        f"- pass {p.get('pass_number', '?')}: converged={p.get('converged')}, "
-        f"score={p.get('score')}, executed: {_ids(p.get('executed_step_ids'))}, "
-        f"blocked: {_ids(p.get('blocked_step_ids'))}, "
-        f"did not complete: {_ids(list(p.get('failed_steps') or []))}"
-        for p in execution_passes
+        f"- {render.pass_line(ExecutionPass.model_validate(record))}" for record in execution_passes
     )
 
 
@@ -587,10 +575,10 @@ def validation_summary(validation: dict[str, Any]) -> str:
 
 
 @_tolerant
-def profile_summary(task_profile: dict[str, Any]) -> str:
-    """The task profile's judgement in one line."""
-    shown = [f"{key}={task_profile[key]}" for key in PROFILE_KEYS if key in task_profile]
-    return ", ".join(shown) or _json_text(task_profile)
+def profile_shown(task_profile: dict[str, Any]) -> str:
+    """The profile in the words the planner is shown it (phases.render), or its JSON when it has
+    none of a profile's keys."""
+    return render.profile_text(task_profile) or _json_text(task_profile)
 
 
 def available_data(phase_e_input: PhaseEInput) -> str:
@@ -603,7 +591,7 @@ def available_data(phase_e_input: PhaseEInput) -> str:
         ("Passes", passes_summary(p.execution_passes)),
         ("Last assessment", assessment_summary(p.convergence_assessment)),
         ("Last validation", validation_summary(p.semantic_validation)),
-        ("Task profile", profile_summary(p.task_profile)),
+        ("Task profile", profile_shown(p.task_profile)),
     ]
     parts = [f"Request: {p.request}"]
     parts += [f"{title}:\n{text}" for title, text in sections if text]
@@ -664,10 +652,6 @@ def _passes_ran(count: int) -> str:
     if count == 0:
         return "no execution pass ran"
     return f"{count} execution pass{'' if count == 1 else 'es'} ran"
-
-
-def _ids(values: Iterable[Any] | None) -> str:
-    return ", ".join(map(str, values or [])) or "none"
 
 
 def _text(value: Any) -> str:

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from aeonloop.gateway.progress import EXIT_WORDS
+from aeonloop.phases import render
 from aeonloop.phases.events import (
     Event,
     ExecutionResult,
@@ -201,23 +202,15 @@ def _pass(run: RunState, record: ExecutionPass) -> Step:
     the evidence the verdict came from."""
     plan_steps = {s.step_id: s for s in run.plan.steps} if run.plan else {}
     steps = []
-    for step_id in dict.fromkeys(
-        [*record.executed_step_ids, *record.blocked_step_ids, *record.failed_steps]
-    ):
-        step = plan_steps.get(step_id)
+    for verdict in render.pass_steps(record):
+        step = plan_steps.get(verdict.step_id)
         kept = step is not None and step.executed_in_pass == record.pass_number
-        if step_id in record.failed_steps:
-            status, why = "failed", record.failed_steps[step_id]
-        elif step_id in record.blocked_step_ids:
-            status, why = "blocked", "the model said it could not do this step"
-        else:
-            status, why = "done", None
         steps.append(
             {
-                "step_id": step_id,
+                "step_id": verdict.step_id,
                 "description": step.description if step else None,
-                "status": status,
-                "why": why,
+                "status": verdict.status,
+                "why": verdict.why,
                 "output": step.output if kept and step else None,
             }
         )
@@ -248,8 +241,8 @@ def _pass(run: RunState, record: ExecutionPass) -> Step:
             and {
                 "score": evaluation.score,
                 "passed": evaluation.passed,
-                "failed": [f"{f.id}: {f.message}" for f in evaluation.failed],
-                "warnings": [f"{w.id}: {w.message}" for w in evaluation.warnings],
+                "failed": [render.finding_text(f) for f in evaluation.failed],
+                "warnings": [render.finding_text(w) for w in evaluation.warnings],
             },
             "critique": [f"{c.rule_id}: {c.problem}" for c in record.critique],
             "refinement": refinement

@@ -1,0 +1,104 @@
+"""How the run's models read (phases.render): one wording per model, whoever shows it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from aeonloop.gateway.progress import progress_of
+from aeonloop.phases import phase_e, render
+from aeonloop.phases.events import PassCompleted, RunState, utcnow
+from aeonloop.phases.models import (
+    Consistency,
+    ConvergenceAssessment,
+    ExecutionPass,
+    SemanticValidationReport,
+    TaskProfile,
+    ValidationIssue,
+)
+
+
+def a_pass() -> ExecutionPass:
+    return ExecutionPass(
+        pass_number=2,
+        executed_step_ids=["s1", "s4"],
+        blocked_step_ids=["s2"],
+        failed_steps={"s3": "the reply was cut off at the model's length limit"},
+        validation=SemanticValidationReport(
+            issues=[ValidationIssue(severity="high", description="the total is wrong")]
+        ),
+        assessment=ConvergenceAssessment(
+            converged=False,
+            completeness_score=0.6,
+            coherence_score=0.8,
+            consistency=Consistency(plan_aligned=True, step_aligned=False, answer_aligned=True),
+            reason_codes=["incomplete"],
+        ),
+        score=0.7,
+    )
+
+
+# ---- the profile --------------------------------------------------------------------------------
+
+
+def test_a_profile_reads_the_same_as_a_model_and_as_phase_e_holds_it() -> None:
+    profile = TaskProfile(reasoning_depth=4, output_breadth="broad", profile_version=2)
+    text = render.profile_text(profile)
+    assert text == (
+        "reasoning_depth=4, information_sufficiency=0.5, expected_tool_usage=moderate, "
+        "output_breadth=broad, confidence_requirement=medium, profile_version=2"
+    )
+    assert render.profile_text(profile.model_dump(mode="json")) == text
+    # Phase E shows what its artifact has, and invents no default for what it lacks.
+    assert render.profile_text({"reasoning_depth": 2, "other": 1}) == "reasoning_depth=2"
+    assert render.profile_text(None) == ""
+
+
+# ---- a pass -------------------------------------------------------------------------------------
+
+
+def test_each_step_a_pass_ran_is_done_blocked_or_failed_with_why() -> None:
+    assert render.pass_steps(a_pass()) == [
+        render.StepVerdict("s1", "done"),
+        render.StepVerdict("s4", "done"),
+        render.StepVerdict("s2", "blocked", render.BLOCKED_WHY),
+        render.StepVerdict("s3", "failed", "the reply was cut off at the model's length limit"),
+    ]
+
+
+def test_a_pass_in_one_line() -> None:
+    assert render.pass_line(a_pass()) == (
+        "pass 2: score 0.70, not converged, 2 step(s) run, blocked: s2, did not complete: s3"
+    )
+    clean = ExecutionPass(pass_number=1, executed_step_ids=["s1"], score=0.96, converged=True)
+    assert render.pass_line(clean) == "pass 1: score 0.96, converged, 1 step(s) run"
+
+
+def test_what_a_pass_left_to_fix() -> None:
+    assert render.pass_issues(a_pass()) == [
+        "- [high] the total is wrong",
+        "- assessment: completeness 0.6, coherence 0.8; not aligned: step",
+        "- assessment: incomplete",
+        f"- step s2 is blocked: {render.BLOCKED_WHY}",
+        "- step s3 did not complete (the reply was cut off at the model's length limit); "
+        "it runs again next pass",
+    ]
+
+
+def test_the_evidence_of_a_pass_is_its_line_then_what_it_left() -> None:
+    record = a_pass()
+    evidence = render.pass_evidence(record).splitlines()
+    assert evidence == [render.pass_line(record), *render.pass_issues(record)]
+    unvalidated = ExecutionPass(pass_number=1)
+    assert "- validation did not run" in render.pass_evidence(unvalidated)
+
+
+def test_a_pass_reads_the_same_in_progress_and_in_a_degraded_answer() -> None:
+    record = a_pass()
+    run = RunState(request="Explain tides")
+    completed = PassCompleted(
+        correlation_id="c", deadline=utcnow() + timedelta(hours=1), run=run, execution_pass=record
+    )
+    (progress,) = progress_of(completed)
+    assert progress.line == f"C  {render.pass_line(record)}"
+    summary = phase_e.passes_summary([record.model_dump(mode="json")])
+    assert summary == f"- {render.pass_line(record)}"
