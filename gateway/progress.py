@@ -26,16 +26,6 @@ from aeonloop.phases.models import ExecutionPass
 
 Phase = Literal["A", "B", "C", "D", "E"]
 
-#: Why a loop ended, as a person reads it.
-EXIT_WORDS = {
-    "converged": "converged",
-    "ttl_exhausted": "pass budget (TTL) spent before converging",
-    "stagnated": "stopped improving",
-    "max_passes": "reached AEON_MAX_PASSES",
-    "deadline_exceeded": "the request's timeout passed",
-    "failed": "a phase failed",
-}
-
 
 @dataclass(frozen=True, slots=True)
 class Progress:
@@ -78,7 +68,7 @@ def progress_of(event: Event) -> list[Progress]:
         last = event.execution_pass
         passes = [pass_progress(cid, last)] if last else []
         detail = f" ({event.detail})" if event.detail else ""
-        words = EXIT_WORDS.get(event.reason, event.reason)
+        words = render.exit_words(event.reason)
         return [*passes, Progress(cid, "E", f"E  loop ended: {words}{detail}; answering")]
     return []
 

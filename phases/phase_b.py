@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from aeonloop.phases import render, summaries
+from aeonloop.phases import exits, render, summaries
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
 from aeonloop.phases.events import Event, LoopExited, PlanReady, RunState, TaskProfiled
 from aeonloop.phases.llm_calls import LLMSession
@@ -45,7 +45,7 @@ async def handle(event: TaskProfiled, deps: PhaseDeps) -> list[Event]:
 
 def _no_plan(event: TaskProfiled, run: RunState, detail: str) -> LoopExited:
     run.notes.append(f"phase B: {detail}")
-    return event.child(LoopExited, reason="failed", detail=detail, request=run.request, run=run)
+    return exits.loop_exited(event, exits.no_plan(detail))
 
 
 async def generate_plan(session: LLMSession, run: RunState) -> Plan:

@@ -13,7 +13,7 @@ run, the pass just completed has not been paid for yet, so `ttl_remaining` still
 
 from __future__ import annotations
 
-from aeonloop.phases import render, summaries
+from aeonloop.phases import exits, render, summaries
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import Event, PassCompleted, PassRequested, RunState
 from aeonloop.phases.llm_calls import LLMSession
@@ -29,19 +29,17 @@ async def handle(event: PassCompleted, deps: PhaseDeps) -> list[Event]:
     """PassCompleted → PassRequested while TTL is left, else LoopExited("ttl_exhausted")."""
     run = event.run
     last = event.execution_pass or run.last_pass
-    if last is None:
-        return [summaries.loop_exit(event, run, "failed", "phase D got a run with no pass")]
-    if last.converged:  # C exits on convergence itself; kept so a stray event still ends well
-        detail = f"pass {last.pass_number} converged"
-        return [summaries.loop_exit(event, run, "converged", detail)]
+    stop = exits.at_pass_boundary(last)  # ends a run with no pass to judge
+    if stop is not None:
+        return [exits.loop_exited(event, stop)]
     if misjudged(last):
         session = deps.session(event.correlation_id, run.usage, event.deadline)
         await adapt_profile(session, run, last)
     run.ttl_remaining = max(0, run.ttl_remaining - 1)
-    if run.ttl_remaining > 0:
-        return [event.child(PassRequested, run=run)]
-    detail = f"no TTL left after pass {last.pass_number} and the loop has not converged"
-    return [summaries.loop_exit(event, run, "ttl_exhausted", detail)]
+    stop = exits.after_charge(run.ttl_remaining, last)
+    if stop is not None:
+        return [exits.loop_exited(event, stop)]
+    return [event.child(PassRequested, run=run)]
 
 
 def misjudged(record: ExecutionPass) -> bool:

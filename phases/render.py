@@ -1,18 +1,30 @@
 """How a run's models read, for people and for prompts: one renderer per model.
 
-A profile, a pass and a rule that failed each read the same wherever they are shown: in a
-prompt field (B's plan, C's refinement, D's profile update), a progress line, a run step of the
-HTTP API, and a degraded answer. So each has its wording here, once. The gateway imports this
-module; nothing here imports the gateway (layers point one way: gateway → phases).
+A profile, a pass, a rule that failed and the way a run ended each read the same wherever they
+are shown: in a prompt field (B's plan, C's refinement, D's profile update), a progress line, a
+run step of the HTTP API, and a degraded answer. So each has its wording here,
+once. The gateway imports this module; nothing here imports the gateway (layers point one way:
+gateway → phases).
+
+Texts about how a run ended are made from what its answer records (`ExecutionResult.status` and
+`FinalAnswer.metadata`), not from the run: a reader of an answer has only that, perhaps from
+another version of the workers, so those renderers read it defensively.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from aeonloop.phases.models import ConvergenceAssessment, ExecutionPass, RuleFinding, TaskProfile
+from aeonloop.phases.models import (
+    AnswerReason,
+    ConvergenceAssessment,
+    ExecutionPass,
+    ExitReason,
+    RuleFinding,
+    TaskProfile,
+)
 
 # ---------------------------------------------------------------------------------------------
 # The task profile.
@@ -132,3 +144,101 @@ def pass_evidence(record: ExecutionPass) -> str:
 def finding_text(finding: RuleFinding) -> str:
     """A rule that did not hold: its id and the message (what it asks, and what the check saw)."""
     return f"{finding.id}: {finding.message}"
+
+
+# ---------------------------------------------------------------------------------------------
+# How a run ended.
+# ---------------------------------------------------------------------------------------------
+
+#: Each exit reason as a person reads it.
+EXIT_WORDS: dict[str, str] = {
+    ExitReason.CONVERGED: "converged",
+    ExitReason.TTL_EXHAUSTED: "TTL exhausted, every pass of the budget used",
+    ExitReason.STAGNATED: "stopped improving",
+    ExitReason.MAX_PASSES: "reached AEON_MAX_PASSES",
+    ExitReason.DEADLINE_EXCEEDED: "the request's timeout passed",
+    ExitReason.FAILED: "a phase failed",
+}
+
+#: Each answer reason as a person reads it: why the answer is degraded, or why the host, not
+#: the model, wrote it.
+ANSWER_WORDS: dict[str, str] = {
+    AnswerReason.CONVERGED: "the loop converged with its data complete",
+    AnswerReason.NO_PASSES: "no execution pass ran, so the answer rests on no checked work",
+    AnswerReason.TTL_EXHAUSTED: "the pass budget (TTL) was spent before the loop converged",
+    AnswerReason.INCOMPLETE_STATE: "part of the run's data is missing or empty",
+    AnswerReason.NOT_CONVERGED: "the loop ended without converging",
+    AnswerReason.LLM_ERROR: "the language model call failed",
+    AnswerReason.INVALID_LLM_OUTPUT: (
+        "the language model's reply was unusable even after one repair"
+    ),
+    AnswerReason.PROMPT_ERROR: "the synthesis prompt could not be prepared",
+    AnswerReason.SYNTHESIS_ERROR: "answer synthesis failed unexpectedly",
+    AnswerReason.REQUEST_LOST: (
+        "the request text was lost, so there was nothing to put to the model"
+    ),
+    AnswerReason.DEADLINE_EXCEEDED: (
+        "the request's deadline passed, so the model was not called again"
+    ),
+    AnswerReason.PHASE_E_FAILED: (
+        "answer synthesis kept failing, so the model was not called again"
+    ),
+}
+#: An answer that says it is degraded without saying why (another version's).
+UNSAID = "the run did not go as planned"
+
+
+def exit_words(reason: str) -> str:
+    """An exit reason in words; a value this version does not know is shown as it is."""
+    return EXIT_WORDS.get(reason, reason)
+
+
+def answer_words(reason: str) -> str:
+    """An answer reason in words; a value this version does not know is shown as it is."""
+    return ANSWER_WORDS.get(reason, reason or UNSAID)
+
+
+def ending_lines(status: str, metadata: Mapping[str, Any]) -> list[str]:
+    """How the run ended and what failed, one plain line each, from its answer's status and
+    metadata: the exit in words (unless the loop converged), why the answer is what it is
+    (unless the first line said it), the exit's detail, the error, and what is missing from
+    the run."""
+    lines = []
+    if status and status != ExitReason.CONVERGED:
+        lines.append(f"the loop exited early, before converging: {exit_words(status)}")
+    reason = str(metadata.get("reason") or "")
+    said = lines and reason in (AnswerReason.NOT_CONVERGED, AnswerReason.TTL_EXHAUSTED)
+    if reason != AnswerReason.CONVERGED and not said:
+        lines.append(answer_words(reason))
+    detail = metadata.get("exit_detail")
+    if isinstance(detail, str) and detail:
+        lines.append(f"why: {detail}")
+    if metadata.get("error"):
+        lines.append(f"error: {metadata['error']}")
+    missing = metadata.get("missing_fields")
+    if isinstance(missing, list) and missing:
+        lines.append(f"missing from the run: {', '.join(map(str, missing))}")
+    return lines
+
+
+def degraded_because(status: str, degraded: bool, metadata: Mapping[str, Any]) -> list[str]:
+    """Why an answer is degraded, one plain line each (empty when it is not), so no reader has
+    to know the reason codes: how the run ended, then the run's notes."""
+    if not degraded:
+        return []
+    lines = ending_lines(status, metadata) or [UNSAID]
+    notes = metadata.get("run_notes")
+    if isinstance(notes, list):
+        lines += [str(note) for note in notes]
+    return lines
+
+
+def as_sentences(lines: Iterable[str]) -> str:
+    """Lines as prose: each starts with a capital and ends with a full stop."""
+    return " ".join(_sentence(line) for line in lines if line.strip())
+
+
+def _sentence(line: str) -> str:
+    text = line.strip()
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else f"{text}."

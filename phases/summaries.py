@@ -4,8 +4,8 @@ The prompt text itself lives in prompts/registry.py; these helpers only turn the
 (rules, plan, step outputs, findings, critique) into the strings the registry's input models
 carry, so each phase describes its state the same way and no two phases drift apart. A profile,
 a pass and a rule that failed are shown to people too, so their wording is phases.render's.
-Beside these: which exceptions count as LLM trouble, the note a handler leaves when it
-degrades, and the LoopExited event every loop exit is made with.
+Beside these: which exceptions count as LLM trouble, and the note a handler leaves when it
+degrades.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from aeonloop.llm.base import LLMError
-from aeonloop.phases.events import Event, ExitReason, LoopExited, RunState
 from aeonloop.phases.llm_calls import LLMOutputError, as_json_text
 from aeonloop.phases.models import (
     CritiqueIssue,
@@ -35,19 +34,6 @@ LLM_FAILURES: tuple[type[Exception], ...] = (LLMError, LLMOutputError)
 def failure_note(phase: str, what: str, error: Exception, consequence: str) -> str:
     """One line for `run.notes`, so Phase E and operators can see what degraded and why."""
     return f"phase {phase}: {what} failed ({type(error).__name__}: {error}); {consequence}"
-
-
-def loop_exit(event: Event, run: RunState, reason: ExitReason, detail: str) -> LoopExited:
-    """The loop's end, made from `event` (deterministic id), carrying the run as it stands and
-    the record of its newest pass when this hop has it in hand (Phase C, which just ran it)."""
-    return event.child(
-        LoopExited,
-        reason=reason,
-        detail=detail,
-        request=run.request,
-        run=run,
-        execution_pass=run.last_pass,
-    )
 
 
 def rules_summary(rules: Iterable[Rule]) -> str:

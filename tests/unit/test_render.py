@@ -8,9 +8,11 @@ from aeonloop.gateway.progress import progress_of
 from aeonloop.phases import phase_e, render
 from aeonloop.phases.events import PassCompleted, RunState, utcnow
 from aeonloop.phases.models import (
+    AnswerReason,
     Consistency,
     ConvergenceAssessment,
     ExecutionPass,
+    ExitReason,
     SemanticValidationReport,
     TaskProfile,
     ValidationIssue,
@@ -102,3 +104,43 @@ def test_a_pass_reads_the_same_in_progress_and_in_a_degraded_answer() -> None:
     assert progress.line == f"C  {render.pass_line(record)}"
     summary = phase_e.passes_summary([record.model_dump(mode="json")])
     assert summary == f"- {render.pass_line(record)}"
+
+
+# ---- how a run ended ----------------------------------------------------------------------------
+
+
+def test_every_reason_has_words() -> None:
+    assert set(render.EXIT_WORDS) == set(ExitReason)
+    assert set(render.ANSWER_WORDS) == set(AnswerReason)
+    assert render.exit_words("stagnated") == "stopped improving"
+    assert render.exit_words("from_a_newer_version") == "from_a_newer_version"
+    assert render.answer_words("") == render.UNSAID
+
+
+def test_the_ending_of_a_host_made_answer_says_why_the_model_did_not_write_it() -> None:
+    metadata = {"reason": "llm_error", "error": "LLMError: 503", "missing_fields": ["task_profile"]}
+    assert render.ending_lines("converged", metadata) == [
+        "the language model call failed",
+        "error: LLMError: 503",
+        "missing from the run: task_profile",
+    ]
+    spent = render.ending_lines("ttl_exhausted", {"reason": "ttl_exhausted"})
+    assert spent == [
+        "the loop exited early, before converging: TTL exhausted, every pass of the budget used"
+    ]
+
+
+def test_degraded_because_is_the_ending_and_the_notes_and_nothing_when_not_degraded() -> None:
+    metadata = {"reason": "not_converged", "exit_detail": "flat", "run_notes": ["a note"]}
+    assert render.degraded_because("stagnated", False, metadata) == []
+    assert render.degraded_because("stagnated", True, metadata) == [
+        *render.ending_lines("stagnated", metadata),
+        "a note",
+    ]
+    assert render.degraded_because("converged", True, {}) == [render.UNSAID]
+
+
+def test_lines_as_sentences() -> None:
+    assert render.as_sentences(["the loop ended", "", "why: it did."]) == (
+        "The loop ended. Why: it did."
+    )

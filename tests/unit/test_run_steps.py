@@ -171,6 +171,8 @@ def test_ids_this_api_never_gave_are_refused(text: str) -> None:
 
 
 def test_degraded_reasons_are_plain_lines_without_repeats() -> None:
+    """The exit in words, why, what is missing, then the notes; "not converged" is not said
+    twice."""
     assert degraded_because(_answer()) == []
     stagnated = degraded_because(
         _answer(
@@ -183,7 +185,7 @@ def test_degraded_reasons_are_plain_lines_without_repeats() -> None:
         )
     )
     assert stagnated == [
-        "the loop ended before the answer converged: stopped improving",
+        "the loop exited early, before converging: stopped improving",
         "why: pass 2 changed nothing",
         "missing from the run: semantic_validation",
         "the plan was refined once",
