@@ -17,9 +17,9 @@ Every accepted request must end with exactly one FinalAnswer, so nothing here ma
   `degraded_answer`, serves `execute_phase_e`, `handle` and `fallback_answer`.
 
 Metadata always holds convergence_status, total_passes, total_refinements, ttl_remaining,
-missing_fields, degraded and reason, plus each upstream artifact present (FR-028's raw data).
-How the run ended is decided in phases.exits and worded in phases.render, from the same
-metadata every gateway shows.
+missing_fields, degraded and reason, plus the rules that did not hold in the last pass and each
+upstream artifact present (FR-028's raw data). How the run ended is decided in phases.exits
+and worded in phases.render, from the same metadata every gateway shows.
 
 FinalAnswer never gets a field beyond its six (FR-026, FR-033).
 """
@@ -52,6 +52,7 @@ from aeonloop.phases.models import (
     FinalAnswer,
     PhaseEInput,
     Plan,
+    RuleFinding,
 )
 from aeonloop.prompts.clipping import clip
 from aeonloop.prompts.registry import (
@@ -230,13 +231,25 @@ def fallback_answer(
 
 
 # ---------------------------------------------------------------------------------------------
-# What the run left: missing artifacts, the TTL flag.
+# What the run left: missing artifacts, rules that failed, the TTL flag.
 # ---------------------------------------------------------------------------------------------
 
 
 def missing_fields(phase_e_input: PhaseEInput) -> tuple[str, ...]:
     """Upstream artifacts that are absent or empty: an empty result is no result (FR-025)."""
     return tuple(name for name in ARTIFACT_FIELDS if not getattr(phase_e_input, name, None))
+
+
+def failed_rules(phase_e_input: PhaseEInput) -> list[RuleFinding]:
+    """The rules that did not hold in the last pass, failed ones first: what the answer names
+    when it says what failed. A pass record of another shape names none."""
+    passes = phase_e_input.execution_passes
+    try:
+        judged = (passes[-1] if passes else {}).get("evaluation") or {}
+        found = [*(judged.get("failed") or []), *(judged.get("warnings") or [])]
+    except (AttributeError, KeyError, TypeError):
+        return []
+    return render.findings_of(found)
 
 
 def ttl_flag(phase_e_input: PhaseEInput) -> bool | None:
@@ -337,8 +350,9 @@ def degraded_answer(
 
 
 def ending_text(phase_e_input: PhaseEInput, metadata: dict[str, Any]) -> str:
-    """How the run ended, in the words every gateway shows it in (made from the same metadata,
-    phases.render), then how many passes ran: an early exit said plainly (FR-030)."""
+    """How the run ended and what failed, in the words every gateway shows them in (made from
+    the same metadata, phases.render), then how many passes ran: an early exit said plainly
+    (FR-030)."""
     lines = render.ending_lines(phase_e_input.convergence_status, metadata)
     return render.as_sentences([*lines, _passes_ran(phase_e_input, metadata)])
 
@@ -368,7 +382,8 @@ def build_metadata(
     context: ExitContext = NO_CONTEXT,
     error: BaseException | str | None = None,
 ) -> dict[str, Any]:
-    """The keys every answer has, the exit's context, and each upstream artifact present."""
+    """The keys every answer has, the exit's context, the rules that did not hold in the last
+    pass, and each upstream artifact present."""
     metadata: dict[str, Any] = {
         **_core_metadata(phase_e_input),
         "missing_fields": list(missing_fields(phase_e_input)),
@@ -381,6 +396,9 @@ def build_metadata(
         metadata["run_notes"] = list(context.notes)
     if error is not None:
         metadata["error"] = _error_text(error)
+    findings = failed_rules(phase_e_input)
+    if findings:
+        metadata["failed_rules"] = [finding.model_dump() for finding in findings]
     for name in ARTIFACT_FIELDS:
         value = getattr(phase_e_input, name)
         if value:

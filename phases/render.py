@@ -2,7 +2,7 @@
 
 A profile, a pass, a rule that failed and the way a run ended each read the same wherever they
 are shown: in a prompt field (B's plan, C's refinement, D's profile update), a progress line, a
-run step of the HTTP API, and a degraded answer. So each has its wording here,
+run step of the HTTP API, a degraded answer, and the CLI's output. So each has its wording here,
 once. The gateway imports this module; nothing here imports the gateway (layers point one way:
 gateway → phases).
 
@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from pydantic import ValidationError
 
 from aeonloop.phases.models import (
     AnswerReason,
@@ -146,6 +148,12 @@ def finding_text(finding: RuleFinding) -> str:
     return f"{finding.id}: {finding.message}"
 
 
+def failed_rule_line(finding: RuleFinding) -> str:
+    """A rule that did not hold, said so: `failed rule no-tbd: …`, or a warning's."""
+    label = "failed rule" if finding.severity == "fail" else "warning from rule"
+    return f"{label} {finding_text(finding)}"
+
+
 # ---------------------------------------------------------------------------------------------
 # How a run ended.
 # ---------------------------------------------------------------------------------------------
@@ -201,8 +209,8 @@ def answer_words(reason: str) -> str:
 def ending_lines(status: str, metadata: Mapping[str, Any]) -> list[str]:
     """How the run ended and what failed, one plain line each, from its answer's status and
     metadata: the exit in words (unless the loop converged), why the answer is what it is
-    (unless the first line said it), the exit's detail, the error, and what is missing from
-    the run."""
+    (unless the first line said it), the exit's detail, each rule that did not hold in the
+    last pass (id and message), the error, and what is missing from the run."""
     lines = []
     if status and status != ExitReason.CONVERGED:
         lines.append(f"the loop exited early, before converging: {exit_words(status)}")
@@ -213,6 +221,7 @@ def ending_lines(status: str, metadata: Mapping[str, Any]) -> list[str]:
     detail = metadata.get("exit_detail")
     if isinstance(detail, str) and detail:
         lines.append(f"why: {detail}")
+    lines += [failed_rule_line(finding) for finding in findings_of(metadata.get("failed_rules"))]
     if metadata.get("error"):
         lines.append(f"error: {metadata['error']}")
     missing = metadata.get("missing_fields")
@@ -223,7 +232,7 @@ def ending_lines(status: str, metadata: Mapping[str, Any]) -> list[str]:
 
 def degraded_because(status: str, degraded: bool, metadata: Mapping[str, Any]) -> list[str]:
     """Why an answer is degraded, one plain line each (empty when it is not), so no reader has
-    to know the reason codes: how the run ended, then the run's notes."""
+    to know the reason codes: how the run ended and what failed, then the run's notes."""
     if not degraded:
         return []
     lines = ending_lines(status, metadata) or [UNSAID]
@@ -231,6 +240,17 @@ def degraded_because(status: str, degraded: bool, metadata: Mapping[str, Any]) -
     if isinstance(notes, list):
         lines += [str(note) for note in notes]
     return lines
+
+
+def findings_of(value: Any) -> list[RuleFinding]:
+    """The failed rules an answer records; an entry of another shape is left out."""
+    findings = []
+    for item in value if isinstance(value, list) else []:
+        try:
+            findings.append(RuleFinding.model_validate(item))
+        except ValidationError:
+            continue
+    return findings
 
 
 def as_sentences(lines: Iterable[str]) -> str:

@@ -102,7 +102,8 @@ class Run(BaseModel):
     degraded_because: list[str] = Field(
         default_factory=list,
         description="why the answer is degraded, one plain line each: how the loop ended in "
-        "words, the error, what is missing, and the run's notes",
+        "words, the rules that failed in the last pass (id and message), the error, what is "
+        "missing, and the run's notes",
     )
     progress: Progress | None = None
     links: Links

@@ -298,7 +298,7 @@ def answer_data(answer: ExecutionResult) -> dict[str, Any]:
 
 
 def degraded_because(answer: ExecutionResult) -> list[str]:
-    """Plain lines saying why `answer` is degraded, the exit in words among them (phases.render,
-    as the answer's text says it); empty when it is not."""
+    """Plain lines saying why `answer` is degraded, the failed rules and the exit in words
+    among them (phases.render, as the answer's text and the CLI say it); empty when it is not."""
     metadata = answer.final_answer.metadata
     return render.degraded_because(answer.status, answer.degraded, metadata)

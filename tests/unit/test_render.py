@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from aeonloop.gateway.cli.display import render_human
+from aeonloop.gateway.http.run_steps import degraded_because as http_degraded_because
 from aeonloop.gateway.progress import progress_of
 from aeonloop.phases import phase_e, render
-from aeonloop.phases.events import PassCompleted, RunState, utcnow
+from aeonloop.phases.events import ExecutionResult, PassCompleted, RunState, Usage, utcnow
 from aeonloop.phases.models import (
     AnswerReason,
     Consistency,
     ConvergenceAssessment,
     ExecutionPass,
     ExitReason,
+    FinalAnswer,
+    RuleFinding,
     SemanticValidationReport,
     TaskProfile,
     ValidationIssue,
@@ -117,6 +121,25 @@ def test_every_reason_has_words() -> None:
     assert render.answer_words("") == render.UNSAID
 
 
+FAILED = {"id": "no-tbd", "severity": "fail", "message": "leaves no TBD: /TBD/ found: 'TBD'"}
+WARNED = {"id": "cites", "severity": "warn", "message": "cites a source: not found"}
+
+
+def test_the_ending_names_the_exit_in_words_and_each_rule_that_failed() -> None:
+    metadata = {
+        "reason": "not_converged",
+        "exit_detail": "the score stopped moving",
+        "failed_rules": [FAILED, {"id": "odd"}, "not a finding", WARNED],
+        "missing_fields": [],
+    }
+    assert render.ending_lines("stagnated", metadata) == [
+        "the loop exited early, before converging: stopped improving",
+        "why: the score stopped moving",
+        "failed rule no-tbd: leaves no TBD: /TBD/ found: 'TBD'",
+        "warning from rule cites: cites a source: not found",
+    ]
+
+
 def test_the_ending_of_a_host_made_answer_says_why_the_model_did_not_write_it() -> None:
     metadata = {"reason": "llm_error", "error": "LLMError: 503", "missing_fields": ["task_profile"]}
     assert render.ending_lines("converged", metadata) == [
@@ -131,13 +154,48 @@ def test_the_ending_of_a_host_made_answer_says_why_the_model_did_not_write_it() 
 
 
 def test_degraded_because_is_the_ending_and_the_notes_and_nothing_when_not_degraded() -> None:
-    metadata = {"reason": "not_converged", "exit_detail": "flat", "run_notes": ["a note"]}
+    metadata = {"reason": "not_converged", "failed_rules": [FAILED], "run_notes": ["a note"]}
     assert render.degraded_because("stagnated", False, metadata) == []
     assert render.degraded_because("stagnated", True, metadata) == [
         *render.ending_lines("stagnated", metadata),
         "a note",
     ]
     assert render.degraded_because("converged", True, {}) == [render.UNSAID]
+
+
+def test_the_answer_the_cli_and_the_http_api_say_the_same() -> None:
+    """One renderer: the answer's text, `aeon ask`'s output and `degraded_because` are made
+    from the same status and metadata, so each names the failed rule and the exit in words."""
+    metadata = {
+        "convergence_status": "stagnated",
+        "total_passes": 3,
+        "missing_fields": [],
+        "degraded": True,
+        "reason": "not_converged",
+        "failed_rules": [FAILED],
+        "run_notes": ["phase C: a note"],
+    }
+    result = ExecutionResult(
+        status="stagnated",
+        degraded=True,
+        total_passes=3,
+        total_refinements=2,
+        ttl_remaining=1,
+        usage=Usage(),
+        elapsed_seconds=2.0,
+        final_answer=FinalAnswer(answer_text="TBD", metadata=metadata),
+    )
+    lines = http_degraded_because(result)
+    assert "failed rule no-tbd: leaves no TBD: /TBD/ found: 'TBD'" in lines
+    assert "the loop exited early, before converging: stopped improving" in lines
+    shown = render_human(result.model_dump(mode="json")).splitlines()
+    start = shown.index("Degraded because:")
+    assert shown[start + 1 : start + 1 + len(lines)] == [f"  - {line}" for line in lines]
+
+
+def test_findings_of_an_answer() -> None:
+    assert render.findings_of([FAILED, {"id": 1}, None]) == [RuleFinding(**FAILED)]
+    assert render.findings_of("not a list") == []
 
 
 def test_lines_as_sentences() -> None:
