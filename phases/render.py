@@ -215,7 +215,9 @@ def ending_lines(status: str, metadata: Mapping[str, Any]) -> list[str]:
     if status and status != ExitReason.CONVERGED:
         lines.append(f"the loop exited early, before converging: {exit_words(status)}")
     reason = str(metadata.get("reason") or "")
-    said = lines and reason in (AnswerReason.NOT_CONVERGED, AnswerReason.TTL_EXHAUSTED)
+    said = (reason == AnswerReason.NOT_CONVERGED and lines) or (
+        reason == AnswerReason.TTL_EXHAUSTED and status == ExitReason.TTL_EXHAUSTED
+    )
     if reason != AnswerReason.CONVERGED and not said:
         lines.append(answer_words(reason))
     detail = metadata.get("exit_detail")

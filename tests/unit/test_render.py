@@ -151,6 +151,11 @@ def test_the_ending_of_a_host_made_answer_says_why_the_model_did_not_write_it() 
     assert spent == [
         "the loop exited early, before converging: TTL exhausted, every pass of the budget used"
     ]
+    # The budget ran out on a pass that ended the loop for another reason: both are said.
+    assert render.ending_lines("max_passes", {"reason": "ttl_exhausted"}) == [
+        "the loop exited early, before converging: reached AEON_MAX_PASSES",
+        render.ANSWER_WORDS[AnswerReason.TTL_EXHAUSTED],
+    ]
 
 
 def test_degraded_because_is_the_ending_and_the_notes_and_nothing_when_not_degraded() -> None:
