@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from aeonloop.phases import render
 from aeonloop.phases.events import (
     Event,
     LoopExited,
@@ -24,16 +25,6 @@ from aeonloop.phases.events import (
 from aeonloop.phases.models import ExecutionPass
 
 Phase = Literal["A", "B", "C", "D", "E"]
-
-#: Why a loop ended, as a person reads it.
-EXIT_WORDS = {
-    "converged": "converged",
-    "ttl_exhausted": "pass budget (TTL) spent before converging",
-    "stagnated": "stopped improving",
-    "max_passes": "reached AEON_MAX_PASSES",
-    "deadline_exceeded": "the request's timeout passed",
-    "failed": "a phase failed",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,17 +70,12 @@ def progress_of(event: Event) -> list[Progress]:
         last = event.execution_pass
         passes = [pass_progress(cid, last)] if last else []
         detail = f" ({event.detail})" if event.detail else ""
-        words = EXIT_WORDS.get(event.reason, event.reason)
+        words = render.exit_words(event.reason)
         return [*passes, Progress(cid, "E", f"E  loop ended: {words}{detail}; answering")]
     return []
 
 
 def pass_progress(correlation_id: str, record: ExecutionPass) -> Progress:
-    verdict = "converged" if record.converged else "not converged"
-    line = (
-        f"C  pass {record.pass_number}: score {record.score:.2f}, {verdict}, "
-        f"{len(record.executed_step_ids)} step(s) run"
-    )
-    if record.refinement is not None:  # these and B's add up to the run's refinement actions
-        line += f", {len(record.refinement.applied)} refinement action(s) applied"
+    """A pass's line, in the words an answer and the run page use for it (phases.render)."""
+    line = f"C  {render.pass_line(record)}"
     return Progress(correlation_id, "C", line, record.pass_number, record.score)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -29,6 +29,7 @@ from aeonloop.phases.models import (
     DEFAULT_MAX_PASSES,
     MAX_TTL_CAP,
     ExecutionPass,
+    ExitReason,
     FinalAnswer,
     Plan,
     Rule,
@@ -227,13 +228,11 @@ class PassCompleted(Event):
     execution_pass: ExecutionPass | None = None
 
 
-ExitReason = Literal[
-    "converged", "ttl_exhausted", "stagnated", "max_passes", "deadline_exceeded", "failed"
-]
-
-
 class LoopExited(Event):
-    """The C-loop is over, for whatever reason; Phase E answers every one of these."""
+    """The C-loop is over, for whatever reason; Phase E answers every one of these.
+
+    Made only by `phases.exits.loop_exited`, from the exit the phase decided there.
+    """
 
     STREAM: ClassVar[str] = "loop-exited"
 
@@ -250,7 +249,8 @@ class ExecutionResult(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    status: str
+    #: How the loop ended: the `LoopExited.reason` Phase E answered.
+    status: ExitReason
     degraded: bool
     total_passes: int
     total_refinements: int

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Dict, List, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -329,6 +330,43 @@ class ExecutionPass(Model):
         if isinstance(value, dict) and "plan" in value:
             return {key: item for key, item in value.items() if key != "plan"}
         return value
+
+
+# ---------------------------------------------------------------------------------------------
+# How a run ends (docs/architecture.md, "How a run ends"): decided in phases.exits, put in words
+# by phases.render.
+# ---------------------------------------------------------------------------------------------
+
+
+class ExitReason(StrEnum):
+    """Why the C-loop ended: `LoopExited.reason`, and the answer's `ExecutionResult.status`."""
+
+    CONVERGED = "converged"  # a pass met the host's test (rules, else the default rubric)
+    TTL_EXHAUSTED = "ttl_exhausted"  # Phase D charged the last pass of the budget
+    STAGNATED = "stagnated"  # the score stopped moving, or no step was left to run
+    MAX_PASSES = "max_passes"  # the pass was the last AEON_MAX_PASSES allows
+    DEADLINE_EXCEEDED = "deadline_exceeded"  # the request's deadline passed before a phase ran
+    FAILED = "failed"  # a phase could not go on (no plan, evaluation failed, dead-lettered)
+
+
+class AnswerReason(StrEnum):
+    """`metadata["reason"]`: what the answer is, derived from the exit and from what Phase E
+    could do with the run (phases.exits). For machines: CLI exit codes, alerts."""
+
+    # The model wrote the answer.
+    CONVERGED = "converged"  # not degraded: the loop converged with its data complete
+    NO_PASSES = "no_passes"  # no execution pass ran (e.g. no plan could be made)
+    TTL_EXHAUSTED = "ttl_exhausted"  # the loop spent its TTL before converging
+    INCOMPLETE_STATE = "incomplete_state"  # some upstream artifacts are missing or empty
+    NOT_CONVERGED = "not_converged"  # stagnated, max_passes, failed, ...: see the exit reason
+    # The host assembled the answer without the model.
+    LLM_ERROR = "llm_error"  # the adapter gave up on the synthesis call
+    INVALID_LLM_OUTPUT = "invalid_llm_output"  # the reply stayed unusable after one repair
+    PROMPT_ERROR = "prompt_error"  # the registry could not find or render the synthesis prompt
+    SYNTHESIS_ERROR = "synthesis_error"  # anything else that broke during synthesis
+    REQUEST_LOST = "request_lost"  # no request text survived: nothing to answer
+    DEADLINE_EXCEEDED = "deadline_exceeded"  # the deadline passed: no further model call
+    PHASE_E_FAILED = "phase_e_failed"  # Phase E's own event was dead-lettered
 
 
 # ---------------------------------------------------------------------------------------------

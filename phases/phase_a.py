@@ -8,12 +8,11 @@ profile stands in, `run.profile_is_default` says so, and a note says why.
 
 from __future__ import annotations
 
-from pydantic import ValidationError
-
 from aeonloop.phases import summaries
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import Event, RequestSubmitted, TaskProfiled
 from aeonloop.phases.models import TaskProfile
+from aeonloop.phases.profiling import PROFILE_FAILURES, profile_from_output
 from aeonloop.prompts.registry import PromptId, TaskProfileInferenceInput, TaskProfileOutput
 
 
@@ -35,7 +34,7 @@ async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
             PromptId.TASKPROFILE_INFERENCE_USER, data, TaskProfileOutput, scope="a"
         )
         profile = profile_from_output(output, version=1)
-    except (*summaries.LLM_FAILURES, ValidationError) as error:
+    except PROFILE_FAILURES as error:
         profile = TaskProfile.default()
         run.profile_is_default = True
         run.notes.append(
@@ -44,10 +43,3 @@ async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
     run.profile = profile
     run.ttl_remaining = profile.allocate_ttl(cap=run.max_ttl)
     return [event.child(TaskProfiled, run=run)]
-
-
-def profile_from_output(output: TaskProfileOutput, version: int) -> TaskProfile:
-    """The domain profile from the LLM's reply (only the fields TaskProfile knows)."""
-    fields = {k: v for k, v in output.model_dump().items() if k in TaskProfile.model_fields}
-    fields["profile_version"] = version
-    return TaskProfile(**fields)

@@ -10,6 +10,7 @@ A pass that does not converge ends the loop when the score stagnated (moved less
 two passes in a row) or when it was the last allowed pass; else the plan is refined for the next
 pass and Phase D decides, from TTL, whether there is one. A refinement that leaves nothing to
 execute would make the next pass re-judge the same outputs, so it ends the loop here instead.
+Those decisions, and the words that explain them, are phases.exits'.
 
 Every output is a pure function of the input event and the (memoised) LLM replies: the same
 event handled twice makes no new LLM call and returns events with the same ids.
@@ -21,16 +22,9 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from aeonloop.phases import evaluation, history, summaries
+from aeonloop.phases import evaluation, exits, history, render, summaries
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
-from aeonloop.phases.events import (
-    Event,
-    ExitReason,
-    PassCompleted,
-    PassRequested,
-    PlanReady,
-    RunState,
-)
+from aeonloop.phases.events import Event, PassCompleted, PassRequested, PlanReady, RunState
 from aeonloop.phases.llm_calls import LLMSession
 from aeonloop.phases.models import (
     ConvergenceAssessment,
@@ -41,7 +35,7 @@ from aeonloop.phases.models import (
     PlanStep,
     SemanticValidationReport,
 )
-from aeonloop.phases.phase_b import adopt, refine, refinement_budget, validate
+from aeonloop.phases.planning import adopt, refine, refinement_budget, validate
 from aeonloop.prompts.clipping import STORED_MARKER, clip
 from aeonloop.prompts.registry import (
     ConvergenceAssessmentInput,
@@ -57,15 +51,13 @@ MAX_CRITIQUE_ISSUES = 5
 
 
 async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Event]:
-    """One pass → PassCompleted (loop goes on via D) or LoopExited (with the reason)."""
+    """One pass → PassCompleted (loop goes on via D) or LoopExited (phases.exits decides)."""
     run = event.run
     settings = deps.settings
     number = run.pass_count + 1
-    if number > settings.max_passes:
-        detail = f"pass {number} would exceed the limit of {settings.max_passes} passes"
-        return [summaries.loop_exit(event, run, "max_passes", detail)]
-    if run.plan is None:
-        return [summaries.loop_exit(event, run, "failed", "phase C got a run without a plan")]
+    stop = exits.before_pass(run, number, settings)  # past AEON_MAX_PASSES, or no plan
+    if stop is not None:
+        return [exits.loop_exited(event, stop)]
     await history.load_outputs(deps.records, event.correlation_id, run)  # of earlier passes
     plan = run.plan
     session = deps.session(event.correlation_id, run.usage, event.deadline)
@@ -74,17 +66,13 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
         await evaluate(session, run, plan, record, settings)
     except summaries.LLM_FAILURES as error:
         run.add_pass(record)
-        detail = f"evaluation of pass {number} failed: {error}"
-        return [summaries.loop_exit(event, run, "failed", detail)]
-    scores = [*run.scores, record.score]
-    reason = exit_reason(record.converged, scores, number, settings)
-    if reason is None:
+        return [exits.loop_exited(event, exits.evaluation_failed(number, error))]
+    stop = exits.after_pass(run, record, settings)
+    if stop is None:
         stop = await refine_for_next_pass(session, run, plan, record, settings)
-    else:
-        stop = (reason, explain_exit(reason, run, record, scores, settings))
     run.add_pass(record)
     if stop is not None:
-        return [summaries.loop_exit(event, run, *stop)]
+        return [exits.loop_exited(event, stop)]
     return [event.child(PassCompleted, run=run, execution_pass=record)]
 
 
@@ -282,49 +270,6 @@ def pass_score(
     return evaluation.score if by_rules and evaluation is not None else assessment.score
 
 
-def stagnated(scores: list[float], epsilon: float) -> bool:
-    """The score moved less than `epsilon` on each of the last two passes (needs three scores)."""
-    if len(scores) < 3:
-        return False
-    a, b, c = scores[-3:]
-    return abs(c - b) < epsilon and abs(b - a) < epsilon
-
-
-def exit_reason(
-    converged: bool, scores: list[float], number: int, settings: LoopSettings
-) -> ExitReason | None:
-    """Why the loop ends after this pass, or None to refine and go on (TTL is Phase D's call)."""
-    if converged:
-        return "converged"
-    if stagnated(scores, settings.stagnation_epsilon):
-        return "stagnated"
-    if number >= settings.max_passes:
-        return "max_passes"
-    return None
-
-
-def explain_exit(
-    reason: ExitReason,
-    run: RunState,
-    record: ExecutionPass,
-    scores: list[float],
-    settings: LoopSettings,
-) -> str:
-    """The LoopExited detail: which evidence ended the loop, in words an operator can check."""
-    number = record.pass_number
-    if reason == "converged":
-        by_rules = evaluation.judged(run.rules, record.evaluation)
-        basis = "the rule evaluation passed" if by_rules else "the default rubric is met"
-        return f"pass {number} converged: {basis} (score {record.score})"
-    if reason == "stagnated":
-        last = ", ".join(str(s) for s in scores[-3:])
-        return (
-            f"the score moved less than {settings.stagnation_epsilon} on two passes in a row "
-            f"(last scores: {last})"
-        )
-    return f"pass {number} did not converge and was the last of {settings.max_passes} allowed"
-
-
 # ---------------------------------------------------------------------------------------------
 # Refine for the next pass.
 # ---------------------------------------------------------------------------------------------
@@ -332,13 +277,13 @@ def explain_exit(
 
 async def refine_for_next_pass(
     session: LLMSession, run: RunState, plan: Plan, record: ExecutionPass, settings: LoopSettings
-) -> tuple[ExitReason, str] | None:
-    """Refine the plan from this pass's evidence; an exit (reason, detail) if nothing is left."""
+) -> exits.Exit | None:
+    """Refine the plan from this pass's evidence; an exit if no step is left to run."""
     number = record.pass_number
     issues = await issues_to_fix(session, run, plan, record)
     budget = refinement_budget(settings, run)
     if budget < 1:
-        return _nothing_left(plan, number, "the run's refinement budget is spent")
+        return exits.nothing_left(plan, number, "the run's refinement budget is spent")
     try:
         outcome = await refine(
             session, run.request, plan, issues, budget, scope=f"c/p{number}/refine"
@@ -346,24 +291,11 @@ async def refine_for_next_pass(
     except summaries.LLM_FAILURES as error:
         what = f"refinement after pass {number}"
         run.notes.append(summaries.failure_note("C", what, error, "plan kept"))
-        return _nothing_left(plan, number, f"{what} failed: {error}", reason="failed")
+        return exits.nothing_left(plan, number, f"{what} failed: {error}", refinement_failed=True)
     adopt(run, outcome)
     record.refinement = outcome.record()
     why = f"refinement applied {len(outcome.applied)} action(s), rejected {len(outcome.rejected)}"
-    return _nothing_left(outcome.plan, number, why)
-
-
-def _nothing_left(
-    plan: Plan, number: int, why: str, reason: ExitReason = "stagnated"
-) -> tuple[ExitReason, str] | None:
-    """An exit when no step is pending: the next pass would only re-judge the same outputs."""
-    if plan.pending():
-        return None
-    return (
-        reason,
-        f"pass {number} did not converge and no step is left to execute ({why}); "
-        "another pass would only re-judge the same outputs",
-    )
+    return exits.nothing_left(outcome.plan, number, why)
 
 
 async def issues_to_fix(
@@ -374,7 +306,7 @@ async def issues_to_fix(
     ev = record.evaluation
     findings = [*ev.failed, *ev.warnings] if ev is not None else []
     if not (findings and evaluation.judged(run.rules, ev)):
-        return summaries.pass_issues_text(record)
+        return "\n".join(render.pass_issues(record))
 
     def build(cap: int | None) -> CritiqueInput:
         return CritiqueInput(

@@ -13,14 +13,12 @@ run, the pass just completed has not been paid for yet, so `ttl_remaining` still
 
 from __future__ import annotations
 
-from pydantic import ValidationError
-
-from aeonloop.phases import summaries
+from aeonloop.phases import exits, render, summaries
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import Event, PassCompleted, PassRequested, RunState
 from aeonloop.phases.llm_calls import LLMSession
 from aeonloop.phases.models import ExecutionPass, TaskProfile
-from aeonloop.phases.phase_a import profile_from_output
+from aeonloop.phases.profiling import PROFILE_FAILURES, profile_from_output
 from aeonloop.prompts.registry import PromptId, TaskProfileOutput, TaskProfileUpdateInput
 
 DEPTH_UP_FACTOR = 0.2
@@ -31,19 +29,17 @@ async def handle(event: PassCompleted, deps: PhaseDeps) -> list[Event]:
     """PassCompleted → PassRequested while TTL is left, else LoopExited("ttl_exhausted")."""
     run = event.run
     last = event.execution_pass or run.last_pass
-    if last is None:
-        return [summaries.loop_exit(event, run, "failed", "phase D got a run with no pass")]
-    if last.converged:  # C exits on convergence itself; kept so a stray event still ends well
-        detail = f"pass {last.pass_number} converged"
-        return [summaries.loop_exit(event, run, "converged", detail)]
+    stop = exits.at_pass_boundary(last)  # ends a run with no pass to judge
+    if stop is not None:
+        return [exits.loop_exited(event, stop)]
     if misjudged(last):
         session = deps.session(event.correlation_id, run.usage, event.deadline)
         await adapt_profile(session, run, last)
     run.ttl_remaining = max(0, run.ttl_remaining - 1)
-    if run.ttl_remaining > 0:
-        return [event.child(PassRequested, run=run)]
-    detail = f"no TTL left after pass {last.pass_number} and the loop has not converged"
-    return [summaries.loop_exit(event, run, "ttl_exhausted", detail)]
+    stop = exits.after_charge(run.ttl_remaining, last)
+    if stop is not None:
+        return [exits.loop_exited(event, stop)]
+    return [event.child(PassRequested, run=run)]
 
 
 def misjudged(record: ExecutionPass) -> bool:
@@ -83,7 +79,7 @@ async def adapt_profile(session: LLMSession, run: RunState, last: ExecutionPass)
     data = TaskProfileUpdateInput(
         request=run.request,
         current_profile=summaries.profile_json(old),
-        evidence=summaries.pass_evidence(last),
+        evidence=render.pass_evidence(last),
     )
     try:
         output = await session.json(
@@ -93,7 +89,7 @@ async def adapt_profile(session: LLMSession, run: RunState, last: ExecutionPass)
             scope=f"d/p{last.pass_number}/update",
         )
         new = profile_from_output(output, version=old.profile_version + 1)
-    except (*summaries.LLM_FAILURES, ValidationError) as error:
+    except PROFILE_FAILURES as error:
         run.notes.append(
             summaries.failure_note("D", "profile update", error, "the profile in force is kept")
         )

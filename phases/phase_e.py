@@ -17,7 +17,10 @@ Every accepted request must end with exactly one FinalAnswer, so nothing here ma
   `degraded_answer`, serves `execute_phase_e`, `handle` and `fallback_answer`.
 
 Metadata always holds convergence_status, total_passes, total_refinements, ttl_remaining,
-missing_fields, degraded and reason, plus each upstream artifact present (FR-028's raw data).
+missing_fields, degraded and reason, plus the rules that did not hold in the last pass and each
+upstream artifact present (FR-028's raw data). How the run ended is decided in phases.exits
+and worded in phases.render, from the same metadata every gateway shows.
+
 FinalAnswer never gets a field beyond its six (FR-026, FR-033).
 """
 
@@ -25,16 +28,15 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel
 
-from aeonloop.llm.base import LLMAdapter, LLMError, LLMUnreachable
-from aeonloop.phases import history
+from aeonloop.llm.base import LLMAdapter, LLMUnreachable
+from aeonloop.phases import exits, history, render
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import (
     Event,
@@ -44,10 +46,16 @@ from aeonloop.phases.events import (
     Usage,
     utcnow,
 )
-from aeonloop.phases.llm_calls import DictMemo, LLMOutputError, LLMSession, as_json_text
-from aeonloop.phases.models import FinalAnswer, PhaseEInput, Plan
+from aeonloop.phases.llm_calls import DictMemo, LLMSession, as_json_text
+from aeonloop.phases.models import (
+    AnswerReason,
+    ExecutionPass,
+    FinalAnswer,
+    PhaseEInput,
+    Plan,
+    RuleFinding,
+)
 from aeonloop.prompts.clipping import clip
-from aeonloop.prompts.errors import PromptError
 from aeonloop.prompts.registry import (
     AnswerSynthesisInput,
     FinalAnswerOutput,
@@ -71,45 +79,6 @@ SYNTHESIS_SCOPE = "e/synthesis"
 PROMPT_OUTPUT_CHARS = 8_000
 ANSWER_OUTPUT_CHARS = 2_000
 ERROR_CHARS = 500
-PROFILE_KEYS = (
-    "reasoning_depth",
-    "information_sufficiency",
-    "expected_tool_usage",
-    "output_breadth",
-    "confidence_requirement",
-    "profile_version",
-)
-
-
-class Reason(StrEnum):
-    """`metadata["reason"]`: why an answer is what it is, for machines (CLI exit codes, alerts)."""
-
-    # The model wrote the answer.
-    CONVERGED = "converged"  # not degraded: the loop converged with its data complete
-    NO_PASSES = "no_passes"  # no execution pass ran (e.g. no plan could be made)
-    TTL_EXHAUSTED = "ttl_exhausted"  # the loop spent its TTL before converging
-    INCOMPLETE_STATE = "incomplete_state"  # some upstream artifacts are missing or empty
-    NOT_CONVERGED = "not_converged"  # stagnated, max_passes, failed, ...: see convergence_status
-    # The host assembled the answer without the model.
-    LLM_ERROR = "llm_error"  # the adapter gave up on the synthesis call
-    INVALID_LLM_OUTPUT = "invalid_llm_output"  # the reply stayed unusable after one repair
-    PROMPT_ERROR = "prompt_error"  # the registry could not find or render the synthesis prompt
-    SYNTHESIS_ERROR = "synthesis_error"  # anything else that broke during synthesis
-    REQUEST_LOST = "request_lost"  # no request text survived: nothing to answer
-    DEADLINE_EXCEEDED = "deadline_exceeded"  # the deadline passed: no further model call
-    PHASE_E_FAILED = "phase_e_failed"  # Phase E's own event was dead-lettered
-
-
-#: How a host-made degraded answer explains that the model's answer is missing.
-WHY_NO_MODEL_ANSWER: dict[Reason, str] = {
-    Reason.LLM_ERROR: "the language model call failed",
-    Reason.INVALID_LLM_OUTPUT: "the language model's reply was unusable even after one repair",
-    Reason.PROMPT_ERROR: "the synthesis prompt could not be prepared",
-    Reason.SYNTHESIS_ERROR: "answer synthesis failed unexpectedly",
-    Reason.REQUEST_LOST: "the request text was lost, so there was nothing to put to the model",
-    Reason.DEADLINE_EXCEEDED: "the request's deadline passed, so the model was not called again",
-    Reason.PHASE_E_FAILED: "answer synthesis kept failing, so the model was not called again",
-}
 
 
 @dataclass(frozen=True)
@@ -152,7 +121,7 @@ async def synthesize(
     """
     try:
         if _request_lost(phase_e_input):
-            return degraded_answer(phase_e_input, Reason.REQUEST_LOST, context)
+            return degraded_answer(phase_e_input, AnswerReason.REQUEST_LOST, context)
         output = await session.json(
             PromptId.ANSWER_SYNTHESIS_USER,
             functools.partial(synthesis_input, phase_e_input),
@@ -161,7 +130,7 @@ async def synthesize(
         )
         return model_answer(phase_e_input, output, context)
     except Exception as error:  # FR-032: Phase E answers whatever went wrong
-        return degraded_answer(phase_e_input, failure_reason(error), context, error)
+        return degraded_answer(phase_e_input, exits.synthesis_failure(error), context, error)
 
 
 def build_phase_e_input(
@@ -219,14 +188,14 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     phase_e_input = build_phase_e_input(event, passes)
     usage = event.run.usage.model_copy() if event.run else Usage()
     context = exit_context(event)
-    if event.reason == "deadline_exceeded" or event.expired():
-        answer = degraded_answer(phase_e_input, Reason.DEADLINE_EXCEEDED, context)
+    if exits.answer_too_late(event):
+        answer = degraded_answer(phase_e_input, AnswerReason.DEADLINE_EXCEEDED, context)
     else:
         session = deps.session(event.correlation_id, usage, event.deadline)
         try:
             answer = await synthesize(phase_e_input, session, context)
         except LLMUnreachable:  # the deadline came while the LLM server was away
-            answer = degraded_answer(phase_e_input, Reason.DEADLINE_EXCEEDED, context)
+            answer = degraded_answer(phase_e_input, AnswerReason.DEADLINE_EXCEEDED, context)
     return [answer_event(event, phase_e_input, answer, usage)]
 
 
@@ -259,78 +228,15 @@ def fallback_answer(
     except Exception:  # the last resort must answer even for a corrupt run
         phase_e_input = build_phase_e_input(event.model_copy(update={"run": None}))
     usage = event.run.usage.model_copy() if event.run else Usage()
-    answer = degraded_answer(phase_e_input, Reason.PHASE_E_FAILED, exit_context(event), reason)
+    answer = degraded_answer(
+        phase_e_input, AnswerReason.PHASE_E_FAILED, exit_context(event), reason
+    )
     return answer_event(event, phase_e_input, answer, usage)
 
 
 # ---------------------------------------------------------------------------------------------
-# The run's situation: degraded or not, and why, in one place.
+# What the run left: missing artifacts, rules that failed, the TTL flag.
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Situation:
-    """How the run ended, as PhaseEInput tells it; decides `degraded`, `reason` and wording."""
-
-    status: str
-    converged: bool
-    ttl_exhausted: bool
-    total_passes: int
-    missing_fields: tuple[str, ...]
-    detail: str = ""
-
-    @classmethod
-    def of(cls, phase_e_input: PhaseEInput, detail: str = "") -> Situation:
-        status = phase_e_input.convergence_status
-        converged = status.strip().lower() == "converged"
-        passes = phase_e_input.total_passes
-        # TTL counts passes, so a run that ran none cannot have spent it (a lost run reports 0).
-        spent = phase_e_input.ttl_remaining == 0 and passes > 0 and not converged
-        return cls(
-            status=status,
-            converged=converged,
-            ttl_exhausted=status == "ttl_exhausted" or spent,
-            total_passes=passes,
-            missing_fields=missing_fields(phase_e_input),
-            detail=detail,
-        )
-
-    @property
-    def upstream_reason(self) -> Reason:
-        """Why a model-written answer is degraded; CONVERGED when it is not."""
-        if self.total_passes == 0:
-            return Reason.NO_PASSES
-        if self.ttl_exhausted:
-            return Reason.TTL_EXHAUSTED
-        if self.missing_fields:
-            return Reason.INCOMPLETE_STATE
-        if not self.converged:
-            return Reason.NOT_CONVERGED
-        return Reason.CONVERGED
-
-    @property
-    def ttl_flag(self) -> bool | None:
-        """FinalAnswer.ttl_exhausted: True when TTL was exhausted, None otherwise (FR-027)."""
-        return True if self.ttl_exhausted else None
-
-    def describe(self) -> str:
-        """How the loop ended and what is missing, stating an early exit plainly (FR-030)."""
-        ran = _passes_ran(self.total_passes)
-        why = f": {self.detail}" if self.detail else ""
-        if self.converged:
-            text = f"The reasoning loop converged; {ran}."
-        elif self.ttl_exhausted:
-            text = (
-                f"TTL exhausted: the reasoning loop used its whole budget and exited early, "
-                f"before converging{why}; {ran}."
-            )
-        else:
-            text = (
-                f"The reasoning loop exited early ({self.status}{why}), before converging; {ran}."
-            )
-        if self.missing_fields:
-            text += f" Missing from the run's data: {', '.join(self.missing_fields)}."
-        return text
 
 
 def missing_fields(phase_e_input: PhaseEInput) -> tuple[str, ...]:
@@ -338,15 +244,22 @@ def missing_fields(phase_e_input: PhaseEInput) -> tuple[str, ...]:
     return tuple(name for name in ARTIFACT_FIELDS if not getattr(phase_e_input, name, None))
 
 
-def failure_reason(error: BaseException) -> Reason:
-    """The machine-readable reason for an exception raised while synthesising."""
-    if isinstance(error, LLMError):
-        return Reason.LLM_ERROR
-    if isinstance(error, LLMOutputError):
-        return Reason.INVALID_LLM_OUTPUT
-    if isinstance(error, PromptError):
-        return Reason.PROMPT_ERROR
-    return Reason.SYNTHESIS_ERROR
+def failed_rules(phase_e_input: PhaseEInput) -> list[RuleFinding]:
+    """The rules that did not hold in the last pass, failed ones first: what the answer names
+    when it says what failed. A pass record of another shape names none."""
+    passes = phase_e_input.execution_passes
+    try:
+        judged = (passes[-1] if passes else {}).get("evaluation") or {}
+        found = [*(judged.get("failed") or []), *(judged.get("warnings") or [])]
+    except (AttributeError, KeyError, TypeError):
+        return []
+    return render.findings_of(found)
+
+
+def ttl_flag(phase_e_input: PhaseEInput) -> bool | None:
+    """FinalAnswer.ttl_exhausted: True when TTL was exhausted, None otherwise (FR-027)."""
+    p = phase_e_input
+    return True if exits.ttl_spent(p.convergence_status, p.total_passes, p.ttl_remaining) else None
 
 
 def exit_context(event: LoopExited) -> ExitContext:
@@ -406,12 +319,15 @@ def model_answer(
 ) -> FinalAnswer:
     """The model's answer with the host's part: the TTL flag, metadata, and, when the run did
     not go well, an opening paragraph saying so (FR-030), since the model may not."""
-    situation = Situation.of(phase_e_input, context.detail)
-    reason = situation.upstream_reason
+    p = phase_e_input
+    reason = exits.answer_reason(
+        p.convergence_status, p.total_passes, p.ttl_remaining, missing_fields(p)
+    )
+    metadata = build_metadata(phase_e_input, reason, context)
     text = output.answer_text
-    if reason is not Reason.CONVERGED:
+    if reason is not AnswerReason.CONVERGED:
         caveat = "What follows rests only on the data that was available and may be incomplete."
-        text = f"Degraded answer: {situation.describe()} {caveat}\n\n{text}"
+        text = f"Degraded answer: {ending_text(phase_e_input, metadata)} {caveat}\n\n{text}"
     used = output.used_step_ids
     known = known_step_ids(phase_e_input)
     return FinalAnswer(
@@ -419,40 +335,48 @@ def model_answer(
         confidence=output.confidence,
         used_step_ids=None if used is None else [i for i in used if i in known],
         notes=output.notes,
-        ttl_exhausted=situation.ttl_flag,
-        metadata=build_metadata(phase_e_input, situation, reason, context),
+        ttl_exhausted=ttl_flag(phase_e_input),
+        metadata=metadata,
     )
 
 
 def degraded_answer(
     phase_e_input: PhaseEInput,
-    reason: Reason,
+    reason: AnswerReason,
     context: ExitContext = NO_CONTEXT,
     error: BaseException | str | None = None,
 ) -> FinalAnswer:
-    """The host's answer when the model's cannot be had: the situation, then the available data.
+    """The host's answer when the model's cannot be had: why, how the run ended, then the
+    available data.
 
     Upstream data is summarised, never invented (FR-028); the raw artifacts go to metadata.
     Should even that fail on some unforeseen shape of data, a minimal answer still comes back.
     """
     try:
-        situation = Situation.of(phase_e_input, context.detail)
-        opening = f"Unable to synthesize a complete answer: {WHY_NO_MODEL_ANSWER[reason]}"
-        if error is not None:
-            opening += f" ({_error_text(error)})"
-        text = f"{opening}. {situation.describe()}\n\n{available_data(phase_e_input)}"
+        metadata = build_metadata(phase_e_input, reason, context, error)
+        opening = f"Unable to synthesize a complete answer. {ending_text(phase_e_input, metadata)}"
         results = phase_e_input.execution_results
         return FinalAnswer(
-            answer_text=text,
+            answer_text=f"{opening}\n\n{available_data(phase_e_input)}",
             used_step_ids=list(results) if isinstance(results, dict) and results else None,
-            ttl_exhausted=situation.ttl_flag,
-            metadata=build_metadata(phase_e_input, situation, reason, context, error),
+            ttl_exhausted=ttl_flag(phase_e_input),
+            metadata=metadata,
         )
     except Exception as failure:  # the degraded path must not fail in turn
         return minimal_answer(phase_e_input, reason, failure)
 
 
-def minimal_answer(phase_e_input: PhaseEInput, reason: Reason, failure: Exception) -> FinalAnswer:
+def ending_text(phase_e_input: PhaseEInput, metadata: dict[str, Any]) -> str:
+    """How the run ended and what failed, in the words every gateway shows them in (made from
+    the same metadata, phases.render), then how many passes ran: an early exit said plainly
+    (FR-030)."""
+    lines = render.ending_lines(phase_e_input.convergence_status, metadata)
+    return render.as_sentences([*lines, _passes_ran(phase_e_input, metadata)])
+
+
+def minimal_answer(
+    phase_e_input: PhaseEInput, reason: AnswerReason, failure: Exception
+) -> FinalAnswer:
     """The last resort: no summaries, only the facts and the required metadata keys."""
     return FinalAnswer(
         answer_text=(
@@ -471,16 +395,16 @@ def minimal_answer(phase_e_input: PhaseEInput, reason: Reason, failure: Exceptio
 
 def build_metadata(
     phase_e_input: PhaseEInput,
-    situation: Situation,
-    reason: Reason,
+    reason: AnswerReason,
     context: ExitContext = NO_CONTEXT,
     error: BaseException | str | None = None,
 ) -> dict[str, Any]:
-    """The keys every answer has, the exit's context, and each upstream artifact present."""
+    """The keys every answer has, the exit's context, the rules that did not hold in the last
+    pass, and each upstream artifact present."""
     metadata: dict[str, Any] = {
         **_core_metadata(phase_e_input),
-        "missing_fields": list(situation.missing_fields),
-        "degraded": reason is not Reason.CONVERGED,
+        "missing_fields": list(missing_fields(phase_e_input)),
+        "degraded": reason is not AnswerReason.CONVERGED,
         "reason": reason.value,
     }
     if context.detail:
@@ -489,6 +413,9 @@ def build_metadata(
         metadata["run_notes"] = list(context.notes)
     if error is not None:
         metadata["error"] = _error_text(error)
+    findings = failed_rules(phase_e_input)
+    if findings:
+        metadata["failed_rules"] = [finding.model_dump() for finding in findings]
     for name in ARTIFACT_FIELDS:
         value = getattr(phase_e_input, name)
         if value:
@@ -568,13 +495,9 @@ def _result_block(step_id: str, description: str, output: str) -> str:
 
 @_tolerant
 def passes_summary(execution_passes: list[dict[str, Any]]) -> str:
-    """One line per pass: its verdict, score, and which steps ran or were blocked."""
+    """One line per pass, in the words progress lines and the run page use (phases.render)."""
     return "\n".join(
-        f"- pass {p.get('pass_number', '?')}: converged={p.get('converged')}, "
-        f"score={p.get('score')}, executed: {_ids(p.get('executed_step_ids'))}, "
-        f"blocked: {_ids(p.get('blocked_step_ids'))}, "
-        f"did not complete: {_ids(list(p.get('failed_steps') or []))}"
-        for p in execution_passes
+        f"- {render.pass_line(ExecutionPass.model_validate(record))}" for record in execution_passes
     )
 
 
@@ -604,10 +527,10 @@ def validation_summary(validation: dict[str, Any]) -> str:
 
 
 @_tolerant
-def profile_summary(task_profile: dict[str, Any]) -> str:
-    """The task profile's judgement in one line."""
-    shown = [f"{key}={task_profile[key]}" for key in PROFILE_KEYS if key in task_profile]
-    return ", ".join(shown) or _json_text(task_profile)
+def profile_shown(task_profile: dict[str, Any]) -> str:
+    """The profile in the words the planner is shown it (phases.render), or its JSON when it has
+    none of a profile's keys."""
+    return render.profile_text(task_profile) or _json_text(task_profile)
 
 
 def available_data(phase_e_input: PhaseEInput) -> str:
@@ -620,7 +543,7 @@ def available_data(phase_e_input: PhaseEInput) -> str:
         ("Passes", passes_summary(p.execution_passes)),
         ("Last assessment", assessment_summary(p.convergence_assessment)),
         ("Last validation", validation_summary(p.semantic_validation)),
-        ("Task profile", profile_summary(p.task_profile)),
+        ("Task profile", profile_shown(p.task_profile)),
     ]
     parts = [f"Request: {p.request}"]
     parts += [f"{title}:\n{text}" for title, text in sections if text]
@@ -677,14 +600,15 @@ def _dump(model: BaseModel | None) -> dict[str, Any] | None:
     return model.model_dump(mode="json") if model is not None else None
 
 
-def _passes_ran(count: int) -> str:
+def _passes_ran(phase_e_input: PhaseEInput, metadata: dict[str, Any]) -> str:
+    """How many passes ran (nothing when the reason said none did)."""
+    count = phase_e_input.total_passes
     if count == 0:
-        return "no execution pass ran"
-    return f"{count} execution pass{'' if count == 1 else 'es'} ran"
-
-
-def _ids(values: Iterable[Any] | None) -> str:
-    return ", ".join(map(str, values or [])) or "none"
+        return "" if metadata.get("reason") == AnswerReason.NO_PASSES else "no execution pass ran"
+    passes = f"{count} execution pass{'' if count == 1 else 'es'}"
+    if exits.converged(phase_e_input.convergence_status):
+        return f"the loop converged after {passes}"
+    return f"{passes} ran"
 
 
 def _text(value: Any) -> str:

@@ -1,10 +1,11 @@
 """What the phase handlers share: run data formatted into prompt *fields*, and failure handling.
 
 The prompt text itself lives in prompts/registry.py; these helpers only turn the run's data
-(rules, profile, plan, step outputs, findings) into the strings the registry's input models
-carry, so each phase describes its state the same way and no two phases drift apart. Beside
-them: which exceptions count as LLM trouble, the note a handler leaves when it degrades, and
-the LoopExited event every loop exit is made with.
+(rules, plan, step outputs, findings, critique) into the strings the registry's input models
+carry, so each phase describes its state the same way and no two phases drift apart. A profile,
+a pass and a rule that failed are shown to people too, so their wording is phases.render's.
+Beside these: which exceptions count as LLM trouble, and the note a handler leaves when it
+degrades.
 """
 
 from __future__ import annotations
@@ -12,13 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from aeonloop.llm.base import LLMError
-from aeonloop.phases.events import Event, ExitReason, LoopExited, RunState
 from aeonloop.phases.llm_calls import LLMOutputError, as_json_text
 from aeonloop.phases.models import (
-    ConvergenceAssessment,
     CritiqueIssue,
     Evaluation,
-    ExecutionPass,
     Plan,
     PlanStep,
     Rule,
@@ -38,19 +36,6 @@ def failure_note(phase: str, what: str, error: Exception, consequence: str) -> s
     return f"phase {phase}: {what} failed ({type(error).__name__}: {error}); {consequence}"
 
 
-def loop_exit(event: Event, run: RunState, reason: ExitReason, detail: str) -> LoopExited:
-    """The loop's end, made from `event` (deterministic id), carrying the run as it stands and
-    the record of its newest pass when this hop has it in hand (Phase C, which just ran it)."""
-    return event.child(
-        LoopExited,
-        reason=reason,
-        detail=detail,
-        request=run.request,
-        run=run,
-        execution_pass=run.last_pass,
-    )
-
-
 def rules_summary(rules: Iterable[Rule]) -> str:
     """The request's rules, one per line, as the LLM should see them (no rules → empty)."""
     return "\n".join(_rule_line(rule) for rule in rules)
@@ -61,19 +46,6 @@ def _rule_line(rule: Rule) -> str:
     how = f"content matches /{check.search}/" if check.type == "content" else "executable check"
     text = rule.description or check.expected or how
     return f"- {rule.id} [{rule.severity}, weight {rule.weight}]: {text} ({how})"
-
-
-def profile_summary(profile: TaskProfile | None) -> str:
-    """The profile's judgement in one line (the plan's size should follow the depth)."""
-    if profile is None:
-        return ""
-    return (
-        f"reasoning_depth={profile.reasoning_depth}, "
-        f"information_sufficiency={profile.information_sufficiency}, "
-        f"expected_tool_usage={profile.expected_tool_usage}, "
-        f"output_breadth={profile.output_breadth}, "
-        f"confidence_requirement={profile.confidence_requirement}"
-    )
 
 
 def profile_json(profile: TaskProfile) -> str:
@@ -137,50 +109,3 @@ def critique_text(issues: Iterable[CritiqueIssue]) -> str:
 def findings_as_issues(findings: Iterable[RuleFinding]) -> str:
     """Failed rules as refinement input, when the critique gave nothing usable."""
     return "\n".join(f"- [{f.id}] rule failed: {f.message}" for f in findings)
-
-
-def pass_issues_text(record: ExecutionPass) -> str:
-    """What a pass left to fix, without rules: validation issues, the assessment, blocked steps."""
-    lines = (
-        [f"- [{i.severity}] {i.description}" for i in record.validation.issues]
-        if (record.validation)
-        else []
-    )
-    if record.assessment:
-        lines += _assessment_gaps(record.assessment)
-    lines += [f"- step {s} is blocked: the model could not do it" for s in record.blocked_step_ids]
-    lines += [
-        f"- step {step_id} did not complete ({why}); it runs again next pass"
-        for step_id, why in record.failed_steps.items()
-    ]
-    return "\n".join(lines)
-
-
-def _assessment_gaps(assessment: ConvergenceAssessment) -> list[str]:
-    c = assessment.consistency
-    flags = {"plan": c.plan_aligned, "step": c.step_aligned, "answer": c.answer_aligned}
-    unaligned = [name for name, aligned in flags.items() if not aligned]
-    lines = [
-        f"- assessment: completeness {assessment.completeness_score}, "
-        f"coherence {assessment.coherence_score}"
-        + (f"; not aligned: {', '.join(unaligned)}" if unaligned else "")
-    ]
-    lines += [f"- assessment: {code}" for code in assessment.reason_codes]
-    return lines
-
-
-def pass_evidence(record: ExecutionPass) -> str:
-    """What Phase D shows the profile update: how the last pass went, in a few lines."""
-    lines = [
-        f"pass {record.pass_number}: converged={record.converged}, score={record.score}",
-        f"executed steps: {', '.join(record.executed_step_ids) or 'none'}",
-        f"blocked steps: {', '.join(record.blocked_step_ids) or 'none'}",
-        f"validation issues:\n{record.validation.text() if record.validation else 'not run'}",
-    ]
-    if record.assessment:
-        a = record.assessment
-        lines.append(
-            f"assessment: completeness={a.completeness_score}, coherence={a.coherence_score}, "
-            f"reasons={', '.join(a.reason_codes) or 'none'}"
-        )
-    return "\n".join(lines)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import timedelta
 
 from redis.asyncio import Redis
 
@@ -20,7 +19,7 @@ from aeonloop.bus.records import RunRecord
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
 from aeonloop.llm.base import LLMAdapter, LLMUnreachable
-from aeonloop.phases import history, phase_a, phase_b, phase_c, phase_d, phase_e
+from aeonloop.phases import exits, history, phase_a, phase_b, phase_c, phase_d, phase_e
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
 from aeonloop.phases.events import (
     Event,
@@ -29,10 +28,7 @@ from aeonloop.phases.events import (
     PassRequested,
     PlanReady,
     RequestSubmitted,
-    RunState,
     TaskProfiled,
-    derived_id,
-    utcnow,
 )
 from aeonloop.prompts.registry import default_registry
 
@@ -110,58 +106,42 @@ def make_worker(
     return worker
 
 
-def run_of(event: Event) -> RunState | None:
-    """The run an event carries; a request is a run that has not started yet."""
-    if isinstance(event, RequestSubmitted):
-        return event.initial_state()
-    return getattr(event, "run", None)
-
-
 def _before_deadline(handler: Handler, deps: PhaseDeps) -> Callable[[Event], Awaitable[list]]:
     """A phase that sees the deadline passed sends the run to E instead of calling the LLM.
     What it returns goes with the records of the passes it ran (phases.history)."""
 
     async def handle(event: Event) -> list[Event | RunRecord]:
         kept = history.kept_passes(getattr(event, "run", None))
-        if event.expired():
-            outputs = [_exit(event, "deadline_exceeded", "the request's deadline passed")]
+        stop = exits.deadline_passed(event)
+        if stop is not None:
+            outputs: list[Event] = [exits.loop_exited(event, stop)]
         else:
             try:
                 outputs = await handler(event, deps)
             except LLMUnreachable as error:  # the deadline came while the LLM server was away
-                outputs = [_exit(event, "deadline_exceeded", str(error))]
+                outputs = [exits.loop_exited(event, exits.llm_away(error))]
         return [*history.new_records(outputs, kept), *outputs]
 
     return handle
 
 
-def _exit(event: Event, reason: str, detail: str) -> LoopExited:
-    run = run_of(event)
-    return event.child(
-        LoopExited,
-        reason=reason,
-        detail=detail,
-        request=run.request if run else "",
-        run=run,
-    )
-
-
 def _send_to_phase_e(dead: DeadLetter) -> list[Event | RunRecord]:
     """The run to E as failed, with the records of passes its event carried inline (an event
     from a version that sent them so), which nothing else would write."""
-    detail = f"{dead.group} gave up: {dead.reason}"
+    stop = exits.gave_up(dead.group, dead.reason)
     if dead.event is not None:
-        exit_event = _exit(dead.event, "failed", detail)
+        exit_event = exits.loop_exited(dead.event, stop)
         return [*history.new_records([exit_event], history.kept_passes(exit_event.run)), exit_event]
-    lost = _lost_run_exit(dead, detail)
-    return [lost] if lost else []
+    return [exits.loop_exited(dead, stop)] if dead.correlation_id else []
 
 
 def _answer_without_llm(dead: DeadLetter) -> list[Event]:
     """A degraded answer, from the run's history as read with the event's lock, if it was."""
-    exit_event = dead.event if isinstance(dead.event, LoopExited) else None
-    exit_event = exit_event or _lost_run_exit(dead, f"phase-e gave up: {dead.reason}")
-    if exit_event is None:
+    if isinstance(dead.event, LoopExited):
+        exit_event = dead.event
+    elif dead.correlation_id:  # an entry that is not an event at all, but names its run
+        exit_event = exits.loop_exited(dead, exits.gave_up(dead.group, dead.reason))
+    else:
         return []
     try:
         passes = history.prefetched_pass_json(exit_event)
@@ -169,17 +149,3 @@ def _answer_without_llm(dead: DeadLetter) -> list[Event]:
         log.warning("%s: answering without its history: %s", exit_event.correlation_id, error)
         passes = None
     return [phase_e.fallback_answer(exit_event, dead.reason, passes)]
-
-
-def _lost_run_exit(dead: DeadLetter, detail: str) -> LoopExited | None:
-    """An exit for an entry that is not an event at all: answerable only if it names its run."""
-    correlation_id = dead.correlation_id
-    if not correlation_id:
-        return None
-    return LoopExited(
-        event_id=derived_id(f"{dead.stream}/{dead.entry_id}", "LoopExited"),
-        correlation_id=correlation_id,
-        deadline=utcnow() + timedelta(hours=1),
-        reason="failed",
-        detail=detail,
-    )

@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from aeonloop.phases import render
 from aeonloop.phases.models import FinalAnswer
 
 NO_ANSWER = "No final answer available"
@@ -21,7 +22,9 @@ TIMEOUT_WARNING = "⚠️  Timed out: the request's timeout passed before the lo
 
 
 def render_human(result: Mapping[str, Any] | None) -> str:
-    """FR-044: the answer first, then confidence, the TTL warning, notes and a metadata summary."""
+    """FR-044: the answer first, then confidence, the TTL warning, notes and a metadata summary;
+    a degraded answer also says why, one line each, as the HTTP API's `degraded_because` does
+    (the exit in words, the rules that failed with their messages, the error, the notes)."""
     answer = _final_answer(result)
     if answer is None or not answer.get("answer_text"):
         return NO_ANSWER
@@ -35,6 +38,9 @@ def render_human(result: Mapping[str, Any] | None) -> str:
         lines.append(TIMEOUT_WARNING)
     if answer.get("notes"):
         lines.append(f"Note: {answer['notes']}")
+    because = degraded_because(result or {}, answer)
+    if because:
+        lines += ["Degraded because:", *(f"  - {line}" for line in because)]
     summary = metadata_summary(result or {}, answer)
     if summary:
         lines.append(f"Metadata: {summary}")
@@ -61,8 +67,7 @@ def metadata_summary(result: Mapping[str, Any], answer: Mapping[str, Any]) -> st
 
     The raw upstream artifacts in the answer's metadata stay out of it; `--json` shows them.
     """
-    metadata = answer.get("metadata")
-    metadata = metadata if isinstance(metadata, Mapping) else {}
+    metadata = _metadata(answer)
     parts = [
         _pair("status", _first(result.get("status"), metadata.get("convergence_status"))),
         _pair("passes", _first(result.get("total_passes"), metadata.get("total_passes"))),
@@ -76,6 +81,19 @@ def metadata_summary(result: Mapping[str, Any], answer: Mapping[str, Any]) -> st
         _pair("elapsed", _seconds(result.get("elapsed_seconds"))),
     ]
     return "; ".join(part for part in parts if part)
+
+
+def degraded_because(result: Mapping[str, Any], answer: Mapping[str, Any]) -> list[str]:
+    """Why the answer is degraded, one plain line each (phases.render); empty when it is not."""
+    metadata = _metadata(answer)
+    degraded = _first(result.get("degraded"), metadata.get("degraded"))
+    status = _first(result.get("status"), metadata.get("convergence_status"))
+    return render.degraded_because(str(status or ""), degraded is True, metadata)
+
+
+def _metadata(answer: Mapping[str, Any]) -> Mapping[str, Any]:
+    metadata = answer.get("metadata")
+    return metadata if isinstance(metadata, Mapping) else {}
 
 
 def _final_answer(result: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

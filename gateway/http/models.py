@@ -14,7 +14,7 @@ from aeonloop.phases.events import (
     MAX_TIMEOUT_S,
     ExecutionResult,
 )
-from aeonloop.phases.models import DEFAULT_MAX_PASSES
+from aeonloop.phases.models import DEFAULT_MAX_PASSES, ExitReason
 
 #: The longest `?wait=` a submit may ask for; past it, follow the run's events instead.
 MAX_WAIT_S = 300.0
@@ -101,7 +101,10 @@ class Run(BaseModel):
     request: str | None = Field(None, description="the request, when it is known here")
     result: ExecutionResult | None = None
     degraded_because: list[str] = Field(
-        default_factory=list, description="why the answer is degraded, one plain line each"
+        default_factory=list,
+        description="why the answer is degraded, one plain line each: how the loop ended in "
+        "words, the rules that failed in the last pass (id and message), the error, what is "
+        "missing, and the run's notes",
     )
     progress: Progress | None = None
     links: Links
@@ -112,7 +115,7 @@ class RecentRun(BaseModel):
     request: str = Field(description="the request, cut to 300 characters")
     submitted_at: str
     state: RunStage
-    status: str | None = Field(None, description="how the loop ended, once answered")
+    status: ExitReason | None = Field(None, description="how the loop ended, once answered")
     degraded: bool | None = None
     confidence: float | None = None
     total_passes: int | None = None

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from aeonloop.gateway.progress import EXIT_WORDS
+from aeonloop.phases import render
 from aeonloop.phases.events import (
     Event,
     ExecutionResult,
@@ -34,7 +34,6 @@ from aeonloop.phases.events import (
     TaskProfiled,
 )
 from aeonloop.phases.models import ExecutionPass
-from aeonloop.phases.phase_e import WHY_NO_MODEL_ANSWER, Reason
 
 StepKind = Literal["profile", "plan", "pass", "exit", "answer", "no_answer"]
 #: A run ends with its answer, or, past its deadline without one, with `no_answer`: either is
@@ -57,15 +56,6 @@ _EVENT_ID = re.compile(
 #: The largest part of a Redis stream entry id (an unsigned 64-bit number).
 _MAX_ID_PART = 2**64 - 1
 
-#: Why an answer is degraded, in words, for the reasons where the model still wrote it (the
-#: others say why the model did not: phase_e.WHY_NO_MODEL_ANSWER).
-_DEGRADED_WORDS: dict[str, str] = {
-    Reason.NO_PASSES: "no execution pass ran, so the answer rests on no checked work",
-    Reason.TTL_EXHAUSTED: "the pass budget (TTL) was spent before the loop converged",
-    Reason.INCOMPLETE_STATE: "part of the run's data is missing or empty",
-    Reason.NOT_CONVERGED: "the loop ended without converging",
-    **{reason.value: words for reason, words in WHY_NO_MODEL_ANSWER.items()},
-}
 #: How far along its run each progress event type is, told by its name alone (the run feed
 #: ranks entries without decoding them); see `progress_rank`.
 TYPE_RANK: dict[str, int] = {
@@ -201,23 +191,15 @@ def _pass(run: RunState, record: ExecutionPass) -> Step:
     the evidence the verdict came from."""
     plan_steps = {s.step_id: s for s in run.plan.steps} if run.plan else {}
     steps = []
-    for step_id in dict.fromkeys(
-        [*record.executed_step_ids, *record.blocked_step_ids, *record.failed_steps]
-    ):
-        step = plan_steps.get(step_id)
+    for verdict in render.pass_steps(record):
+        step = plan_steps.get(verdict.step_id)
         kept = step is not None and step.executed_in_pass == record.pass_number
-        if step_id in record.failed_steps:
-            status, why = "failed", record.failed_steps[step_id]
-        elif step_id in record.blocked_step_ids:
-            status, why = "blocked", "the model said it could not do this step"
-        else:
-            status, why = "done", None
         steps.append(
             {
-                "step_id": step_id,
+                "step_id": verdict.step_id,
                 "description": step.description if step else None,
-                "status": status,
-                "why": why,
+                "status": verdict.status,
+                "why": verdict.why,
                 "output": step.output if kept and step else None,
             }
         )
@@ -248,8 +230,8 @@ def _pass(run: RunState, record: ExecutionPass) -> Step:
             and {
                 "score": evaluation.score,
                 "passed": evaluation.passed,
-                "failed": [f"{f.id}: {f.message}" for f in evaluation.failed],
-                "warnings": [f"{w.id}: {w.message}" for w in evaluation.warnings],
+                "failed": [render.finding_text(f) for f in evaluation.failed],
+                "warnings": [render.finding_text(w) for w in evaluation.warnings],
             },
             "critique": [f"{c.rule_id}: {c.problem}" for c in record.critique],
             "refinement": refinement
@@ -271,7 +253,7 @@ def _exit_of_loop(event: LoopExited) -> Step:
         0,
         {
             "reason": event.reason,
-            "words": EXIT_WORDS.get(event.reason, event.reason),
+            "words": render.exit_words(event.reason),
             "detail": event.detail,
             "passes": run.pass_count if run else None,
             "ttl_remaining": run.ttl_remaining if run else None,
@@ -287,7 +269,7 @@ def _exit_of_answer(answer: ExecutionResult) -> Step:
         0,
         {
             "reason": answer.status,
-            "words": EXIT_WORDS.get(answer.status, answer.status),
+            "words": render.exit_words(answer.status),
             "detail": detail if isinstance(detail, str) else "",
             "passes": answer.total_passes,
             "ttl_remaining": answer.ttl_remaining,
@@ -316,24 +298,7 @@ def answer_data(answer: ExecutionResult) -> dict[str, Any]:
 
 
 def degraded_because(answer: ExecutionResult) -> list[str]:
-    """Plain lines saying why `answer` is degraded; empty when it is not."""
-    if not answer.degraded:
-        return []
+    """Plain lines saying why `answer` is degraded, the failed rules and the exit in words
+    among them (phases.render, as the answer's text and the CLI say it); empty when it is not."""
     metadata = answer.final_answer.metadata
-    reason = str(metadata.get("reason") or "")
-    lines = []
-    if answer.status != "converged":
-        words = EXIT_WORDS.get(answer.status, answer.status)
-        lines.append(f"the loop ended before the answer converged: {words}")
-    if not (lines and reason in (Reason.NOT_CONVERGED, Reason.TTL_EXHAUSTED)):  # said just now
-        lines.append(_DEGRADED_WORDS.get(reason, reason or "the run did not go as planned"))
-    for key, label in (("exit_detail", "why"), ("error", "error")):
-        if metadata.get(key):
-            lines.append(f"{label}: {metadata[key]}")
-    missing = metadata.get("missing_fields")
-    if isinstance(missing, list) and missing:
-        lines.append(f"missing from the run: {', '.join(map(str, missing))}")
-    notes = metadata.get("run_notes")
-    if isinstance(notes, list):
-        lines += [str(note) for note in notes]
-    return lines
+    return render.degraded_because(answer.status, answer.degraded, metadata)

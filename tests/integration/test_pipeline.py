@@ -274,6 +274,48 @@ async def test_rules_drive_convergence(settings: BusSettings) -> None:
     assert result.total_passes == 1
 
 
+async def test_a_failed_rule_is_named_wherever_the_answer_is_shown(settings: BusSettings) -> None:
+    """A rule no pass can meet: the run stagnates, and its answer's text, the CLI's output and
+    the HTTP API's `degraded_because` each name the rule (id and message) and the exit in words,
+    not only "stagnated"."""
+    from aeonloop.gateway.cli.display import render_human
+    from aeonloop.gateway.http.run_steps import degraded_because
+    from aeonloop.gateway.validation import parse_rules
+
+    rules = parse_rules(
+        [
+            {
+                "id": "cites-a-source",
+                "description": "names its source",
+                "severity": "fail",
+                "check": {"type": "content", "search": "Source: https?://"},
+            }
+        ]
+    )
+    llm = ScriptedLLM(
+        {
+            PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
+            PromptId.REASONING_STEP_USER: "Plants use light to make sugar.",
+            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.99, converged=True),
+            PromptId.RECURSIVE_REFINEMENT_USER: add_a_step(),
+        }
+    )
+    result = await ask(settings, llm, "Explain photosynthesis", rules=rules)
+
+    assert (result.status, result.degraded) == ("stagnated", True)
+    metadata = result.final_answer.metadata
+    assert [rule["id"] for rule in metadata["failed_rules"]] == ["cites-a-source"]
+    named = "failed rule cites-a-source: names its source: /Source: https?:/// not found"
+    exit_words = "exited early, before converging: stopped improving"
+    assert f"F{named[1:]}" in result.final_answer.answer_text  # a sentence of its own
+    assert exit_words in result.final_answer.answer_text
+    because = degraded_because(result)
+    assert any(line.startswith(named) for line in because)
+    assert f"the loop {exit_words}" in because
+    shown = render_human(result.model_dump(mode="json"))
+    assert f"  - {named}" in shown and exit_words in shown
+
+
 async def test_many_requests_in_flight_each_get_their_own_answer(settings: BusSettings) -> None:
     llm = OfflineLLM(delay=0.01)
     async with pipeline(settings, llm) as client:

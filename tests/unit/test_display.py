@@ -158,3 +158,34 @@ def test_a_timed_out_run_says_timeout_not_pass_budget() -> None:
 
     assert "Timed out: the request's timeout passed" in text
     assert "Pass budget" not in text
+
+
+def test_a_degraded_answer_says_why_naming_the_failed_rules_and_the_exit_in_words() -> None:
+    """Issue: a run whose rule failed said only "stagnated"; the rule id was in --json alone."""
+    data = result(ttl_exhausted=None)
+    data.update(status="stagnated")
+    data["final_answer"]["metadata"].update(
+        reason="not_converged",
+        convergence_status="stagnated",
+        exit_detail="the score moved less than 0.02 on two passes in a row",
+        failed_rules=[
+            {"id": "no-tbd", "severity": "fail", "message": "leaves no TBD: /TBD/ found: 'TBD'"}
+        ],
+    )
+
+    lines = render_human(data).splitlines()
+
+    start = lines.index("Degraded because:")
+    assert lines[start + 1 : start + 4] == [
+        "  - the loop exited early, before converging: stopped improving",
+        "  - why: the score moved less than 0.02 on two passes in a row",
+        "  - failed rule no-tbd: leaves no TBD: /TBD/ found: 'TBD'",
+    ]
+    assert lines[-1].startswith("Metadata: "), "the summary stays last"
+
+
+def test_an_answer_that_is_not_degraded_gives_no_reasons() -> None:
+    data = result(ttl_exhausted=None)
+    data.update(status="converged", degraded=False)
+    data["final_answer"]["metadata"].update(degraded=False, reason="converged", missing_fields=[])
+    assert "Degraded because:" not in render_human(data)

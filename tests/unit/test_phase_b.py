@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aeonloop.llm.base import LLMError
-from aeonloop.phases import phase_b
+from aeonloop.phases import phase_b, planning
 from aeonloop.phases.events import LoopExited, PlanReady, RunState, TaskProfiled
 from aeonloop.phases.models import PlanStep, RefinementAction, TaskProfile
 from aeonloop.prompts.registry import PromptId, RefinementOutput
@@ -205,7 +205,7 @@ def test_actions_come_from_the_output_and_malformed_ones_are_named() -> None:
             ]
         }
     )
-    actions, malformed = phase_b.actions_from_output(output)
+    actions, malformed = planning.actions_from_output(output)
     assert actions == [
         RefinementAction(action_type="ADD", new_step=PlanStep(step_id="s2", description="more")),
         RefinementAction(action_type="REMOVE", target_step_id="s1", reason="repeats s2"),

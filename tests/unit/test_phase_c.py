@@ -6,7 +6,6 @@ import pytest
 
 from aeonloop.llm.base import LLMCall, LLMError, LLMReply, TokenUsage
 from aeonloop.phases import phase_c
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import LoopExited, PassCompleted, PassRequested
 from aeonloop.phases.models import (
     Consistency,
@@ -375,30 +374,6 @@ def test_pass_score_follows_the_deciding_evidence() -> None:
     evaluation = Evaluation(score=0.4, passed=False)
     assert phase_c.pass_score(True, evaluation, _assessment(True)) == 0.4
     assert phase_c.pass_score(False, evaluation, _assessment(True)) == 0.97
-
-
-@pytest.mark.parametrize(
-    ("scores", "expected"),
-    [
-        ([0.5, 0.51], False),  # needs two moves
-        ([0.5, 0.51, 0.52], True),
-        ([0.5, 0.51, 0.6], False),
-        ([0.3, 0.5, 0.51], False),
-        ([0.1, 0.9, 0.9, 0.9], True),
-        ([0.5, 0.52, 0.54], False),  # exactly epsilon is movement
-    ],
-)
-def test_stagnated(scores: list[float], expected: bool) -> None:
-    assert phase_c.stagnated(scores, 0.02) is expected
-
-
-def test_exit_reason_order() -> None:
-    settings = LoopSettings(max_passes=3)
-    flat = [0.5, 0.5, 0.5]
-    assert phase_c.exit_reason(True, flat, 3, settings) == "converged"
-    assert phase_c.exit_reason(False, flat, 3, settings) == "stagnated"
-    assert phase_c.exit_reason(False, [0.1, 0.5, 0.9], 3, settings) == "max_passes"
-    assert phase_c.exit_reason(False, [0.1, 0.5], 2, settings) is None
 
 
 # ---- what a step's reply is worth ---------------------------------------------------------------

@@ -171,6 +171,8 @@ def test_ids_this_api_never_gave_are_refused(text: str) -> None:
 
 
 def test_degraded_reasons_are_plain_lines_without_repeats() -> None:
+    """The exit in words, why, each rule that did not hold (id and message), what is missing,
+    then the notes; "not converged" is not said twice."""
     assert degraded_because(_answer()) == []
     stagnated = degraded_because(
         _answer(
@@ -178,13 +180,19 @@ def test_degraded_reasons_are_plain_lines_without_repeats() -> None:
             degraded=True,
             reason="not_converged",
             exit_detail="pass 2 changed nothing",
+            failed_rules=[
+                {"id": "no-tbd", "severity": "fail", "message": "no TBD left: /TBD/ found"},
+                {"id": "cites", "severity": "warn", "message": "cite a source: not found"},
+            ],
             missing_fields=["semantic_validation"],
             run_notes=["the plan was refined once"],
         )
     )
     assert stagnated == [
-        "the loop ended before the answer converged: stopped improving",
+        "the loop exited early, before converging: stopped improving",
         "why: pass 2 changed nothing",
+        "failed rule no-tbd: no TBD left: /TBD/ found",
+        "warning from rule cites: cite a source: not found",
         "missing from the run: semantic_validation",
         "the plan was refined once",
     ]

@@ -1,0 +1,256 @@
+"""How a run ends: every decision that ends the loop, and what its answer then is.
+
+One model, decided here and nowhere else (docs/architecture.md, "How a run ends"):
+
+- `ExitReason` (phases.models) is why the C-loop ended: `LoopExited.reason`, and the answer's
+  `ExecutionResult.status`. The phases and the worker ask the functions below, which return an
+  `Exit` (the reason, and a detail an operator can check) or None to go on, and make the event
+  with `loop_exited`, the one constructor of a LoopExited.
+- `AnswerReason` (phases.models) is what the answer is, `metadata["reason"]`: derived from the
+  exit, the data the run left and what Phase E could do with it (`answer_reason`,
+  `synthesis_failure`).
+
+Every function here is pure: it decides from what it is given and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from aeonloop.bus.codec import derived_id
+from aeonloop.bus.deadletter import DeadLetter
+from aeonloop.llm.base import LLMError, LLMUnreachable
+from aeonloop.phases import evaluation
+from aeonloop.phases.deps import LoopSettings
+from aeonloop.phases.events import Event, LoopExited, RequestSubmitted, RunState, utcnow
+from aeonloop.phases.llm_calls import LLMOutputError
+from aeonloop.phases.models import AnswerReason, ExecutionPass, ExitReason, Plan
+from aeonloop.prompts.errors import PromptError
+
+#: How long Phase E has to answer a run known only by its correlation id (its deadline went
+#: with the event that could not be read).
+LOST_RUN_DEADLINE = timedelta(hours=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Exit:
+    """A decision to end the loop: why, and the evidence in words."""
+
+    reason: ExitReason
+    detail: str
+
+
+# ---------------------------------------------------------------------------------------------
+# Phase B: no plan, nothing to run.
+# ---------------------------------------------------------------------------------------------
+
+
+def no_plan(why: str) -> Exit:
+    """Plan generation gave nothing to execute: the loop ends before its first pass."""
+    return Exit(ExitReason.FAILED, why)
+
+
+# ---------------------------------------------------------------------------------------------
+# Phase C: before a pass, after it, and after its refinement.
+# ---------------------------------------------------------------------------------------------
+
+
+def before_pass(run: RunState, number: int, settings: LoopSettings) -> Exit | None:
+    """A pass that must not run: one past AEON_MAX_PASSES, or one with no plan to execute."""
+    if number > settings.max_passes:
+        detail = f"pass {number} would exceed the limit of {settings.max_passes} passes"
+        return Exit(ExitReason.MAX_PASSES, detail)
+    if run.plan is None:
+        return Exit(ExitReason.FAILED, "phase C got a run without a plan")
+    return None
+
+
+def evaluation_failed(number: int, error: Exception) -> Exit:
+    """The pass could not be judged (the LLM gave up, or its reply stayed unusable)."""
+    return Exit(ExitReason.FAILED, f"evaluation of pass {number} failed: {error}")
+
+
+def after_pass(run: RunState, record: ExecutionPass, settings: LoopSettings) -> Exit | None:
+    """Why the loop ends after this judged pass, or None to refine and go on (whether TTL is
+    left is Phase D's call). `run` holds the passes before this one."""
+    number = record.pass_number
+    if record.converged:
+        basis = (
+            "the rule evaluation passed"
+            if evaluation.judged(run.rules, record.evaluation)
+            else "the default rubric is met"
+        )
+        detail = f"pass {number} converged: {basis} (score {record.score})"
+        return Exit(ExitReason.CONVERGED, detail)
+    scores = [*run.scores, record.score]
+    if stagnated(scores, settings.stagnation_epsilon):
+        last = ", ".join(str(score) for score in scores[-3:])
+        return Exit(
+            ExitReason.STAGNATED,
+            f"the score moved less than {settings.stagnation_epsilon} on two passes in a row "
+            f"(last scores: {last})",
+        )
+    if number >= settings.max_passes:
+        detail = f"pass {number} did not converge and was the last of {settings.max_passes} allowed"
+        return Exit(ExitReason.MAX_PASSES, detail)
+    return None
+
+
+def stagnated(scores: Sequence[float], epsilon: float) -> bool:
+    """The score moved less than `epsilon` on each of the last two passes (needs three scores)."""
+    if len(scores) < 3:
+        return False
+    a, b, c = scores[-3:]
+    return abs(c - b) < epsilon and abs(b - a) < epsilon
+
+
+def nothing_left(
+    plan: Plan, number: int, why: str, *, refinement_failed: bool = False
+) -> Exit | None:
+    """An exit when no step is pending after the pass's refinement: the next pass would only
+    re-judge the same outputs; `failed` when the refinement call itself failed."""
+    if plan.pending():
+        return None
+    reason = ExitReason.FAILED if refinement_failed else ExitReason.STAGNATED
+    return Exit(
+        reason,
+        f"pass {number} did not converge and no step is left to execute ({why}); "
+        "another pass would only re-judge the same outputs",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Phase D: the pass boundary.
+# ---------------------------------------------------------------------------------------------
+
+
+def at_pass_boundary(last: ExecutionPass | None) -> Exit | None:
+    """A PassCompleted that cannot go on: no pass to judge, or one that converged (C exits on
+    convergence itself; this keeps a stray event ending well)."""
+    if last is None:
+        return Exit(ExitReason.FAILED, "phase D got a run with no pass")
+    if last.converged:
+        return Exit(ExitReason.CONVERGED, f"pass {last.pass_number} converged")
+    return None
+
+
+def after_charge(ttl_remaining: int, last: ExecutionPass) -> Exit | None:
+    """Phase D has charged the pass just run: no TTL left ends the loop."""
+    if ttl_remaining > 0:
+        return None
+    detail = f"no TTL left after pass {last.pass_number} and the loop has not converged"
+    return Exit(ExitReason.TTL_EXHAUSTED, detail)
+
+
+# ---------------------------------------------------------------------------------------------
+# Any phase A–D (the worker): the deadline, and a phase that gave up.
+# ---------------------------------------------------------------------------------------------
+
+
+def deadline_passed(event: Event, now: datetime | None = None) -> Exit | None:
+    """The request's deadline passed: the run goes to Phase E without another LLM call."""
+    if not event.expired(now):
+        return None
+    return Exit(ExitReason.DEADLINE_EXCEEDED, "the request's deadline passed")
+
+
+def llm_away(error: LLMUnreachable) -> Exit:
+    """The deadline came while the LLM server could not be reached (llm.outage): the run's time
+    ran out, which is no failure of the run, so it ends as the deadline does."""
+    return Exit(ExitReason.DEADLINE_EXCEEDED, str(error))
+
+
+def gave_up(group: str, why: str) -> Exit:
+    """The bus gave up on one of the run's events (retries spent, or an entry it cannot read)."""
+    return Exit(ExitReason.FAILED, f"{group} gave up: {why}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The event.
+# ---------------------------------------------------------------------------------------------
+
+
+def loop_exited(cause: Event | DeadLetter, end: Exit) -> LoopExited:
+    """The one way a LoopExited is made: from the event whose handling ended the loop, or from
+    a dead letter that is no event at all but names its run.
+
+    From an event: the run it carries as its handler left it (a request's run has not started),
+    the record of its newest pass when the hop has it in hand (Phase C, which just ran it), and a
+    deterministic id (phases.events). From a dead letter: only the run's correlation id is known;
+    the id derives from the entry's place, so the same dead entry always makes the same exit.
+    """
+    if isinstance(cause, Event):
+        run = cause.initial_state() if isinstance(cause, RequestSubmitted) else _run_of(cause)
+        return cause.child(
+            LoopExited,
+            reason=end.reason,
+            detail=end.detail,
+            request=run.request if run else "",
+            run=run,
+            execution_pass=run.last_pass if run else None,
+        )
+    if not cause.correlation_id:
+        raise ValueError(f"dead letter {cause.entry_id} names no run to end")
+    return LoopExited(
+        event_id=derived_id(f"{cause.stream}/{cause.entry_id}", LoopExited.__name__),
+        correlation_id=cause.correlation_id,
+        deadline=utcnow() + LOST_RUN_DEADLINE,
+        reason=end.reason,
+        detail=end.detail,
+    )
+
+
+def _run_of(event: Event) -> RunState | None:
+    run = getattr(event, "run", None)
+    return run if isinstance(run, RunState) else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Phase E: what the answer is.
+# ---------------------------------------------------------------------------------------------
+
+
+def answer_too_late(event: LoopExited, now: datetime | None = None) -> bool:
+    """No model call for this exit: the deadline passed, before the loop ended or since."""
+    return event.reason == ExitReason.DEADLINE_EXCEEDED or event.expired(now)
+
+
+def converged(status: str) -> bool:
+    """Whether an exit reason, as PhaseEInput carries it (a string, FR-037), is convergence."""
+    return status.strip().lower() == ExitReason.CONVERGED
+
+
+def ttl_spent(status: str, total_passes: int, ttl_remaining: int) -> bool:
+    """Whether the run used its whole pass budget without converging. TTL counts passes, so a
+    run that ran none cannot have spent it (a lost run reports 0 left)."""
+    if status == ExitReason.TTL_EXHAUSTED:
+        return True
+    return ttl_remaining == 0 and total_passes > 0 and not converged(status)
+
+
+def answer_reason(
+    status: str, total_passes: int, ttl_remaining: int, missing: Sequence[str]
+) -> AnswerReason:
+    """Why an answer the model wrote is degraded; CONVERGED when it is not."""
+    if total_passes == 0:
+        return AnswerReason.NO_PASSES
+    if ttl_spent(status, total_passes, ttl_remaining):
+        return AnswerReason.TTL_EXHAUSTED
+    if missing:
+        return AnswerReason.INCOMPLETE_STATE
+    if not converged(status):
+        return AnswerReason.NOT_CONVERGED
+    return AnswerReason.CONVERGED
+
+
+def synthesis_failure(error: BaseException) -> AnswerReason:
+    """Why the host wrote the answer, for an exception raised while synthesising it."""
+    if isinstance(error, LLMError):
+        return AnswerReason.LLM_ERROR
+    if isinstance(error, LLMOutputError):
+        return AnswerReason.INVALID_LLM_OUTPUT
+    if isinstance(error, PromptError):
+        return AnswerReason.PROMPT_ERROR
+    return AnswerReason.SYNTHESIS_ERROR

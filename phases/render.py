@@ -1,0 +1,269 @@
+"""How a run's models read, for people and for prompts: one renderer per model.
+
+A profile, a pass, a rule that failed and the way a run ended each read the same wherever they
+are shown: in a prompt field (B's plan, C's refinement, D's profile update), a progress line, a
+run step of the HTTP API, a degraded answer, and the CLI's output. So each has its wording here,
+once. The gateway imports this module; nothing here imports the gateway (layers point one way:
+gateway → phases).
+
+Texts about how a run ended are made from what its answer records (`ExecutionResult.status` and
+`FinalAnswer.metadata`), not from the run: a reader of an answer has only that, perhaps from
+another version of the workers, so those renderers read it defensively.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from aeonloop.phases.models import (
+    AnswerReason,
+    ConvergenceAssessment,
+    ExecutionPass,
+    ExitReason,
+    RuleFinding,
+    TaskProfile,
+)
+
+# ---------------------------------------------------------------------------------------------
+# The task profile.
+# ---------------------------------------------------------------------------------------------
+
+PROFILE_KEYS = (
+    "reasoning_depth",
+    "information_sufficiency",
+    "expected_tool_usage",
+    "output_breadth",
+    "confidence_requirement",
+    "profile_version",
+)
+
+
+def profile_text(profile: TaskProfile | Mapping[str, Any] | None) -> str:
+    """The profile's judgement in one line: `reasoning_depth=3, information_sufficiency=0.5, …`.
+
+    Phase E holds the profile as PhaseEInput's JSON artifact (FR-037) and shows only the keys
+    it has (FR-028: nothing invented), so the JSON form reads the same way as the model.
+    """
+    if profile is None:
+        return ""
+    data = profile.model_dump() if isinstance(profile, TaskProfile) else profile
+    return ", ".join(f"{key}={data[key]}" for key in PROFILE_KEYS if key in data)
+
+
+# ---------------------------------------------------------------------------------------------
+# An execution pass.
+# ---------------------------------------------------------------------------------------------
+
+#: Why a blocked step is not done: the model's own BLOCKED reply.
+BLOCKED_WHY = "the model said it could not do this step"
+
+
+@dataclass(frozen=True, slots=True)
+class StepVerdict:
+    """How one step fared in a pass."""
+
+    step_id: str
+    status: Literal["done", "blocked", "failed"]
+    #: Why the step is not done; None when it is.
+    why: str | None = None
+
+
+def pass_steps(record: ExecutionPass) -> list[StepVerdict]:
+    """Each step the pass ran, once, in the order it ran: done, blocked, or failed with why."""
+    verdicts = []
+    for step_id in dict.fromkeys(
+        [*record.executed_step_ids, *record.blocked_step_ids, *record.failed_steps]
+    ):
+        if step_id in record.failed_steps:
+            verdicts.append(StepVerdict(step_id, "failed", record.failed_steps[step_id]))
+        elif step_id in record.blocked_step_ids:
+            verdicts.append(StepVerdict(step_id, "blocked", BLOCKED_WHY))
+        else:
+            verdicts.append(StepVerdict(step_id, "done"))
+    return verdicts
+
+
+def pass_line(record: ExecutionPass) -> str:
+    """The pass in one line: `pass 2: score 0.91, not converged, 2 step(s) run, blocked: s3,
+    1 refinement action(s) applied`."""
+    verdict = "converged" if record.converged else "not converged"
+    parts = [
+        f"pass {record.pass_number}: score {record.score:.2f}",
+        verdict,
+        f"{len(record.executed_step_ids)} step(s) run",
+    ]
+    if record.blocked_step_ids:
+        parts.append(f"blocked: {', '.join(record.blocked_step_ids)}")
+    if record.failed_steps:
+        parts.append(f"did not complete: {', '.join(record.failed_steps)}")
+    if record.refinement is not None:  # these and B's add up to the run's refinement actions
+        parts.append(f"{len(record.refinement.applied)} refinement action(s) applied")
+    return ", ".join(parts)
+
+
+def pass_issues(record: ExecutionPass) -> list[str]:
+    """What the pass left to fix, one `- ` line each: validation issues, the assessment's gaps,
+    and the steps that are not done (refinement works from these when no rule decided)."""
+    validation = record.validation
+    lines = validation.text().splitlines() if validation and validation.issues else []
+    if record.assessment:
+        lines += _assessment_gaps(record.assessment)
+    for step in pass_steps(record):
+        if step.status == "blocked":
+            lines.append(f"- step {step.step_id} is blocked: {step.why}")
+        elif step.status == "failed":
+            lines.append(
+                f"- step {step.step_id} did not complete ({step.why}); it runs again next pass"
+            )
+    return lines
+
+
+def _assessment_gaps(assessment: ConvergenceAssessment) -> list[str]:
+    c = assessment.consistency
+    flags = {"plan": c.plan_aligned, "step": c.step_aligned, "answer": c.answer_aligned}
+    unaligned = [name for name, aligned in flags.items() if not aligned]
+    lines = [
+        f"- assessment: completeness {assessment.completeness_score}, "
+        f"coherence {assessment.coherence_score}"
+        + (f"; not aligned: {', '.join(unaligned)}" if unaligned else "")
+    ]
+    lines += [f"- assessment: {code}" for code in assessment.reason_codes]
+    return lines
+
+
+def pass_evidence(record: ExecutionPass) -> str:
+    """How a pass went, for the profile update (Phase D): its line, then what it left to fix."""
+    validation = [] if record.validation else ["- validation did not run"]
+    return "\n".join([pass_line(record), *validation, *pass_issues(record)])
+
+
+# ---------------------------------------------------------------------------------------------
+# Rules that did not hold.
+# ---------------------------------------------------------------------------------------------
+
+
+def finding_text(finding: RuleFinding) -> str:
+    """A rule that did not hold: its id and the message (what it asks, and what the check saw)."""
+    return f"{finding.id}: {finding.message}"
+
+
+def failed_rule_line(finding: RuleFinding) -> str:
+    """A rule that did not hold, said so: `failed rule no-tbd: …`, or a warning's."""
+    label = "failed rule" if finding.severity == "fail" else "warning from rule"
+    return f"{label} {finding_text(finding)}"
+
+
+# ---------------------------------------------------------------------------------------------
+# How a run ended.
+# ---------------------------------------------------------------------------------------------
+
+#: Each exit reason as a person reads it.
+EXIT_WORDS: dict[str, str] = {
+    ExitReason.CONVERGED: "converged",
+    ExitReason.TTL_EXHAUSTED: "TTL exhausted, every pass of the budget used",
+    ExitReason.STAGNATED: "stopped improving",
+    ExitReason.MAX_PASSES: "reached AEON_MAX_PASSES",
+    ExitReason.DEADLINE_EXCEEDED: "the request's timeout passed",
+    ExitReason.FAILED: "a phase failed",
+}
+
+#: Each answer reason as a person reads it: why the answer is degraded, or why the host, not
+#: the model, wrote it.
+ANSWER_WORDS: dict[str, str] = {
+    AnswerReason.CONVERGED: "the loop converged with its data complete",
+    AnswerReason.NO_PASSES: "no execution pass ran, so the answer rests on no checked work",
+    AnswerReason.TTL_EXHAUSTED: "the pass budget (TTL) was spent before the loop converged",
+    AnswerReason.INCOMPLETE_STATE: "part of the run's data is missing or empty",
+    AnswerReason.NOT_CONVERGED: "the loop ended without converging",
+    AnswerReason.LLM_ERROR: "the language model call failed",
+    AnswerReason.INVALID_LLM_OUTPUT: (
+        "the language model's reply was unusable even after one repair"
+    ),
+    AnswerReason.PROMPT_ERROR: "the synthesis prompt could not be prepared",
+    AnswerReason.SYNTHESIS_ERROR: "answer synthesis failed unexpectedly",
+    AnswerReason.REQUEST_LOST: (
+        "the request text was lost, so there was nothing to put to the model"
+    ),
+    AnswerReason.DEADLINE_EXCEEDED: (
+        "the request's deadline passed, so the model was not called again"
+    ),
+    AnswerReason.PHASE_E_FAILED: (
+        "answer synthesis kept failing, so the model was not called again"
+    ),
+}
+#: An answer that says it is degraded without saying why (another version's).
+UNSAID = "the run did not go as planned"
+
+
+def exit_words(reason: str) -> str:
+    """An exit reason in words; a value this version does not know is shown as it is."""
+    return EXIT_WORDS.get(reason, reason)
+
+
+def answer_words(reason: str) -> str:
+    """An answer reason in words; a value this version does not know is shown as it is."""
+    return ANSWER_WORDS.get(reason, reason or UNSAID)
+
+
+def ending_lines(status: str, metadata: Mapping[str, Any]) -> list[str]:
+    """How the run ended and what failed, one plain line each, from its answer's status and
+    metadata: the exit in words (unless the loop converged), why the answer is what it is
+    (unless the first line said it), the exit's detail, each rule that did not hold in the
+    last pass (id and message), the error, and what is missing from the run."""
+    lines = []
+    if status and status != ExitReason.CONVERGED:
+        lines.append(f"the loop exited early, before converging: {exit_words(status)}")
+    reason = str(metadata.get("reason") or "")
+    said = (reason == AnswerReason.NOT_CONVERGED and lines) or (
+        reason == AnswerReason.TTL_EXHAUSTED and status == ExitReason.TTL_EXHAUSTED
+    )
+    if reason != AnswerReason.CONVERGED and not said:
+        lines.append(answer_words(reason))
+    detail = metadata.get("exit_detail")
+    if isinstance(detail, str) and detail:
+        lines.append(f"why: {detail}")
+    lines += [failed_rule_line(finding) for finding in findings_of(metadata.get("failed_rules"))]
+    if metadata.get("error"):
+        lines.append(f"error: {metadata['error']}")
+    missing = metadata.get("missing_fields")
+    if isinstance(missing, list) and missing:
+        lines.append(f"missing from the run: {', '.join(map(str, missing))}")
+    return lines
+
+
+def degraded_because(status: str, degraded: bool, metadata: Mapping[str, Any]) -> list[str]:
+    """Why an answer is degraded, one plain line each (empty when it is not), so no reader has
+    to know the reason codes: how the run ended and what failed, then the run's notes."""
+    if not degraded:
+        return []
+    lines = ending_lines(status, metadata) or [UNSAID]
+    notes = metadata.get("run_notes")
+    if isinstance(notes, list):
+        lines += [str(note) for note in notes]
+    return lines
+
+
+def findings_of(value: Any) -> list[RuleFinding]:
+    """The failed rules an answer records; an entry of another shape is left out."""
+    findings = []
+    for item in value if isinstance(value, list) else []:
+        try:
+            findings.append(RuleFinding.model_validate(item))
+        except ValidationError:
+            continue
+    return findings
+
+
+def as_sentences(lines: Iterable[str]) -> str:
+    """Lines as prose: each starts with a capital and ends with a full stop."""
+    return " ".join(_sentence(line) for line in lines if line.strip())
+
+
+def _sentence(line: str) -> str:
+    text = line.strip()
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else f"{text}."
