@@ -427,7 +427,9 @@ _SYSTEM_REPLIES: dict[PromptId, str | dict[str, Any]] = {
         **DEFAULT_PROFILE,
         "raw_inference": "Offline model (no LLM was called): the default profile.",
     },
-    PromptId.PLAN_GENERATION_SYSTEM: {"plan": {"goal": "", "steps": []}},
+    PromptId.PLAN_GENERATION_SYSTEM: {
+        "plan": {"goal": "", "steps": [{"step_id": "s1", "description": "Nothing was asked."}]}
+    },
     PromptId.REASONING_STEP_SYSTEM: "Offline model: no step was given to work on.",
     PromptId.VALIDATION_SEMANTIC_SYSTEM: {"issues": [], "summary": "Offline check: nothing given."},
     PromptId.CONVERGENCE_ASSESSMENT_SYSTEM: {

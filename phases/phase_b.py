@@ -36,8 +36,6 @@ async def handle(event: TaskProfiled, deps: PhaseDeps) -> list[Event]:
         plan = await generate_plan(session, run)
     except (*summaries.LLM_FAILURES, ValidationError) as error:
         return [_no_plan(event, run, f"plan generation failed: {error}")]
-    if not plan.steps:
-        return [_no_plan(event, run, "plan generation returned a plan with no steps")]
     run.plan = plan
     await _validate_and_refine(session, run, plan, deps.settings)
     return [event.child(PlanReady, run=run)]

@@ -36,6 +36,7 @@ from typing import Any, Literal, cast, overload
 from pydantic import BaseModel, Field
 
 from aeonloop.prompts.compat import (
+    PYDANTIC_V2,
     LenientModel,
     ModelT,
     StrictModel,
@@ -242,9 +243,14 @@ class PlanStepOutput(PromptOutput):
     description: str = Field(..., min_length=1)
 
 
+#: A plan needs a step: said in the schema (`minItems`), not only by phase B after the fact, so
+#: that servers which make a grammar of the schema never let a model send an empty plan.
+_AT_LEAST_ONE = {"min_length": 1} if PYDANTIC_V2 else {"min_items": 1}
+
+
 class PlanBody(PromptOutput):
     goal: str
-    steps: list[PlanStepOutput]
+    steps: list[PlanStepOutput] = Field(..., **_AT_LEAST_ONE)
 
 
 class PlanGenerationOutput(PromptOutput):

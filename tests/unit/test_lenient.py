@@ -217,11 +217,15 @@ def test_braces_in_surrounding_prose_do_not_hide_the_object() -> None:
 
 
 def test_non_ascii_text_survives_as_is() -> None:
-    reply = '{"plan": {"goal": "Café – naïve", "steps": [],}}'
+    # A plan needs a step (PlanBody.steps, minItems 1); the trailing comma is the fault to repair.
+    reply = (
+        '{"plan": {"goal": "Café – naïve", "steps": [{"step_id": "s1", "description": "Zürich"}],}}'
+    )
 
     output = first_valid(PromptId.PLAN_GENERATION_USER, reply, PlanGenerationOutput)
 
     assert output.plan.goal == "Café – naïve"
+    assert output.plan.steps[0].description == "Zürich"
 
 
 # fold_to_schema on its own, with schemas that hold the shapes the registry's models do not.

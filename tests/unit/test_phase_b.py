@@ -99,10 +99,13 @@ async def test_plan_failure_ends_the_loop_with_zero_passes(harness, make_request
 
 
 async def test_empty_plan_ends_the_loop(harness, replies, make_request) -> None:
-    h = harness({PLAN: replies.plan()})
+    """A plan needs a step by its contract (PlanBody.steps, minItems 1): an empty one is an
+    unusable reply, repaired once, and ends the loop when the repair is empty too."""
+    h = harness({PLAN: replies.plan(), REPAIR: replies.plan()})
     (out,) = await phase_b.handle(profiled(make_request), h.deps)
     assert isinstance(out, LoopExited) and out.reason == "failed"
-    assert "no steps" in out.detail
+    assert "plan generation failed" in out.detail and "steps" in out.detail
+    assert h.llm.calls == [PLAN, REPAIR]
 
 
 async def test_unusable_plan_after_repair_ends_the_loop(harness, make_request) -> None:
