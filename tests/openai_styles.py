@@ -217,6 +217,22 @@ def no_json_schema(request: Request, reply: str) -> Planned:
     return ok(reply)
 
 
+#: llama-cpp-python's server (0.3) refusing json_schema: HTTP 500 with its request validation's
+#: text, as the real server answers (tests/e2e/test_real_server.py meets the real one).
+LLAMA_CPP_PYTHON_REFUSAL = (
+    "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', "
+    "'type'), 'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+    "'ctx': {'expected': \"'text' or 'json_object'\"}}"
+)
+
+
+def llama_cpp_python(request: Request, reply: str) -> Planned:
+    """json_schema is a 500; json_object takes a `schema` and constrains the reply to it."""
+    if request.options.get("response_format", {}).get("type") == "json_schema":
+        return Planned(500, error_body(LLAMA_CPP_PYTHON_REFUSAL))
+    return ok(reply)
+
+
 def no_usage(request: Request, reply: str) -> Planned:
     return Planned(body=completion(reply, usage=False))
 
@@ -270,6 +286,7 @@ CASES: dict[str, Case] = {
     "429-retry-after": Case(rate_limited),
     "503-once": Case(server_error_once),
     "no-json-schema": Case(no_json_schema),
+    "json-schema-refused-with-500": Case(llama_cpp_python),
     "no-usage": Case(no_usage),
     "refuses-a-step-once": Case(refuses_a_step_once),
     "small-context-long-steps": Case(small_context, step_chars=24_000),

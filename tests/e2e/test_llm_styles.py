@@ -17,7 +17,7 @@ from e2e_support import Processes, child_env
 from openai_fake import FakeOpenAI, serve
 from openai_styles import CASES, CONTEXT_TOKENS, PipelineModel
 
-from aeonloop.prompts.registry import PromptId
+from aeonloop.prompts.registry import PromptId, default_registry
 
 pytestmark = pytest.mark.e2e
 
@@ -27,6 +27,7 @@ REQUEST = "Explain why the sea has tides, then summarise it for a child"
 @pytest.fixture
 def server() -> Iterator[FakeOpenAI]:
     with serve() as fake:
+        fake.models = ["stand-in"]  # what it serves, as `aeon ask` checks at start
         yield fake
 
 
@@ -96,6 +97,19 @@ def test_structured_output_falls_back_once(procs: Processes, server: FakeOpenAI)
 
 
 @pytest.mark.timeout(120)
+def test_a_refusal_answered_with_500_steps_down_once_keeping_the_schema(
+    procs: Processes, server: FakeOpenAI
+) -> None:
+    _, result, model = ask(procs, server, "json-schema-refused-with-500")
+    formats = [r.options.get("response_format") for r in model.requests]
+    sent = [f["type"] for f in formats if f]
+    assert sent.count("json_schema") == 1 and result["usage"]["repair_calls"] == 0
+    # From then on the schema goes with json_object, its ranges as values a grammar enforces.
+    profile = next(f for f in formats[1:] if f and "reasoning_depth" in json.dumps(f))
+    assert profile["schema"]["properties"]["reasoning_depth"]["enum"] == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.timeout(120)
 def test_retry_after_is_waited(procs: Processes, server: FakeOpenAI) -> None:
     _, _, model = ask(procs, server, "429-retry-after")
     first, again = model.requests[0].seen, model.requests[1].seen
@@ -106,7 +120,10 @@ def test_retry_after_is_waited(procs: Processes, server: FakeOpenAI) -> None:
 def test_cut_replies_are_asked_again_with_a_budget(procs: Processes, server: FakeOpenAI) -> None:
     _, _, model = ask(procs, server, "cut-at-length-once")
     budgets = [r.options.get("max_tokens") for r in model.requests]
-    assert budgets[0] is None and budgets[1] >= 1024
+    # Every call sends its prompt contract's budget; the cut one is asked again with twice it.
+    first = model.requests[0].prompt_id
+    assert budgets[0] == default_registry().reply_tokens(first)
+    assert budgets[1] >= 2 * budgets[0]
 
 
 @pytest.mark.timeout(120)
