@@ -189,8 +189,9 @@ def python_literals(request: Request, reply: str) -> Planned:
 
 
 def cut_once(request: Request, reply: str) -> Planned:
-    """The server's default budget cuts every reply in half; a bigger budget gets it whole."""
-    if request.options.get("max_tokens"):
+    """A model that writes past every first budget: each reply is cut in half at it; asked
+    again (with a bigger budget) it fits."""
+    if request.attempt > 1:
         return ok(reply)
     return ok(reply[: len(reply) // 2], finish_reason="length")
 
