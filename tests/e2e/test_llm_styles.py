@@ -152,3 +152,28 @@ def test_prompts_are_fitted_after_a_context_length_refusal(
 def test_lenient_replies_cost_no_repair_call(procs: Processes, server: FakeOpenAI) -> None:
     _, result, _ = ask(procs, server, "python-literals-enum-case")
     assert result["usage"]["local_repairs"] >= 5
+
+
+@pytest.mark.timeout(120)
+def test_a_server_slower_than_the_timeout_ends_the_run_soon_saying_why(
+    procs: Processes, server: FakeOpenAI
+) -> None:
+    """Issue 24: a call that times out is not sent again, so a run against a server that never
+    answers in time ends within a few timeouts (not 4 attempts of each), naming the setting."""
+    server.stall(3.0)
+    env = child_env(
+        fast=False,
+        AEON_LLM="openai",
+        AEON_LLM_BASE_URL=server.base_url,
+        AEON_LLM_MODEL="stand-in",
+        AEON_LLM_TIMEOUT="1",
+    )
+    run = procs.run_aeon(env, "ask", "--json", "--timeout", "60", REQUEST, timeout=60)
+
+    assert run.returncode == 1, run.tail()
+    result = json.loads(run.stdout)
+    assert result["status"] == "failed" and result["degraded"] is True
+    assert "no reply within AEON_LLM_TIMEOUT=1s" in json.dumps(result)
+    prompts = [seen.body["messages"][0]["content"] for seen in server.seen]
+    print(f"slow server: {len(prompts)} requests, {len(set(prompts))} distinct")
+    assert len(prompts) == len(set(prompts)), "a timed-out call was sent again"
