@@ -19,6 +19,8 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from aeonloop.exceptions import SettingsError
+
 __all__ = ["AeonSettings", "LogSettings", "SettingsError", "redact"]
 
 _CREDENTIALS = re.compile(r"(?<=://)[^@/]*@")
@@ -46,10 +48,6 @@ _PLAIN = {
 def redact(url: str) -> str:
     """The URL with any user:password part or ?password= masked, for logs and error messages."""
     return _QUERY_SECRET.sub(r"\1***", _CREDENTIALS.sub("***@", url))
-
-
-class SettingsError(ValueError):
-    """A setting that cannot be used; the message names the variable and what to do."""
 
 
 class AeonSettings(BaseSettings):

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from aeonloop.exceptions import DecodeError
 from aeonloop.telemetry.tracing import TRACE_FIELDS
 
 Fields = dict[bytes, bytes]
@@ -46,10 +47,6 @@ class Routable(Protocol):
     correlation_id: str
 
     def model_dump_json(self) -> str: ...
-
-
-class DecodeError(Exception):
-    """An entry that is not an event this consumer accepts; it goes to dead letters at once."""
 
 
 def encode(event: Routable) -> dict[str, bytes]:

@@ -39,7 +39,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from aeonloop.bus.settings import BusSettings, redact
-from aeonloop.settings import SettingsError
+from aeonloop.exceptions import SettingsError
 
 #: A client for one server or for a cluster: the commands Aeon sends are the same on both.
 RedisClient = Redis | RedisCluster

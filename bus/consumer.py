@@ -45,7 +45,7 @@ from typing import Any, Protocol, cast
 from pydantic import BaseModel
 from redis.exceptions import ResponseError
 
-from aeonloop.bus.codec import DecodeError, Fields, Routable, decode, trace_context
+from aeonloop.bus.codec import Fields, Routable, decode, trace_context
 from aeonloop.bus.commit import Commit, Committer
 from aeonloop.bus.connection import TRANSIENT, RedisClient
 from aeonloop.bus.deadletter import DeadLetter
@@ -53,6 +53,7 @@ from aeonloop.bus.keys import Keys, LockState
 from aeonloop.bus.records import RunRecord, prefetched
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.writes import refuses_writes, said
+from aeonloop.exceptions import DecodeError
 from aeonloop.telemetry import metrics, tracing
 from aeonloop.telemetry.hop import Hop
 

@@ -12,7 +12,7 @@ from redis.exceptions import ResponseError
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.writes import refuses_writes
-from aeonloop.settings import SettingsError
+from aeonloop.exceptions import SettingsError
 
 
 async def agree_on_shards(redis: RedisClient, keys: Keys) -> None:

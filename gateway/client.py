@@ -44,6 +44,7 @@ from aeonloop.bus.connection import TRANSIENT, RedisClient, connect, is_cluster
 from aeonloop.bus.keys import ANSWERS, Keys
 from aeonloop.bus.layout import agree_on_shards
 from aeonloop.bus.settings import BusSettings
+from aeonloop.exceptions import AnswerTimeout
 from aeonloop.gateway.progress import Progress, progress_of
 from aeonloop.gateway.validation import check_max_ttl, check_request, check_timeout
 from aeonloop.phases.deps import LoopSettings
@@ -87,15 +88,6 @@ def answer_due_by(deadline: datetime) -> datetime:
     """When a run with `deadline` has its answer if it ever will: its gateway stops waiting
     then, and a run still unanswered is lost (or its answer expired)."""
     return deadline + timedelta(seconds=ANSWER_GRACE_S)
-
-
-class AnswerTimeout(TimeoutError):
-    def __init__(self, correlation_id: str, timeout: float) -> None:
-        self.correlation_id = correlation_id
-        super().__init__(
-            f"no answer for {correlation_id} within {timeout:g}s; it may still come: "
-            f"`aeon answer {correlation_id}` fetches it later"
-        )
 
 
 @dataclass

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
+from aeonloop.exceptions import BadInput
 from aeonloop.phases.events import MAX_REQUEST_CHARS, MAX_TIMEOUT_S
 from aeonloop.phases.models import MAX_TTL_CAP, Rule
 
@@ -25,10 +26,6 @@ _ALLOWED_CONTROLS = {"\n", "\r", "\t"}
 _RULES = TypeAdapter(list[Rule])
 T = TypeVar("T")
 _STREAM_ID = re.compile(r"\d+-\d+")
-
-
-class BadInput(ValueError):
-    """Input the gateway refuses; the message says what is wrong and how to fix it."""
 
 
 def check_request(text: str) -> str:

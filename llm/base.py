@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from aeonloop.exceptions import ContextLengthError as ContextLengthError
+from aeonloop.exceptions import LLMError as LLMError
+from aeonloop.exceptions import LLMNotReady as LLMNotReady
+from aeonloop.exceptions import LLMUnreachable as LLMUnreachable
 from aeonloop.prompts.registry import PromptId, PromptInput
 from aeonloop.prompts.unified import UnifiedPrompt
 
@@ -75,49 +79,6 @@ class LLMReply:
     truncated: bool = False
     #: The model refused (the server's `refusal` field); `text` holds its words.
     refused: bool = False
-
-
-class LLMError(Exception):
-    """An LLM call failed for good (after the adapter's own retries, or not worth retrying).
-
-    `transient` says the cause was the transport or the server's load (429, 5xx, an empty
-    reply, a connection that failed), not the prompt or the model's judgement: the same call may
-    work later, and a failure like this is no evidence about the task. `unreachable` says the
-    server itself could not be reached or answered only 5xx: retried, it closes the adapter's
-    outage gate (llm.outage) instead of failing the call.
-    """
-
-    def __init__(self, message: str, *, transient: bool = False, unreachable: bool = False) -> None:
-        super().__init__(message)
-        self.transient = transient or unreachable
-        self.unreachable = unreachable
-
-
-class ContextLengthError(LLMError):
-    """The server refused the prompt as longer than its context window.
-
-    `limit_tokens` is the window the server named in its message, when it named one; the caller
-    may fit the prompt to a tighter budget and try once more.
-    """
-
-    def __init__(self, message: str, *, limit_tokens: int | None = None) -> None:
-        super().__init__(message, transient=False)
-        self.limit_tokens = limit_tokens
-
-
-class LLMUnreachable(Exception):
-    """The LLM server stayed unreachable until the request's deadline (llm.outage).
-
-    Not an LLMError on purpose: the phases count an LLMError as a failed call, while this says
-    nothing about the run but that its time ran out, so it ends as `deadline_exceeded`.
-    """
-
-
-class LLMNotReady(Exception):
-    """At start, the configured LLM endpoint does not answer or does not serve the model.
-
-    Its text is the one line the CLI prints (exit 6): the URL, what went wrong, what to do.
-    """
 
 
 @runtime_checkable

@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 
+from aeonloop.exceptions import SettingsError
 from aeonloop.llm.base import LLMAdapter, StructuredOutput
 from aeonloop.llm.offline import OfflineLLM
 from aeonloop.llm.scripted import ScriptedLLM
-from aeonloop.settings import AeonSettings, SettingsError
+from aeonloop.settings import AeonSettings
 
 if TYPE_CHECKING:
     from aeonloop.llm.openai_adapter import OpenAIAdapter

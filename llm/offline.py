@@ -27,7 +27,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from aeonloop.llm.base import LLMCall, LLMError, LLMReply, TokenUsage, approx_tokens
+from aeonloop.exceptions import LLMError
+from aeonloop.llm.base import LLMCall, LLMReply, TokenUsage, approx_tokens
 from aeonloop.prompts.registry import (
     AnswerSynthesisInput,
     ConvergenceAssessmentInput,

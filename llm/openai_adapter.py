@@ -49,18 +49,9 @@ from typing import Any, Literal
 
 import openai
 
+from aeonloop.exceptions import ContextLengthError, LLMError, LLMNotReady, LLMUnreachable
 from aeonloop.llm import observed
-from aeonloop.llm.base import (
-    ContextLengthError,
-    LLMCall,
-    LLMError,
-    LLMNotReady,
-    LLMReply,
-    LLMUnreachable,
-    StructuredOutput,
-    TokenUsage,
-    approx_tokens,
-)
+from aeonloop.llm.base import LLMCall, LLMReply, StructuredOutput, TokenUsage, approx_tokens
 from aeonloop.llm.outage import Outage
 from aeonloop.llm.reasoning import split_reasoning
 from aeonloop.llm.schemas import enforceable

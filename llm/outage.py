@@ -22,7 +22,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from aeonloop.llm.base import LLMUnreachable
+from aeonloop.exceptions import LLMUnreachable
 
 log = logging.getLogger("aeon.llm")
 

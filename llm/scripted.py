@@ -19,7 +19,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from aeonloop.llm.base import LLMAdapter, LLMCall, LLMError, LLMReply, TokenUsage, approx_tokens
+from aeonloop.exceptions import LLMError
+from aeonloop.llm.base import LLMAdapter, LLMCall, LLMReply, TokenUsage, approx_tokens
 from aeonloop.llm.offline import OfflineLLM
 from aeonloop.llm.outage import Outage
 from aeonloop.llm.reasoning import split_reasoning

@@ -21,13 +21,11 @@ from datetime import datetime, timedelta
 
 from aeonloop.bus.codec import derived_id
 from aeonloop.bus.deadletter import DeadLetter
-from aeonloop.llm.base import LLMError, LLMUnreachable
+from aeonloop.exceptions import LLMError, LLMUnreachable, PromptError, ReplyError
 from aeonloop.phases import evaluation
 from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import Event, LoopExited, RequestSubmitted, RunState, utcnow
-from aeonloop.phases.llm_calls import LLMOutputError
 from aeonloop.phases.models import AnswerReason, ExecutionPass, ExitReason, Plan
-from aeonloop.prompts.errors import PromptError
 
 #: How long Phase E has to answer a run known only by its correlation id (its deadline went
 #: with the event that could not be read).
@@ -246,10 +244,11 @@ def answer_reason(
 
 
 def synthesis_failure(error: BaseException) -> AnswerReason:
-    """Why the host wrote the answer, for an exception raised while synthesising it."""
+    """Why the host wrote the answer, for an exception raised while synthesising it: by its
+    branch of the exception tree (aeonloop.exceptions), anything else being a synthesis bug."""
     if isinstance(error, LLMError):
         return AnswerReason.LLM_ERROR
-    if isinstance(error, LLMOutputError):
+    if isinstance(error, ReplyError):
         return AnswerReason.INVALID_LLM_OUTPUT
     if isinstance(error, PromptError):
         return AnswerReason.PROMPT_ERROR

@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import orjson
 
 from aeonloop.bus.records import RunRecord, prefetched
+from aeonloop.exceptions import HistoryMissing
 from aeonloop.phases.events import Event, RunState
 from aeonloop.phases.models import ExecutionPass
 
@@ -39,18 +40,6 @@ class RunRecords(Protocol):
     """Where a run's records are read from (bus.records.RedisRunRecords)."""
 
     async def read(self, correlation_id: str, names: Sequence[str]) -> list[bytes | None]: ...
-
-
-class HistoryMissing(LookupError):
-    """A record the run refers to is not in Redis: it expired with the run's answer, or was
-    deleted. Phase C cannot go on without it (the run ends as failed, with this reason);
-    Phase E and the run page do without it and say so."""
-
-    def __init__(self, correlation_id: str, names: list[str]) -> None:
-        super().__init__(
-            f"run {correlation_id}: no history record {', '.join(names)} in Redis "
-            "(expired after AEON_ANSWER_TTL_S, or deleted)"
-        )
 
 
 def pass_name(number: int) -> str:

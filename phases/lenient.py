@@ -29,8 +29,8 @@ from typing import Any
 import json_repair
 from pydantic import BaseModel
 
+from aeonloop.exceptions import JSONExtractionError
 from aeonloop.prompts.compat import json_schema
-from aeonloop.prompts.errors import JSONExtractionError
 from aeonloop.prompts.extraction import extract_json
 
 Schema = dict[str, Any]

@@ -27,11 +27,17 @@ from typing import Protocol, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from aeonloop.exceptions import (
+    ContextLengthError,
+    JSONExtractionError,
+    LLMError,
+    LLMOutputError,
+    TruncatedReply,
+)
 from aeonloop.llm import observed
-from aeonloop.llm.base import ContextLengthError, LLMAdapter, LLMCall, LLMError, LLMReply
+from aeonloop.llm.base import LLMAdapter, LLMCall, LLMReply
 from aeonloop.phases.events import Usage
 from aeonloop.phases.lenient import lenient_candidates, schema_of
-from aeonloop.prompts.errors import JSONExtractionError
 from aeonloop.prompts.registry import (
     PromptId,
     PromptInput,
@@ -94,22 +100,6 @@ class DictMemo:
 
     async def put(self, key: str, value: str) -> None:
         self.values[key] = value
-
-
-class LLMOutputError(Exception):
-    """The LLM's reply could not be turned into the prompt's output model, even after repair."""
-
-    def __init__(self, prompt_id: PromptId, error: Exception) -> None:
-        self.prompt_id = prompt_id
-        self.error = error
-        super().__init__(f"{prompt_id.value}: unusable reply after one repair ({error})")
-
-
-class TruncatedReply(Exception):
-    """A JSON reply cut at the model's length limit: whatever it holds is not the whole answer."""
-
-    def __init__(self, prompt_id: PromptId) -> None:
-        super().__init__(f"{prompt_id.value}: the reply was cut off at the model's length limit")
 
 
 @dataclass(frozen=True)

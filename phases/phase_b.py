@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from aeonloop.exceptions import LLMFailure
 from aeonloop.phases import exits, render, summaries
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
 from aeonloop.phases.events import Event, LoopExited, PlanReady, RunState, TaskProfiled
@@ -34,7 +35,7 @@ async def handle(event: TaskProfiled, deps: PhaseDeps) -> list[Event]:
     session = deps.session(event.correlation_id, run.usage, event.deadline)
     try:
         plan = await generate_plan(session, run)
-    except (*summaries.LLM_FAILURES, ValidationError) as error:
+    except (LLMFailure, ValidationError) as error:
         return [_no_plan(event, run, f"plan generation failed: {error}")]
     run.plan = plan
     await _validate_and_refine(session, run, plan, deps.settings)
@@ -91,7 +92,7 @@ async def _validate_and_refine(
         report = await validate(
             session, run.request, "plan", summaries.plan_text(plan), scope="b/validate"
         )
-    except summaries.LLM_FAILURES as error:
+    except LLMFailure as error:
         run.notes.append(summaries.failure_note("B", "plan validation", error, "plan kept as is"))
         return
     if not report.issues:
@@ -102,7 +103,7 @@ async def _validate_and_refine(
         return
     try:
         outcome = await refine(session, run.request, plan, report.text(), budget, scope="b/refine")
-    except summaries.LLM_FAILURES as error:
+    except LLMFailure as error:
         run.notes.append(summaries.failure_note("B", "plan refinement", error, "plan kept as is"))
         return
     adopt(run, outcome)

@@ -22,6 +22,7 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from aeonloop.exceptions import LLMFailure
 from aeonloop.phases import evaluation, exits, history, render, summaries
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
 from aeonloop.phases.events import Event, PassCompleted, PassRequested, PlanReady, RunState
@@ -64,7 +65,7 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
     record = await execute(session, run, plan, number, settings.max_step_output_chars)
     try:
         await evaluate(session, run, plan, record, settings)
-    except summaries.LLM_FAILURES as error:
+    except LLMFailure as error:
         run.add_pass(record)
         return [exits.loop_exited(event, exits.evaluation_failed(number, error))]
     stop = exits.after_pass(run, record, settings)
@@ -163,7 +164,7 @@ async def attempt_step(
     """Run one step and judge its reply: only real work counts as done."""
     try:
         reply = await session.text(PromptId.REASONING_STEP_USER, build, scope=scope)
-    except summaries.LLM_FAILURES as error:
+    except LLMFailure as error:
         return StepOutcome(None, failed=f"the LLM call failed ({type(error).__name__}: {error})")
     output = clip(reply.text, output_chars, STORED_MARKER)
     if reply.truncated:
@@ -288,7 +289,7 @@ async def refine_for_next_pass(
         outcome = await refine(
             session, run.request, plan, issues, budget, scope=f"c/p{number}/refine"
         )
-    except summaries.LLM_FAILURES as error:
+    except LLMFailure as error:
         what = f"refinement after pass {number}"
         run.notes.append(summaries.failure_note("C", what, error, "plan kept"))
         return exits.nothing_left(plan, number, f"{what} failed: {error}", refinement_failed=True)
@@ -322,7 +323,7 @@ async def issues_to_fix(
             CritiqueOutput,
             scope=f"c/p{record.pass_number}/critique",
         )
-    except summaries.LLM_FAILURES as error:
+    except LLMFailure as error:
         run.notes.append(
             summaries.failure_note("C", "critique", error, "refining from the failed rules")
         )

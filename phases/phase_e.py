@@ -35,7 +35,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from aeonloop.llm.base import LLMAdapter, LLMUnreachable
+from aeonloop.exceptions import LLMUnreachable
+from aeonloop.llm.base import LLMAdapter
 from aeonloop.phases import exits, history, render
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import (

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
-from aeonloop.phases import summaries
+from aeonloop.exceptions import LLMFailure
 from aeonloop.phases.models import TaskProfile
 from aeonloop.prompts.registry import TaskProfileOutput
 
 #: What a profile inference or update may fail with, and be done without.
-PROFILE_FAILURES: tuple[type[Exception], ...] = (*summaries.LLM_FAILURES, ValidationError)
+PROFILE_FAILURES: tuple[type[Exception], ...] = (LLMFailure, ValidationError)
 
 
 def profile_from_output(output: TaskProfileOutput, version: int) -> TaskProfile:

@@ -4,16 +4,15 @@ The prompt text itself lives in prompts/registry.py; these helpers only turn the
 (rules, plan, step outputs, findings, critique) into the strings the registry's input models
 carry, so each phase describes its state the same way and no two phases drift apart. A profile,
 a pass and a rule that failed are shown to people too, so their wording is phases.render's.
-Beside these: which exceptions count as LLM trouble, and the note a handler leaves when it
-degrades.
+Beside these: the note a handler leaves when it degrades (on an `LLMFailure`, the branch of
+aeonloop.exceptions a handler catches from an LLM call).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from aeonloop.llm.base import LLMError
-from aeonloop.phases.llm_calls import LLMOutputError, as_json_text
+from aeonloop.phases.llm_calls import as_json_text
 from aeonloop.phases.models import (
     CritiqueIssue,
     Evaluation,
@@ -24,11 +23,6 @@ from aeonloop.phases.models import (
     TaskProfile,
 )
 from aeonloop.prompts.clipping import clip
-
-#: What a handler catches from an LLM call: the adapter gave up, or the reply stayed unusable
-#: after its one repair. Anything else (a missing template, a rendering bug) is a defect and is
-#: left to the wiring's retry and dead-letter path.
-LLM_FAILURES: tuple[type[Exception], ...] = (LLMError, LLMOutputError)
 
 
 def failure_note(phase: str, what: str, error: Exception, consequence: str) -> str:

@@ -18,7 +18,8 @@ from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.bus.records import RunRecord
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
-from aeonloop.llm.base import LLMAdapter, LLMUnreachable
+from aeonloop.exceptions import LLMUnreachable
+from aeonloop.llm.base import LLMAdapter
 from aeonloop.phases import exits, history, phase_a, phase_b, phase_c, phase_d, phase_e
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
 from aeonloop.phases.events import (

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from aeonloop.prompts.errors import JSONExtractionError
+from aeonloop.exceptions import JSONExtractionError
 
 DICT_TEXT_KEY = "dict_text_key"
 MARKDOWN_CODE_BLOCK = "markdown_code_block"

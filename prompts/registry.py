@@ -35,6 +35,7 @@ from typing import Any, Literal, cast, overload
 
 from pydantic import BaseModel, Field
 
+from aeonloop.exceptions import NoOutputModelError, PromptNotFoundError, RenderingError
 from aeonloop.prompts.compat import (
     PYDANTIC_V2,
     LenientModel,
@@ -45,7 +46,6 @@ from aeonloop.prompts.compat import (
     model_fields,
     validate_model,
 )
-from aeonloop.prompts.errors import NoOutputModelError, PromptNotFoundError, RenderingError
 from aeonloop.prompts.extraction import extract_json
 from aeonloop.prompts.unified import TEMPLATES_DIR, load_system_template
 

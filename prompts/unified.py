@@ -26,7 +26,7 @@ from functools import lru_cache
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from aeonloop.prompts.errors import TemplateNotFound
+from aeonloop.exceptions import TemplateNotFound
 
 TEMPLATES_DIR = Path(__file__).parent / "templates" / "system"
 CONTEXT_TYPES = ("file", "artifact", "thought")

@@ -40,6 +40,8 @@ from types import TracebackType
 from typing import IO, Self
 from urllib.parse import quote
 
+from aeonloop.exceptions import RedisServerError
+
 __all__ = ["RedisServer", "RedisServerError", "StartStop", "find_redis_server"]
 
 HOST = "127.0.0.1"
@@ -48,10 +50,6 @@ LOG_NAME = "redis.log"
 # Files and directories holding a Redis node's data (6.x: one AOF file; 7.x: appendonlydir).
 _DATA_PATTERNS = ("*.aof", "*.rdb", "appendonlydir", "temp-*")
 _PORT_ATTEMPTS = 5
-
-
-class RedisServerError(RuntimeError):
-    """redis-server could not be found, or did not start (the message holds its log tail)."""
 
 
 def find_redis_server() -> str:
@@ -296,7 +294,7 @@ class RedisServer(StartStop):
                 self._wait_ready()
             except RedisServerError as exc:
                 self._kill()
-                if "Address already in use" in str(exc) and attempt + 1 < attempts:
+                if exc.port_taken and attempt + 1 < attempts:
                     continue
                 raise
             else:
@@ -434,9 +432,11 @@ class RedisServer(StartStop):
         while True:
             code = self._proc.poll()
             if code is not None:
+                tail = self._log_tail()
                 raise RedisServerError(
                     f"redis-server exited with code {code} during start "
-                    f"(port {self._port}, dir {self._dir}); log tail:\n{self._log_tail()}"
+                    f"(port {self._port}, dir {self._dir}); log tail:\n{tail}",
+                    port_taken="Address already in use" in tail,
                 )
             answer = self._ping()
             if answer == "+PONG":

@@ -27,13 +27,8 @@ from typing import Any, Self
 
 import redis
 
-from aeonloop.servers.embedded import (
-    HOST,
-    RedisServer,
-    RedisServerError,
-    StartStop,
-    find_redis_server,
-)
+from aeonloop.exceptions import LocalClusterError, RedisServerError
+from aeonloop.servers.embedded import HOST, RedisServer, StartStop, find_redis_server
 
 __all__ = ["LocalCluster", "LocalClusterError"]
 
@@ -42,10 +37,6 @@ _POLL_S = 0.05
 _PORT_ATTEMPTS = 5
 # Problem found by a convergence check: the node it concerns and what is wrong.
 _Problem = tuple[RedisServer, str] | None
-
-
-class LocalClusterError(RuntimeError):
-    """The cluster did not start or converge in time (the message holds a node's log tail)."""
 
 
 @dataclass(frozen=True)
@@ -217,7 +208,7 @@ class LocalCluster(StartStop):
                 return node.start()
             except RedisServerError as exc:
                 node.close()
-                if "Address already in use" not in str(exc) or attempt + 1 == _PORT_ATTEMPTS:
+                if not exc.port_taken or attempt + 1 == _PORT_ATTEMPTS:
                     raise
         raise AssertionError("unreachable")
 

@@ -30,7 +30,8 @@ from prometheus_client import (
 )
 from pydantic import Field, field_validator
 
-from aeonloop.settings import AeonSettings, SettingsError
+from aeonloop.exceptions import SettingsError
+from aeonloop.settings import AeonSettings
 
 log = logging.getLogger("aeon.metrics")
 

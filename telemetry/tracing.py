@@ -28,7 +28,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from aeonloop.settings import AeonSettings, SettingsError
+from aeonloop.exceptions import SettingsError
+from aeonloop.settings import AeonSettings
 
 #: The W3C Trace Context an entry may carry beside its event: fields of a flat entry (before
 #: `type`, `cid`, `body`: bus.codec), or headers of a FastStream envelope.

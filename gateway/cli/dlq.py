@@ -23,7 +23,8 @@ from aeonloop.bus.connection import RedisClient, connect
 from aeonloop.bus.deadletter import original_fields
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings
-from aeonloop.gateway.validation import BadInput, as_option, check_stream_id
+from aeonloop.exceptions import BadInput
+from aeonloop.gateway.validation import as_option, check_stream_id
 
 
 def add_commands(commands: argparse._SubParsersAction, command: Callable[..., Any]) -> None:

@@ -33,33 +33,32 @@ from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings, redact
 from aeonloop.bus.worker import tune_gc
 from aeonloop.bus.writes import refuses_writes
+from aeonloop.exceptions import (
+    AnswerTimeout,
+    BadInput,
+    LLMNotReady,
+    LocalRedisError,
+    SettingsError,
+    UsageError,
+)
 from aeonloop.gateway.cli import dlq, status
 from aeonloop.gateway.cli.display import render_human, render_json
-from aeonloop.gateway.client import (
-    ANSWER_GRACE_S,
-    DEFAULT_TIMEOUT_S,
-    AeonClient,
-    AnswerTimeout,
-    Progress,
-)
+from aeonloop.gateway.client import ANSWER_GRACE_S, DEFAULT_TIMEOUT_S, AeonClient, Progress
 from aeonloop.gateway.embedded import embedded_pipeline
 from aeonloop.gateway.http import serve
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.validation import (
-    BadInput,
     as_option,
     check_max_ttl,
     check_request,
     check_timeout,
     load_rules,
 )
-from aeonloop.llm.base import LLMNotReady
 from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import ExecutionResult
 from aeonloop.phases.worker import PHASES, make_worker
-from aeonloop.servers.embedded import RedisServerError
-from aeonloop.settings import LogSettings, SettingsError
+from aeonloop.settings import LogSettings
 from aeonloop.telemetry import metrics, tracing
 from aeonloop.telemetry.metrics import MetricsSettings
 from aeonloop.telemetry.tracing import TracingSettings
@@ -101,11 +100,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             logging.getLogger(name).setLevel(logging.WARNING)
     try:
         return _run(args.command(args))
-    except (BadInput, SettingsError) as error:
+    except UsageError as error:  # a setting, an option or the input
         return _fail(str(error), EXIT_BAD_INPUT)
     except LLMNotReady as error:
         return _fail(str(error), EXIT_LLM_UNAVAILABLE)
-    except RedisServerError as error:
+    except LocalRedisError as error:  # the embedded Redis
         first = str(error).splitlines()[0]
         return _fail(f"cannot start the embedded Redis: {first}", EXIT_UNAVAILABLE)
     except (RedisError, RedisClusterException, OSError) as error:

@@ -35,8 +35,8 @@ from redis.exceptions import ResponseError
 
 from aeonloop.bus.connection import RedisClient, connect, is_cluster
 from aeonloop.bus.keys import ANSWERS, Keys, shard_tag
+from aeonloop.exceptions import BadInput
 from aeonloop.gateway.cli.dlq import newest_first
-from aeonloop.gateway.validation import BadInput
 from aeonloop.phases.events import EVENT_TYPES
 from aeonloop.phases.worker import PHASE_INPUTS, PHASES
 

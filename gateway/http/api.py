@@ -40,8 +40,9 @@ from starlette.staticfiles import StaticFiles
 from aeonloop.bus.connection import TRANSIENT
 from aeonloop.bus.settings import redact
 from aeonloop.bus.writes import refuses_writes
-from aeonloop.gateway.client import AeonClient, AnswerTimeout, answer_due_by
-from aeonloop.gateway.http.errors import ApiError, error_response, json_response
+from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput, ForeignEventId
+from aeonloop.gateway.client import AeonClient, answer_due_by
+from aeonloop.gateway.http.errors import error_response, json_response, refusal
 from aeonloop.gateway.http.guards import ApiGuard
 from aeonloop.gateway.http.models import (
     MAX_RECENT,
@@ -54,23 +55,10 @@ from aeonloop.gateway.http.models import (
     links,
 )
 from aeonloop.gateway.http.openapi import openapi_document
-from aeonloop.gateway.http.run_feed import (
-    ForeignEventId,
-    RunFeed,
-    RunView,
-    WireStep,
-    stream_steps,
-    wire_steps,
-)
+from aeonloop.gateway.http.run_feed import RunFeed, RunView, WireStep, stream_steps, wire_steps
 from aeonloop.gateway.http.run_steps import ANSWERED, EventId, degraded_because
 from aeonloop.gateway.http.settings import HttpSettings
-from aeonloop.gateway.validation import (
-    BadInput,
-    check_max_ttl,
-    check_request,
-    check_timeout,
-    parse_rules,
-)
+from aeonloop.gateway.validation import check_max_ttl, check_request, check_timeout, parse_rules
 from aeonloop.phases.events import ExecutionResult, RequestSubmitted
 from aeonloop.telemetry.http import RequestMetrics, scrape
 
@@ -436,7 +424,7 @@ class _PageFiles(StaticFiles):
 
 async def _api_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, ApiError)
-    return error.response()
+    return refusal(error)
 
 
 async def _http_error(request: Request, error: Exception) -> Response:

@@ -13,6 +13,8 @@ from collections.abc import Mapping
 import orjson
 from starlette.responses import Response
 
+from aeonloop.exceptions import ApiError
+
 #: The `error` word of each status the API answers with.
 ERROR_WORDS = {
     400: "bad_request",
@@ -28,24 +30,9 @@ ERROR_WORDS = {
 }
 
 
-class ApiError(Exception):
-    """Refuse a request with `status`, naming the `field` at fault (None: no one field)."""
-
-    def __init__(
-        self,
-        status: int,
-        field: str | None,
-        reason: str,
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.field = field
-        self.reason = reason
-        self.headers = dict(headers or {})
-
-    def response(self) -> Response:
-        return error_response(self.status, self.field, self.reason, self.headers)
+def refusal(error: ApiError) -> Response:
+    """The response an `ApiError` (aeonloop.exceptions) stands for."""
+    return error_response(error.status, error.field, error.reason, error.headers)
 
 
 def error_response(

@@ -45,6 +45,7 @@ from aeonloop.bus.codec import text
 from aeonloop.bus.connection import TRANSIENT, RedisClient
 from aeonloop.bus.keys import ANSWERS, Keys
 from aeonloop.bus.records import RedisRunRecords
+from aeonloop.exceptions import ForeignEventId
 from aeonloop.gateway.client import PROGRESS_STREAMS, answer_due_by
 from aeonloop.gateway.http.run_steps import (
     BEFORE_ANY_STEP,
@@ -83,10 +84,6 @@ SCAN_PAGE = 250
 SCAN_MARGIN_MS = 1_000
 #: The streams a run's progress is in, in the order its events go through them.
 STATE_STREAMS = (RequestSubmitted.STREAM, *PROGRESS_STREAMS)
-
-
-class ForeignEventId(ValueError):
-    """A reader's event id that names an entry of another run."""
 
 
 @dataclass(frozen=True, slots=True)

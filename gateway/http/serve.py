@@ -25,6 +25,7 @@ from typing import Any
 from aeonloop.bus.connection import connect
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings
+from aeonloop.exceptions import SettingsError
 from aeonloop.gateway.client import AeonClient
 from aeonloop.gateway.embedded import embedded_pipeline
 from aeonloop.gateway.http.run_feed import RunFeed
@@ -32,7 +33,6 @@ from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.validation import as_option
 from aeonloop.llm.factory import ready_adapter
 from aeonloop.phases.deps import LoopSettings
-from aeonloop.settings import SettingsError
 from aeonloop.telemetry import metrics
 
 log = logging.getLogger("aeon.http")
