@@ -27,15 +27,21 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from redis.exceptions import NoScriptError
-
 from aeonloop.bus.codec import Routable, encode
-from aeonloop.bus.connection import TRANSIENT, RedisClient
+from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.bus.keys import ANSWERS, Keys, LockState
 from aeonloop.bus.records import RunRecord
+from aeonloop.bus.redis_errors import (
+    TRANSIENT,
+    group_missing,
+    refuses_writes,
+    retry_later,
+    said,
+    script_missing,
+)
 from aeonloop.bus.settings import BusSettings
-from aeonloop.bus.writes import WriteGate, refuses_writes, said
+from aeonloop.bus.writes import WriteGate
 
 log = logging.getLogger("aeon.bus")
 
@@ -88,14 +94,6 @@ def _settle(item: Commit, error: BaseException | None) -> None:
             item.done.set_result(None)
         else:
             item.done.set_exception(error)
-
-
-def _again(reply: object) -> bool:
-    """Whether a refused command will be taken later: an outage, refused writes, or a node
-    that has not seen the script yet (a new master after a failover)."""
-    if isinstance(reply, (*TRANSIENT, NoScriptError)):
-        return True
-    return isinstance(reply, Exception) and refuses_writes(reply)
 
 
 @dataclass(slots=True)
@@ -238,7 +236,7 @@ class Committer:
                 pipe.xack(item.stream_key, item.group, item.entry_id)
         replies = await pipe.execute(raise_on_error=False)
         memo_replies, commit_replies = replies[: len(memos)], replies[len(memos) :]
-        if any(isinstance(reply, NoScriptError) for reply in commit_replies):
+        if any(script_missing(reply) for reply in commit_replies):
             self._script_loaded = False  # a new master after a failover, or a restarted one
         wrote = [r for r in memo_replies if not isinstance(r, Exception)] + [
             r
@@ -261,11 +259,11 @@ class Committer:
         """Settle each commit Redis took or refused for good; the ones to send again."""
         again = []
         for item, reply in zip(batch, replies, strict=True):
-            if not isinstance(reply, Exception) or "NOGROUP" in str(reply):
+            if not isinstance(reply, Exception) or group_missing(reply):
                 if item.dead is not None and isinstance(reply, bytes):
                     item.dead_id = reply.decode()
                 _settle(item, None)
-            elif _again(reply):
+            elif retry_later(reply):
                 again.append(item)
             else:  # a wrong key type, no permission: a retry would fail the same way
                 log.error("commit refused for good (%s); its entry stays pending", said(reply))
@@ -310,7 +308,7 @@ def _left(memos: list[tuple[str, str]], replies: list[Any]) -> list[tuple[str, s
     LLM call on a redelivery)."""
     left = []
     for memo, reply in zip(memos, replies, strict=True):
-        if _again(reply):
+        if isinstance(reply, Exception) and retry_later(reply):
             left.append(memo)
         elif isinstance(reply, Exception):
             log.warning("memo not stored: %s", said(reply))

@@ -25,40 +25,17 @@ from redis.asyncio.connection import (
     UnixDomainSocketConnection,
     parse_url,
 )
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import (
-    AskError,
-    ClusterDownError,
-    ClusterError,
     DataError,
     NoPermissionError,
-    RedisClusterException,
-    SlotNotCoveredError,
-    TryAgainError,
 )
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from aeonloop.bus.settings import BusSettings, redact
 from aeonloop.exceptions import SettingsError
 
 #: A client for one server or for a cluster: the commands Aeon sends are the same on both.
 RedisClient = Redis | RedisCluster
-
-#: Errors that pass once Redis is back, or once a cluster has settled after a failover (a slot
-#: without a master, a redirection redis-py gave up following): wait and try again.
-#: RedisClusterException: no node answered while the client relearnt the cluster; ClusterError:
-#: redirections went round until redis-py gave up.
-TRANSIENT: tuple[type[BaseException], ...] = (
-    RedisConnectionError,
-    RedisTimeoutError,
-    OSError,
-    ClusterDownError,
-    ClusterError,
-    TryAgainError,
-    AskError,
-    SlotNotCoveredError,
-    RedisClusterException,
-)
 
 #: Blocking reads hold a connection each (one per consumer); the rest serve commands.
 _SPARE_CONNECTIONS = 32

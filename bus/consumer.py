@@ -47,12 +47,12 @@ from redis.exceptions import ResponseError
 
 from aeonloop.bus.codec import Fields, Routable, decode, trace_context
 from aeonloop.bus.commit import Commit, Committer
-from aeonloop.bus.connection import TRANSIENT, RedisClient
+from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.bus.keys import Keys, LockState
 from aeonloop.bus.records import RunRecord, prefetched
+from aeonloop.bus.redis_errors import TRANSIENT, group_exists, group_missing, refuses_writes, said
 from aeonloop.bus.settings import BusSettings
-from aeonloop.bus.writes import refuses_writes, said
 from aeonloop.exceptions import DecodeError
 from aeonloop.telemetry import metrics, tracing
 from aeonloop.telemetry.hop import Hop
@@ -182,7 +182,7 @@ class Consumer:
         try:
             await self._redis.xgroup_create(stream_key, self._group, id="0", mkstream=True)
         except ResponseError as error:
-            if "BUSYGROUP" in str(error):
+            if group_exists(error):
                 return
             if not (refuses_writes(error) and await self._group_exists(stream_key)):
                 raise  # a worker starting while Redis refuses writes needs its group made
@@ -280,7 +280,7 @@ class Consumer:
         """Wait out an outage, or recreate a group Redis lost."""
         if isinstance(error, TRANSIENT):
             await backoff.wait(f"{self._group}: reading failed", error)
-        elif "NOGROUP" in str(error):
+        elif group_missing(error):
             log.warning("%s: group or stream is gone (Redis lost data?); recreating", self._group)
             try:
                 await self._ensure_group_of(stream_key)

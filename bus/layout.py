@@ -11,7 +11,7 @@ from redis.exceptions import ResponseError
 
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.keys import Keys
-from aeonloop.bus.writes import refuses_writes
+from aeonloop.bus.redis_errors import refuses_writes
 from aeonloop.exceptions import SettingsError
 
 

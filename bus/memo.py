@@ -15,9 +15,10 @@ from __future__ import annotations
 import logging
 
 from aeonloop.bus.commit import Committer
-from aeonloop.bus.connection import TRANSIENT, RedisClient
+from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.consumer import redelivered
 from aeonloop.bus.keys import Keys
+from aeonloop.bus.redis_errors import TRANSIENT
 
 log = logging.getLogger("aeon.bus")
 

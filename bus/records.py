@@ -33,8 +33,9 @@ from types import MappingProxyType
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
-from aeonloop.bus.connection import TRANSIENT, RedisClient
+from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.keys import Keys
+from aeonloop.bus.redis_errors import TRANSIENT
 
 log = logging.getLogger("aeon.bus")
 

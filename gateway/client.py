@@ -37,12 +37,13 @@ from datetime import datetime, timedelta
 from typing import Any, Self
 
 from redis.asyncio.cluster import PipelineCommand
-from redis.exceptions import ReadOnlyError, ResponseError
+from redis.exceptions import ResponseError
 
 from aeonloop.bus.codec import encode, text
-from aeonloop.bus.connection import TRANSIENT, RedisClient, connect, is_cluster
+from aeonloop.bus.connection import RedisClient, connect, is_cluster
 from aeonloop.bus.keys import ANSWERS, Keys
 from aeonloop.bus.layout import agree_on_shards
+from aeonloop.bus.redis_errors import FAILING_OVER, TRANSIENT
 from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import AnswerTimeout
 from aeonloop.gateway.progress import Progress, progress_of
@@ -245,7 +246,7 @@ class AeonClient:
                     await self.redis.xadd(
                         key, fields, maxlen=self.settings.stream_maxlen, approximate=True
                     )
-            except (*TRANSIENT, ReadOnlyError) as error:  # READONLY: a demoted master
+            except FAILING_OVER as error:
                 if not is_cluster(self.redis) or time.monotonic() + _SUBMIT_RETRY_S > deadline:
                     raise  # one server away: say so now (`aeon ask` exits 4)
                 log.info("submit of %s failed (%s); trying again", event.correlation_id, error)

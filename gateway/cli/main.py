@@ -24,15 +24,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisClusterException, RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
+from aeonloop.bus import redis_errors
 from aeonloop.bus.connection import RedisClient, connect
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings, redact
 from aeonloop.bus.worker import tune_gc
-from aeonloop.bus.writes import refuses_writes
 from aeonloop.exceptions import (
     AnswerTimeout,
     BadInput,
@@ -107,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LocalRedisError as error:  # the embedded Redis
         first = str(error).splitlines()[0]
         return _fail(f"cannot start the embedded Redis: {first}", EXIT_UNAVAILABLE)
-    except (RedisError, RedisClusterException, OSError) as error:
+    except redis_errors.FAILURES as error:
         return _fail(_redis_trouble(args.settings, error), EXIT_UNAVAILABLE)
     except KeyboardInterrupt:
         return EXIT_SIGNAL_BASE + signal.SIGINT
@@ -124,20 +120,20 @@ def _redis_trouble(settings: BusSettings, error: BaseException) -> str:
     """One line saying what Redis did and what to do about it."""
     url = settings.redis_url
     where = f"Redis at {redact(url)}" if url else "the embedded Redis"
-    said = str(error).splitlines()[0] if str(error) else type(error).__name__
-    if refuses_writes(error):
+    said = redis_errors.said(error)
+    if redis_errors.refuses_writes(error):
         return (
             f"{where} refuses writes ({said}): free memory or raise its maxmemory, then try "
             "again; nothing of this command was stored"
         )
-    if isinstance(error, RedisClusterException):
-        single = "not enabled" in said
+    if redis_errors.cluster_unusable(error):
+        single = redis_errors.cluster_not_enabled(error)
         hint = "; it is a single server: set AEON_REDIS_CLUSTER=auto" if single else ""
         return f"the Redis Cluster at {redact(url or '')} is not usable: {said}{hint}"
-    if not isinstance(error, (RedisConnectionError, RedisTimeoutError, OSError)):
+    if not redis_errors.unreachable(error):
         return f"{where} answered with an error: {said}"
     hint = "is it running, and is AEON_REDIS_URL right?"
-    if url and url.startswith("rediss://") and isinstance(error, RedisTimeoutError):
+    if url and url.startswith("rediss://") and redis_errors.timed_out(error):
         hint = "rediss:// needs a server that speaks TLS; use redis:// for one that does not"
     return f"cannot reach {where}: {said}; {hint}"
 

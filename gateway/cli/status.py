@@ -35,6 +35,7 @@ from redis.exceptions import ResponseError
 
 from aeonloop.bus.connection import RedisClient, connect, is_cluster
 from aeonloop.bus.keys import ANSWERS, Keys, shard_tag
+from aeonloop.bus.redis_errors import no_such_key
 from aeonloop.exceptions import BadInput
 from aeonloop.gateway.cli.dlq import newest_first
 from aeonloop.phases.events import EVENT_TYPES
@@ -161,7 +162,7 @@ async def _group_shard(
     try:
         infos = await redis.xinfo_groups(stream)
     except ResponseError as error:
-        if "no such key" not in str(error).lower():
+        if not no_such_key(error):
             raise
         return row
     row["stream_exists"] = True

@@ -24,7 +24,6 @@ from typing import Any
 
 import orjson
 from pydantic import ValidationError
-from redis.exceptions import RedisError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
@@ -37,9 +36,8 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from aeonloop.bus.connection import TRANSIENT
+from aeonloop.bus.redis_errors import FAILURES, refuses_writes, said
 from aeonloop.bus.settings import redact
-from aeonloop.bus.writes import refuses_writes
 from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput, ForeignEventId
 from aeonloop.gateway.client import AeonClient, answer_due_by
 from aeonloop.gateway.http.errors import error_response, json_response, refusal
@@ -72,8 +70,6 @@ SEND_TIMEOUT_S = 30.0
 #: How long a reader waits between two tries of a dropped event stream (SSE `retry:`).
 RETRY_MS = 1_000
 _READY_TIMEOUT_S = 2.0
-#: What Redis failing looks like (a cluster's too): 503 with Retry-After, not 500.
-_REDIS_FAILURES: tuple[type[BaseException], ...] = (RedisError, *TRANSIENT)
 #: What pydantic says of a bad field, as `aeon ask` would say it.
 _TYPE_WORDS = {
     "missing": "is required",
@@ -213,7 +209,7 @@ class HttpApi:
             return json_response({"status": "unavailable", "reason": stopped}, 503)
         try:
             await asyncio.wait_for(self.client.redis.ping(), _READY_TIMEOUT_S)
-        except _REDIS_FAILURES as error:
+        except FAILURES as error:
             return json_response({"status": "unavailable", "reason": _redis_reason(error)}, 503)
         return json_response({"status": "ready"})
 
@@ -346,10 +342,10 @@ def _recent(run: RequestSubmitted, answer: ExecutionResult | None) -> RecentRun:
 
 
 def _redis_reason(error: BaseException) -> str:
-    said = redact(str(error).splitlines()[0] if str(error) else type(error).__name__)
+    what = redact(said(error))
     if refuses_writes(error):
-        return f"Redis refuses writes ({said}): nothing was stored; try again later"
-    return f"Redis does not answer ({said}); try again once it is back"
+        return f"Redis refuses writes ({what}): nothing was stored; try again later"
+    return f"Redis does not answer ({what}); try again once it is back"
 
 
 # -- the app ----------------------------------------------------------------------------------
@@ -407,7 +403,8 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
         exception_handlers={
             ApiError: _api_error,
             HTTPException: _http_error,
-            **dict.fromkeys(_REDIS_FAILURES, _redis_error),
+            # Redis failing (a cluster's too): 503 with Retry-After, not 500.
+            **dict.fromkeys(FAILURES, _redis_error),
         },
     )
 

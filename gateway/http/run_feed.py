@@ -42,9 +42,10 @@ import orjson
 from pydantic import ValidationError
 
 from aeonloop.bus.codec import text
-from aeonloop.bus.connection import TRANSIENT, RedisClient
+from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.keys import ANSWERS, Keys
 from aeonloop.bus.records import RedisRunRecords
+from aeonloop.bus.redis_errors import TRANSIENT
 from aeonloop.exceptions import ForeignEventId
 from aeonloop.gateway.client import PROGRESS_STREAMS, answer_due_by
 from aeonloop.gateway.http.run_steps import (

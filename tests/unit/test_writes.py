@@ -1,11 +1,12 @@
-"""bus.writes: a refused write is recognised however redis-py words it, and said plainly."""
+"""A refused write is recognised however redis-py words it, and said plainly (bus.redis_errors,
+which bus.writes' gate asks)."""
 
 from __future__ import annotations
 
 import pytest
 from redis.exceptions import OutOfMemoryError, ResponseError
 
-from aeonloop.bus.writes import refuses_writes, said
+from aeonloop.bus.redis_errors import refuses_writes, said
 
 OOM = "command not allowed when used memory > 'maxmemory'."
 
