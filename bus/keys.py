@@ -16,6 +16,11 @@ A run's records (`Keys.run_records`: what its events refer to instead of carryin
 the same commit) live there too. Memo entries, the write probe and the recorded shard count
 are the only keys outside the shards: each is read and written alone, and losing a memo costs
 an LLM call, not correctness.
+
+A memo entry is `<prefix>:memo:<run>/<scope>/<prompt>`: one LLM call of one run, the scope
+saying which (`memo_scope`: the phase, the pass, the step, what the call is for; a repair call
+adds `repair:<prompt>`, `repair_scope`). The whole key is made by `memo_key`, and nowhere else,
+so a redelivered hop asks for exactly the keys its first delivery wrote.
 """
 
 from __future__ import annotations
@@ -56,6 +61,30 @@ def shard_tag(shard: int, shards: int) -> str:
         if low <= key_slot(tag.encode()) < high:
             return tag
     raise AssertionError("unreachable")  # pragma: no cover - itertools.count is endless
+
+
+def memo_scope(
+    phase: str, call: str = "", *, pass_number: int | None = None, step: str | None = None
+) -> str:
+    """Which of a run's LLM calls a memoised reply answers: `phase`, then `p<pass_number>` when
+    the call belongs to a pass, then `call` (with `:<step>` for a step's own call), e.g. `a`,
+    `b/plan`, `c/p2/step:s1`, `d/p2/update`."""
+    parts = [phase]
+    if pass_number is not None:
+        parts.append(f"p{pass_number}")
+    if call:
+        parts.append(call if step is None else f"{call}:{step}")
+    return "/".join(parts)
+
+
+def repair_scope(scope: str, prompt: str) -> str:
+    """The scope of the call that repairs the reply `prompt` gave in `scope`."""
+    return f"{scope}/repair:{prompt}"
+
+
+def memo_key(run: str, scope: str, prompt: str) -> str:
+    """The memo of `prompt`'s reply in `scope` of `run` (Keys.memo puts it under the prefix)."""
+    return f"{run}/{scope}/{prompt}"
 
 
 @dataclass(frozen=True)
@@ -106,6 +135,7 @@ class Keys:
         return self.stream(DEAD_LETTER, shard)
 
     def memo(self, key: str) -> str:
+        """Where the memo `key` (`memo_key`) is kept."""
         return f"{self.prefix}:memo:{key}"
 
     @property

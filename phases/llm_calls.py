@@ -27,6 +27,7 @@ from typing import Protocol, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
+from aeonloop.bus.keys import memo_key, repair_scope
 from aeonloop.exceptions import (
     ContextLengthError,
     JSONExtractionError,
@@ -198,7 +199,7 @@ class LLMSession:
         return await self._reply(
             PromptId.SUPERVISOR_REPAIR_JSON_USER,
             repair_input,
-            f"{scope}/repair:{prompt_id.value}",
+            repair_scope(scope, prompt_id.value),
             (),
             model,
         )
@@ -211,7 +212,7 @@ class LLMSession:
         context: Sequence[ContextItem],
         model: type[BaseModel] | None,
     ) -> Reply:
-        key = f"{self.run_key}/{scope}/{prompt_id.value}"
+        key = memo_key(self.run_key, scope, prompt_id.value)
         remembered = await self.memo.get(key)
         if remembered is not None:
             observed.memo_hit(prompt_id.value)

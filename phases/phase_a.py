@@ -8,6 +8,7 @@ profile stands in, `run.profile_is_default` says so, and a note says why.
 
 from __future__ import annotations
 
+from aeonloop.bus.keys import memo_scope
 from aeonloop.phases import summaries
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import Event, RequestSubmitted, TaskProfiled
@@ -31,7 +32,7 @@ async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
     )
     try:
         output = await session.json(
-            PromptId.TASKPROFILE_INFERENCE_USER, data, TaskProfileOutput, scope="a"
+            PromptId.TASKPROFILE_INFERENCE_USER, data, TaskProfileOutput, scope=memo_scope("a")
         )
         profile = profile_from_output(output, version=1)
     except PROFILE_FAILURES as error:

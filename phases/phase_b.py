@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 
+from aeonloop.bus.keys import memo_scope
 from aeonloop.exceptions import LLMFailure
 from aeonloop.phases import exits, render, summaries
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
@@ -54,7 +55,7 @@ async def generate_plan(session: LLMSession, run: RunState) -> Plan:
         rules_summary=summaries.rules_summary(run.rules),
     )
     output = await session.json(
-        PromptId.PLAN_GENERATION_USER, data, PlanGenerationOutput, scope="b/plan"
+        PromptId.PLAN_GENERATION_USER, data, PlanGenerationOutput, scope=memo_scope("b", "plan")
     )
     return plan_from_output(output.plan)
 
@@ -90,7 +91,11 @@ async def _validate_and_refine(
 ) -> None:
     try:
         report = await validate(
-            session, run.request, "plan", summaries.plan_text(plan), scope="b/validate"
+            session,
+            run.request,
+            "plan",
+            summaries.plan_text(plan),
+            scope=memo_scope("b", "validate"),
         )
     except LLMFailure as error:
         run.notes.append(summaries.failure_note("B", "plan validation", error, "plan kept as is"))
@@ -102,7 +107,9 @@ async def _validate_and_refine(
         run.notes.append("phase B: plan validation found issues; no refinement budget is left")
         return
     try:
-        outcome = await refine(session, run.request, plan, report.text(), budget, scope="b/refine")
+        outcome = await refine(
+            session, run.request, plan, report.text(), budget, scope=memo_scope("b", "refine")
+        )
     except LLMFailure as error:
         run.notes.append(summaries.failure_note("B", "plan refinement", error, "plan kept as is"))
         return

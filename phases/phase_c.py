@@ -22,6 +22,7 @@ import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from aeonloop.bus.keys import memo_scope
 from aeonloop.exceptions import LLMFailure
 from aeonloop.phases import evaluation, exits, history, render, summaries
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
@@ -100,7 +101,7 @@ async def execute(
         if step.executed:
             continue
         build = functools.partial(step_input, run, plan.goal, step, tuple(prior), number)
-        scope = f"c/p{number}/step:{step.step_id}"
+        scope = memo_scope("c", "step", pass_number=number, step=step.step_id)
         outcome = await attempt_step(session, build, scope, output_chars)
         status = "done" if outcome.completed else "failed"
         plan.steps[index] = step.model_copy(
@@ -204,7 +205,7 @@ async def evaluate(
         return summaries.step_outputs(done, cap)
 
     record.validation = await validate(
-        session, run.request, "pass", outputs, scope=f"c/p{number}/validate"
+        session, run.request, "pass", outputs, scope=memo_scope("c", "validate", pass_number=number)
     )
     record.assessment = await assess(session, run, plan, outputs, record, number)
     by_rules = evaluation.judged(run.rules, record.evaluation)
@@ -242,7 +243,7 @@ async def assess(
         PromptId.CONVERGENCE_ASSESSMENT_USER,
         build,
         ConvergenceAssessmentOutput,
-        scope=f"c/p{number}/assess",
+        scope=memo_scope("c", "assess", pass_number=number),
     )
     return ConvergenceAssessment.model_validate(output, from_attributes=True)
 
@@ -287,7 +288,12 @@ async def refine_for_next_pass(
         return exits.nothing_left(plan, number, "the run's refinement budget is spent")
     try:
         outcome = await refine(
-            session, run.request, plan, issues, budget, scope=f"c/p{number}/refine"
+            session,
+            run.request,
+            plan,
+            issues,
+            budget,
+            scope=memo_scope("c", "refine", pass_number=number),
         )
     except LLMFailure as error:
         what = f"refinement after pass {number}"
@@ -321,7 +327,7 @@ async def issues_to_fix(
             PromptId.RULE_CRITIQUE_USER,
             build,
             CritiqueOutput,
-            scope=f"c/p{record.pass_number}/critique",
+            scope=memo_scope("c", "critique", pass_number=record.pass_number),
         )
     except LLMFailure as error:
         run.notes.append(

@@ -13,6 +13,7 @@ run, the pass just completed has not been paid for yet, so `ttl_remaining` still
 
 from __future__ import annotations
 
+from aeonloop.bus.keys import memo_scope
 from aeonloop.phases import exits, render, summaries
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import Event, PassCompleted, PassRequested, RunState
@@ -86,7 +87,7 @@ async def adapt_profile(session: LLMSession, run: RunState, last: ExecutionPass)
             PromptId.TASKPROFILE_UPDATE_USER,
             data,
             TaskProfileOutput,
-            scope=f"d/p{last.pass_number}/update",
+            scope=memo_scope("d", "update", pass_number=last.pass_number),
         )
         new = profile_from_output(output, version=old.profile_version + 1)
     except PROFILE_FAILURES as error:

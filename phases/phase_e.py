@@ -35,6 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from aeonloop.bus.keys import memo_scope
 from aeonloop.exceptions import LLMUnreachable
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.phases import exits, history, render
@@ -75,7 +76,7 @@ ARTIFACT_FIELDS = (
 )
 #: The request of a run whose state was lost and whose LoopExited did not carry the text either.
 LOST_REQUEST = "(the request text was lost before answer synthesis)"
-SYNTHESIS_SCOPE = "e/synthesis"
+SYNTHESIS_SCOPE = memo_scope("e", "synthesis")
 #: Characters of one step's output shown to the model, and in a host-made degraded answer.
 PROMPT_OUTPUT_CHARS = 8_000
 ANSWER_OUTPUT_CHARS = 2_000

@@ -6,7 +6,7 @@ from __future__ import annotations
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from aeonloop.bus.consumer import redelivered
-from aeonloop.bus.keys import Keys
+from aeonloop.bus.keys import Keys, memo_key, memo_scope, repair_scope
 from aeonloop.bus.memo import RedisMemo
 
 
@@ -30,3 +30,19 @@ async def test_a_memo_that_cannot_be_read_is_a_miss() -> None:
     finally:
         redelivered.reset(token)
     assert redis.asked == ["aeon:memo:run/b/plan"]
+
+
+def test_memo_keys_are_made_in_one_place_as_earlier_versions_wrote_them() -> None:
+    """A hop redelivered across an upgrade still finds the replies its first delivery kept."""
+    assert [
+        memo_scope("a"),
+        memo_scope("b", "plan"),
+        memo_scope("c", "step", pass_number=2, step="s1"),
+        memo_scope("c", "assess", pass_number=2),
+        memo_scope("d", "update", pass_number=3),
+        memo_scope("e", "synthesis"),
+    ] == ["a", "b/plan", "c/p2/step:s1", "c/p2/assess", "d/p3/update", "e/synthesis"]
+    repair = repair_scope("c/p2/assess", "CONVERGENCE_ASSESSMENT_USER")
+    assert repair == "c/p2/assess/repair:CONVERGENCE_ASSESSMENT_USER"
+    key = memo_key("run-1", "b/plan", "PLAN_GENERATION_USER")
+    assert Keys("aeon").memo(key) == "aeon:memo:run-1/b/plan/PLAN_GENERATION_USER"
