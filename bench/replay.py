@@ -23,6 +23,7 @@ from pathlib import Path
 from aeonloop.bus.connection import connect
 from aeonloop.bus.consumer import Route
 from aeonloop.bus.deadletter import DeadLetter
+from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker, tune_gc
 from aeonloop.phases.events import EVENT_TYPES, Event, derived_id
@@ -48,7 +49,7 @@ def _key(event: Event) -> tuple[str, int]:
 def replay_routes(successors: Successors) -> list[Route]:
     """One route per phase group, as phases.worker wires them, each replaying the chain."""
 
-    async def handle(event: Event) -> list[Event]:
+    async def handle(event: Event, delivery: Delivery) -> list[Event]:
         template = successors[_key(event)]
         kind = type(template).__name__
         return [
@@ -62,7 +63,7 @@ def replay_routes(successors: Successors) -> list[Route]:
             )
         ]
 
-    def give_up(dead: DeadLetter) -> list[Event]:
+    def give_up(dead: DeadLetter, delivery: Delivery) -> list[Event]:
         return []
 
     return [replace(route, handle=handle, give_up=give_up) for route in PHASE_ROUTES]

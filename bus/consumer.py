@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol, cast
 
 from pydantic import BaseModel
@@ -49,8 +49,9 @@ from aeonloop.bus.codec import Fields, Routable, decode, trace_context
 from aeonloop.bus.commit import Commit, Committer
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.deadletter import DeadLetter
+from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.keys import Keys, LockState
-from aeonloop.bus.records import RunRecord, prefetched
+from aeonloop.bus.records import RunRecord
 from aeonloop.bus.redis_errors import TRANSIENT, group_exists, group_missing, refuses_writes, said
 from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import DecodeError
@@ -59,14 +60,11 @@ from aeonloop.telemetry.hop import Hop
 
 log = logging.getLogger("aeon.bus")
 
-#: True while handling an event that may have been handled before (a claimed entry or a retry):
-#: only then is the memo worth a read. A first delivery cannot have memoised replies.
-redelivered: contextvars.ContextVar[bool] = contextvars.ContextVar("redelivered", default=False)
-
 #: What a handler gives: its events, and the run records they refer to (bus.records).
 Output = Routable | RunRecord
-Handler = Callable[[Any], Awaitable[Sequence[Output]]]
-GiveUp = Callable[[DeadLetter], Sequence[Output]]
+#: A handler is told what the bus knows of the delivery of its event (bus.delivery).
+Handler = Callable[[Any, Delivery], Awaitable[Sequence[Output]]]
+GiveUp = Callable[[DeadLetter, Delivery], Sequence[Output]]
 #: How often a loop held back by refused writes looks again.
 _WRITES_POLL_S = 0.5
 
@@ -98,7 +96,7 @@ class Route:
     handle: Handler
     give_up: GiveUp
     #: The run records (bus.records) the handler will read for an event: read with its lock,
-    #: in the same round trip, and handed to the handler through `bus.records.prefetched`.
+    #: in the same round trip, and handed to the handler in its `Delivery`.
     records: Callable[[Any], Sequence[str]] | None = None
 
 
@@ -107,7 +105,9 @@ Ref = tuple[int, bytes]
 
 
 @dataclass(slots=True)
-class Delivery:
+class Entry:
+    """One delivery of a stream entry, while it is in this consumer's hands."""
+
     shard: int
     entry_id: bytes
     fields: Fields
@@ -123,6 +123,11 @@ class Delivery:
     @property
     def ref(self) -> Ref:
         return (self.shard, self.entry_id)
+
+    def told(self, retry: bool = False) -> Delivery:
+        """What its handler (or its route's give_up) is told of this delivery: it may have been
+        handled before when it was claimed from another consumer, or is a retry."""
+        return Delivery(self.claimed_from is not None or retry, MappingProxyType(self.records))
 
 
 class Pause(Protocol):
@@ -274,7 +279,7 @@ class Consumer:
                 continue
             backoff.reset()
             for _stream, entries in reply or ():
-                self._start([Delivery(shard, entry_id, fields) for entry_id, fields in entries])
+                self._start([Entry(shard, entry_id, fields) for entry_id, fields in entries])
 
     async def _on_read_error(self, error: Exception, stream_key: str, backoff: _Backoff) -> None:
         """Wait out an outage, or recreate a group Redis lost."""
@@ -290,7 +295,7 @@ class Consumer:
             log.error("%s: %s", self._group, error)
             await asyncio.sleep(1.0)
 
-    def _start(self, batch: list[Delivery]) -> None:
+    def _start(self, batch: list[Entry]) -> None:
         fresh = [d for d in batch if d.ref not in self._in_flight]
         if not fresh:
             return
@@ -301,13 +306,13 @@ class Consumer:
 
     # -- processing ------------------------------------------------------------------------
 
-    async def _process_batch(self, batch: list[Delivery]) -> None:
+    async def _process_batch(self, batch: list[Entry]) -> None:
         """Decode and lock the whole batch in one round trip, then handle each concurrently.
 
         Nothing escapes this task: what fails is logged and its entries stay pending, for this
         consumer's or another's recovery.
         """
-        owned: list[tuple[Delivery, Any, LockState]] = []
+        owned: list[tuple[Entry, Any, LockState]] = []
         try:
             events, rejects = [], []
             for delivery in batch:
@@ -340,10 +345,10 @@ class Consumer:
                     self._busy[delivery.shard] -= 1
             self._slot_freed.set()
 
-    def _decode(self, delivery: Delivery) -> Any:
+    def _decode(self, delivery: Entry) -> Any:
         return decode(delivery.fields, self.route.types, self._settings.max_event_bytes)
 
-    async def _reload(self, delivery: Delivery) -> Any | None:
+    async def _reload(self, delivery: Entry) -> Any | None:
         """A fresh decode of the entry, re-read from the stream (None if it is gone).
 
         Handlers own the event they are given and may change it, so a retry, or the dead
@@ -360,8 +365,8 @@ class Consumer:
             return None
 
     async def _acquire_patiently(
-        self, events: list[tuple[Delivery, Any]]
-    ) -> list[tuple[Delivery, Any, LockState]]:
+        self, events: list[tuple[Entry, Any]]
+    ) -> list[tuple[Entry, Any, LockState]]:
         """Lock the events, waiting out a Redis that is away or refuses writes; [] if the
         worker stops first (the entries stay pending for whoever claims them)."""
         backoff = _Backoff()
@@ -384,9 +389,7 @@ class Consumer:
                 await self._not_attempts([delivery for delivery, _ in events])
                 return []
 
-    async def _acquire(
-        self, events: list[tuple[Delivery, Any]]
-    ) -> list[tuple[Delivery, Any, LockState]]:
+    async def _acquire(self, events: list[tuple[Entry, Any]]) -> list[tuple[Entry, Any, LockState]]:
         """Lock each event for this consumer: MINE, DONE (handled before) or BUSY; in the same
         round trip, read the run records its handler will read (Route.records)."""
         if not events:
@@ -448,7 +451,7 @@ class Consumer:
         return owned
 
     def _take_in_hand(
-        self, events: list[tuple[Delivery, Any]], keys: list[str], states: list[LockState | None]
+        self, events: list[tuple[Entry, Any]], keys: list[str], states: list[LockState | None]
     ) -> None:
         """Register each event found MINE as in hand; one another entry of the event got to
         first is BUSY instead (states are updated in place)."""
@@ -487,7 +490,7 @@ class Consumer:
             log.warning("%s: run records to read not known: %s", self._group, error)
             return []
 
-    async def _not_attempts(self, deliveries: list[Delivery]) -> None:
+    async def _not_attempts(self, deliveries: list[Entry]) -> None:
         """Give back the delivery each of these counted: none started the handler.
 
         XCLAIM with RETRYCOUNT sets the count (allowed while Redis refuses writes); its
@@ -511,16 +514,16 @@ class Consumer:
         except (ResponseError, *TRANSIENT) as error:  # then the count stays one too high
             log.warning("%s: delivery counts not given back: %s", self._group, error)
 
-    def _lock_key(self, delivery: Delivery, event: Any) -> str:
+    def _lock_key(self, delivery: Entry, event: Any) -> str:
         return self._keys.lock(delivery.shard, self._group, event.event_id)
 
-    async def _process(self, delivery: Delivery, event: Any, state: LockState) -> None:
+    async def _process(self, delivery: Entry, event: Any, state: LockState) -> None:
         try:
             await self._process_locked(delivery, event, state)
         finally:
             delivery.records = {}  # the run's history read for it: not kept for the batch
 
-    async def _process_locked(self, delivery: Delivery, event: Any, state: LockState) -> None:
+    async def _process_locked(self, delivery: Entry, event: Any, state: LockState) -> None:
         lock_key = self._lock_key(delivery, event)
         if state is LockState.DONE:
             await self._commit(delivery, [], lock_key=None)
@@ -542,7 +545,7 @@ class Consumer:
             del self._handling[lock_key]
             held[1].set()
 
-    async def _after_the_copy_in_hand(self, delivery: Delivery, event: Any, lock_key: str) -> None:
+    async def _after_the_copy_in_hand(self, delivery: Entry, event: Any, lock_key: str) -> None:
         """A busy entry of an event this consumer is handling from another entry stays in
         flight (so the heartbeat keeps it this consumer's, and nobody claims it and takes the
         lock over) until that handling ends; then it is locked again like any entry, and finds
@@ -555,7 +558,7 @@ class Consumer:
         for again in await self._acquire_patiently([(delivery, event)]):
             await self._process(*again)
 
-    async def _handle(self, delivery: Delivery, event: Any, lock_key: str) -> None:
+    async def _handle(self, delivery: Entry, event: Any, lock_key: str) -> None:
         """Handle a locked event and commit what it gives, or give up on it; the hop records
         where the time went (telemetry.hop)."""
         hop = Hop.start(
@@ -573,7 +576,7 @@ class Consumer:
         finally:
             hop.end(failure)
 
-    async def _handle_in(self, hop: Hop, delivery: Delivery, event: Any, lock_key: str) -> str:
+    async def _handle_in(self, hop: Hop, delivery: Entry, event: Any, lock_key: str) -> str:
         """`_handle`'s work; returns why the event was given up on ("" when it was not)."""
         if delivery.deliveries > self._settings.max_deliveries:
             reason = (
@@ -602,14 +605,12 @@ class Consumer:
         return ""
 
     async def _handle_with_retries(
-        self, delivery: Delivery, event: Any
+        self, delivery: Entry, event: Any
     ) -> tuple[Sequence[Output], str]:
         """The handler's outputs, or the last error after `handler_attempts` tries."""
         attempts = self._settings.handler_attempts
         error_text = ""
         for attempt in range(1, attempts + 1):
-            token = redelivered.set(delivery.claimed_from is not None or attempt > 1)
-            early = prefetched.set(delivery.records)
             if attempt > 1 and self._metrics is not None:
                 self._metrics.retried.inc()
             try:
@@ -617,7 +618,7 @@ class Consumer:
                     event = await self._reload(delivery)
                     if event is None:
                         return (), "the entry left the stream before it could be retried"
-                return await self.route.handle(event), ""
+                return await self.route.handle(event, delivery.told(retry=attempt > 1)), ""
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # a handler bug or an outage; retried, then dead-lettered
@@ -634,14 +635,11 @@ class Consumer:
                 )
                 if attempt < attempts:
                     await asyncio.sleep(self._settings.retry_backoff_s * 2 ** (attempt - 1))
-            finally:
-                redelivered.reset(token)
-                prefetched.reset(early)
         return (), error_text
 
     async def _give_up(
         self,
-        delivery: Delivery,
+        delivery: Entry,
         event: Any | None,
         reason: str,
         lock_key: str | None,
@@ -657,14 +655,11 @@ class Consumer:
             attempts=delivery.deliveries,
             event=event,
         )
-        early = prefetched.set(delivery.records)  # what give_up may use of the run's records
-        try:
-            outputs = list(self.route.give_up(dead))
+        try:  # give_up may use the run's records read with the lock
+            outputs = list(self.route.give_up(dead, delivery.told()))
         except Exception as error:  # give_up must never keep an entry from leaving
             log.error("%s: give_up failed for %s: %s", self._group, dead.entry_id, error)
             outputs = []
-        finally:
-            prefetched.reset(early)
         if hop is None:  # never decoded: what carries its run on continues the entry's trace
             trace = tracing.relayed(trace_context(delivery.fields)) if tracing.on() else {}
             dead_id = await self._commit(delivery, outputs, lock_key, dead, trace)
@@ -686,7 +681,7 @@ class Consumer:
 
     async def _commit(
         self,
-        delivery: Delivery,
+        delivery: Entry,
         outputs: Sequence[Output],
         lock_key: str | None,
         dead: DeadLetter | None = None,
@@ -766,7 +761,7 @@ class Consumer:
         await self._ack_vanished(stream_key, set(seen) - {entry_id for entry_id, _ in present})
         self._start(
             [
-                Delivery(shard, i, f, seen[i]["consumer"], seen[i]["times_delivered"] + 1)
+                Entry(shard, i, f, seen[i]["consumer"], seen[i]["times_delivered"] + 1)
                 for i, f in present
             ]
         )
@@ -834,7 +829,7 @@ class Consumer:
             await asyncio.wait_for(self._stopping.wait(), timeout=seconds)
 
 
-def _wrote(owned: list[tuple[Delivery, Any, LockState]]) -> bool:
+def _wrote(owned: list[tuple[Entry, Any, LockState]]) -> bool:
     """Whether locking these wrote anything (a first delivery's SET, or a takeover): only
     then does its success say that Redis takes writes again."""
     return any(d.claimed_from is None or state is LockState.MINE for d, _, state in owned)
@@ -859,7 +854,7 @@ def _held(holder: bytes | None) -> LockState:
     return LockState.DONE if holder == LockState.DONE.encode() else LockState.BUSY
 
 
-def _forget_body(delivery: Delivery) -> None:
+def _forget_body(delivery: Entry) -> None:
     """Keep only what a dead letter needs without a re-read; the body is the bulk of memory
     per in-flight event, and the decoded event already holds it."""
     delivery.fields = {

@@ -1,8 +1,9 @@
 """LLM replies remembered in Redis, so a redelivered event does not pay for the same calls.
 
-Reads happen only when the event may have been handled before (the consumer's `redelivered`
-flag): a first delivery cannot have memoised replies, so it spends no round trip asking.
-Writes ride along with the committer's next flush instead of costing a round trip each.
+Reads happen only when the event may have been handled before (`Delivery.redelivered`, which
+phases.deps.PhaseDeps.delivered turns into the memo a handler is given): a first delivery
+cannot have memoised replies, so it spends no round trip asking. Writes ride along with the
+committer's next flush instead of costing a round trip each.
 
 A memo only saves an LLM call, so one that cannot be read is a miss, never a failed handler:
 memo keys are outside the runs' shards, and on a cluster the master of a memo's slot may be
@@ -16,7 +17,6 @@ import logging
 
 from aeonloop.bus.commit import Committer
 from aeonloop.bus.connection import RedisClient
-from aeonloop.bus.consumer import redelivered
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.redis_errors import TRANSIENT
 
@@ -30,8 +30,6 @@ class RedisMemo:
         self._committer = committer
 
     async def get(self, key: str) -> str | None:
-        if not redelivered.get():
-            return None
         try:
             value = await self._redis.get(self._keys.memo(key))
         except TRANSIENT as error:

@@ -17,18 +17,17 @@ the records it refers to exist:
 
 Readers (the phases that need a run's history, the HTTP gateway's run steps) read the fields
 they need with one HMGET. A phase names them in its route (`Route.records`), and the consumer
-reads them in the round trip that locks the event (bus.consumer), so a hop that needs its
-run's history costs no round trip more than one that does not: `RedisRunRecords.read` answers
-from what was read then (`prefetched`), and asks Redis only for what it lacks.
+reads them in the round trip that locks the event (bus.consumer) and hands them to the handler
+in its `Delivery` (bus.delivery), so a hop that needs its run's history costs no round trip
+more than one that does not: the handler reads from those first (phases.history.ReadAhead),
+and asks `RedisRunRecords` only for what they lack.
 """
 
 from __future__ import annotations
 
-import contextvars
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -49,14 +48,8 @@ class RunRecord:
     value: bytes
 
 
-#: The records read with the lock of the event being handled, by (correlation id, name).
-prefetched: contextvars.ContextVar[Mapping[tuple[str, str], bytes]] = contextvars.ContextVar(
-    "prefetched", default=MappingProxyType({})
-)
-
-
 class RedisRunRecords:
-    """Reads a run's records from the run's shard (or from what was read with the lock)."""
+    """Reads a run's records from the run's shard."""
 
     def __init__(self, redis: RedisClient, keys: Keys) -> None:
         self._redis = redis
@@ -68,10 +61,6 @@ class RedisRunRecords:
         A run is kept in the shard its id picks; one whose first entry was put in another
         shard keeps its records there, so any field missing is looked for in the others.
         """
-        early = prefetched.get()
-        values: list[bytes | None] = [early.get((correlation_id, name)) for name in names]
-        if all(value is not None for value in values):
-            return values
         values = await self._hmget(self._keys.run_records(correlation_id), names)
         home = self._keys.shard_of(correlation_id)
         for shard in range(self._keys.shards):

@@ -3,25 +3,30 @@ read from, and the loop's limits.
 
 Handlers are plain async functions `(event, deps) -> list[Event]`; the bus runtime decodes the
 event, calls the handler, and publishes what it returns. Keeping the bus out of handlers lets the
-loop's logic be tested with a scripted LLM and no Redis at all. A handler owns the event it is
-given and may grow its run in place: the bus decodes a fresh copy for every delivery and retry,
-which is cheaper than a deep copy per hop (measured at 12% of a worker's CPU).
+loop's logic be tested with a scripted LLM and no Redis at all. What the bus knows of one
+delivery (bus.delivery: whether the event may have been handled before, the run records read
+with its lock) reaches a handler only as its deps for that delivery (`PhaseDeps.delivered`).
+A handler owns the event it is given and may grow its run in place: the bus decodes a fresh
+copy for every delivery and retry, which is cheaper than a deep copy per hop (measured at 12%
+of a worker's CPU).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Annotated
 
 from pydantic import Field
 
+from aeonloop.bus.delivery import Delivery
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.phases.events import Usage
-from aeonloop.phases.history import DictRunRecords, RunRecords
+from aeonloop.phases.history import DictRunRecords, ReadAhead, RunRecords
 from aeonloop.phases.llm_calls import (
     DEFAULT_CONTEXT_TOKENS,
     DictMemo,
+    FirstDeliveryMemo,
     LLMSession,
     Memo,
     prompt_budget_chars,
@@ -59,6 +64,16 @@ class PhaseDeps:
     #: Where runs' histories are read from (phases.history).
     records: RunRecords = field(default_factory=DictRunRecords)
     settings: LoopSettings = field(default_factory=LoopSettings)
+
+    def delivered(self, delivery: Delivery) -> PhaseDeps:
+        """These deps for one delivery of an event: the memo is read only if the event may
+        have been handled before, and the run's records come first from those the bus read
+        with the event's lock. Deps used as they are (a handler called directly) read both."""
+        if delivery.redelivered and not delivery.records:
+            return self
+        memo = self.memo if delivery.redelivered else FirstDeliveryMemo(self.memo)
+        records = ReadAhead(delivery.records, self.records) if delivery.records else self.records
+        return replace(self, memo=memo, records=records)
 
     def session(self, run_key: str, usage: Usage, deadline: datetime | None = None) -> LLMSession:
         """LLM access for one run; `usage` is the run's running total, updated in place."""

@@ -9,7 +9,8 @@ event (bus.records):
 
 What reads history reads only what it needs, with one HMGET; a phase names it in its route
 (`records_for_c`, `records_for_e`), so the consumer reads it with the event's lock, in the
-same round trip (bus.records):
+same round trip, and hands it over in the event's `Delivery` (bus.records, bus.delivery); the
+handler's records read from those first (`ReadAhead`):
 
 - Phase C from its second pass: the outputs of the steps already run (later steps and the
   evaluation see them); earlier scores travel in the run (`RunState.scores`);
@@ -25,12 +26,12 @@ per run, and a redelivered hop writes the same bytes under the same names.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import orjson
 
-from aeonloop.bus.records import RunRecord, prefetched
+from aeonloop.bus.records import RunRecord
 from aeonloop.exceptions import HistoryMissing
 from aeonloop.phases.events import Event, RunState
 from aeonloop.phases.models import ExecutionPass
@@ -40,6 +41,24 @@ class RunRecords(Protocol):
     """Where a run's records are read from (bus.records.RedisRunRecords)."""
 
     async def read(self, correlation_id: str, names: Sequence[str]) -> list[bytes | None]: ...
+
+
+class ReadAhead:
+    """A run's records as one delivery's handler reads them: those the bus read with the event's
+    lock (`Delivery.records`, by correlation id and name) first, and only what they lack from
+    `records`, so a hop whose route named its history makes no round trip for it."""
+
+    def __init__(self, read: Mapping[tuple[str, str], bytes], records: RunRecords) -> None:
+        self._read = read
+        self._records = records
+
+    async def read(self, correlation_id: str, names: Sequence[str]) -> list[bytes | None]:
+        values = [self._read.get((correlation_id, name)) for name in names]
+        lacking = [name for name, value in zip(names, values, strict=True) if value is None]
+        if not lacking:
+            return values
+        found = iter(await self._records.read(correlation_id, lacking))
+        return [value if value is not None else next(found) for value in values]
 
 
 def pass_name(number: int) -> str:
@@ -127,15 +146,17 @@ async def load(records: RunRecords, correlation_id: str, run: RunState) -> None:
     run.passes = [ExecutionPass.model_validate(item) for item in passes]
 
 
-def prefetched_pass_json(event: Event) -> list[dict[str, Any]] | None:
-    """Phase E's records, from what the consumer read with the event's lock, without I/O (for
-    the answer made when E gives up); None unless every one was read."""
+def prefetched_pass_json(
+    event: Event, read: Mapping[tuple[str, str], bytes]
+) -> list[dict[str, Any]] | None:
+    """Phase E's records, from those the consumer `read` with the event's lock
+    (`Delivery.records`), without I/O (for the answer made when E gives up); None unless every
+    one was read."""
     run = getattr(event, "run", None)
     names = records_for_e(event)
     if not names or not isinstance(run, RunState):
         return None
-    early = prefetched.get()
-    values = [early.get((event.correlation_id, name)) for name in names]
+    values = [read.get((event.correlation_id, name)) for name in names]
     if any(value is None for value in values):
         return None
     return _pass_json(run, {name: v for name, v in zip(names, values, strict=True) if v})

@@ -90,6 +90,21 @@ class Memo(Protocol):
     async def put(self, key: str, value: str) -> None: ...
 
 
+class FirstDeliveryMemo:
+    """The memo of an event delivered for the first time (bus.delivery): no handler has run for
+    it, so no reply to its calls can be remembered yet, and asking would only cost a round trip
+    per call. Its replies are still remembered, for a redelivery."""
+
+    def __init__(self, memo: Memo) -> None:
+        self._memo = memo
+
+    async def get(self, key: str) -> str | None:
+        return None
+
+    async def put(self, key: str, value: str) -> None:
+        await self._memo.put(key, value)
+
+
 class DictMemo:
     """An in-process memo: for tests and for one-shot runs that need no sharing."""
 

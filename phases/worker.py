@@ -15,6 +15,7 @@ from redis.asyncio import Redis
 
 from aeonloop.bus.consumer import Route
 from aeonloop.bus.deadletter import DeadLetter
+from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.records import RunRecord
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
@@ -78,7 +79,7 @@ def build_routes(deps: PhaseDeps, phases: Iterable[str] = PHASES) -> list[Route]
                 stream=LoopExited.STREAM,
                 group="e",
                 types={LoopExited.__name__: LoopExited},
-                handle=lambda event: phase_e.handle(event, deps),
+                handle=lambda event, delivery: phase_e.handle(event, deps.delivered(delivery)),
                 give_up=_answer_without_llm,
                 records=history.records_for_e,
             )
@@ -107,18 +108,20 @@ def make_worker(
     return worker
 
 
-def _before_deadline(handler: Handler, deps: PhaseDeps) -> Callable[[Event], Awaitable[list]]:
+def _before_deadline(
+    handler: Handler, deps: PhaseDeps
+) -> Callable[[Event, Delivery], Awaitable[list]]:
     """A phase that sees the deadline passed sends the run to E instead of calling the LLM.
     What it returns goes with the records of the passes it ran (phases.history)."""
 
-    async def handle(event: Event) -> list[Event | RunRecord]:
+    async def handle(event: Event, delivery: Delivery) -> list[Event | RunRecord]:
         kept = history.kept_passes(getattr(event, "run", None))
         stop = exits.deadline_passed(event)
         if stop is not None:
             outputs: list[Event] = [exits.loop_exited(event, stop)]
         else:
             try:
-                outputs = await handler(event, deps)
+                outputs = await handler(event, deps.delivered(delivery))
             except LLMUnreachable as error:  # the deadline came while the LLM server was away
                 outputs = [exits.loop_exited(event, exits.llm_away(error))]
         return [*history.new_records(outputs, kept), *outputs]
@@ -126,9 +129,10 @@ def _before_deadline(handler: Handler, deps: PhaseDeps) -> Callable[[Event], Awa
     return handle
 
 
-def _send_to_phase_e(dead: DeadLetter) -> list[Event | RunRecord]:
+def _send_to_phase_e(dead: DeadLetter, delivery: Delivery) -> list[Event | RunRecord]:
     """The run to E as failed, with the records of passes its event carried inline (an event
-    from a version that sent them so), which nothing else would write."""
+    from a version that sent them so), which nothing else would write. (What the delivery read
+    is not needed: E reads the run's history itself.)"""
     stop = exits.gave_up(dead.group, dead.reason)
     if dead.event is not None:
         exit_event = exits.loop_exited(dead.event, stop)
@@ -136,7 +140,7 @@ def _send_to_phase_e(dead: DeadLetter) -> list[Event | RunRecord]:
     return [exits.loop_exited(dead, stop)] if dead.correlation_id else []
 
 
-def _answer_without_llm(dead: DeadLetter) -> list[Event]:
+def _answer_without_llm(dead: DeadLetter, delivery: Delivery) -> list[Event]:
     """A degraded answer, from the run's history as read with the event's lock, if it was."""
     if isinstance(dead.event, LoopExited):
         exit_event = dead.event
@@ -145,7 +149,7 @@ def _answer_without_llm(dead: DeadLetter) -> list[Event]:
     else:
         return []
     try:
-        passes = history.prefetched_pass_json(exit_event)
+        passes = history.prefetched_pass_json(exit_event, delivery.records)
     except Exception as error:  # a record that does not parse: answer without the history
         log.warning("%s: answering without its history: %s", exit_event.correlation_id, error)
         passes = None

@@ -25,8 +25,9 @@ from aeonloop.bus.commit import Commit
 from aeonloop.bus.connection import RedisClient, connect, is_cluster
 from aeonloop.bus.consumer import Consumer, Route
 from aeonloop.bus.deadletter import DeadLetter
+from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.keys import Keys, LockState
-from aeonloop.bus.records import RunRecord, prefetched
+from aeonloop.bus.records import RunRecord
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
 from aeonloop.settings import SettingsError
@@ -61,7 +62,7 @@ def pong_of(event: Ping) -> list[Pong]:
     return [Pong(event_id=f"{event.event_id}/pong", correlation_id=event.correlation_id, n=event.n)]
 
 
-def give_up_with(dead: DeadLetter) -> list[Pong]:
+def give_up_with(dead: DeadLetter, delivery: Delivery) -> list[Pong]:
     return [Pong(event_id=f"{dead.entry_id}/dead", correlation_id=dead.correlation_id, n=-1)]
 
 
@@ -195,7 +196,7 @@ class Held:
         self.calls: list[int] = []
         self.release = asyncio.Event()
 
-    async def __call__(self, event: Ping) -> list[Pong]:
+    async def __call__(self, event: Ping, delivery: Delivery) -> list[Pong]:
         self.calls.append(event.n)
         await self.release.wait()
         return pong_of(event)
@@ -204,7 +205,7 @@ class Held:
 async def test_every_event_handled_once_and_acked(
     redis: RedisClient, settings: BusSettings
 ) -> None:
-    async def handle(event: Ping) -> list[Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         return pong_of(event)
 
     async with Running(redis, settings, route(handle)):
@@ -220,7 +221,7 @@ async def test_duplicate_event_id_is_handled_once(
 ) -> None:
     calls: list[int] = []
 
-    async def handle(event: Ping) -> list[Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         calls.append(event.n)
         return pong_of(event)
 
@@ -251,7 +252,7 @@ async def test_poison_entries_go_to_dead_letters_at_once(
     settings = settings.with_(max_event_bytes=4000)
     handled: list[int] = []
 
-    async def handle(event: Ping) -> list[Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         handled.append(event.n)
         return pong_of(event)
 
@@ -275,7 +276,7 @@ async def test_failing_handler_is_retried_then_dead_lettered(
 ) -> None:
     attempts: list[int] = []
 
-    async def handle(event: Ping) -> list[Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         attempts.append(event.n)
         if event.n == 1:
             raise RuntimeError("always fails")
@@ -303,7 +304,7 @@ async def test_dead_consumers_entries_are_claimed(
         await redis.xreadgroup("phase-t", "dead-worker", {key: ">"}, count=10)
     assert await pending_count(redis, settings) == 2
 
-    async def handle(event: Ping) -> list[Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         return pong_of(event)
 
     async with Running(redis, settings, route(handle)):
@@ -328,7 +329,7 @@ async def hang_until_killed(
 ) -> None:
     """Run a consumer named `name` until its handler has the event, then kill it."""
 
-    async def handle(event: Ping) -> list[Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         started.append(name)
         await asyncio.Event().wait()
         return []
@@ -350,7 +351,7 @@ async def test_entry_that_keeps_killing_workers_goes_to_dead_letters(
         await hang_until_killed(redis, settings, f"dying-{attempt}", started)
     assert len(started) == settings.max_deliveries  # each took over from the one before
 
-    async def handle(event: Ping) -> list[Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         raise AssertionError("a poison entry must not be handled again")
 
     async with Running(redis, settings, route(handle)):
@@ -369,7 +370,7 @@ async def test_a_dead_workers_lock_is_taken_over_at_once(
     started: list[str] = []
     await hang_until_killed(redis, settings, "dead-worker", started)
 
-    async def handle(event: Ping) -> list[Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         return pong_of(event)
 
     async with Running(redis, settings, route(handle)):
@@ -377,6 +378,33 @@ async def test_a_dead_workers_lock_is_taken_over_at_once(
     assert out[0][1][b"body"].count(b'"n":1') == 1
     assert await xlen(redis, settings, "dead-letter") == 0
     assert await pending_count(redis, settings) == 0
+
+
+async def test_a_handler_is_told_whether_its_event_may_have_been_handled_before(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """The delivery a handler is given says so (its memo is read only then): not on a first
+    delivery; yes on a retry in the same process, and on an entry claimed from a consumer that
+    went silent with it."""
+    told: list[tuple[int, bool]] = []
+
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
+        told.append((event.n, delivery.redelivered))
+        if told == [(1, False)]:
+            raise RuntimeError("the first attempt fails")
+        return pong_of(event)
+
+    async with Running(redis, settings, route(handle)):
+        await publish(redis, settings, ping(1))
+        await wait_for_len(redis, settings, "out", 1)
+    assert told == [(1, False), (1, True)]
+
+    told.clear()
+    await publish(redis, settings, ping(2))
+    await hang_until_killed(redis, settings, "dead-worker", [])
+    async with Running(redis, settings, route(handle)):
+        await wait_for_len(redis, settings, "out", 2)
+    assert told == [(2, True)]
 
 
 async def test_claims_of_a_busy_entry_spend_no_attempts(
@@ -431,7 +459,7 @@ async def test_slow_handler_is_not_taken_over(redis: RedisClient, settings: BusS
     """The heartbeat keeps a live consumer's long call from looking like a dead worker's."""
     calls: list[str] = []
 
-    async def handle(event: Ping) -> list[Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         calls.append(event.event_id)
         await asyncio.sleep(1.5)  # five claim-idle periods
         return pong_of(event)
@@ -448,7 +476,7 @@ async def test_slow_handler_is_not_taken_over(redis: RedisClient, settings: BusS
 async def test_group_recreated_after_redis_loses_the_stream(
     redis: RedisClient, settings: BusSettings
 ) -> None:
-    async def handle(event: Ping) -> list[Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         return pong_of(event)
 
     async with Running(redis, settings, route(handle)):
@@ -509,7 +537,7 @@ async def test_an_entry_in_another_shard_than_its_id_picks_keeps_its_run_there(
     keys = keys_of(settings)
     stray = next(ping(n) for n in range(100) if keys.shard_of(f"run-{n}") != 0)
 
-    async def handle(event: Ping) -> list[Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         return pong_of(event)
 
     async with Running(redis, settings, route(handle)):
@@ -531,7 +559,7 @@ async def test_no_shard_is_starved_when_the_slots_are_few(
     keys = keys_of(settings)
     last = [ping(n) for n in range(300) if keys.shard_of(f"run-{n}") == 2][:6]
 
-    async def handle(event: Ping) -> list[Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         return pong_of(event)
 
     async with Running(redis, settings, route(handle)):
@@ -569,7 +597,7 @@ async def test_a_hop_writes_its_run_records_with_its_events(
     """A handler's records land in its run's hash, expiring with the answer, readable by
     name; a record that is not there reads as None."""
 
-    async def handle(event: Ping) -> list[RunRecord | Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[RunRecord | Pong]:
         return with_record(event)
 
     async with Running(redis, settings, route(handle)) as worker:
@@ -609,7 +637,7 @@ async def test_a_lock_this_consumer_left_held_is_taken_at_once(
     lock = keys.lock(keys.shard_of(event.correlation_id), "phase-t", event.event_id)
     await redis.set(lock, settings.consumer_name, px=60_000)
 
-    async def handle(event: Ping) -> list[Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         return pong_of(event)
 
     async with Running(redis, settings, route(handle)):
@@ -639,7 +667,7 @@ async def test_a_lock_round_trip_cut_after_the_first_part_leaves_nothing_in_hand
 
     monkeypatch.setattr(Consumer, "_holders", cut_once)
 
-    async def handle(event: Ping) -> list[Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         return pong_of(event)
 
     await ensure_groups(redis, settings)
@@ -658,8 +686,8 @@ async def test_the_records_a_route_names_are_read_with_the_lock(
     await redis.hset(keys.run_records("run-10"), mapping={"pass:1": b"one", "pass:2": b"two"})
     seen: list[dict] = []
 
-    async def handle(event: Ping) -> list[Pong]:
-        seen.append(dict(prefetched.get()))
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
+        seen.append(dict(delivery.records))
         assert await running.worker.records.read("run-10", ["pass:2"]) == [b"two"]
         return pong_of(event)
 
@@ -679,7 +707,7 @@ async def test_records_are_found_in_the_shard_an_entry_kept_its_run_in(
     keys = keys_of(settings)
     stray = next(ping(n) for n in range(100) if keys.shard_of(f"run-{n}") != 0)
 
-    async def handle(event: Ping) -> list[RunRecord | Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[RunRecord | Pong]:
         return with_record(event)
 
     async with Running(redis, settings, route(handle)) as worker:
@@ -692,7 +720,7 @@ async def test_records_are_found_in_the_shard_an_entry_kept_its_run_in(
 async def test_stop_lets_in_flight_events_finish(redis: RedisClient, settings: BusSettings) -> None:
     started = asyncio.Event()
 
-    async def handle(event: Ping) -> list[Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         started.set()
         await asyncio.sleep(0.5)
         return pong_of(event)
@@ -721,7 +749,9 @@ async def test_consumer_recover_once_reports_nothing_when_idle(
     redis: RedisClient, settings: BusSettings
 ) -> None:
     worker = BusWorker(redis, settings)
-    consumer = Consumer(redis, route(lambda e: pong_of(e)), settings, worker.committer, worker.keys)
+    consumer = Consumer(
+        redis, route(lambda e, delivery: pong_of(e)), settings, worker.committer, worker.keys
+    )
     await consumer.ensure_group()
     assert await consumer.recover_once() == 0
 
@@ -801,7 +831,7 @@ async def test_no_event_without_its_records_when_redis_refuses_writes(
     settings = settings.with_(shutdown_grace_s=0)
     started, release = asyncio.Event(), asyncio.Event()
 
-    async def handle(event: Ping) -> list[RunRecord | Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[RunRecord | Pong]:
         started.set()
         await release.wait()
         return with_record(event)
@@ -830,7 +860,7 @@ async def test_entries_wait_unlocked_while_redis_refuses_writes(
     settings = settings.with_(max_deliveries=1)
     calls: list[int] = []
 
-    async def handle(event: Ping) -> list[Pong]:
+    async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         calls.append(event.n)
         return pong_of(event)
 

@@ -21,6 +21,7 @@ from faststream.redis import RedisBroker
 from redis.asyncio import Redis
 
 from aeonloop.bus.consumer import Route
+from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
@@ -159,7 +160,7 @@ async def test_a_faststream_dead_letter_is_replayed_as_published(settings: BusSe
     keys = Keys(settings.prefix)
     calls: list[str] = []
 
-    async def handle(event: RequestSubmitted) -> list:
+    async def handle(event: RequestSubmitted, delivery: Delivery) -> list:
         calls.append(event.correlation_id)
         if len(calls) == 1:
             raise RuntimeError("the first time only")
@@ -170,7 +171,7 @@ async def test_a_faststream_dead_letter_is_replayed_as_published(settings: BusSe
         group="t",
         types={"RequestSubmitted": RequestSubmitted},
         handle=handle,
-        give_up=lambda dead: [],
+        give_up=lambda dead, delivery: [],
     )
     redis = Redis.from_url(settings.redis_url)
     worker = BusWorker(redis, settings)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.records import RunRecord
 from aeonloop.llm.base import LLMCall
 from aeonloop.llm.scripted import ScriptedLLM
@@ -215,7 +216,7 @@ async def drive_loop(event: Event, deps: PhaseDeps, max_hops: int = 40) -> list[
     trail: list[Event] = []
     while not isinstance(event, LoopExited):
         assert len(trail) < max_hops, "the loop did not end"
-        outputs = await handlers[type(event).__name__](event)
+        outputs = await handlers[type(event).__name__](event, Delivery())
         deps.records.write([out for out in outputs if isinstance(out, RunRecord)])
         (made,) = [out for out in outputs if not isinstance(out, RunRecord)]
         event = type(made).model_validate_json(made.model_dump_json())

@@ -8,7 +8,8 @@ import orjson
 import pytest
 
 from aeonloop.bus.deadletter import DeadLetter
-from aeonloop.bus.records import RunRecord, prefetched
+from aeonloop.bus.delivery import Delivery
+from aeonloop.bus.records import RunRecord
 from aeonloop.phases import history, phase_c, phase_e, worker
 from aeonloop.phases.events import LoopExited, PassCompleted, PassRequested, RunState
 from aeonloop.phases.history import DictRunRecords, HistoryMissing
@@ -190,11 +191,7 @@ def test_when_e_gives_up_its_answer_uses_the_history_read_with_the_lock(make_pla
         ("run-1", "pass:1"): ExecutionPass(pass_number=1, score=0.4).model_dump_json().encode(),
         ("run-1", "outputs:1"): orjson.dumps({"s1": "Chlorophyll catches light."}),
     }
-    token = prefetched.set(read)
-    try:
-        passes = history.prefetched_pass_json(exit_event)
-    finally:
-        prefetched.reset(token)
+    passes = history.prefetched_pass_json(exit_event, read)
     answer = phase_e.fallback_answer(exit_event, "phase-e gave up", passes).result.final_answer
     assert "Chlorophyll catches light." in answer.answer_text
     assert answer.used_step_ids == ["s1"]
@@ -204,7 +201,7 @@ def test_without_its_history_the_answer_made_when_e_gives_up_claims_no_results(
     make_plan_ready,
 ) -> None:
     exit_event = _exit_after_one_pass(make_plan_ready)
-    assert history.prefetched_pass_json(exit_event) is None  # nothing was read
+    assert history.prefetched_pass_json(exit_event, {}) is None  # nothing was read
     answer = phase_e.fallback_answer(exit_event, "phase-e gave up").result.final_answer
     assert answer.used_step_ids is None
     assert "execution_results" in answer.metadata["missing_fields"]
@@ -218,7 +215,7 @@ def test_an_exit_made_by_give_up_writes_the_passes_its_event_carried_inline(
     body = ready.run.model_dump(mode="json") | {"passes": [{"pass_number": 1, "score": 0.3}]}
     inline = ready.child(PassRequested, run=RunState.model_validate(body))
     dead = DeadLetter("passes", "phase-c", "1-0", {}, "handler failed", 3, inline)
-    outputs = worker._send_to_phase_e(dead)
+    outputs = worker._send_to_phase_e(dead, Delivery())
     assert [getattr(o, "name", type(o).__name__) for o in outputs] == [
         "pass:1",
         "outputs:1",
@@ -232,9 +229,6 @@ def test_the_answer_made_when_e_gives_up_survives_a_record_that_does_not_parse(
     """The last resort answers whatever the history holds (a corrupt record made E give up)."""
     exit_event = _exit_after_one_pass(make_plan_ready)
     dead = DeadLetter("loop-exited", "phase-e", "1-0", {}, "handler failed", 3, exit_event)
-    token = prefetched.set({("run-1", "pass:1"): b"{not json", ("run-1", "outputs:1"): b"{}"})
-    try:
-        (answer,) = worker._answer_without_llm(dead)
-    finally:
-        prefetched.reset(token)
+    read = {("run-1", "pass:1"): b"{not json", ("run-1", "outputs:1"): b"{}"}
+    (answer,) = worker._answer_without_llm(dead, Delivery(records=read))
     assert answer.correlation_id == "run-1" and answer.result.degraded
