@@ -104,6 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         first = str(error).splitlines()[0]
         return _fail(f"cannot start the embedded Redis: {first}", EXIT_UNAVAILABLE)
     except redis_errors.FAILURES as error:
+        if redis_errors.not_redis(error):  # a wrong setting, not an outage
+            return _fail(_not_redis(args.settings, error), EXIT_BAD_INPUT)
         return _fail(_redis_trouble(args.settings, error), EXIT_UNAVAILABLE)
     except KeyboardInterrupt:
         return EXIT_SIGNAL_BASE + signal.SIGINT
@@ -114,6 +116,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _fail(message: str, code: int) -> int:
     print(f"aeon: {message}", file=sys.stderr)
     return code
+
+
+def _not_redis(settings: BusSettings, error: BaseException) -> str:
+    """One line for a URL whose server does not speak Redis's protocol (an HTTP server, say)."""
+    url = redact(settings.redis_url or "")
+    return (
+        f"AEON_REDIS_URL={url!r} did not answer as a Redis server "
+        f"({redis_errors.said(error)}): it points at another kind of server; set it to your "
+        "Redis server's URL, e.g. redis://localhost:6379/0"
+    )
 
 
 def _redis_trouble(settings: BusSettings, error: BaseException) -> str:

@@ -3,13 +3,18 @@
 Each case runs the real `aeon` CLI. Bad settings and options exit 2 before anything is
 published (not one key under the test's prefix); Redis unreachable or refusing writes exits 4;
 an LLM server that does not answer, or does not serve the model, exits 6. Each printed a
-traceback and exited 1 before (issue 11).
+traceback and exited 1 before (issue 11). A Redis URL that reaches another kind of server is
+a bad setting too: exit 2, where it said "Protocol error" and exited 4.
 """
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import socket
+import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 from e2e_support import Bus, Processes, child_env
@@ -219,3 +224,48 @@ def test_a_model_the_server_does_not_serve_is_named_with_those_it_does(
         llm = {"AEON_LLM": "openai", "AEON_LLM_BASE_URL": server.base_url, "AEON_LLM_MODEL": "x"}
         proc = procs.run_aeon({**env, **llm}, "worker", timeout=20)
     assert_one_line(proc, 6, "does not serve AEON_LLM_MODEL='x'; it serves: llama3.1, qwen2.5")
+
+
+class _Quiet(http.server.BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        """Not on the test's stderr."""
+
+
+@contextlib.contextmanager
+def an_http_server() -> Iterator[int]:
+    """A web server on a loopback port, in a thread: what AEON_REDIS_URL may point at by
+    mistake. It answers whatever it is sent with an HTTP error page."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", ["ask", "worker", "serve", "status"])
+def test_a_url_that_is_not_a_redis_server_exits_2_naming_it(
+    procs: Processes, redis_prefix: str, command: str
+) -> None:
+    argv = {
+        "ask": ["ask", "Explain tides"],
+        "worker": ["worker"],
+        "serve": ["serve", "--host", "127.0.0.1", "--port", str(_free_port())],
+        "status": ["status"],
+    }[command]
+    with an_http_server() as port:
+        env = child_env(f"redis://:hunter2@127.0.0.1:{port}/0", redis_prefix)
+        proc = procs.run_aeon(env, *argv, timeout=25)
+    where = f"AEON_REDIS_URL='redis://***@127.0.0.1:{port}/0'"
+    assert_one_line(proc, 2, f"{where} did not answer as a Redis server")
+    assert "set it to your Redis server's URL" in proc.stderr
