@@ -2,7 +2,8 @@
 
 Every value has a default that suits one host; docs/configuration.md lists them.
 Values that cannot work, alone or together, are refused when the settings are read, with the
-variable named (config.SettingsError), before a worker reads or a gateway publishes anything.
+variable named (aeonloop.settings.SettingsError), before a worker reads or a gateway publishes
+anything.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Configured by the standard variables, read by the OpenTelemetry SDK itself (`OTE
 `OTEL_PROPAGATORS`). Tracing is on when `OTEL_TRACES_EXPORTER` names exporters (`otlp`,
 `console`) or an OTLP endpoint is set, and `OTEL_SDK_DISABLED` is not true. Otherwise nothing
 of OpenTelemetry is imported, `on()` is False and callers skip every span: the SDK is an
-extra (`pip install "aeon[otel]"`), and a worker without it pays one test per hop.
+extra (`pip install "aeonloop[otel]"`), and a worker without it pays one test per hop.
 
 Prompt and reply text go into LLM spans only when
 `OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT` is true (the GenAI conventions' switch):
@@ -141,7 +141,7 @@ def setup(settings: TracingSettings, service: str) -> None:
     except ImportError:
         raise SettingsError(
             f"tracing is configured (OTEL_TRACES_EXPORTER={','.join(settings.exporters)}) but "
-            'OpenTelemetry is not installed: pip install "aeon[otel]", or unset '
+            'OpenTelemetry is not installed: pip install "aeonloop[otel]", or unset '
             "OTEL_TRACES_EXPORTER"
         ) from None
     _check_propagators(settings)
@@ -194,7 +194,7 @@ def _exporter(name: str, settings: TracingSettings) -> Any:
         except ImportError:
             raise SettingsError(
                 "OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs opentelemetry-exporter-otlp-proto-grpc "
-                "installed; or use http/protobuf, which aeon[otel] brings"
+                "installed; or use http/protobuf, which aeonloop[otel] brings"
             ) from None
         return OTLPSpanExporter()
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
