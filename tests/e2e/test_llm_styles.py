@@ -31,19 +31,26 @@ def server() -> Iterator[FakeOpenAI]:
         yield fake
 
 
-def ask(procs: Processes, server: FakeOpenAI, name: str) -> tuple[int, dict, PipelineModel]:
-    model = PipelineModel(CASES[name])
-    server.responder = model
+def ask_stand_in(
+    procs: Processes, server: FakeOpenAI, name: str, timeout_s: str = "10"
+) -> tuple[int, dict]:
+    """`aeon ask --json` as a user pointing it at the stand-in server, with AEON_LLM_TIMEOUT."""
     env = child_env(
         fast=False,
         AEON_LLM="openai",
         AEON_LLM_BASE_URL=server.base_url,
         AEON_LLM_MODEL="stand-in",
-        AEON_LLM_TIMEOUT="10",
+        AEON_LLM_TIMEOUT=timeout_s,
     )
     run = procs.run_aeon(env, "ask", "--json", "--timeout", "60", REQUEST, timeout=90, name=name)
     assert "Traceback" not in run.stderr, run.tail()
-    return run.returncode, json.loads(run.stdout), model
+    return run.returncode, json.loads(run.stdout)
+
+
+def ask(procs: Processes, server: FakeOpenAI, name: str) -> tuple[int, dict, PipelineModel]:
+    model = PipelineModel(CASES[name])
+    server.responder = model
+    return *ask_stand_in(procs, server, name), model
 
 
 def report(name: str, code: int, result: dict, model: PipelineModel) -> None:
@@ -161,17 +168,10 @@ def test_a_server_slower_than_the_timeout_ends_the_run_soon_saying_why(
     """Issue 24: a call that times out is not sent again, so a run against a server that never
     answers in time ends within a few timeouts (not 4 attempts of each), naming the setting."""
     server.stall(3.0)
-    env = child_env(
-        fast=False,
-        AEON_LLM="openai",
-        AEON_LLM_BASE_URL=server.base_url,
-        AEON_LLM_MODEL="stand-in",
-        AEON_LLM_TIMEOUT="1",
-    )
-    run = procs.run_aeon(env, "ask", "--json", "--timeout", "60", REQUEST, timeout=60)
 
-    assert run.returncode == 1, run.tail()
-    result = json.loads(run.stdout)
+    code, result = ask_stand_in(procs, server, "slow-server", timeout_s="1")
+
+    assert code == 1, result
     assert result["status"] == "failed" and result["degraded"] is True
     assert "no reply within AEON_LLM_TIMEOUT=1s" in json.dumps(result)
     prompts = [seen.body["messages"][0]["content"] for seen in server.seen]
