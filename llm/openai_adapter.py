@@ -228,6 +228,7 @@ class OpenAIAdapter:
     async def _attempt(self, call: LLMCall, max_tokens: int | None) -> LLMReply:
         """One answered request; a refused response_format is stepped down and sent again."""
         while True:
+            sent = self.response_format
             options = self._options(call, max_tokens)
             try:
                 timeout = self._attempt_timeout(call)
@@ -243,7 +244,7 @@ class OpenAIAdapter:
                 detail = f"cannot reach {self.where} ({self._scrub(_cause(exc))})"
                 raise LLMError(self._describe(call, detail), unreachable=True) from None
             except openai.APIStatusError as exc:
-                if self._step_down(exc, options):
+                if self._step_down(exc, options, sent):
                     continue
                 raise self._status_error(call, exc) from None
             except openai.OpenAIError as exc:
@@ -267,12 +268,20 @@ class OpenAIAdapter:
             options["response_format"] = {"type": "json_object"}
         return options
 
-    def _step_down(self, exc: openai.APIStatusError, options: dict[str, Any]) -> bool:
-        """Adapt to a server that refuses an option we sent; True to send the request again."""
+    def _step_down(
+        self, exc: openai.APIStatusError, options: dict[str, Any], sent: ResponseFormat
+    ) -> bool:
+        """Adapt to a server that refuses an option we sent; True to send the request again.
+
+        `sent` is the response_format the refused request carried: calls in flight at once are
+        all refused, and only the first steps down; the others are sent again as it left it.
+        """
         if exc.status_code not in _REFUSAL_STATUSES or _is_context_error(exc):
             return False
         text = _error_text(exc)
         if "response_format" in options and _FORMAT_ERROR.search(text):
+            if sent != self.response_format:
+                return True
             lower = _DOWNGRADE[self.response_format]
             log.warning(
                 "%r at %s refused response_format %s (HTTP %d); JSON prompts use %s from now on",
@@ -284,7 +293,7 @@ class OpenAIAdapter:
             )
             self.response_format = lower
             return True
-        if self._max_tokens_name in options and _MAX_TOKENS_NAME_ERROR.search(text):
+        if "max_tokens" in options and _MAX_TOKENS_NAME_ERROR.search(text):
             self._max_tokens_name = "max_completion_tokens"
             return True
         return False

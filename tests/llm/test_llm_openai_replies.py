@@ -7,10 +7,13 @@ context-length refusals, and usage a server did not report.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from openai_fake import Planned, completion, error_body
 
 from aeonloop.llm.base import ContextLengthError, LLMError
 from aeonloop.prompts.registry import PromptId, ReasoningStepInput, TaskProfileInferenceInput
@@ -326,3 +329,26 @@ async def test_usage_from_the_server_is_not_marked_estimated(fake_openai, adapte
     reply = await adapter_for().complete(step_call)
 
     assert (reply.usage.prompt_tokens, reply.usage.estimated) == (11, False)
+
+
+async def test_calls_refused_at_once_step_down_once(fake_openai, adapter_for, json_call, caplog):
+    """Found by the real-server tier: two runs' calls in flight when the server refuses
+    json_schema must not take the ladder two steps down (to plain json_object, where a small
+    model's replies are no longer held to the schema)."""
+
+    def respond(seen):
+        if seen.body["response_format"]["type"] == "json_schema":
+            time.sleep(0.3)  # both requests are in flight before either is refused
+            return Planned(status=500, body=error_body(LLAMA_CPP_PYTHON_REFUSAL))
+        return Planned(body=completion(FINAL))
+
+    fake_openai.responder = respond
+    adapter = adapter_for()
+
+    replies = await asyncio.gather(adapter.complete(json_call), adapter.complete(json_call))
+
+    assert [reply.text for reply in replies] == [FINAL, FINAL]
+    assert adapter.response_format == "json_object_schema"
+    resent = [s.body["response_format"] for s in fake_openai.seen[2:]]
+    assert all(f["type"] == "json_object" and "schema" in f for f in resent), resent
+    assert caplog.text.count("refused response_format") == 1
