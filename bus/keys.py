@@ -122,6 +122,11 @@ class Keys:
         where = self.shard_of(correlation_id) if shard is None else shard
         return f"{self._in(where)}:answer:{correlation_id}"
 
+    def cancel(self, correlation_id: str) -> str:
+        """A run's cancel mark (bus.cancels), beside its answer so one script can check the
+        answer and set the mark."""
+        return f"{self._in(self.shard_of(correlation_id))}:cancel:{correlation_id}"
+
     def run_records(self, correlation_id: str, shard: int | None = None) -> str:
         """A hash of the run's records (bus.records), in the run's shard like its answer."""
         where = self.shard_of(correlation_id) if shard is None else shard

@@ -11,6 +11,7 @@ import gc
 import logging
 from collections.abc import Sequence
 
+from aeonloop.bus.cancels import RedisCancels
 from aeonloop.bus.commit import Committer
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.consumer import Consumer, Pause, Route
@@ -54,6 +55,7 @@ class BusWorker:
         self.committer = Committer(redis, self.keys, settings)
         self.memo = RedisMemo(redis, self.keys, self.committer)
         self.records = RedisRunRecords(redis, self.keys)
+        self.cancels = RedisCancels(redis, self.keys)
         self.consumers: list[Consumer] = []
 
     def add(self, routes: Sequence[Route]) -> None:

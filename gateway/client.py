@@ -39,6 +39,7 @@ from typing import Any, Self
 from redis.asyncio.cluster import PipelineCommand
 from redis.exceptions import ResponseError
 
+from aeonloop.bus.cancels import CancelOutcome, request_cancel
 from aeonloop.bus.codec import encode, text
 from aeonloop.bus.connection import RedisClient, connect, is_cluster
 from aeonloop.bus.keys import ANSWERS, Keys
@@ -47,7 +48,12 @@ from aeonloop.bus.redis_errors import FAILING_OVER, TRANSIENT
 from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import AnswerTimeout
 from aeonloop.gateway.progress import Progress, progress_of
-from aeonloop.gateway.validation import check_max_ttl, check_request, check_timeout
+from aeonloop.gateway.validation import (
+    check_max_ttl,
+    check_request,
+    check_timeout,
+    check_token_budget,
+)
 from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import (
     DEFAULT_THRESHOLD,
@@ -208,10 +214,13 @@ class AeonClient:
         timeout: float = DEFAULT_TIMEOUT_S,
         on_progress: ProgressCallback | None = None,
         watch: bool = True,
+        token_budget: int | None = None,
     ) -> str:
         """Publish a request and return its correlation id; BadInput before publishing if the
         request is not acceptable. `timeout` becomes the request's deadline in the pipeline;
-        `max_ttl` caps its passes, 1 to AEON_MAX_PASSES (None: AEON_MAX_PASSES itself).
+        `max_ttl` caps its passes, 1 to AEON_MAX_PASSES (None: AEON_MAX_PASSES itself);
+        `token_budget` caps the tokens its LLM calls may spend (None: the workers'
+        AEON_RUN_TOKEN_BUDGET, if set).
 
         The client watches the run, keeping its answer until `wait` takes it. `watch=False`
         (without `on_progress`) keeps nothing, for a caller that will not wait on this client:
@@ -222,6 +231,7 @@ class AeonClient:
             rules=rules,
             max_ttl=check_max_ttl(max_ttl, self.max_passes),
             threshold=threshold,
+            token_budget=check_token_budget(token_budget),
         )
         if watch or on_progress is not None:
             self._watch(event.correlation_id, on_progress)
@@ -324,6 +334,18 @@ class AeonClient:
             request, timeout=timeout, on_progress=on_progress, **options
         )
         return await self.wait(correlation_id, timeout + ANSWER_GRACE_S)
+
+    async def cancel(self, correlation_id: str) -> CancelOutcome:
+        """Cancel a run: REQUESTED, and it stops at its next hop, abandoning a call in flight,
+        and is answered `cancelled` without another LLM call; ANSWERED if it already has its
+        answer, which stays. Cancelling twice is the same as once (docs/failure-behaviour.md)."""
+        return await request_cancel(
+            self.redis, self.keys, correlation_id, self.settings.answer_ttl_s
+        )
+
+    async def cancel_requested(self, correlation_id: str) -> bool:
+        """Whether the run was cancelled (its answer may still be on its way)."""
+        return bool(await self.redis.exists(self.keys.cancel(correlation_id)))
 
     async def fetch(self, correlation_id: str) -> ExecutionResult | None:
         """A stored answer, whenever it was produced (until it expires)."""

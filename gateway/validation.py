@@ -65,6 +65,17 @@ def check_max_ttl(max_ttl: int | None, max_passes: int) -> int | None:
     return max_ttl
 
 
+def check_token_budget(budget: int | None) -> int | None:
+    """A run's token budget: a whole number of tokens, at least 1; None leaves the workers'
+    AEON_RUN_TOKEN_BUDGET (or no cap)."""
+    if budget is not None and budget < 1:
+        raise BadInput(
+            f"token budget {budget} is not a number of tokens of at least 1; leave it out for "
+            "the deployment's AEON_RUN_TOKEN_BUDGET"
+        )
+    return budget
+
+
 def check_timeout(timeout: float) -> float:
     """Seconds a request may run: more than 0, at most MAX_TIMEOUT_S (a week)."""
     if not (math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT_S):

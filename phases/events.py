@@ -64,6 +64,9 @@ class Usage(BaseModel):
     local_repairs: int = 0
     #: Repair calls to the LLM (SUPERVISOR_REPAIR_JSON_USER); each is also one of `calls`.
     repair_calls: int = 0
+    #: The most tokens (prompt and completion) the run may spend; None: no cap. No call starts
+    #: that what is left of it cannot pay for (phases.llm_calls).
+    token_budget: int | None = Field(None, ge=1)
 
     @property
     def total_tokens(self) -> int:
@@ -114,6 +117,22 @@ class RunState(BaseModel):
             self.pass_count = len(self.passes)
             self.scores = [record.score for record in self.passes]
         return self
+
+    def snapshot(self) -> RunState:
+        """A copy that what a handler does to this run in place does not reach, but for its
+        usage, which is shared: tokens a hop spent count even if the hop is abandoned.
+
+        Cheap on purpose (taken before every hop): its lists are copied, not the models in
+        them, which the phases replace instead of changing (a plan's steps, its passes)."""
+        plan = self.plan.model_copy(update={"steps": list(self.plan.steps)}) if self.plan else None
+        return self.model_copy(
+            update={
+                "plan": plan,
+                "scores": list(self.scores),
+                "passes": list(self.passes),
+                "notes": list(self.notes),
+            }
+        )
 
     @property
     def last_pass(self) -> ExecutionPass | None:
@@ -172,6 +191,8 @@ class RequestSubmitted(Event):
     #: The most passes this request allows its run; None: as many as the deployment allows
     #: (AEON_MAX_PASSES, which a larger value is also held to).
     max_ttl: int | None = Field(None, ge=1, le=MAX_TTL_CAP)
+    #: The most tokens the run may spend; None: the workers' AEON_RUN_TOKEN_BUDGET, if set.
+    token_budget: int | None = Field(None, ge=1)
 
     @classmethod
     def new(
@@ -182,6 +203,7 @@ class RequestSubmitted(Event):
         rules: list[Rule] | None = None,
         max_ttl: int | None = None,
         threshold: float = DEFAULT_THRESHOLD,
+        token_budget: int | None = None,
     ) -> RequestSubmitted:
         """A fresh request with its own correlation id and a deadline `timeout` seconds away."""
         return cls(
@@ -191,16 +213,21 @@ class RequestSubmitted(Event):
             rules=rules or [],
             max_ttl=max_ttl,
             threshold=threshold,
+            token_budget=token_budget,
         )
 
-    def initial_state(self, max_passes: int = DEFAULT_MAX_PASSES) -> RunState:
-        """The run this request starts, held to `max_passes` (Phase A gives AEON_MAX_PASSES)."""
+    def initial_state(
+        self, max_passes: int = DEFAULT_MAX_PASSES, token_budget: int | None = None
+    ) -> RunState:
+        """The run this request starts, held to `max_passes` (Phase A gives AEON_MAX_PASSES),
+        with its own token budget, else `token_budget` (AEON_RUN_TOKEN_BUDGET)."""
         return RunState(
             request=self.request,
             rules=self.rules,
             threshold=self.threshold,
             max_ttl=pass_cap(self.max_ttl, max_passes),
             started_at=self.created_at,
+            usage=Usage(token_budget=self.token_budget or token_budget),
         )
 
 

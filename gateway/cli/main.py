@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from aeonloop.bus import redis_errors
+from aeonloop.bus.cancels import CancelOutcome
 from aeonloop.bus.connection import RedisClient, connect
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings, redact
@@ -199,6 +200,7 @@ async def _ask_on(
             max_ttl=args.max_ttl,
             timeout=args.timeout,
             on_progress=_print_progress,
+            token_budget=args.token_budget,
         )
         _status(f"request {correlation_id} submitted")
         try:
@@ -219,6 +221,23 @@ async def answer(args: argparse.Namespace) -> int:
     if result is None:
         _status(f"no answer stored for {args.correlation_id} (not finished, expired or unknown)")
     return _print_result(result, args.correlation_id, args.json)
+
+
+async def cancel(args: argparse.Namespace) -> int:
+    """Cancel a run: 0 when the cancel is recorded, 1 when the run already has its answer."""
+    settings: BusSettings = args.settings
+    if not settings.redis_url:
+        raise BadInput("`aeon cancel` needs AEON_REDIS_URL: the server the request went to")
+    async with AeonClient(settings=settings) as client:
+        outcome = await client.cancel(args.correlation_id)
+    if outcome is CancelOutcome.ANSWERED:
+        _status(f"{args.correlation_id} already has its answer; nothing to cancel")
+        return EXIT_DEGRADED
+    _status(
+        f"cancel of {args.correlation_id} recorded: it stops at its next step and is answered "
+        "`cancelled` (aeon answer shows it)"
+    )
+    return EXIT_ANSWERED
 
 
 def _print_result(result: ExecutionResult | None, correlation_id: str, as_json: bool) -> int:
@@ -365,10 +384,20 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_TIMEOUT_S,
         help=f"seconds, at most a week ({DEFAULT_TIMEOUT_S:g})",
     )
+    p.add_argument(
+        "--token-budget",
+        metavar="N",
+        type=as_option(_at_least_one, int, "a whole number of tokens"),
+        help="the most tokens the run's LLM calls may spend (default: AEON_RUN_TOKEN_BUDGET, "
+        "unset: no cap)",
+    )
 
     p = _command(commands, "answer", answer, "fetch the stored answer of a request", "WARNING")
     p.add_argument("correlation_id")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    p = _command(commands, "cancel", cancel, "cancel a run; it is answered `cancelled`", "WARNING")
+    p.add_argument("correlation_id")
 
     p = _command(commands, "worker", worker, "run phase consumers until SIGTERM", "INFO")
     p.add_argument(

@@ -1,6 +1,7 @@
 """The HTTP API and the run page, as one Starlette app over the client the CLI uses.
 
     POST /v1/runs                 submit (202), or with ?wait=N the result if it comes in time
+    POST /v1/runs/{id}/cancel     cancel (202), 404 for an unknown run, 409 for an answered one
     GET  /v1/runs                 the newest runs, with their answers when stored
     GET  /v1/runs/{id}            the result (200), the newest step while running (202), or 404
     GET  /v1/runs/{id}/events     Server-Sent Events, one per step, ending with the answer
@@ -36,6 +37,7 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from aeonloop.bus.cancels import CancelOutcome
 from aeonloop.bus.redis_errors import FAILURES, refuses_writes, said
 from aeonloop.bus.settings import redact
 from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput, ForeignEventId
@@ -56,7 +58,13 @@ from aeonloop.gateway.http.openapi import openapi_document
 from aeonloop.gateway.http.run_feed import RunFeed, RunView, WireStep, stream_steps, wire_steps
 from aeonloop.gateway.http.run_steps import ANSWERED, EventId, degraded_because
 from aeonloop.gateway.http.settings import HttpSettings
-from aeonloop.gateway.validation import check_max_ttl, check_request, check_timeout, parse_rules
+from aeonloop.gateway.validation import (
+    check_max_ttl,
+    check_request,
+    check_timeout,
+    check_token_budget,
+    parse_rules,
+)
 from aeonloop.phases.events import ExecutionResult, RequestSubmitted
 from aeonloop.telemetry.http import RequestMetrics, scrape
 
@@ -155,7 +163,29 @@ class HttpApi:
         view = await self.feed.view(correlation_id)
         if view is None:
             raise _unknown(correlation_id)
-        return _run_response(correlation_id, view)
+        cancelling = view.answer is None and await self.client.cancel_requested(correlation_id)
+        return _run_response(correlation_id, view, cancelling=cancelling)
+
+    async def cancel(self, request: Request) -> Response:
+        """202 once the cancel is recorded (again is the same); 409 when the run already has
+        its answer, which stays; 404 when it is unknown here."""
+        correlation_id = _correlation_id(request)
+        view = await self.feed.view(correlation_id)
+        if view is None:
+            raise _unknown(correlation_id)
+        if view.answer is None:
+            outcome = await self.client.cancel(correlation_id)
+            if outcome is CancelOutcome.REQUESTED:
+                run = Run(
+                    correlation_id=correlation_id,
+                    state="cancelling",
+                    request=view.request,
+                    links=links(correlation_id),
+                )
+                return json_response(run.model_dump(mode="json"), 202)
+        raise ApiError(
+            409, "id", f"run {correlation_id} already has its answer; there is nothing to cancel"
+        )
 
     async def recent(self, request: Request) -> Response:
         limit = int(_number(request.query_params.get("limit", "20"), "limit", 1, MAX_RECENT))
@@ -229,6 +259,7 @@ def _checked(data: Any, max_passes: int) -> dict[str, Any]:
         "rules": lambda: [] if body.rules is None else parse_rules(body.rules, source="rules"),
         "max_ttl": lambda: check_max_ttl(body.max_ttl, max_passes),
         "timeout_s": lambda: check_timeout(body.timeout_s),
+        "token_budget": lambda: check_token_budget(body.token_budget),
     }
     checked: dict[str, Any] = {"threshold": body.threshold}
     for field, check in checks.items():
@@ -296,12 +327,15 @@ def _run_response(
     view: RunView,
     headers: dict[str, str] | None = None,
     request: str | None = None,
+    cancelling: bool = False,
 ) -> Response:
-    """200 with the result when answered; 202 with the newest step while running; 200 with the
-    steps it took once its deadline passed with no answer (it will not get one)."""
+    """200 with the result when answered; 202 with the newest step while running (or
+    cancelling); 200 with the steps it took once its deadline passed with no answer (it will
+    not get one)."""
     give_up_in = view.seconds_to_give_up()
     lost = give_up_in is not None and give_up_in <= 0
-    state = "answered" if view.answer else "no_answer" if lost else "running"
+    running = "cancelling" if cancelling else "running"
+    state = "answered" if view.answer else "no_answer" if lost else running
     run = Run(
         correlation_id=correlation_id,
         state=state,
@@ -311,7 +345,8 @@ def _run_response(
         progress=None if view.answer else _progress(wire_steps(view)),
         links=links(correlation_id),
     )
-    return json_response(run.model_dump(mode="json"), 202 if state == "running" else 200, headers)
+    status = 202 if state in ("running", "cancelling") else 200
+    return json_response(run.model_dump(mode="json"), status, headers)
 
 
 def _progress(steps: list[WireStep]) -> Progress:
@@ -379,6 +414,7 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
         Route("/v1/runs", api.recent, methods=["GET"]),
         Route("/v1/runs/{correlation_id}", api.run, methods=["GET"]),
         Route("/v1/runs/{correlation_id}/events", api.events, methods=["GET"]),
+        Route("/v1/runs/{correlation_id}/cancel", api.cancel, methods=["POST"]),
         Mount("/static", _PageFiles(directory=STATIC)),
     ]
     middleware = [

@@ -24,8 +24,11 @@ MAX_RECENT = 100
 
 #: Where a run is, as the API says it.
 RunStage = Annotated[
-    Literal["running", "answered", "no_answer"],
-    Field(description="no_answer: its deadline passed and no answer is stored (lost, or expired)"),
+    Literal["running", "cancelling", "answered", "no_answer"],
+    Field(
+        description="cancelling: cancelled, its answer (`cancelled`) on its way; no_answer: "
+        "its deadline passed and no answer is stored (lost, or expired)"
+    ),
 ]
 
 
@@ -64,6 +67,14 @@ class RunRequest(BaseModel):
         strict=True,
         description="seconds the run may take: its deadline in the pipeline",
         json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_S},
+    )
+    token_budget: int | None = Field(
+        None,
+        strict=True,
+        description="the most tokens (prompt and completion) the run's LLM calls may spend; no "
+        "call starts that what is left cannot pay for, and the loop then ends "
+        "`budget_exhausted`; omitted or null: the server's AEON_RUN_TOKEN_BUDGET, if set",
+        json_schema_extra={"minimum": 1},
     )
 
 

@@ -186,6 +186,25 @@ def _paths() -> dict[str, Any]:
                 },
             }
         },
+        "/v1/runs/{correlation_id}/cancel": {
+            "post": {
+                "summary": "Cancel a run",
+                "description": "The run stops at its next step: a worker holding one of its "
+                "LLM calls abandons it, and the run is answered with status `cancelled`, made "
+                "from what it has without another LLM call. Cancelling again is the same; a "
+                "cancel that loses a race with the answer changes nothing.",
+                "parameters": [_RUN_ID],
+                "responses": _responses(
+                    {"202": ("recorded: the run's state is `cancelling` until answered", "Run")},
+                    {
+                        "404": "unknown here, or expired",
+                        "409": "the run already has its answer, which stays",
+                        "422": "not a correlation id",
+                        **guarded,
+                    },
+                ),
+            }
+        },
         "/healthz": {
             "get": {
                 "summary": "The process is up",
