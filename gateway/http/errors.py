@@ -21,6 +21,7 @@ ERROR_WORDS = {
     401: "unauthorized",
     404: "not_found",
     405: "method_not_allowed",
+    409: "conflict",
     413: "too_large",
     415: "unsupported_media_type",
     422: "bad_input",

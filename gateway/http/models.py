@@ -139,7 +139,9 @@ class RecentRuns(BaseModel):
 
 
 class ErrorBody(BaseModel):
-    error: str = Field(description="bad_input, unauthorized, not_found, rate_limited, ...")
+    error: str = Field(
+        description="bad_input, unauthorized, not_found, conflict, rate_limited, ..."
+    )
     field: str | None = Field(description="the field, parameter or header at fault")
     reason: str = Field(description="what is wrong, and what to do")
 

@@ -261,3 +261,39 @@ def test_a_run_that_gets_no_answer_says_so(
         "the page to say no answer came",
     )
     assert driver.find_element(By.CSS_SELECTOR, ".run-head .chip").text == "no answer"
+
+
+def test_the_cancel_button_ends_the_run_as_cancelled(
+    browser: object, procs: Processes, env: dict[str, str]
+) -> None:
+    """A person cancels a slow run from its page: the page says it is cancelling, the run is
+    answered `cancelled`, and the button goes with the answer."""
+    from selenium.webdriver.common.by import By
+
+    slow = {**env, "AEON_LLM_DELAY_MS": "1500"}
+    procs.worker(slow)
+    server = Server(procs, slow)
+    driver = browser
+    driver.get(f"http://{server.host}:{server.port}/")
+    _submit(driver, "Explain tides")
+    button = _wait(driver, lambda d: d.find_element(By.ID, "cancel"), 30, "the Cancel button")
+    button.click()
+    _wait(
+        driver,
+        lambda d: d.find_element(By.CSS_SELECTOR, ".run-head .chip").text == "cancelling"
+        or d.find_elements(By.CSS_SELECTOR, '#run .step[data-kind="answer"]'),
+        10,
+        "the page to say the run is cancelling",
+    )
+    answer = _wait(
+        driver,
+        lambda d: d.find_element(By.CSS_SELECTOR, '#run .step[data-kind="answer"]'),
+        15,
+        "the cancelled answer on the page",
+    )
+    assert "cancelled" in answer.find_element(By.CSS_SELECTOR, ".card-head").text
+    assert "the run was cancelled" in answer.text
+    assert "cancelled" in driver.find_element(By.CSS_SELECTOR, '#run .step[data-kind="exit"]').text
+    assert not driver.find_elements(By.ID, "cancel")
+    path = _screenshot(driver, "run-page-cancelled", DESKTOP)
+    print(f"\nscreenshot: {path}")

@@ -118,7 +118,7 @@ async function submit(event) {
       return;
     }
   }
-  for (const name of ["max_ttl", "timeout_s"]) {
+  for (const name of ["max_ttl", "timeout_s", "token_budget"]) {
     const value = $(`#${name}`).value.trim();
     if (value) body[name] = Number(value);
   }
@@ -236,10 +236,13 @@ class RunView {
       el("span", { class: "badge", text: "A" }),
       el("div", { class: "card", text: "Profiling the request…" }));
     this.timeline.append(this.pending);
+    this.cancelButton = el("button", { type: "button", class: "quiet", id: "cancel", text: "Cancel run" });
+    this.cancelButton.addEventListener("click", () => this.cancel());
+    this.controlError = el("p", { class: "error-box", role: "alert", hidden: true });
     this.root = el("div", { class: "run-view" },
       el("div", { class: "run-head" }, el("h2", { text: "Run" }), this.status,
-        el("span", { class: "run-id", text: id })),
-      this.question, this.timeline);
+        el("span", { class: "run-id", text: id }), this.cancelButton),
+      this.controlError, this.question, this.timeline);
     $("#run").setAttribute("aria-busy", "true");
     this.id = id;
     if (request) this.setQuestion(request);
@@ -255,6 +258,21 @@ class RunView {
       if (run.request) this.setQuestion(run.request);
     } catch {
       // the events say what there is to say
+    }
+  }
+
+  // The run stops at its next step and is answered `cancelled`; the answer arrives as events.
+  async cancel() {
+    this.cancelButton.disabled = true;
+    this.controlError.hidden = true;
+    try {
+      await api(`/v1/runs/${encodeURIComponent(this.id)}/cancel`, { method: "POST" });
+      this.status.className = "chip warn";
+      this.status.textContent = "cancelling";
+    } catch (error) {
+      this.controlError.textContent = error.message;
+      this.controlError.hidden = false;
+      if (error.status !== 409) this.cancelButton.disabled = false;
     }
   }
 
@@ -284,6 +302,7 @@ class RunView {
     }[kind];
     if (LAST_STEPS.has(kind)) {
       this.pending.remove();
+      this.cancelButton.remove();
       const [chip, words] = kind === "no_answer" ? ["bad", "no answer"]
         : data.degraded ? ["warn", "answered, degraded"] : ["good", "answered"];
       this.status.className = `chip ${chip}`;
@@ -291,8 +310,10 @@ class RunView {
       $("#run").setAttribute("aria-busy", "false");
       return;
     }
-    this.status.className = "chip live";
-    this.status.textContent = "running";
+    if (this.status.textContent !== "cancelling") {
+      this.status.className = "chip live";
+      this.status.textContent = "running";
+    }
     if (next) {
       this.pending.querySelector(".badge").textContent = next[0];
       this.pending.querySelector(".card").textContent = next[1];
@@ -414,7 +435,9 @@ const RENDER = {
         class: "usage",
         text: `${d.total_passes} pass(es), ${d.total_refinements} refinement action(s), `
           + `${usage.prompt_tokens + usage.completion_tokens} tokens in ${usage.calls} call(s)`
-          + `${usage.estimated ? " (estimated)" : ""}, ${d.elapsed_seconds.toFixed(1)} s`,
+          + `${usage.estimated ? " (estimated)" : ""}`
+          + `${usage.token_budget ? ` of a budget of ${usage.token_budget}` : ""}`
+          + `, ${d.elapsed_seconds.toFixed(1)} s`,
       }));
     return body;
   },
