@@ -280,8 +280,10 @@ def test_the_cancel_button_ends_the_run_as_cancelled(
     button.click()
     _wait(
         driver,
-        lambda d: d.find_element(By.CSS_SELECTOR, ".run-head .chip").text == "cancelling"
-        or d.find_elements(By.CSS_SELECTOR, '#run .step[data-kind="answer"]'),
+        lambda d: (
+            d.find_element(By.CSS_SELECTOR, ".run-head .chip").text == "cancelling"
+            or d.find_elements(By.CSS_SELECTOR, '#run .step[data-kind="answer"]')
+        ),
         10,
         "the page to say the run is cancelling",
     )
