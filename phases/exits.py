@@ -170,7 +170,7 @@ def llm_away(error: LLMUnreachable) -> Exit:
 
 def cancelled(correlation_id: str) -> Exit:
     """Someone cancelled the run: it ends at this hop, without another LLM call."""
-    return Exit(ExitReason.CANCELLED, f"run {correlation_id} was cancelled")
+    return Exit(ExitReason.CANCELLED, f"a cancel of run {correlation_id} was requested")
 
 
 def stopped(error: RunStopped) -> Exit:
