@@ -16,6 +16,7 @@ feed (gateway.http.run_feed): a run is read back from Redis, and its events foll
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import re
 from collections.abc import AsyncIterator
@@ -31,8 +32,7 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -42,8 +42,8 @@ from aeonloop.bus.redis_errors import FAILURES, refuses_writes, said
 from aeonloop.bus.settings import redact
 from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput, ForeignEventId
 from aeonloop.gateway.client import AeonClient, answer_due_by
-from aeonloop.gateway.http.errors import error_response, json_response, refusal
-from aeonloop.gateway.http.guards import ApiGuard
+from aeonloop.gateway.http.errors import CLIENT_CLOSED, error_response, json_response, refusal
+from aeonloop.gateway.http.guards import ApiGuard, HostGuard
 from aeonloop.gateway.http.models import (
     MAX_RECENT,
     MAX_WAIT_S,
@@ -67,6 +67,8 @@ from aeonloop.gateway.validation import (
 )
 from aeonloop.phases.events import ExecutionResult, RequestSubmitted
 from aeonloop.telemetry.http import RequestMetrics, scrape
+
+log = logging.getLogger("aeon.http")
 
 STATIC = Path(__file__).with_name("static")
 #: A correlation id as Aeon makes them (32 hex digits) or a producer may choose them.
@@ -106,6 +108,12 @@ class HttpApi:
         self.settings = settings
 
     # -- runs ---------------------------------------------------------------------------------
+
+    async def runs(self, request: Request) -> Response:
+        """`/v1/runs`: GET lists the newest runs, POST submits one."""
+        if request.method == "POST":
+            return await self.submit(request)
+        return await self.recent(request)
 
     async def submit(self, request: Request) -> Response:
         wait = _number(request.query_params.get("wait", "0"), "wait", 0, MAX_WAIT_S)
@@ -148,11 +156,23 @@ class HttpApi:
         if declared.isdigit() and int(declared) > limit:
             raise too_large
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise too_large
-            chunks.append(chunk)
+        wait = self.settings.http_body_timeout_s
+        try:
+            async with asyncio.timeout(wait):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        raise too_large
+                    chunks.append(chunk)
+        except TimeoutError:
+            reason = f"the body did not arrive within {wait:g} s (AEON_HTTP_BODY_TIMEOUT_S)"
+            # The rest of the body may never come: the connection ends with the answer.
+            raise ApiError(408, "body", reason, {"Connection": "close"}) from None
+        except ClientDisconnect:  # nobody to answer: a client error, not the server's
+            log.info("a client closed its connection after %d bytes of its body", size)
+            raise ApiError(
+                CLIENT_CLOSED, "body", "the client closed the connection before the whole body"
+            ) from None
         try:
             return orjson.loads(b"".join(chunks))
         except orjson.JSONDecodeError as error:
@@ -388,7 +408,7 @@ def _redis_reason(error: BaseException) -> str:
 
 def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Starlette:
     api = HttpApi(client, feed, settings)
-    openapi = orjson.dumps(openapi_document())
+    openapi = orjson.dumps(openapi_document(client.max_passes))
 
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers=_PAGE_HEADERS)
@@ -410,8 +430,8 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
         Route("/metrics", metrics_text),
         Route("/healthz", api.healthz),
         Route("/readyz", api.readyz),
-        Route("/v1/runs", api.submit, methods=["POST"]),
-        Route("/v1/runs", api.recent, methods=["GET"]),
+        # One route per path, so a 405 names every method the path serves (Allow).
+        Route("/v1/runs", api.runs, methods=["GET", "POST"]),
         Route("/v1/runs/{correlation_id}", api.run, methods=["GET"]),
         Route("/v1/runs/{correlation_id}/events", api.events, methods=["GET"]),
         Route("/v1/runs/{correlation_id}/cancel", api.cancel, methods=["POST"]),
@@ -421,7 +441,7 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
         # Outermost: every response is counted, the other guards' refusals included.
         Middleware(RequestMetrics, routes=routes),
         # DNS rebinding: a page whose own name now resolves here may not read the API.
-        Middleware(TrustedHostMiddleware, allowed_hosts=settings.allowed_hosts()),
+        Middleware(HostGuard, allowed_hosts=settings.allowed_hosts()),
         Middleware(ApiGuard, settings=settings),
     ]
     if settings.http_cors_origins:

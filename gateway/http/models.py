@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from aeonloop.gateway.client import DEFAULT_TIMEOUT_S
 from aeonloop.phases.events import (
@@ -32,13 +32,35 @@ RunStage = Annotated[
 ]
 
 
+def _whole(value: object) -> object:
+    """A JSON number that is whole, `69.0` included: JSON Schema's `integer` is any number
+    without a fraction, and the OpenAPI document says `integer`."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: A whole number as JSON Schema has it; never a bool or a string (strict).
+WholeNumber = Annotated[int, BeforeValidator(_whole), Field(strict=True)]
+#: What a request must be: some text that is not all whitespace, without control characters
+#: but tab and line breaks (gateway.validation.check_request, in JSON Schema's words).
+_TEXT = "[^\\u0000-\\u0008\\u000B\\u000C\\u000E-\\u001F\\u007F-\\u009F]"
+REQUEST_PATTERN = f"^{_TEXT}*[^\\s\\u0000-\\u001F\\u007F-\\u009F]{_TEXT}*$"
+
+
 class RunRequest(BaseModel):
     """A request to run, as `POST /v1/runs` takes it; checked as `aeon ask` checks its input."""
 
     model_config = ConfigDict(extra="forbid")
 
     request: str = Field(
-        description=f"what to answer, in natural language; 1 to {MAX_REQUEST_CHARS:,} characters"
+        description=f"what to answer, in natural language; 1 to {MAX_REQUEST_CHARS:,} characters, "
+        "not all whitespace, no control characters but tab and line breaks",
+        json_schema_extra={
+            "minLength": 1,
+            "maxLength": MAX_REQUEST_CHARS,
+            "pattern": REQUEST_PATTERN,
+        },
     )
     #: Any JSON here: parse_rules says what is wrong with it in the words `aeon ask` uses.
     rules: Any = Field(
@@ -55,9 +77,8 @@ class RunRequest(BaseModel):
         strict=True,
         description="the pass score that counts as converged",
     )
-    max_ttl: int | None = Field(
+    max_ttl: WholeNumber | None = Field(
         None,
-        strict=True,
         description="cap on passes, 1 to the server's AEON_MAX_PASSES "
         f"({DEFAULT_MAX_PASSES} unless set; more is refused); omitted or null: AEON_MAX_PASSES",
         json_schema_extra={"minimum": 1},
@@ -68,9 +89,8 @@ class RunRequest(BaseModel):
         description="seconds the run may take: its deadline in the pipeline",
         json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_S},
     )
-    token_budget: int | None = Field(
+    token_budget: WholeNumber | None = Field(
         None,
-        strict=True,
         description="the most tokens (prompt and completion) the run's LLM calls may spend; no "
         "call starts that what is left cannot pay for, and the loop then ends "
         "`budget_exhausted`; omitted or null: the server's AEON_RUN_TOKEN_BUDGET, if set",
@@ -101,6 +121,25 @@ class StepEvent(BaseModel):
         "Last-Event-ID to continue after it"
     )
     data: dict[str, Any] = Field(description="the SSE `data:` field, a JSON object")
+
+
+class EventFrame(BaseModel):
+    """One Server-Sent Event of `/v1/runs/{id}/events` as it is on the wire: SSE's fields,
+    each a line `name: value`, the frame ending with an empty line."""
+
+    event: Literal["profile", "plan", "pass", "exit", "answer", "no_answer"] = Field(
+        description="the step's kind; a stream ends after `answer`, or after `no_answer` once "
+        "the run's deadline passed without one"
+    )
+    id: str = Field(
+        description="`<step>@<Redis entry id>`; send it back as Last-Event-ID to continue after it"
+    )
+    data: str = Field(
+        description="the step's fields as one line of JSON (a StepEvent's `data`, as text)"
+    )
+    retry: int | None = Field(
+        None, description="on the first event only: milliseconds to wait before reconnecting"
+    )
 
 
 class Run(BaseModel):

@@ -16,18 +16,24 @@ from aeonloop.gateway.http.models import (
     MAX_RECENT,
     MAX_WAIT_S,
     ErrorBody,
+    EventFrame,
     Health,
     RecentRuns,
     Run,
     RunRequest,
     StepEvent,
 )
+from aeonloop.gateway.http.run_steps import EVENT_ID_PATTERN
+from aeonloop.phases.models import DEFAULT_MAX_PASSES
 
 _REF = "#/components/schemas/{model}"
 #: What the API takes is described as validated, what it returns as serialized.
 _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (RunRequest, "validation"),
-    *((model, "serialization") for model in (Run, RecentRuns, StepEvent, ErrorBody, Health)),
+    *(
+        (model, "serialization")
+        for model in (Run, RecentRuns, StepEvent, EventFrame, ErrorBody, Health)
+    ),
 ]
 _RUN_ID = {
     "name": "correlation_id",
@@ -41,8 +47,11 @@ _LIMITED = {"429": "too many requests from this client (AEON_HTTP_RATE_PER_S); s
 _REDIS_DOWN = {"503": "Redis does not answer"}
 
 
-def openapi_document() -> dict[str, Any]:
+def openapi_document(max_passes: int = DEFAULT_MAX_PASSES) -> dict[str, Any]:
+    """The document of a server whose AEON_MAX_PASSES is `max_passes`: a request's `max_ttl`
+    above it is refused, so the schema says so."""
     schemas = _schemas()
+    schemas["RunRequest"]["properties"]["max_ttl"]["maximum"] = max_passes
     return {
         "openapi": "3.1.0",
         "info": {
@@ -156,8 +165,9 @@ def _paths() -> dict[str, Any]:
                 "summary": "Follow a run: Server-Sent Events",
                 "description": "One event per step: `profile`, `plan`, `pass` (one per pass, "
                 "with its score and each step's output), `exit`, `answer` (the "
-                "ExecutionResult); the stream ends after the answer. Each event's `data` is "
-                "JSON (the step's fields), its `id` is `<step>@<Redis entry id>`. Reconnect "
+                "ExecutionResult); the stream ends after the answer. Each event's `event` is "
+                "the step's kind, its `data` one line of JSON (the step's fields), its `id` "
+                "`<step>@<Redis entry id>`, and the first carries `retry`. Reconnect "
                 "with `Last-Event-ID` to get exactly the steps after that one, read back from "
                 "Redis by any gateway; after the answer that is 204.",
                 "parameters": [
@@ -167,13 +177,13 @@ def _paths() -> dict[str, Any]:
                         "in": "header",
                         "required": False,
                         "description": "the id of the last event received",
-                        "schema": {"type": "string"},
+                        "schema": {"type": "string", "pattern": f"^{EVENT_ID_PATTERN}$"},
                     },
                 ],
                 "responses": {
                     "200": {
                         "description": "the stream; each event as StepEvent describes",
-                        "content": {"text/event-stream": {"schema": _ref("StepEvent")}},
+                        "content": {"text/event-stream": {"schema": _ref("EventFrame")}},
                     },
                     **_responses(
                         {"204": ("every step was sent already: nothing follows", None)},
