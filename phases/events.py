@@ -41,6 +41,9 @@ DEFAULT_THRESHOLD = 0.8
 MAX_REQUEST_CHARS = 20_000
 #: The longest a request may run: a week, as long as its answer is kept by default.
 MAX_TIMEOUT_S = 7 * 24 * 3600
+#: The largest token budget a run may have: far above any run's use, and within the 64-bit
+#: integers every JSON encoder on the way takes.
+MAX_TOKEN_BUDGET = 10**12
 
 E = TypeVar("E", bound="Event")
 
@@ -66,7 +69,7 @@ class Usage(BaseModel):
     repair_calls: int = 0
     #: The most tokens (prompt and completion) the run may spend; None: no cap. No call starts
     #: that what is left of it cannot pay for (phases.llm_calls).
-    token_budget: int | None = Field(None, ge=1)
+    token_budget: int | None = Field(None, ge=1, le=MAX_TOKEN_BUDGET)
 
     @property
     def total_tokens(self) -> int:
@@ -192,7 +195,7 @@ class RequestSubmitted(Event):
     #: (AEON_MAX_PASSES, which a larger value is also held to).
     max_ttl: int | None = Field(None, ge=1, le=MAX_TTL_CAP)
     #: The most tokens the run may spend; None: the workers' AEON_RUN_TOKEN_BUDGET, if set.
-    token_budget: int | None = Field(None, ge=1)
+    token_budget: int | None = Field(None, ge=1, le=MAX_TOKEN_BUDGET)
 
     @classmethod
     def new(

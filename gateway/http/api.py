@@ -208,7 +208,7 @@ class HttpApi:
         )
 
     async def recent(self, request: Request) -> Response:
-        limit = int(_number(request.query_params.get("limit", "20"), "limit", 1, MAX_RECENT))
+        limit = _whole(request.query_params.get("limit", "20"), "limit", 1, MAX_RECENT)
         rows = [_recent(run, answer) for run, answer in await self.feed.recent(limit)]
         return json_response({"runs": [row.model_dump(mode="json") for row in rows]})
 
@@ -314,6 +314,14 @@ def _number(text: str, field: str, low: float, high: float) -> float:
     return value
 
 
+def _whole(text: str, field: str, low: int, high: int) -> int:
+    """A whole number from `low` to `high` (`3.0` is one), else ApiError(422)."""
+    value = _number(text, field, low, high)
+    if not value.is_integer():
+        raise ApiError(422, field, f"{text[:40]!r} is not a whole number from {low} to {high}")
+    return int(value)
+
+
 def _correlation_id(request: Request) -> str:
     correlation_id = request.path_params["correlation_id"]
     if not _CORRELATION_ID.fullmatch(correlation_id):
@@ -324,8 +332,10 @@ def _correlation_id(request: Request) -> str:
 
 
 def _last_event_id(request: Request) -> EventId | None:
-    text = request.headers.get("last-event-id", "").strip()
-    if not text:
+    """The id a reader continues after; none sent, from the start. One sent empty is refused
+    like any id this API never gave (a browser sends none rather than an empty one)."""
+    text = request.headers.get("last-event-id")
+    if text is None:
         return None
     try:
         return EventId.parse(text)

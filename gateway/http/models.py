@@ -12,6 +12,7 @@ from aeonloop.phases.events import (
     DEFAULT_THRESHOLD,
     MAX_REQUEST_CHARS,
     MAX_TIMEOUT_S,
+    MAX_TOKEN_BUDGET,
     ExecutionResult,
 )
 from aeonloop.phases.models import DEFAULT_MAX_PASSES, ExitReason
@@ -94,7 +95,7 @@ class RunRequest(BaseModel):
         description="the most tokens (prompt and completion) the run's LLM calls may spend; no "
         "call starts that what is left cannot pay for, and the loop then ends "
         "`budget_exhausted`; omitted or null: the server's AEON_RUN_TOKEN_BUDGET, if set",
-        json_schema_extra={"minimum": 1},
+        json_schema_extra={"minimum": 1, "maximum": MAX_TOKEN_BUDGET},
     )
 
 
