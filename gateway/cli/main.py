@@ -49,6 +49,7 @@ from aeonloop.gateway.validation import (
     check_max_ttl,
     check_request,
     check_timeout,
+    check_token_budget,
     load_rules,
 )
 from aeonloop.llm.factory import LLMSettings, ready_adapter
@@ -387,7 +388,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--token-budget",
         metavar="N",
-        type=as_option(_at_least_one, int, "a whole number of tokens"),
+        type=as_option(check_token_budget, int, "a whole number of tokens"),
         help="the most tokens the run's LLM calls may spend (default: AEON_RUN_TOKEN_BUDGET, "
         "unset: no cap)",
     )
