@@ -68,7 +68,7 @@ def build_routes(deps: PhaseDeps, phases: Iterable[str] = PHASES) -> list[Route]
             stream=PHASE_INPUTS[name][0].STREAM,
             group=name,
             types={t.__name__: t for t in PHASE_INPUTS[name]},
-            handle=_before_deadline(handler, deps),
+            handle=_stoppable(handler, deps),
             give_up=_send_to_phase_e,
             records=history.records_for_c if name == "c" else None,
         )
@@ -111,7 +111,7 @@ def make_worker(
     return worker
 
 
-def _before_deadline(
+def _stoppable(
     handler: Handler, deps: PhaseDeps
 ) -> Callable[[Event, Delivery], Awaitable[list]]:
     """A phase that sees the deadline passed, or its run cancelled, sends the run to E instead
