@@ -1,6 +1,6 @@
 """Run control through the real bus: cancel a run, cap its tokens.
 
-The workers run in this process (the SIGKILL proof is in tests/e2e/test_run_control.py); the
+The workers run in this process (the SIGKILL proof is in tests/e2e/test_cancel.py); the
 Redis is real, and the LLM is scripted and slowed, so a cancel lands while a call is in flight.
 """
 
