@@ -37,6 +37,9 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 ANSWERS = "answers"
 #: The logical name of the dead-letter stream (one per shard).
 DEAD_LETTER = "dead-letter"
+#: The logical name of the stream of runs paused for their plan's approval: no group reads
+#: it; an approval, or the sweeper (a cancel, the deadline), takes a run out (bus.approvals).
+AWAITING_APPROVAL = "awaiting-approval"
 
 
 class LockState(StrEnum):

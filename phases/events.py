@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from aeonloop.bus.codec import derived_id
-from aeonloop.bus.keys import ANSWERS
+from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL
 from aeonloop.phases.models import (
     DEFAULT_MAX_PASSES,
     MAX_TTL_CAP,
@@ -111,6 +111,8 @@ class RunState(BaseModel):
     total_refinements: int = Field(0, ge=0)
     usage: Usage = Field(default_factory=Usage)
     notes: list[str] = Field(default_factory=list)
+    #: The run pauses after Phase B until its plan is approved (phases.approvals).
+    approve_plan: bool = False
 
     @model_validator(mode="after")
     def _count_inline_passes(self) -> RunState:
@@ -196,6 +198,8 @@ class RequestSubmitted(Event):
     max_ttl: int | None = Field(None, ge=1, le=MAX_TTL_CAP)
     #: The most tokens the run may spend; None: the workers' AEON_RUN_TOKEN_BUDGET, if set.
     token_budget: int | None = Field(None, ge=1, le=MAX_TOKEN_BUDGET)
+    #: Pause after Phase B until a person approves (or edits) the plan.
+    approve_plan: bool = False
 
     @classmethod
     def new(
@@ -207,6 +211,7 @@ class RequestSubmitted(Event):
         max_ttl: int | None = None,
         threshold: float = DEFAULT_THRESHOLD,
         token_budget: int | None = None,
+        approve_plan: bool = False,
     ) -> RequestSubmitted:
         """A fresh request with its own correlation id and a deadline `timeout` seconds away."""
         return cls(
@@ -217,6 +222,7 @@ class RequestSubmitted(Event):
             max_ttl=max_ttl,
             threshold=threshold,
             token_budget=token_budget,
+            approve_plan=approve_plan,
         )
 
     def initial_state(
@@ -231,6 +237,7 @@ class RequestSubmitted(Event):
             max_ttl=pass_cap(self.max_ttl, max_passes),
             started_at=self.created_at,
             usage=Usage(token_budget=self.token_budget or token_budget),
+            approve_plan=self.approve_plan,
         )
 
 
@@ -241,6 +248,14 @@ class TaskProfiled(Event):
 
 class PlanReady(Event):
     STREAM: ClassVar[str] = "passes"
+    run: RunState
+
+
+class PlanAwaitingApproval(Event):
+    """Phase B's plan, paused for a person's approval (`approve_plan`): no phase reads it; an
+    approval turns it into PlanReady, a cancel or the deadline into LoopExited."""
+
+    STREAM: ClassVar[str] = AWAITING_APPROVAL
     run: RunState
 
 
@@ -301,6 +316,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         RequestSubmitted,
         TaskProfiled,
         PlanReady,
+        PlanAwaitingApproval,
         PassRequested,
         PassCompleted,
         LoopExited,

@@ -21,7 +21,16 @@ from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
 from aeonloop.exceptions import LLMUnreachable, RunStopped
 from aeonloop.llm.base import LLMAdapter
-from aeonloop.phases import exits, history, phase_a, phase_b, phase_c, phase_d, phase_e
+from aeonloop.phases import (
+    approvals,
+    exits,
+    history,
+    phase_a,
+    phase_b,
+    phase_c,
+    phase_d,
+    phase_e,
+)
 from aeonloop.phases.cancels import until_cancelled
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
 from aeonloop.phases.events import (
@@ -108,12 +117,14 @@ def make_worker(
         cancels=worker.cancels,
     )
     worker.add(build_routes(deps, phases))
+    sweeper = approvals.Sweeper(
+        redis, worker.keys, worker.cancels, settings.stream_maxlen, settings.max_event_bytes
+    )
+    worker.background.append(sweeper.run)
     return worker
 
 
-def _stoppable(
-    handler: Handler, deps: PhaseDeps
-) -> Callable[[Event, Delivery], Awaitable[list]]:
+def _stoppable(handler: Handler, deps: PhaseDeps) -> Callable[[Event, Delivery], Awaitable[list]]:
     """A phase that sees the deadline passed, or its run cancelled, sends the run to E instead
     of calling the LLM; so does one whose run is cancelled while it works (the work is then
     abandoned, phases.cancels) or that may start no further call (its token budget is spent).
