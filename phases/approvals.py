@@ -39,6 +39,9 @@ SWEEP_S = 1.0
 _TYPES = {PlanAwaitingApproval.__name__: PlanAwaitingApproval}
 
 
+__all__ = ["Sweeper", "approved", "edited_plan", "ending", "plan_from_output", "read"]
+
+
 def edited_plan(data: object) -> Plan:
     """A person's plan, `{"goal": ..., "steps": [{"step_id", "description"}, ...]}`, checked
     as Phase B checks a model's (at least one step; repeated or long ids made unique)."""

@@ -24,6 +24,7 @@ from aeonloop.phases.models import (
     ConvergenceAssessment,
     ExecutionPass,
     ExitReason,
+    Plan,
     RuleFinding,
     TaskProfile,
 )
@@ -70,6 +71,13 @@ class StepVerdict:
     status: Literal["done", "blocked", "failed"]
     #: Why the step is not done; None when it is.
     why: str | None = None
+
+
+def plan_text(plan: Plan) -> str:
+    """A plan as a person reviews it: its goal, then one line per step."""
+    lines = [f"goal: {plan.goal}"]
+    lines += [f"  {step.step_id}: {step.description}" for step in plan.steps]
+    return "\n".join(lines)
 
 
 def pass_steps(record: ExecutionPass) -> list[StepVerdict]:

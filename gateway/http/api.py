@@ -47,6 +47,7 @@ from aeonloop.gateway.http.guards import ApiGuard, HostGuard
 from aeonloop.gateway.http.models import (
     MAX_RECENT,
     MAX_WAIT_S,
+    Approval,
     Progress,
     RecentRun,
     Run,
@@ -65,7 +66,9 @@ from aeonloop.gateway.validation import (
     check_token_budget,
     parse_rules,
 )
+from aeonloop.phases import approvals
 from aeonloop.phases.events import ExecutionResult, RequestSubmitted
+from aeonloop.phases.models import Plan
 from aeonloop.telemetry.http import RequestMetrics, scrape
 
 log = logging.getLogger("aeon.http")
@@ -183,6 +186,17 @@ class HttpApi:
         view = await self.feed.view(correlation_id)
         if view is None:
             raise _unknown(correlation_id)
+        if view.answer is None:
+            paused = await self.client.awaiting(correlation_id)
+            if paused is not None:
+                run = Run(
+                    correlation_id=correlation_id,
+                    state="awaiting_approval",
+                    request=paused.run.request,
+                    plan=paused.run.plan,
+                    links=links(correlation_id),
+                )
+                return json_response(run.model_dump(mode="json"), 202)
         cancelling = view.answer is None and await self.client.cancel_requested(correlation_id)
         return _run_response(correlation_id, view, cancelling=cancelling)
 
@@ -206,6 +220,33 @@ class HttpApi:
         raise ApiError(
             409, "id", f"run {correlation_id} already has its answer; there is nothing to cancel"
         )
+
+    async def approve(self, request: Request) -> Response:
+        """202 once a paused run's plan is approved (with the body's plan in its place, if it
+        carries one); 409 when the run is not awaiting approval; 404 when it is unknown."""
+        correlation_id = _correlation_id(request)
+        plan = None
+        if request.headers.get("content-length", "0") != "0" or "transfer-encoding" in (
+            request.headers
+        ):
+            plan = _approval(await self._body(request))
+        view = await self.feed.view(correlation_id)
+        if view is None:
+            raise _unknown(correlation_id)
+        if not await self.client.approve(correlation_id, plan):
+            raise ApiError(
+                409,
+                "id",
+                f"run {correlation_id} is not awaiting approval (not yet, or no longer: "
+                "approved, cancelled, or past its deadline)",
+            )
+        run = Run(
+            correlation_id=correlation_id,
+            state="running",
+            request=view.request,
+            links=links(correlation_id),
+        )
+        return json_response(run.model_dump(mode="json"), 202)
 
     async def recent(self, request: Request) -> Response:
         limit = _whole(request.query_params.get("limit", "20"), "limit", 1, MAX_RECENT)
@@ -281,7 +322,7 @@ def _checked(data: Any, max_passes: int) -> dict[str, Any]:
         "timeout_s": lambda: check_timeout(body.timeout_s),
         "token_budget": lambda: check_token_budget(body.token_budget),
     }
-    checked: dict[str, Any] = {"threshold": body.threshold}
+    checked: dict[str, Any] = {"threshold": body.threshold, "approve_plan": body.approve_plan}
     for field, check in checks.items():
         try:
             checked[field] = check()
@@ -289,6 +330,17 @@ def _checked(data: Any, max_passes: int) -> dict[str, Any]:
             raise ApiError(422, field, str(error)) from None
     checked["timeout"] = checked.pop("timeout_s")
     return checked
+
+
+def _approval(data: Any) -> Plan | None:
+    """The plan an approval's body carries, if any; ApiError(422) naming what is wrong."""
+    try:
+        body = Approval.model_validate(data)
+    except ValidationError as error:
+        problem = error.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in problem["loc"]) or "body"
+        raise ApiError(422, field, _plain(problem)) from None
+    return approvals.plan_from_output(body.plan) if body.plan is not None else None
 
 
 def _plain(problem: Any) -> str:
@@ -445,6 +497,7 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
         Route("/v1/runs/{correlation_id}", api.run, methods=["GET"]),
         Route("/v1/runs/{correlation_id}/events", api.events, methods=["GET"]),
         Route("/v1/runs/{correlation_id}/cancel", api.cancel, methods=["POST"]),
+        Route("/v1/runs/{correlation_id}/approve", api.approve, methods=["POST"]),
         Mount("/static", _PageFiles(directory=STATIC)),
     ]
     middleware = [

@@ -15,7 +15,8 @@ from aeonloop.phases.events import (
     MAX_TOKEN_BUDGET,
     ExecutionResult,
 )
-from aeonloop.phases.models import DEFAULT_MAX_PASSES, ExitReason
+from aeonloop.phases.models import DEFAULT_MAX_PASSES, ExitReason, Plan
+from aeonloop.prompts.registry import PlanBody
 
 #: The longest `?wait=` a submit may ask for; past it, follow the run's events instead.
 MAX_WAIT_S = 300.0
@@ -25,10 +26,11 @@ MAX_RECENT = 100
 
 #: Where a run is, as the API says it.
 RunStage = Annotated[
-    Literal["running", "cancelling", "answered", "no_answer"],
+    Literal["running", "awaiting_approval", "cancelling", "answered", "no_answer"],
     Field(
-        description="cancelling: cancelled, its answer (`cancelled`) on its way; no_answer: "
-        "its deadline passed and no answer is stored (lost, or expired)"
+        description="awaiting_approval: paused after its plan was made, until approved "
+        "(`plan` holds it); cancelling: cancelled, its answer (`cancelled`) on its way; "
+        "no_answer: its deadline passed and no answer is stored (lost, or expired)"
     ),
 ]
 
@@ -97,6 +99,24 @@ class RunRequest(BaseModel):
         "`budget_exhausted`; omitted or null: the server's AEON_RUN_TOKEN_BUDGET, if set",
         json_schema_extra={"minimum": 1, "maximum": MAX_TOKEN_BUDGET},
     )
+    approve_plan: bool = Field(
+        False,
+        strict=True,
+        description="pause after the plan is made, in the state `awaiting_approval`, until "
+        "`POST /v1/runs/{id}/approve` (a cancel rejects it; its deadline still runs)",
+    )
+
+
+class Approval(BaseModel):
+    """The body of `POST /v1/runs/{id}/approve`: none, or a plan to run instead."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    plan: PlanBody | None = Field(
+        None,
+        description="a plan to run in place of the run's own, checked as Phase B checks a "
+        "model's (repeated step ids made unique); omitted or null: the plan as it is",
+    )
 
 
 class Links(BaseModel):
@@ -158,6 +178,7 @@ class Run(BaseModel):
         "missing, and the run's notes",
     )
     progress: Progress | None = None
+    plan: Plan | None = Field(None, description="the plan awaiting approval, when it is")
     links: Links
 
 

@@ -15,6 +15,7 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from aeonloop.gateway.http.models import (
     MAX_RECENT,
     MAX_WAIT_S,
+    Approval,
     ErrorBody,
     EventFrame,
     Health,
@@ -30,6 +31,7 @@ _REF = "#/components/schemas/{model}"
 #: What the API takes is described as validated, what it returns as serialized.
 _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (RunRequest, "validation"),
+    (Approval, "validation"),
     *(
         (model, "serialization")
         for model in (Run, RecentRuns, StepEvent, EventFrame, ErrorBody, Health)
@@ -154,7 +156,11 @@ def _paths() -> dict[str, Any]:
                 "responses": _responses(
                     {
                         "200": ("answered: `result` is the ExecutionResult with the answer", "Run"),
-                        "202": ("running: `progress.latest` is its newest step", "Run"),
+                        "202": (
+                            "running: `progress.latest` is its newest step; or "
+                            "`awaiting_approval` with its `plan`, or `cancelling`",
+                            "Run",
+                        ),
                     },
                     {"404": "unknown here, or expired", "422": "not a correlation id", **guarded},
                 ),
@@ -210,6 +216,28 @@ def _paths() -> dict[str, Any]:
                         "404": "unknown here, or expired",
                         "409": "the run already has its answer, which stays",
                         "422": "not a correlation id",
+                        **guarded,
+                    },
+                ),
+            }
+        },
+        "/v1/runs/{correlation_id}/approve": {
+            "post": {
+                "summary": "Approve a paused run's plan, or edit it",
+                "description": "For a run submitted with `approve_plan`, paused in the state "
+                "`awaiting_approval` (GET shows its `plan`). Without a body, or with "
+                '`{"plan": null}`, the plan runs as it is; with a plan, that one runs '
+                "instead, checked as Phase B checks a model's. A cancel rejects the plan.",
+                "parameters": [_RUN_ID],
+                "requestBody": {"required": False, "content": _json("Approval")},
+                "responses": _responses(
+                    {"202": ("approved: the run goes on to its passes", "Run")},
+                    {
+                        "404": "unknown here, or expired",
+                        "409": "the run is not awaiting approval (not yet, or no longer)",
+                        "413": "the body is over AEON_HTTP_MAX_BODY_BYTES",
+                        "415": "a body not sent as application/json",
+                        "422": "not a correlation id, or a plan that cannot run",
                         **guarded,
                     },
                 ),
