@@ -299,3 +299,44 @@ def test_the_cancel_button_ends_the_run_as_cancelled(
     assert not driver.find_elements(By.ID, "cancel")
     path = _screenshot(driver, "run-page-cancelled", DESKTOP)
     print(f"\nscreenshot: {path}")
+
+
+def test_a_person_reviews_edits_and_approves_the_plan(
+    browser: object, procs: Processes, env: dict[str, str]
+) -> None:
+    """Asked to see the plan first, the page shows it with Approve and Edit; the person edits
+    it and approves, and the run goes on with the edited plan to its answer."""
+    from selenium.webdriver.common.by import By
+
+    procs.worker(env)
+    server = Server(procs, env)
+    driver = browser
+    driver.get(f"http://{server.host}:{server.port}/")
+    driver.find_element(By.ID, "approve_plan").click()
+    _submit(driver, "Explain tides")
+    _wait(
+        driver,
+        lambda d: d.find_element(By.ID, "approval").is_displayed(),
+        30,
+        "the plan awaiting approval",
+    )
+    assert driver.find_element(By.CSS_SELECTOR, ".run-head .chip").text == "awaiting approval"
+    path = _screenshot(driver, "run-page-approval", DESKTOP)
+    driver.find_element(By.ID, "edit-plan").click()
+    editor = driver.find_element(By.ID, "plan-editor")
+    plan = {"goal": "an edited goal", "steps": [{"step_id": "only", "description": "Say it"}]}
+    editor.clear()
+    editor.send_keys(json.dumps(plan))
+    driver.find_element(By.ID, "approve").click()
+    _wait(
+        driver,
+        lambda d: d.find_elements(By.CSS_SELECTOR, '#run .step[data-kind="answer"]'),
+        60,
+        "the answer on the page",
+    )
+    assert (
+        "an edited goal"
+        in driver.find_element(By.CSS_SELECTOR, '#run .step[data-kind="plan"]').text
+    )
+    assert not driver.find_element(By.ID, "approval").is_displayed()
+    print(f"\nscreenshot: {path}")

@@ -122,6 +122,7 @@ async function submit(event) {
     const value = $(`#${name}`).value.trim();
     if (value) body[name] = Number(value);
   }
+  if ($("#approve_plan").checked) body.approve_plan = true;
   const button = $("#submit");
   button.disabled = true;
   try {
@@ -239,14 +240,87 @@ class RunView {
     this.cancelButton = el("button", { type: "button", class: "quiet", id: "cancel", text: "Cancel run" });
     this.cancelButton.addEventListener("click", () => this.cancel());
     this.controlError = el("p", { class: "error-box", role: "alert", hidden: true });
+    this.approval = el("section", { class: "approval", id: "approval", hidden: true });
     this.root = el("div", { class: "run-view" },
       el("div", { class: "run-head" }, el("h2", { text: "Run" }), this.status,
         el("span", { class: "run-id", text: id }), this.cancelButton),
-      this.controlError, this.question, this.timeline);
+      this.controlError, this.approval, this.question, this.timeline);
     $("#run").setAttribute("aria-busy", "true");
     this.id = id;
     if (request) this.setQuestion(request);
     else this.loadQuestion();
+    this.watchApproval();
+  }
+
+  // A run submitted with approve_plan pauses after its plan: ask the server until it has
+  // paused (or gone on), and show the plan with Approve, Edit and (the run's) Cancel.
+  async watchApproval() {
+    while (!this.finished) {
+      let run = null;
+      try {
+        run = await api(`/v1/runs/${encodeURIComponent(this.id)}`);
+      } catch {
+        return;
+      }
+      if (run.state === "awaiting_approval") {
+        this.showPlanForApproval(run.plan);
+        return;
+      }
+      if (run.state !== "running" || this.started) return;
+      await sleep(500);
+    }
+  }
+
+  showPlanForApproval(plan) {
+    this.status.className = "chip warn";
+    this.status.textContent = "awaiting approval";
+    const editor = el("textarea", { class: "mono", id: "plan-editor", hidden: true });
+    editor.value = JSON.stringify(
+      { goal: plan.goal, steps: plan.steps.map((s) => ({ step_id: s.step_id, description: s.description })) },
+      null, 2);
+    const approve = el("button", { type: "button", id: "approve", text: "Approve plan" });
+    const edit = el("button", { type: "button", class: "quiet", id: "edit-plan", text: "Edit plan" });
+    approve.addEventListener("click", () => this.approve(editor.hidden ? null : editor.value));
+    edit.addEventListener("click", () => {
+      editor.hidden = false;
+      edit.remove();
+      approve.textContent = "Approve edited plan";
+    });
+    this.approval.replaceChildren(
+      el("h3", { text: "The plan, awaiting your approval" }),
+      el("p", { text: `Goal: ${plan.goal}` }),
+      el("ol", { class: "plan-steps" }, ...plan.steps.map((s) =>
+        el("li", {}, el("code", { text: s.step_id }), ` ${s.description}`))),
+      editor,
+      el("div", { class: "actions" }, approve, edit));
+    this.approval.hidden = false;
+  }
+
+  async approve(edited) {
+    this.controlError.hidden = true;
+    let body;
+    if (edited !== null) {
+      try {
+        body = JSON.stringify({ plan: JSON.parse(edited) });
+      } catch (error) {
+        this.controlError.textContent = `plan: not valid JSON (${error.message})`;
+        this.controlError.hidden = false;
+        return;
+      }
+    }
+    try {
+      await api(`/v1/runs/${encodeURIComponent(this.id)}/approve`, {
+        method: "POST",
+        headers: body ? { "Content-Type": "application/json" } : {},
+        body,
+      });
+      this.approval.hidden = true;
+      this.status.className = "chip live";
+      this.status.textContent = "running";
+    } catch (error) {
+      this.controlError.textContent = error.field ? `${error.field}: ${error.message}` : error.message;
+      this.controlError.hidden = false;
+    }
   }
 
   // Opened from a link or the list: ask the server (again once the first step is in, when
@@ -300,7 +374,10 @@ class RunView {
       pass: data.converged ? ["✓", "Converged; wrapping up…"] : [String(data.pass + 1), `Running pass ${data.pass + 1}…`],
       exit: ["E", "Writing the answer…"],
     }[kind];
+    if (kind === "plan") this.started = true;
     if (LAST_STEPS.has(kind)) {
+      this.finished = true;
+      this.approval.hidden = true;
       this.pending.remove();
       this.cancelButton.remove();
       const [chip, words] = kind === "no_answer" ? ["bad", "no answer"]
