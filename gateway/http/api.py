@@ -121,6 +121,8 @@ class HttpApi:
     async def submit(self, request: Request) -> Response:
         wait = _number(request.query_params.get("wait", "0"), "wait", 0, MAX_WAIT_S)
         body = _checked(await self._body(request), self.client.max_passes)
+        if body["approve_plan"]:
+            wait = 0  # it pauses for its plan's approval before any answer: 202 at once
         # Watched only when this request waits for the answer: the client keeps a watched
         # run's answer until someone waits for it, and nobody would.
         correlation_id = await self.client.submit(**body, watch=bool(wait))

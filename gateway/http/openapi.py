@@ -108,7 +108,8 @@ def _paths() -> dict[str, Any]:
                 "description": "Checks the body as `aeon ask` checks its input and publishes "
                 "nothing when a field is wrong (422 names it). Returns 202 with the run's "
                 "correlation id and links at once, or with `?wait=N` the result (200) if it "
-                "comes within N seconds (else 202 all the same).",
+                "comes within N seconds (else 202 all the same; at once with `approve_plan`, "
+                "as the run pauses for its plan's approval before any answer).",
                 "parameters": [
                     {
                         "name": "wait",

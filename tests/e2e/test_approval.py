@@ -27,7 +27,10 @@ def _paused(server: Server, cid: str) -> dict:
 def test_approve_and_edit_over_http(procs: Processes, env: dict[str, str], bus: Bus) -> None:
     procs.worker(env)
     server = Server(procs, env)
-    cid = server.submit("Explain tides", approve_plan=True)
+    started = time.monotonic()
+    waited = server.post("/v1/runs?wait=30", {"request": "Explain tides", "approve_plan": True})
+    assert waited.status == 202 and time.monotonic() - started < 5  # no wait for a paused run
+    cid = waited.body["correlation_id"]
     paused = _paused(server, cid)
     assert paused["plan"]["steps"]
     assert (
