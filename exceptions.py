@@ -31,6 +31,8 @@ raise; the branch says what kind of trouble it is:
     ├── LocalRedisError (RuntimeError)  a Redis server run on this machine (servers/)
     │   ├── RedisServerError           redis-server not found, or it did not start
     │   └── LocalClusterError          a local cluster did not start or converge
+    ├── WebhookFailed                a webhook try that did not land: tried again, then
+    │                                dead-lettered (webhooks.py)
     ├── AnswerTimeout (TimeoutError)  no answer within the wait: it may still come
     └── ApiError                     the HTTP API refuses a request (status, field, reason)
 
@@ -280,6 +282,11 @@ class LocalClusterError(LocalRedisError):
 
 
 # -- gateways --------------------------------------------------------------------------------
+
+
+class WebhookFailed(AeonError):
+    """A webhook try that did not land (no 2xx, a redirect, no answer, a URL no longer
+    allowed): the bus tries again with backoff, then dead-letters the answer's delivery."""
 
 
 class AnswerTimeout(AeonError, TimeoutError):

@@ -67,6 +67,7 @@ from aeonloop.phases.events import (
 )
 from aeonloop.phases.models import Plan, Rule
 from aeonloop.telemetry import tracing
+from aeonloop.webhooks import WebhookSettings
 
 log = logging.getLogger("aeon.gateway")
 
@@ -127,6 +128,8 @@ class AeonClient:
         given)."""
         self.settings = settings or BusSettings.from_env()
         self.max_passes = (loop or LoopSettings.from_env()).max_passes
+        #: Which webhook URLs a request may name (AEON_WEBHOOK_*), set alike where Aeon runs.
+        self.webhooks = WebhookSettings.from_env()
         self._also = also
         self._url = redis_url or self.settings.redis_url
         self._redis = redis
@@ -219,13 +222,15 @@ class AeonClient:
         watch: bool = True,
         token_budget: int | None = None,
         approve_plan: bool = False,
+        webhook_url: str | None = None,
     ) -> str:
         """Publish a request and return its correlation id; BadInput before publishing if the
         request is not acceptable. `timeout` becomes the request's deadline in the pipeline;
         `max_ttl` caps its passes, 1 to AEON_MAX_PASSES (None: AEON_MAX_PASSES itself);
         `token_budget` caps the tokens its LLM calls may spend (None: the workers'
         AEON_RUN_TOKEN_BUDGET, if set); `approve_plan` pauses the run after its plan is made,
-        until `approve` (or a cancel, or its deadline).
+        until `approve` (or a cancel, or its deadline); `webhook_url` is POSTed the answer
+        (aeonloop.webhooks: BadInput unless webhooks are on and it is allowed).
 
         The client watches the run, keeping its answer until `wait` takes it. `watch=False`
         (without `on_progress`) keeps nothing, for a caller that will not wait on this client:
@@ -238,6 +243,7 @@ class AeonClient:
             threshold=threshold,
             token_budget=check_token_budget(token_budget),
             approve_plan=approve_plan,
+            webhook_url=self.webhooks.checked(webhook_url),
         )
         if watch or on_progress is not None:
             self._watch(event.correlation_id, on_progress)

@@ -113,6 +113,8 @@ class RunState(BaseModel):
     notes: list[str] = Field(default_factory=list)
     #: The run pauses after Phase B until its plan is approved (phases.approvals).
     approve_plan: bool = False
+    #: Where its answer is POSTed when it ends (aeonloop.webhooks).
+    webhook_url: str | None = None
 
     @model_validator(mode="after")
     def _count_inline_passes(self) -> RunState:
@@ -200,6 +202,8 @@ class RequestSubmitted(Event):
     token_budget: int | None = Field(None, ge=1, le=MAX_TOKEN_BUDGET)
     #: Pause after Phase B until a person approves (or edits) the plan.
     approve_plan: bool = False
+    #: Where the answer is POSTed when the run ends (aeonloop.webhooks); gateways check it.
+    webhook_url: str | None = Field(None, max_length=2_000)
 
     @classmethod
     def new(
@@ -212,6 +216,7 @@ class RequestSubmitted(Event):
         threshold: float = DEFAULT_THRESHOLD,
         token_budget: int | None = None,
         approve_plan: bool = False,
+        webhook_url: str | None = None,
     ) -> RequestSubmitted:
         """A fresh request with its own correlation id and a deadline `timeout` seconds away."""
         return cls(
@@ -223,6 +228,7 @@ class RequestSubmitted(Event):
             threshold=threshold,
             token_budget=token_budget,
             approve_plan=approve_plan,
+            webhook_url=webhook_url,
         )
 
     def initial_state(
@@ -238,6 +244,7 @@ class RequestSubmitted(Event):
             started_at=self.created_at,
             usage=Usage(token_budget=self.token_budget or token_budget),
             approve_plan=self.approve_plan,
+            webhook_url=self.webhook_url,
         )
 
 
@@ -308,6 +315,8 @@ class ExecutionResult(BaseModel):
 class FinalAnswerReady(Event):
     STREAM: ClassVar[str] = ANSWERS
     result: ExecutionResult
+    #: Where the answer is POSTed (aeonloop.webhooks), from the run's request.
+    webhook_url: str | None = None
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

@@ -450,7 +450,8 @@ def answer_event(
         elapsed_seconds=_elapsed_since(phase_e_input.execution_start_timestamp),
         final_answer=answer,
     )
-    return event.child(FinalAnswerReady, result=result)
+    webhook_url = event.run.webhook_url if event.run else None
+    return event.child(FinalAnswerReady, result=result, webhook_url=webhook_url)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -44,6 +44,8 @@ from aeonloop.phases.events import (
     TaskProfiled,
 )
 from aeonloop.prompts.registry import default_registry
+from aeonloop.webhooks import WebhookSettings
+from aeonloop.webhooks import route as webhook_route
 
 log = logging.getLogger("aeon.phases")
 
@@ -104,6 +106,7 @@ def make_worker(
     llm: LLMAdapter,
     phases: Iterable[str] = PHASES,
     loop: LoopSettings | None = None,
+    webhooks: WebhookSettings | None = None,
 ) -> BusWorker:
     """A bus worker running the named phases with `llm`, memoising replies in Redis; it reads
     no new work while the LLM server is away (llm.outage)."""
@@ -121,6 +124,9 @@ def make_worker(
         redis, worker.keys, worker.cancels, settings.stream_maxlen, settings.max_event_bytes
     )
     worker.background.append(sweeper.run)
+    hooks = webhooks or WebhookSettings.from_env()
+    if hooks.enabled:
+        worker.add([webhook_route(hooks)])
     return worker
 
 

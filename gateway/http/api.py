@@ -70,6 +70,7 @@ from aeonloop.phases import approvals
 from aeonloop.phases.events import ExecutionResult, RequestSubmitted
 from aeonloop.phases.models import Plan
 from aeonloop.telemetry.http import RequestMetrics, scrape
+from aeonloop.webhooks import WebhookSettings
 
 log = logging.getLogger("aeon.http")
 
@@ -120,7 +121,7 @@ class HttpApi:
 
     async def submit(self, request: Request) -> Response:
         wait = _number(request.query_params.get("wait", "0"), "wait", 0, MAX_WAIT_S)
-        body = _checked(await self._body(request), self.client.max_passes)
+        body = _checked(await self._body(request), self.client.max_passes, self.client.webhooks)
         if body["approve_plan"]:
             wait = 0  # it pauses for its plan's approval before any answer: 202 at once
         # Watched only when this request waits for the answer: the client keeps a watched
@@ -307,7 +308,7 @@ class HttpApi:
         return json_response({"status": "ready"})
 
 
-def _checked(data: Any, max_passes: int) -> dict[str, Any]:
+def _checked(data: Any, max_passes: int, webhooks: WebhookSettings) -> dict[str, Any]:
     """The submit's arguments from a request body, checked as `aeon ask` checks its input
     (`max_ttl` against `max_passes`, AEON_MAX_PASSES); ApiError(422) names the first field at
     fault."""
@@ -323,6 +324,7 @@ def _checked(data: Any, max_passes: int) -> dict[str, Any]:
         "max_ttl": lambda: check_max_ttl(body.max_ttl, max_passes),
         "timeout_s": lambda: check_timeout(body.timeout_s),
         "token_budget": lambda: check_token_budget(body.token_budget),
+        "webhook_url": lambda: webhooks.checked(body.webhook_url),
     }
     checked: dict[str, Any] = {"threshold": body.threshold, "approve_plan": body.approve_plan}
     for field, check in checks.items():

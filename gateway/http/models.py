@@ -99,6 +99,13 @@ class RunRequest(BaseModel):
         "`budget_exhausted`; omitted or null: the server's AEON_RUN_TOKEN_BUDGET, if set",
         json_schema_extra={"minimum": 1, "maximum": MAX_TOKEN_BUDGET},
     )
+    webhook_url: str | None = Field(
+        None,
+        description="POSTed the answer when the run ends, signed (Standard Webhooks); only "
+        "URLs the server's AEON_WEBHOOK_ALLOWED_HOSTS allows (422 otherwise, and when "
+        "webhooks are off)",
+        json_schema_extra={"maxLength": 2_000},
+    )
     approve_plan: bool = Field(
         False,
         strict=True,

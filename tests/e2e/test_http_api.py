@@ -187,6 +187,7 @@ BAD_BODIES = [
     ({"request": "ok", "token_budget": 0}, "token_budget", "token budget 0 is not a number"),
     ({"request": "ok", "token_budget": 10**13}, "token_budget", "from 1 to 1,000,000,000,000"),
     ({"request": "ok", "token_budget": 2.5}, "token_budget", "must be a whole number"),
+    ({"request": "ok", "webhook_url": "https://h.example/x"}, "webhook_url", "webhooks are off"),
     ({"request": "ok", "timeout_s": "7"}, "timeout_s", "must be a number"),
     ({"request": "ok", "threshold": True}, "threshold", "must be a number"),
     ({"request": "ok", "timeout_s": 0}, "timeout_s", "timeout 0 is not a number of seconds"),
