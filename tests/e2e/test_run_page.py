@@ -293,9 +293,12 @@ def test_the_cancel_button_ends_the_run_as_cancelled(
         15,
         "the cancelled answer on the page",
     )
-    assert "cancelled" in answer.find_element(By.CSS_SELECTOR, ".card-head").text
-    assert "the run was cancelled" in answer.text
-    assert "cancelled" in driver.find_element(By.CSS_SELECTOR, '#run .step[data-kind="exit"]').text
+    # textContent: a step fades in, and Selenium's `.text` is empty until it is opaque.
+    head = answer.find_element(By.CSS_SELECTOR, ".card-head").get_attribute("textContent")
+    assert "cancelled" in head
+    assert "the run was cancelled" in answer.get_attribute("textContent")
+    ending = driver.find_element(By.CSS_SELECTOR, '#run .step[data-kind="exit"]')
+    assert "cancelled" in ending.get_attribute("textContent")
     assert not driver.find_elements(By.ID, "cancel")
     path = _screenshot(driver, "run-page-cancelled", DESKTOP)
     print(f"\nscreenshot: {path}")
