@@ -19,6 +19,10 @@ raise; the branch says what kind of trouble it is:
     │       └── LLMOutputError           a reply still unusable after its one repair
     ├── LLMUnreachable               the LLM server stayed away until the deadline: the run's
     │                                time ran out (deadline_exceeded), no call failed
+    ├── RunStopped                   the run may start no further LLM call: it ends at this hop
+    │   ├── RunCancelled               someone cancelled it (cancelled)
+    │   └── BudgetExhausted            its token budget cannot pay for the next call
+    │                                  (budget_exhausted)
     ├── LLMNotReady                  at start, the LLM endpoint does not answer or lacks the
     │                                model: the CLI exits 6
     ├── PromptError                  the prompt subsystem (prompts/)
@@ -27,6 +31,8 @@ raise; the branch says what kind of trouble it is:
     ├── LocalRedisError (RuntimeError)  a Redis server run on this machine (servers/)
     │   ├── RedisServerError           redis-server not found, or it did not start
     │   └── LocalClusterError          a local cluster did not start or converge
+    ├── WebhookFailed                a webhook try that did not land: tried again, then
+    │                                dead-lettered (webhooks.py)
     ├── AnswerTimeout (TimeoutError)  no answer within the wait: it may still come
     └── ApiError                     the HTTP API refuses a request (status, field, reason)
 
@@ -158,6 +164,36 @@ class LLMUnreachable(AeonError):
     """
 
 
+class RunStopped(AeonError):
+    """The run may start no further LLM call, so the hop that holds it ends it (phases.exits).
+
+    Not an LLMFailure on purpose: a phase would count one as a failed call and go on, where the
+    run must stop here and be answered from what exists.
+    """
+
+
+class RunCancelled(RunStopped):
+    """Someone cancelled the run (`aeon cancel`, `POST /v1/runs/{id}/cancel`)."""
+
+    def __init__(self, correlation_id: str) -> None:
+        super().__init__(f"run {correlation_id} was cancelled")
+        self.correlation_id = correlation_id
+
+
+class BudgetExhausted(RunStopped):
+    """The run's token budget cannot pay for the next call: what it has spent, plus what the
+    call would take at most (its prompt, estimated, and its reply budget), is over it."""
+
+    def __init__(self, prompt_id: object, spent: int, cost: int, budget: int) -> None:
+        super().__init__(
+            f"the token budget of {budget:,} cannot pay for {prompt_id!s}: {spent:,} tokens "
+            f"spent, and the call may take up to {cost:,} more"
+        )
+        self.spent = spent
+        self.cost = cost
+        self.budget = budget
+
+
 class LLMNotReady(AeonError):
     """At start, the configured LLM endpoint does not answer or does not serve the model.
 
@@ -246,6 +282,11 @@ class LocalClusterError(LocalRedisError):
 
 
 # -- gateways --------------------------------------------------------------------------------
+
+
+class WebhookFailed(AeonError):
+    """A webhook try that did not land (no 2xx, a redirect, no answer, a URL no longer
+    allowed): the bus tries again with backoff, then dead-letters the answer's delivery."""
 
 
 class AnswerTimeout(AeonError, TimeoutError):

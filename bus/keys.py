@@ -37,6 +37,9 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 ANSWERS = "answers"
 #: The logical name of the dead-letter stream (one per shard).
 DEAD_LETTER = "dead-letter"
+#: The logical name of the stream of runs paused for their plan's approval: no group reads
+#: it; an approval, or the sweeper (a cancel, the deadline), takes a run out (bus.approvals).
+AWAITING_APPROVAL = "awaiting-approval"
 
 
 class LockState(StrEnum):
@@ -121,6 +124,11 @@ class Keys:
         its run's shard: the one its id picks, unless the run was put in another."""
         where = self.shard_of(correlation_id) if shard is None else shard
         return f"{self._in(where)}:answer:{correlation_id}"
+
+    def cancel(self, correlation_id: str) -> str:
+        """A run's cancel mark (bus.cancels), beside its answer so one script can check the
+        answer and set the mark."""
+        return f"{self._in(self.shard_of(correlation_id))}:cancel:{correlation_id}"
 
     def run_records(self, correlation_id: str, shard: int | None = None) -> str:
         """A hash of the run's records (bus.records), in the run's shard like its answer."""

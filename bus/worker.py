@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
+from aeonloop.bus.cancels import RedisCancels
 from aeonloop.bus.commit import Committer
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.consumer import Consumer, Pause, Route
@@ -54,7 +55,10 @@ class BusWorker:
         self.committer = Committer(redis, self.keys, settings)
         self.memo = RedisMemo(redis, self.keys, self.committer)
         self.records = RedisRunRecords(redis, self.keys)
+        self.cancels = RedisCancels(redis, self.keys)
         self.consumers: list[Consumer] = []
+        #: Loops run beside the consumers while the worker runs (phases.approvals.Sweeper).
+        self.background: list[Callable[[], Awaitable[None]]] = []
 
     def add(self, routes: Sequence[Route]) -> None:
         for route in routes:
@@ -75,9 +79,13 @@ class BusWorker:
         groups = ", ".join(c.route.group for c in self.consumers)
         log.info("worker %s consuming [%s] on %s", self.settings.consumer_name, groups, url)
         flusher = asyncio.create_task(self.committer.run(), name="committer")
+        loops = [asyncio.create_task(loop()) for loop in self.background]
         try:
             await asyncio.gather(*(c.run() for c in self.consumers))
         finally:
+            for task in loops:
+                task.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
             self.committer.close()
             await flusher
             counts = ", ".join(f"{c.route.group}={c.handled}" for c in self.consumers)

@@ -39,6 +39,8 @@ from typing import Any, Self
 from redis.asyncio.cluster import PipelineCommand
 from redis.exceptions import ResponseError
 
+from aeonloop.bus import approvals as bus_approvals
+from aeonloop.bus.cancels import CancelOutcome, request_cancel
 from aeonloop.bus.codec import encode, text
 from aeonloop.bus.connection import RedisClient, connect, is_cluster
 from aeonloop.bus.keys import ANSWERS, Keys
@@ -47,17 +49,25 @@ from aeonloop.bus.redis_errors import FAILING_OVER, TRANSIENT
 from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import AnswerTimeout
 from aeonloop.gateway.progress import Progress, progress_of
-from aeonloop.gateway.validation import check_max_ttl, check_request, check_timeout
+from aeonloop.gateway.validation import (
+    check_max_ttl,
+    check_request,
+    check_timeout,
+    check_token_budget,
+)
+from aeonloop.phases import approvals
 from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import (
     DEFAULT_THRESHOLD,
     EVENT_TYPES,
     ExecutionResult,
     FinalAnswerReady,
+    PlanAwaitingApproval,
     RequestSubmitted,
 )
-from aeonloop.phases.models import Rule
+from aeonloop.phases.models import Plan, Rule
 from aeonloop.telemetry import tracing
+from aeonloop.webhooks import WebhookSettings
 
 log = logging.getLogger("aeon.gateway")
 
@@ -118,6 +128,8 @@ class AeonClient:
         given)."""
         self.settings = settings or BusSettings.from_env()
         self.max_passes = (loop or LoopSettings.from_env()).max_passes
+        #: Which webhook URLs a request may name (AEON_WEBHOOK_*), set alike where Aeon runs.
+        self.webhooks = WebhookSettings.from_env()
         self._also = also
         self._url = redis_url or self.settings.redis_url
         self._redis = redis
@@ -208,10 +220,17 @@ class AeonClient:
         timeout: float = DEFAULT_TIMEOUT_S,
         on_progress: ProgressCallback | None = None,
         watch: bool = True,
+        token_budget: int | None = None,
+        approve_plan: bool = False,
+        webhook_url: str | None = None,
     ) -> str:
         """Publish a request and return its correlation id; BadInput before publishing if the
         request is not acceptable. `timeout` becomes the request's deadline in the pipeline;
-        `max_ttl` caps its passes, 1 to AEON_MAX_PASSES (None: AEON_MAX_PASSES itself).
+        `max_ttl` caps its passes, 1 to AEON_MAX_PASSES (None: AEON_MAX_PASSES itself);
+        `token_budget` caps the tokens its LLM calls may spend (None: the workers'
+        AEON_RUN_TOKEN_BUDGET, if set); `approve_plan` pauses the run after its plan is made,
+        until `approve` (or a cancel, or its deadline); `webhook_url` is POSTed the answer
+        (aeonloop.webhooks: BadInput unless webhooks are on and it is allowed).
 
         The client watches the run, keeping its answer until `wait` takes it. `watch=False`
         (without `on_progress`) keeps nothing, for a caller that will not wait on this client:
@@ -222,6 +241,9 @@ class AeonClient:
             rules=rules,
             max_ttl=check_max_ttl(max_ttl, self.max_passes),
             threshold=threshold,
+            token_budget=check_token_budget(token_budget),
+            approve_plan=approve_plan,
+            webhook_url=self.webhooks.checked(webhook_url),
         )
         if watch or on_progress is not None:
             self._watch(event.correlation_id, on_progress)
@@ -324,6 +346,38 @@ class AeonClient:
             request, timeout=timeout, on_progress=on_progress, **options
         )
         return await self.wait(correlation_id, timeout + ANSWER_GRACE_S)
+
+    async def cancel(self, correlation_id: str) -> CancelOutcome:
+        """Cancel a run: REQUESTED, and it stops at its next hop, abandoning a call in flight,
+        and is answered `cancelled` without another LLM call; ANSWERED if it already has its
+        answer, which stays. Cancelling twice is the same as once (docs/failure-behaviour.md)."""
+        return await request_cancel(
+            self.redis, self.keys, correlation_id, self.settings.answer_ttl_s
+        )
+
+    async def awaiting(self, correlation_id: str) -> PlanAwaitingApproval | None:
+        """The run paused for its plan's approval, with the plan; None if it is not paused."""
+        found = await bus_approvals.find(self.redis, self.keys, correlation_id)
+        if found is None:
+            return None
+        return approvals.read(found[1], self.settings.max_event_bytes)
+
+    async def approve(self, correlation_id: str, plan: Plan | None = None) -> bool:
+        """Approve a paused run's plan, or put `plan` in its place (phases.approvals.edited_plan
+        reads and checks one): it goes on to its passes. False when it is not paused (not yet,
+        or no longer: approved, cancelled, past its deadline)."""
+        found = await bus_approvals.find(self.redis, self.keys, correlation_id)
+        paused = approvals.read(found[1], self.settings.max_event_bytes) if found else None
+        if found is None or paused is None:
+            return False
+        shard = self.keys.shard_of(correlation_id)
+        then = approvals.approved(paused, plan)
+        maxlen = self.settings.stream_maxlen
+        return await bus_approvals.take(self.redis, self.keys, shard, found[0], then, maxlen)
+
+    async def cancel_requested(self, correlation_id: str) -> bool:
+        """Whether the run was cancelled (its answer may still be on its way)."""
+        return bool(await self.redis.exists(self.keys.cancel(correlation_id)))
 
     async def fetch(self, correlation_id: str) -> ExecutionResult | None:
         """A stored answer, whenever it was produced (until it expires)."""

@@ -17,7 +17,7 @@ from typing import TypeVar
 from pydantic import TypeAdapter, ValidationError
 
 from aeonloop.exceptions import BadInput
-from aeonloop.phases.events import MAX_REQUEST_CHARS, MAX_TIMEOUT_S
+from aeonloop.phases.events import MAX_REQUEST_CHARS, MAX_TIMEOUT_S, MAX_TOKEN_BUDGET
 from aeonloop.phases.models import MAX_TTL_CAP, Rule
 
 MAX_RULES = 100
@@ -63,6 +63,17 @@ def check_max_ttl(max_ttl: int | None, max_passes: int) -> int | None:
             f"{MAX_TTL_CAP}) where Aeon runs"
         )
     return max_ttl
+
+
+def check_token_budget(budget: int | None) -> int | None:
+    """A run's token budget: a whole number of tokens, 1 to MAX_TOKEN_BUDGET; None leaves the
+    workers' AEON_RUN_TOKEN_BUDGET (or no cap)."""
+    if budget is not None and not 1 <= budget <= MAX_TOKEN_BUDGET:
+        raise BadInput(
+            f"token budget {budget} is not a number of tokens from 1 to {MAX_TOKEN_BUDGET:,}; "
+            "leave it out for the deployment's AEON_RUN_TOKEN_BUDGET"
+        )
+    return budget
 
 
 def check_timeout(timeout: float) -> float:

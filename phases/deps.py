@@ -13,6 +13,7 @@ of a worker's CPU).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Annotated
@@ -21,6 +22,7 @@ from pydantic import Field
 
 from aeonloop.bus.delivery import Delivery
 from aeonloop.llm.base import LLMAdapter
+from aeonloop.phases import cancels as run_cancels
 from aeonloop.phases.events import Usage
 from aeonloop.phases.history import DictRunRecords, ReadAhead, RunRecords
 from aeonloop.phases.llm_calls import (
@@ -54,6 +56,8 @@ class LoopSettings(AeonSettings):
     #: Characters of a step's output kept in the run's history; the rest is cut with a marker,
     #: so model verbosity cannot grow a run's records (or its prompts) without bound.
     max_step_output_chars: Whole = 20_000
+    #: The token budget of a run whose request sets none (AEON_RUN_TOKEN_BUDGET); None: no cap.
+    run_token_budget: Whole | None = None
 
 
 @dataclass
@@ -64,6 +68,8 @@ class PhaseDeps:
     #: Where runs' histories are read from (phases.history).
     records: RunRecords = field(default_factory=DictRunRecords)
     settings: LoopSettings = field(default_factory=LoopSettings)
+    #: Where cancels are looked up (phases.cancels).
+    cancels: run_cancels.Cancels = field(default_factory=run_cancels.DictCancels)
 
     def delivered(self, delivery: Delivery) -> PhaseDeps:
         """These deps for one delivery of an event: the memo is read only if the event may
@@ -85,4 +91,5 @@ class PhaseDeps:
             usage,
             deadline=deadline,
             prompt_chars=prompt_budget_chars(self.settings.llm_context_tokens),
+            check_cancelled=functools.partial(run_cancels.check, self.cancels, run_key),
         )

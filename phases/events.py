@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from aeonloop.bus.codec import derived_id
-from aeonloop.bus.keys import ANSWERS
+from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL
 from aeonloop.phases.models import (
     DEFAULT_MAX_PASSES,
     MAX_TTL_CAP,
@@ -41,6 +41,9 @@ DEFAULT_THRESHOLD = 0.8
 MAX_REQUEST_CHARS = 20_000
 #: The longest a request may run: a week, as long as its answer is kept by default.
 MAX_TIMEOUT_S = 7 * 24 * 3600
+#: The largest token budget a run may have: far above any run's use, and within the 64-bit
+#: integers every JSON encoder on the way takes.
+MAX_TOKEN_BUDGET = 10**12
 
 E = TypeVar("E", bound="Event")
 
@@ -64,6 +67,9 @@ class Usage(BaseModel):
     local_repairs: int = 0
     #: Repair calls to the LLM (SUPERVISOR_REPAIR_JSON_USER); each is also one of `calls`.
     repair_calls: int = 0
+    #: The most tokens (prompt and completion) the run may spend; None: no cap. No call starts
+    #: that what is left of it cannot pay for (phases.llm_calls).
+    token_budget: int | None = Field(None, ge=1, le=MAX_TOKEN_BUDGET)
 
     @property
     def total_tokens(self) -> int:
@@ -105,6 +111,10 @@ class RunState(BaseModel):
     total_refinements: int = Field(0, ge=0)
     usage: Usage = Field(default_factory=Usage)
     notes: list[str] = Field(default_factory=list)
+    #: The run pauses after Phase B until its plan is approved (phases.approvals).
+    approve_plan: bool = False
+    #: Where its answer is POSTed when it ends (aeonloop.webhooks).
+    webhook_url: str | None = None
 
     @model_validator(mode="after")
     def _count_inline_passes(self) -> RunState:
@@ -114,6 +124,22 @@ class RunState(BaseModel):
             self.pass_count = len(self.passes)
             self.scores = [record.score for record in self.passes]
         return self
+
+    def snapshot(self) -> RunState:
+        """A copy that what a handler does to this run in place does not reach, but for its
+        usage, which is shared: tokens a hop spent count even if the hop is abandoned.
+
+        Cheap on purpose (taken before every hop): its lists are copied, not the models in
+        them, which the phases replace instead of changing (a plan's steps, its passes)."""
+        plan = self.plan.model_copy(update={"steps": list(self.plan.steps)}) if self.plan else None
+        return self.model_copy(
+            update={
+                "plan": plan,
+                "scores": list(self.scores),
+                "passes": list(self.passes),
+                "notes": list(self.notes),
+            }
+        )
 
     @property
     def last_pass(self) -> ExecutionPass | None:
@@ -172,6 +198,12 @@ class RequestSubmitted(Event):
     #: The most passes this request allows its run; None: as many as the deployment allows
     #: (AEON_MAX_PASSES, which a larger value is also held to).
     max_ttl: int | None = Field(None, ge=1, le=MAX_TTL_CAP)
+    #: The most tokens the run may spend; None: the workers' AEON_RUN_TOKEN_BUDGET, if set.
+    token_budget: int | None = Field(None, ge=1, le=MAX_TOKEN_BUDGET)
+    #: Pause after Phase B until a person approves (or edits) the plan.
+    approve_plan: bool = False
+    #: Where the answer is POSTed when the run ends (aeonloop.webhooks); gateways check it.
+    webhook_url: str | None = Field(None, max_length=2_000)
 
     @classmethod
     def new(
@@ -182,6 +214,9 @@ class RequestSubmitted(Event):
         rules: list[Rule] | None = None,
         max_ttl: int | None = None,
         threshold: float = DEFAULT_THRESHOLD,
+        token_budget: int | None = None,
+        approve_plan: bool = False,
+        webhook_url: str | None = None,
     ) -> RequestSubmitted:
         """A fresh request with its own correlation id and a deadline `timeout` seconds away."""
         return cls(
@@ -191,16 +226,25 @@ class RequestSubmitted(Event):
             rules=rules or [],
             max_ttl=max_ttl,
             threshold=threshold,
+            token_budget=token_budget,
+            approve_plan=approve_plan,
+            webhook_url=webhook_url,
         )
 
-    def initial_state(self, max_passes: int = DEFAULT_MAX_PASSES) -> RunState:
-        """The run this request starts, held to `max_passes` (Phase A gives AEON_MAX_PASSES)."""
+    def initial_state(
+        self, max_passes: int = DEFAULT_MAX_PASSES, token_budget: int | None = None
+    ) -> RunState:
+        """The run this request starts, held to `max_passes` (Phase A gives AEON_MAX_PASSES),
+        with its own token budget, else `token_budget` (AEON_RUN_TOKEN_BUDGET)."""
         return RunState(
             request=self.request,
             rules=self.rules,
             threshold=self.threshold,
             max_ttl=pass_cap(self.max_ttl, max_passes),
             started_at=self.created_at,
+            usage=Usage(token_budget=self.token_budget or token_budget),
+            approve_plan=self.approve_plan,
+            webhook_url=self.webhook_url,
         )
 
 
@@ -211,6 +255,14 @@ class TaskProfiled(Event):
 
 class PlanReady(Event):
     STREAM: ClassVar[str] = "passes"
+    run: RunState
+
+
+class PlanAwaitingApproval(Event):
+    """Phase B's plan, paused for a person's approval (`approve_plan`): no phase reads it; an
+    approval turns it into PlanReady, a cancel or the deadline into LoopExited."""
+
+    STREAM: ClassVar[str] = AWAITING_APPROVAL
     run: RunState
 
 
@@ -263,6 +315,8 @@ class ExecutionResult(BaseModel):
 class FinalAnswerReady(Event):
     STREAM: ClassVar[str] = ANSWERS
     result: ExecutionResult
+    #: Where the answer is POSTed (aeonloop.webhooks), from the run's request.
+    webhook_url: str | None = None
 
 
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -271,6 +325,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         RequestSubmitted,
         TaskProfiled,
         PlanReady,
+        PlanAwaitingApproval,
         PassRequested,
         PassCompleted,
         LoopExited,

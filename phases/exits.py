@@ -21,7 +21,15 @@ from datetime import datetime, timedelta
 
 from aeonloop.bus.codec import derived_id
 from aeonloop.bus.deadletter import DeadLetter
-from aeonloop.exceptions import LLMError, LLMUnreachable, PromptError, ReplyError
+from aeonloop.exceptions import (
+    BudgetExhausted,
+    LLMError,
+    LLMUnreachable,
+    PromptError,
+    ReplyError,
+    RunCancelled,
+    RunStopped,
+)
 from aeonloop.phases import evaluation
 from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import Event, LoopExited, RequestSubmitted, RunState, utcnow
@@ -160,6 +168,21 @@ def llm_away(error: LLMUnreachable) -> Exit:
     return Exit(ExitReason.DEADLINE_EXCEEDED, str(error))
 
 
+def cancelled(correlation_id: str) -> Exit:
+    """Someone cancelled the run: it ends at this hop, without another LLM call."""
+    return Exit(ExitReason.CANCELLED, f"a cancel of run {correlation_id} was requested")
+
+
+def stopped(error: RunStopped) -> Exit:
+    """A hop that could start no further LLM call (phases.llm_calls): the run was cancelled, or
+    its token budget cannot pay for the call it needed next."""
+    if isinstance(error, BudgetExhausted):
+        return Exit(ExitReason.BUDGET_EXHAUSTED, str(error))
+    if isinstance(error, RunCancelled):
+        return cancelled(error.correlation_id)
+    raise TypeError(f"no exit for {type(error).__name__}")  # a new RunStopped must be named here
+
+
 def gave_up(group: str, why: str) -> Exit:
     """The bus gave up on one of the run's events (retries spent, or an entry it cannot read)."""
     return Exit(ExitReason.FAILED, f"{group} gave up: {why}")
@@ -170,17 +193,20 @@ def gave_up(group: str, why: str) -> Exit:
 # ---------------------------------------------------------------------------------------------
 
 
-def loop_exited(cause: Event | DeadLetter, end: Exit) -> LoopExited:
+def loop_exited(cause: Event | DeadLetter, end: Exit, run: RunState | None = None) -> LoopExited:
     """The one way a LoopExited is made: from the event whose handling ended the loop, or from
     a dead letter that is no event at all but names its run.
 
     From an event: the run it carries as its handler left it (a request's run has not started),
-    the record of its newest pass when the hop has it in hand (Phase C, which just ran it), and a
-    deterministic id (phases.events). From a dead letter: only the run's correlation id is known;
-    the id derives from the entry's place, so the same dead entry always makes the same exit.
+    or `run` when the hop knows better (a hop abandoned midway ends the run as it was given
+    it), the record of its newest pass when the hop has it in hand (Phase C, which just ran
+    it), and a deterministic id (phases.events). From a dead letter: only the run's correlation
+    id is known; the id derives from the entry's place, so the same dead entry always makes
+    the same exit.
     """
     if isinstance(cause, Event):
-        run = cause.initial_state() if isinstance(cause, RequestSubmitted) else _run_of(cause)
+        if run is None:
+            run = cause.initial_state() if isinstance(cause, RequestSubmitted) else _run_of(cause)
         return cause.child(
             LoopExited,
             reason=end.reason,
@@ -213,6 +239,25 @@ def _run_of(event: Event) -> RunState | None:
 def answer_too_late(event: LoopExited, now: datetime | None = None) -> bool:
     """No model call for this exit: the deadline passed, before the loop ended or since."""
     return event.reason == ExitReason.DEADLINE_EXCEEDED or event.expired(now)
+
+
+def answer_without_model(
+    event: LoopExited, cancelled: bool, now: datetime | None = None
+) -> AnswerReason | None:
+    """Why Phase E must answer without the model, or None to synthesise: the deadline passed,
+    or the run was cancelled (by its exit, or since: `cancelled`)."""
+    if answer_too_late(event, now):
+        return AnswerReason.DEADLINE_EXCEEDED
+    if cancelled or event.reason == ExitReason.CANCELLED:
+        return AnswerReason.CANCELLED
+    return None
+
+
+def synthesis_stopped(error: RunStopped) -> AnswerReason:
+    """Why Phase E answered without the model when its synthesis call could not start."""
+    if isinstance(error, BudgetExhausted):
+        return AnswerReason.BUDGET_EXHAUSTED
+    return AnswerReason.CANCELLED
 
 
 def converged(status: str) -> bool:

@@ -18,8 +18,8 @@ Phases never build prompt text or parse replies themselves. This module is the o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from typing import Protocol, TypeVar
@@ -29,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 
 from aeonloop.bus.keys import memo_key, repair_scope
 from aeonloop.exceptions import (
+    BudgetExhausted,
     ContextLengthError,
     JSONExtractionError,
     LLMError,
@@ -153,6 +154,11 @@ class LLMSession:
     deadline: datetime | None = None
     #: Characters a rendered prompt may take (see `prompt_budget_chars`).
     prompt_chars: int = prompt_budget_chars(DEFAULT_CONTEXT_TOKENS)
+    #: Asked before every call; raises RunCancelled once the run is cancelled (phases.cancels).
+    check_cancelled: Callable[[], Awaitable[None]] | None = None
+    #: Tokens of the calls in flight that their replies have not yet counted: what the run's
+    #: budget must also pay for when calls run side by side.
+    _reserved: int = field(default=0, init=False, repr=False)
 
     async def text(
         self,
@@ -235,14 +241,10 @@ class LLMSession:
         schema = schema_of(model) if model is not None else None
         budget = self.prompt_chars
         try:
-            answer = await observed.complete(
-                self.llm, self._call(prompt_id, data, context, schema, budget)
-            )
+            answer = await self._send(self._call(prompt_id, data, context, schema, budget))
         except ContextLengthError as error:
             budget = _tighter(budget, error.limit_tokens)
-            answer = await observed.complete(
-                self.llm, self._call(prompt_id, data, context, schema, budget)
-            )
+            answer = await self._send(self._call(prompt_id, data, context, schema, budget))
         reply = _reply_of(answer)
         if not (reply.text.strip() or reply.truncated):
             raise LLMError(f"{prompt_id.value}: the model returned an empty reply", transient=True)
@@ -250,6 +252,22 @@ class LLMSession:
         self.usage.add(used.prompt_tokens, used.completion_tokens, used.estimated)
         await self.memo.put(key, reply.to_memo())
         return reply
+
+    async def _send(self, call: LLMCall) -> LLMReply:
+        """The call, if it may start: the run is not cancelled, and its token budget can pay
+        for the call at its most (`call_cost`); else RunStopped, and nothing is sent."""
+        if self.check_cancelled is not None:
+            await self.check_cancelled()
+        cost = call_cost(call)
+        limit = self.usage.token_budget
+        spent = self.usage.total_tokens + self._reserved
+        if limit is not None and spent + cost > limit:
+            raise BudgetExhausted(call.prompt_id.value, spent, cost, limit)
+        self._reserved += cost
+        try:
+            return await observed.complete(self.llm, call)
+        finally:
+            self._reserved -= cost
 
     def _call(
         self,
@@ -283,6 +301,14 @@ class LLMSession:
 
     def _system_prompt(self, prompt_id: PromptId) -> str:
         return _system_text(self.registry, SYSTEM_OF[prompt_id], self.llm.family)
+
+
+def call_cost(call: LLMCall) -> int:
+    """The most tokens `call` may take: its prompt, estimated at CHARS_PER_TOKEN (fewer
+    characters per token than most text has, so rarely an underestimate), and its reply budget
+    (REPLY_TOKENS), which the server may not exceed."""
+    prompt_chars = len(call.prompt.to_xml())
+    return -(-prompt_chars // CHARS_PER_TOKEN) + (call.max_tokens or 0)
 
 
 def fit(

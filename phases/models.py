@@ -347,6 +347,8 @@ class ExitReason(StrEnum):
     MAX_PASSES = "max_passes"  # the pass was the last AEON_MAX_PASSES allows
     DEADLINE_EXCEEDED = "deadline_exceeded"  # the request's deadline passed before a phase ran
     FAILED = "failed"  # a phase could not go on (no plan, evaluation failed, dead-lettered)
+    CANCELLED = "cancelled"  # someone cancelled the run; it stopped at its next hop
+    BUDGET_EXHAUSTED = "budget_exhausted"  # the run's token budget could not pay for a call
 
 
 class AnswerReason(StrEnum):
@@ -367,6 +369,8 @@ class AnswerReason(StrEnum):
     REQUEST_LOST = "request_lost"  # no request text survived: nothing to answer
     DEADLINE_EXCEEDED = "deadline_exceeded"  # the deadline passed: no further model call
     PHASE_E_FAILED = "phase_e_failed"  # Phase E's own event was dead-lettered
+    CANCELLED = "cancelled"  # the run was cancelled: no further model call
+    BUDGET_EXHAUSTED = "budget_exhausted"  # what is left of the token budget cannot pay for it
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from aeonloop.prompts.registry import PromptId, TaskProfileInferenceInput, TaskP
 async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
     """RequestSubmitted → TaskProfiled, with the profile and `ttl_remaining` set."""
     cap = deps.settings.max_passes
-    run = event.initial_state(cap)
+    run = event.initial_state(cap, deps.settings.run_token_budget)
     if event.max_ttl is not None and event.max_ttl > cap:  # a producer other than a gateway
         run.notes.append(
             f"phase A: the request allowed {event.max_ttl} passes; AEON_MAX_PASSES holds the "

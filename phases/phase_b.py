@@ -16,7 +16,14 @@ from aeonloop.bus.keys import memo_scope
 from aeonloop.exceptions import LLMFailure
 from aeonloop.phases import exits, render, summaries
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
-from aeonloop.phases.events import Event, LoopExited, PlanReady, RunState, TaskProfiled
+from aeonloop.phases.events import (
+    Event,
+    LoopExited,
+    PlanAwaitingApproval,
+    PlanReady,
+    RunState,
+    TaskProfiled,
+)
 from aeonloop.phases.llm_calls import LLMSession
 from aeonloop.phases.models import Plan, PlanStep
 from aeonloop.phases.planning import adopt, refine, refinement_budget, validate
@@ -40,6 +47,8 @@ async def handle(event: TaskProfiled, deps: PhaseDeps) -> list[Event]:
         return [_no_plan(event, run, f"plan generation failed: {error}")]
     run.plan = plan
     await _validate_and_refine(session, run, plan, deps.settings)
+    if run.approve_plan:  # paused until a person approves it (phases.approvals)
+        return [event.child(PlanAwaitingApproval, run=run)]
     return [event.child(PlanReady, run=run)]
 
 

@@ -36,9 +36,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from aeonloop.bus.keys import memo_scope
-from aeonloop.exceptions import LLMUnreachable
+from aeonloop.exceptions import LLMUnreachable, RunStopped
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.phases import exits, history, render
+from aeonloop.phases.cancels import until_cancelled
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import (
     Event,
@@ -131,6 +132,8 @@ async def synthesize(
             scope=SYNTHESIS_SCOPE,
         )
         return model_answer(phase_e_input, output, context)
+    except RunStopped:  # the caller's to answer: no call failed
+        raise
     except Exception as error:  # FR-032: Phase E answers whatever went wrong
         return degraded_answer(phase_e_input, exits.synthesis_failure(error), context, error)
 
@@ -190,14 +193,20 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     phase_e_input = build_phase_e_input(event, passes)
     usage = event.run.usage.model_copy() if event.run else Usage()
     context = exit_context(event)
-    if exits.answer_too_late(event):
-        answer = degraded_answer(phase_e_input, AnswerReason.DEADLINE_EXCEEDED, context)
+    cid = event.correlation_id
+    without = exits.answer_without_model(event, await deps.cancels.cancelled(cid))
+    if without is not None:
+        answer = degraded_answer(phase_e_input, without, context)
     else:
-        session = deps.session(event.correlation_id, usage, event.deadline)
+        session = deps.session(cid, usage, event.deadline)
         try:
-            answer = await synthesize(phase_e_input, session, context)
+            work = synthesize(phase_e_input, session, context)
+            answer = await until_cancelled(deps.cancels, cid, work)
         except LLMUnreachable:  # the deadline came while the LLM server was away
             answer = degraded_answer(phase_e_input, AnswerReason.DEADLINE_EXCEEDED, context)
+        except RunStopped as error:  # cancelled, or the budget cannot pay for synthesis
+            reason = exits.synthesis_stopped(error)
+            answer = degraded_answer(phase_e_input, reason, context, error)
     return [answer_event(event, phase_e_input, answer, usage)]
 
 
@@ -441,7 +450,8 @@ def answer_event(
         elapsed_seconds=_elapsed_since(phase_e_input.execution_start_timestamp),
         final_answer=answer,
     )
-    return event.child(FinalAnswerReady, result=result)
+    webhook_url = event.run.webhook_url if event.run else None
+    return event.child(FinalAnswerReady, result=result, webhook_url=webhook_url)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from aeonloop.phases.models import (
     ConvergenceAssessment,
     ExecutionPass,
     ExitReason,
+    Plan,
     RuleFinding,
     TaskProfile,
 )
@@ -70,6 +71,13 @@ class StepVerdict:
     status: Literal["done", "blocked", "failed"]
     #: Why the step is not done; None when it is.
     why: str | None = None
+
+
+def plan_text(plan: Plan) -> str:
+    """A plan as a person reviews it: its goal, then one line per step."""
+    lines = [f"goal: {plan.goal}"]
+    lines += [f"  {step.step_id}: {step.description}" for step in plan.steps]
+    return "\n".join(lines)
 
 
 def pass_steps(record: ExecutionPass) -> list[StepVerdict]:
@@ -169,6 +177,8 @@ EXIT_WORDS: dict[str, str] = {
     ExitReason.MAX_PASSES: "reached AEON_MAX_PASSES",
     ExitReason.DEADLINE_EXCEEDED: "the request's timeout passed",
     ExitReason.FAILED: "a phase failed",
+    ExitReason.CANCELLED: "cancelled",
+    ExitReason.BUDGET_EXHAUSTED: "the run's token budget was spent",
 }
 
 #: Each answer reason as a person reads it: why the answer is degraded, or why the host, not
@@ -193,6 +203,10 @@ ANSWER_WORDS: dict[str, str] = {
     ),
     AnswerReason.PHASE_E_FAILED: (
         "answer synthesis kept failing, so the model was not called again"
+    ),
+    AnswerReason.CANCELLED: "the run was cancelled, so the model was not called again",
+    AnswerReason.BUDGET_EXHAUSTED: (
+        "what is left of the run's token budget cannot pay for answer synthesis"
     ),
 }
 #: An answer that says it is degraded without saying why (another version's).

@@ -19,9 +19,19 @@ from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.records import RunRecord
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
-from aeonloop.exceptions import LLMUnreachable
+from aeonloop.exceptions import LLMUnreachable, RunStopped
 from aeonloop.llm.base import LLMAdapter
-from aeonloop.phases import exits, history, phase_a, phase_b, phase_c, phase_d, phase_e
+from aeonloop.phases import (
+    approvals,
+    exits,
+    history,
+    phase_a,
+    phase_b,
+    phase_c,
+    phase_d,
+    phase_e,
+)
+from aeonloop.phases.cancels import until_cancelled
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
 from aeonloop.phases.events import (
     Event,
@@ -30,9 +40,12 @@ from aeonloop.phases.events import (
     PassRequested,
     PlanReady,
     RequestSubmitted,
+    RunState,
     TaskProfiled,
 )
 from aeonloop.prompts.registry import default_registry
+from aeonloop.webhooks import WebhookSettings
+from aeonloop.webhooks import route as webhook_route
 
 log = logging.getLogger("aeon.phases")
 
@@ -66,7 +79,7 @@ def build_routes(deps: PhaseDeps, phases: Iterable[str] = PHASES) -> list[Route]
             stream=PHASE_INPUTS[name][0].STREAM,
             group=name,
             types={t.__name__: t for t in PHASE_INPUTS[name]},
-            handle=_before_deadline(handler, deps),
+            handle=_stoppable(handler, deps),
             give_up=_send_to_phase_e,
             records=history.records_for_c if name == "c" else None,
         )
@@ -93,6 +106,7 @@ def make_worker(
     llm: LLMAdapter,
     phases: Iterable[str] = PHASES,
     loop: LoopSettings | None = None,
+    webhooks: WebhookSettings | None = None,
 ) -> BusWorker:
     """A bus worker running the named phases with `llm`, memoising replies in Redis; it reads
     no new work while the LLM server is away (llm.outage)."""
@@ -103,30 +117,57 @@ def make_worker(
         memo=worker.memo,
         records=worker.records,
         settings=loop or LoopSettings.from_env(),
+        cancels=worker.cancels,
     )
     worker.add(build_routes(deps, phases))
+    sweeper = approvals.Sweeper(
+        redis, worker.keys, worker.cancels, settings.stream_maxlen, settings.max_event_bytes
+    )
+    worker.background.append(sweeper.run)
+    hooks = webhooks or WebhookSettings.from_env()
+    if hooks.enabled:
+        worker.add([webhook_route(hooks)])
     return worker
 
 
-def _before_deadline(
-    handler: Handler, deps: PhaseDeps
-) -> Callable[[Event, Delivery], Awaitable[list]]:
-    """A phase that sees the deadline passed sends the run to E instead of calling the LLM.
-    What it returns goes with the records of the passes it ran (phases.history)."""
+def _stoppable(handler: Handler, deps: PhaseDeps) -> Callable[[Event, Delivery], Awaitable[list]]:
+    """A phase that sees the deadline passed, or its run cancelled, sends the run to E instead
+    of calling the LLM; so does one whose run is cancelled while it works (the work is then
+    abandoned, phases.cancels) or that may start no further call (its token budget is spent).
+    A run so stopped goes to E as the hop was given it (its usage aside): what the abandoned
+    work changed in place is not the run's. What the hop returns goes with the records of the
+    passes it ran (phases.history)."""
 
     async def handle(event: Event, delivery: Delivery) -> list[Event | RunRecord]:
-        kept = history.kept_passes(getattr(event, "run", None))
+        run = getattr(event, "run", None)
+        kept = history.kept_passes(run)
+        cid = event.correlation_id
         stop = exits.deadline_passed(event)
+        if stop is None and await deps.cancels.cancelled(cid):
+            stop = exits.cancelled(cid)
         if stop is not None:
             outputs: list[Event] = [exits.loop_exited(event, stop)]
         else:
+            given = _as_given(event, deps)
             try:
-                outputs = await handler(event, deps.delivered(delivery))
+                work = handler(event, deps.delivered(delivery))
+                outputs = await until_cancelled(deps.cancels, cid, work)
             except LLMUnreachable as error:  # the deadline came while the LLM server was away
                 outputs = [exits.loop_exited(event, exits.llm_away(error))]
+            except RunStopped as error:
+                outputs = [exits.loop_exited(event, exits.stopped(error), run=given)]
         return [*history.new_records(outputs, kept), *outputs]
 
     return handle
+
+
+def _as_given(event: Event, deps: PhaseDeps) -> RunState | None:
+    """The run as the hop is given it, kept apart from what the handler changes in place (its
+    usage aside: what the hop spends counts); a request's run as Phase A starts it."""
+    if isinstance(event, RequestSubmitted):
+        return event.initial_state(deps.settings.max_passes, deps.settings.run_token_budget)
+    run = getattr(event, "run", None)
+    return run.snapshot() if isinstance(run, RunState) else None
 
 
 def _send_to_phase_e(dead: DeadLetter, delivery: Delivery) -> list[Event | RunRecord]:

@@ -22,6 +22,7 @@ from aeonloop.phases.events import RequestSubmitted
 from aeonloop.settings import AeonSettings, LogSettings
 from aeonloop.telemetry.metrics import MetricsSettings
 from aeonloop.telemetry.tracing import TracingSettings
+from aeonloop.webhooks import WebhookSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 README_PATH = ROOT / "README.md"
@@ -63,6 +64,7 @@ SETTINGS = (
     TracingSettings,
     HttpSettings,
     LogSettings,
+    WebhookSettings,
 )
 
 #: A row of a settings table: `| `AEON_X` | default | meaning |`.

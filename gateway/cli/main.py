@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
 from aeonloop.bus import redis_errors
+from aeonloop.bus.cancels import CancelOutcome
 from aeonloop.bus.connection import RedisClient, connect
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings, redact
@@ -48,9 +51,11 @@ from aeonloop.gateway.validation import (
     check_max_ttl,
     check_request,
     check_timeout,
+    check_token_budget,
     load_rules,
 )
 from aeonloop.llm.factory import LLMSettings, ready_adapter
+from aeonloop.phases import approvals, render
 from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import ExecutionResult
 from aeonloop.phases.worker import PHASES, make_worker
@@ -70,6 +75,8 @@ EXIT_LLM_UNAVAILABLE = 6
 EXIT_SIGNAL_BASE = 128
 
 log = logging.getLogger("aeon")
+#: How often `aeon ask --approve-plan` looks whether its run has paused for approval.
+_PAUSE_POLL_S = 0.2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -199,8 +206,12 @@ async def _ask_on(
             max_ttl=args.max_ttl,
             timeout=args.timeout,
             on_progress=_print_progress,
+            token_budget=args.token_budget,
+            approve_plan=args.approve_plan,
         )
         _status(f"request {correlation_id} submitted")
+        if args.approve_plan:
+            await _review_plan(client, correlation_id, args.timeout)
         try:
             result = await client.wait(correlation_id, args.timeout + ANSWER_GRACE_S)
         except AnswerTimeout as error:
@@ -208,6 +219,57 @@ async def _ask_on(
             _status(f"{error}{lost}")
             return EXIT_TIMEOUT
     return _print_result(result, correlation_id, args.json)
+
+
+async def _review_plan(client: AeonClient, correlation_id: str, timeout: float) -> None:
+    """`aeon ask --approve-plan`: once the run pauses, show its plan and ask on the terminal;
+    yes approves it, anything else cancels the run. With no answer to read (stdin closed), the
+    run waits for `aeon approve` from elsewhere."""
+    deadline = time.monotonic() + timeout
+    while (paused := await client.awaiting(correlation_id)) is None:
+        if time.monotonic() > deadline or await client.fetch(correlation_id) is not None:
+            return
+        await asyncio.sleep(_PAUSE_POLL_S)
+    assert paused.run.plan is not None  # Phase B pauses a run only with its plan
+    _status(f"the plan, awaiting your approval:\n{render.plan_text(paused.run.plan)}")
+    print("aeon: approve this plan? [y/N] ", end="", file=sys.stderr, flush=True)
+    reply = await asyncio.to_thread(sys.stdin.readline)
+    if not reply:
+        _status(f"no answer read; approve it with `aeon approve {correlation_id}`")
+    elif reply.strip().lower() in ("y", "yes"):
+        approved = await client.approve(correlation_id)
+        _status("plan approved" if approved else "the run no longer awaits approval")
+    else:
+        await client.cancel(correlation_id)
+        _status("plan rejected: the run is cancelled")
+
+
+async def approve(args: argparse.Namespace) -> int:
+    """Approve a paused run's plan (or put the plan in FILE in its place): 0 approved, 1 when
+    the run is not awaiting approval."""
+    settings: BusSettings = args.settings
+    if not settings.redis_url:
+        raise BadInput("`aeon approve` needs AEON_REDIS_URL: the server the request went to")
+    plan = approvals.edited_plan(_read_json(args.plan, "--plan")) if args.plan else None
+    async with AeonClient(settings=settings) as client:
+        approved = await client.approve(args.correlation_id, plan)
+    if not approved:
+        _status(
+            f"{args.correlation_id} is not awaiting approval (not yet, or no longer: approved, "
+            "cancelled, or past its deadline)"
+        )
+        return EXIT_DEGRADED
+    _status(f"plan of {args.correlation_id} approved{' as edited' if plan else ''}: it runs on")
+    return EXIT_ANSWERED
+
+
+def _read_json(path: str, option: str) -> object:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise BadInput(f"{option}: cannot read {path}: {error.strerror}") from None
+    except ValueError as error:
+        raise BadInput(f"{option}: {path} is not JSON: {error}") from None
 
 
 async def answer(args: argparse.Namespace) -> int:
@@ -219,6 +281,23 @@ async def answer(args: argparse.Namespace) -> int:
     if result is None:
         _status(f"no answer stored for {args.correlation_id} (not finished, expired or unknown)")
     return _print_result(result, args.correlation_id, args.json)
+
+
+async def cancel(args: argparse.Namespace) -> int:
+    """Cancel a run: 0 when the cancel is recorded, 1 when the run already has its answer."""
+    settings: BusSettings = args.settings
+    if not settings.redis_url:
+        raise BadInput("`aeon cancel` needs AEON_REDIS_URL: the server the request went to")
+    async with AeonClient(settings=settings) as client:
+        outcome = await client.cancel(args.correlation_id)
+    if outcome is CancelOutcome.ANSWERED:
+        _status(f"{args.correlation_id} already has its answer; nothing to cancel")
+        return EXIT_DEGRADED
+    _status(
+        f"cancel of {args.correlation_id} recorded: it stops at its next step and is answered "
+        "`cancelled` (aeon answer shows it)"
+    )
+    return EXIT_ANSWERED
 
 
 def _print_result(result: ExecutionResult | None, correlation_id: str, as_json: bool) -> int:
@@ -365,10 +444,29 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_TIMEOUT_S,
         help=f"seconds, at most a week ({DEFAULT_TIMEOUT_S:g})",
     )
+    p.add_argument(
+        "--token-budget",
+        metavar="N",
+        type=as_option(check_token_budget, int, "a whole number of tokens"),
+        help="the most tokens the run's LLM calls may spend (default: AEON_RUN_TOKEN_BUDGET, "
+        "unset: no cap)",
+    )
+    p.add_argument(
+        "--approve-plan",
+        action="store_true",
+        help="show the plan once it is made and ask on the terminal before it runs",
+    )
 
     p = _command(commands, "answer", answer, "fetch the stored answer of a request", "WARNING")
     p.add_argument("correlation_id")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    p = _command(commands, "cancel", cancel, "cancel a run; it is answered `cancelled`", "WARNING")
+    p.add_argument("correlation_id")
+
+    p = _command(commands, "approve", approve, "approve a paused run's plan", "WARNING")
+    p.add_argument("correlation_id")
+    p.add_argument("--plan", metavar="FILE", help='run this plan instead: {"goal", "steps"}')
 
     p = _command(commands, "worker", worker, "run phase consumers until SIGTERM", "INFO")
     p.add_argument(

@@ -1,6 +1,7 @@
 """The HTTP API and the run page, as one Starlette app over the client the CLI uses.
 
     POST /v1/runs                 submit (202), or with ?wait=N the result if it comes in time
+    POST /v1/runs/{id}/cancel     cancel (202), 404 for an unknown run, 409 for an answered one
     GET  /v1/runs                 the newest runs, with their answers when stored
     GET  /v1/runs/{id}            the result (200), the newest step while running (202), or 404
     GET  /v1/runs/{id}/events     Server-Sent Events, one per step, ending with the answer
@@ -15,6 +16,7 @@ feed (gateway.http.run_feed): a run is read back from Redis, and its events foll
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import re
 from collections.abc import AsyncIterator
@@ -30,21 +32,22 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from aeonloop.bus.cancels import CancelOutcome
 from aeonloop.bus.redis_errors import FAILURES, refuses_writes, said
 from aeonloop.bus.settings import redact
 from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput, ForeignEventId
 from aeonloop.gateway.client import AeonClient, answer_due_by
-from aeonloop.gateway.http.errors import error_response, json_response, refusal
-from aeonloop.gateway.http.guards import ApiGuard
+from aeonloop.gateway.http.errors import CLIENT_CLOSED, error_response, json_response, refusal
+from aeonloop.gateway.http.guards import ApiGuard, HostGuard
 from aeonloop.gateway.http.models import (
     MAX_RECENT,
     MAX_WAIT_S,
+    Approval,
     Progress,
     RecentRun,
     Run,
@@ -56,9 +59,20 @@ from aeonloop.gateway.http.openapi import openapi_document
 from aeonloop.gateway.http.run_feed import RunFeed, RunView, WireStep, stream_steps, wire_steps
 from aeonloop.gateway.http.run_steps import ANSWERED, EventId, degraded_because
 from aeonloop.gateway.http.settings import HttpSettings
-from aeonloop.gateway.validation import check_max_ttl, check_request, check_timeout, parse_rules
+from aeonloop.gateway.validation import (
+    check_max_ttl,
+    check_request,
+    check_timeout,
+    check_token_budget,
+    parse_rules,
+)
+from aeonloop.phases import approvals
 from aeonloop.phases.events import ExecutionResult, RequestSubmitted
+from aeonloop.phases.models import Plan
 from aeonloop.telemetry.http import RequestMetrics, scrape
+from aeonloop.webhooks import WebhookSettings
+
+log = logging.getLogger("aeon.http")
 
 STATIC = Path(__file__).with_name("static")
 #: A correlation id as Aeon makes them (32 hex digits) or a producer may choose them.
@@ -99,9 +113,17 @@ class HttpApi:
 
     # -- runs ---------------------------------------------------------------------------------
 
+    async def runs(self, request: Request) -> Response:
+        """`/v1/runs`: GET lists the newest runs, POST submits one."""
+        if request.method == "POST":
+            return await self.submit(request)
+        return await self.recent(request)
+
     async def submit(self, request: Request) -> Response:
         wait = _number(request.query_params.get("wait", "0"), "wait", 0, MAX_WAIT_S)
-        body = _checked(await self._body(request), self.client.max_passes)
+        body = _checked(await self._body(request), self.client.max_passes, self.client.webhooks)
+        if body["approve_plan"]:
+            wait = 0  # it pauses for its plan's approval before any answer: 202 at once
         # Watched only when this request waits for the answer: the client keeps a watched
         # run's answer until someone waits for it, and nobody would.
         correlation_id = await self.client.submit(**body, watch=bool(wait))
@@ -140,11 +162,23 @@ class HttpApi:
         if declared.isdigit() and int(declared) > limit:
             raise too_large
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise too_large
-            chunks.append(chunk)
+        wait = self.settings.http_body_timeout_s
+        try:
+            async with asyncio.timeout(wait):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > limit:
+                        raise too_large
+                    chunks.append(chunk)
+        except TimeoutError:
+            reason = f"the body did not arrive within {wait:g} s (AEON_HTTP_BODY_TIMEOUT_S)"
+            # The rest of the body may never come: the connection ends with the answer.
+            raise ApiError(408, "body", reason, {"Connection": "close"}) from None
+        except ClientDisconnect:  # nobody to answer: a client error, not the server's
+            log.info("a client closed its connection after %d bytes of its body", size)
+            raise ApiError(
+                CLIENT_CLOSED, "body", "the client closed the connection before the whole body"
+            ) from None
         try:
             return orjson.loads(b"".join(chunks))
         except orjson.JSONDecodeError as error:
@@ -155,10 +189,70 @@ class HttpApi:
         view = await self.feed.view(correlation_id)
         if view is None:
             raise _unknown(correlation_id)
-        return _run_response(correlation_id, view)
+        if view.answer is None:
+            paused = await self.client.awaiting(correlation_id)
+            if paused is not None:
+                run = Run(
+                    correlation_id=correlation_id,
+                    state="awaiting_approval",
+                    request=paused.run.request,
+                    plan=paused.run.plan,
+                    links=links(correlation_id),
+                )
+                return json_response(run.model_dump(mode="json"), 202)
+        cancelling = view.answer is None and await self.client.cancel_requested(correlation_id)
+        return _run_response(correlation_id, view, cancelling=cancelling)
+
+    async def cancel(self, request: Request) -> Response:
+        """202 once the cancel is recorded (again is the same); 409 when the run already has
+        its answer, which stays; 404 when it is unknown here."""
+        correlation_id = _correlation_id(request)
+        view = await self.feed.view(correlation_id)
+        if view is None:
+            raise _unknown(correlation_id)
+        if view.answer is None:
+            outcome = await self.client.cancel(correlation_id)
+            if outcome is CancelOutcome.REQUESTED:
+                run = Run(
+                    correlation_id=correlation_id,
+                    state="cancelling",
+                    request=view.request,
+                    links=links(correlation_id),
+                )
+                return json_response(run.model_dump(mode="json"), 202)
+        raise ApiError(
+            409, "id", f"run {correlation_id} already has its answer; there is nothing to cancel"
+        )
+
+    async def approve(self, request: Request) -> Response:
+        """202 once a paused run's plan is approved (with the body's plan in its place, if it
+        carries one); 409 when the run is not awaiting approval; 404 when it is unknown."""
+        correlation_id = _correlation_id(request)
+        plan = None
+        if request.headers.get("content-length", "0") != "0" or "transfer-encoding" in (
+            request.headers
+        ):
+            plan = _approval(await self._body(request))
+        view = await self.feed.view(correlation_id)
+        if view is None:
+            raise _unknown(correlation_id)
+        if not await self.client.approve(correlation_id, plan):
+            raise ApiError(
+                409,
+                "id",
+                f"run {correlation_id} is not awaiting approval (not yet, or no longer: "
+                "approved, cancelled, or past its deadline)",
+            )
+        run = Run(
+            correlation_id=correlation_id,
+            state="running",
+            request=view.request,
+            links=links(correlation_id),
+        )
+        return json_response(run.model_dump(mode="json"), 202)
 
     async def recent(self, request: Request) -> Response:
-        limit = int(_number(request.query_params.get("limit", "20"), "limit", 1, MAX_RECENT))
+        limit = _whole(request.query_params.get("limit", "20"), "limit", 1, MAX_RECENT)
         rows = [_recent(run, answer) for run, answer in await self.feed.recent(limit)]
         return json_response({"runs": [row.model_dump(mode="json") for row in rows]})
 
@@ -214,7 +308,7 @@ class HttpApi:
         return json_response({"status": "ready"})
 
 
-def _checked(data: Any, max_passes: int) -> dict[str, Any]:
+def _checked(data: Any, max_passes: int, webhooks: WebhookSettings) -> dict[str, Any]:
     """The submit's arguments from a request body, checked as `aeon ask` checks its input
     (`max_ttl` against `max_passes`, AEON_MAX_PASSES); ApiError(422) names the first field at
     fault."""
@@ -229,8 +323,10 @@ def _checked(data: Any, max_passes: int) -> dict[str, Any]:
         "rules": lambda: [] if body.rules is None else parse_rules(body.rules, source="rules"),
         "max_ttl": lambda: check_max_ttl(body.max_ttl, max_passes),
         "timeout_s": lambda: check_timeout(body.timeout_s),
+        "token_budget": lambda: check_token_budget(body.token_budget),
+        "webhook_url": lambda: webhooks.checked(body.webhook_url),
     }
-    checked: dict[str, Any] = {"threshold": body.threshold}
+    checked: dict[str, Any] = {"threshold": body.threshold, "approve_plan": body.approve_plan}
     for field, check in checks.items():
         try:
             checked[field] = check()
@@ -238,6 +334,17 @@ def _checked(data: Any, max_passes: int) -> dict[str, Any]:
             raise ApiError(422, field, str(error)) from None
     checked["timeout"] = checked.pop("timeout_s")
     return checked
+
+
+def _approval(data: Any) -> Plan | None:
+    """The plan an approval's body carries, if any; ApiError(422) naming what is wrong."""
+    try:
+        body = Approval.model_validate(data)
+    except ValidationError as error:
+        problem = error.errors(include_url=False)[0]
+        field = ".".join(str(part) for part in problem["loc"]) or "body"
+        raise ApiError(422, field, _plain(problem)) from None
+    return approvals.plan_from_output(body.plan) if body.plan is not None else None
 
 
 def _plain(problem: Any) -> str:
@@ -263,6 +370,14 @@ def _number(text: str, field: str, low: float, high: float) -> float:
     return value
 
 
+def _whole(text: str, field: str, low: int, high: int) -> int:
+    """A whole number from `low` to `high` (`3.0` is one), else ApiError(422)."""
+    value = _number(text, field, low, high)
+    if not value.is_integer():
+        raise ApiError(422, field, f"{text[:40]!r} is not a whole number from {low} to {high}")
+    return int(value)
+
+
 def _correlation_id(request: Request) -> str:
     correlation_id = request.path_params["correlation_id"]
     if not _CORRELATION_ID.fullmatch(correlation_id):
@@ -273,8 +388,10 @@ def _correlation_id(request: Request) -> str:
 
 
 def _last_event_id(request: Request) -> EventId | None:
-    text = request.headers.get("last-event-id", "").strip()
-    if not text:
+    """The id a reader continues after; none sent, from the start. One sent empty is refused
+    like any id this API never gave (a browser sends none rather than an empty one)."""
+    text = request.headers.get("last-event-id")
+    if text is None:
         return None
     try:
         return EventId.parse(text)
@@ -296,12 +413,15 @@ def _run_response(
     view: RunView,
     headers: dict[str, str] | None = None,
     request: str | None = None,
+    cancelling: bool = False,
 ) -> Response:
-    """200 with the result when answered; 202 with the newest step while running; 200 with the
-    steps it took once its deadline passed with no answer (it will not get one)."""
+    """200 with the result when answered; 202 with the newest step while running (or
+    cancelling); 200 with the steps it took once its deadline passed with no answer (it will
+    not get one)."""
     give_up_in = view.seconds_to_give_up()
     lost = give_up_in is not None and give_up_in <= 0
-    state = "answered" if view.answer else "no_answer" if lost else "running"
+    running = "cancelling" if cancelling else "running"
+    state = "answered" if view.answer else "no_answer" if lost else running
     run = Run(
         correlation_id=correlation_id,
         state=state,
@@ -311,7 +431,8 @@ def _run_response(
         progress=None if view.answer else _progress(wire_steps(view)),
         links=links(correlation_id),
     )
-    return json_response(run.model_dump(mode="json"), 202 if state == "running" else 200, headers)
+    status = 202 if state in ("running", "cancelling") else 200
+    return json_response(run.model_dump(mode="json"), status, headers)
 
 
 def _progress(steps: list[WireStep]) -> Progress:
@@ -353,7 +474,7 @@ def _redis_reason(error: BaseException) -> str:
 
 def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Starlette:
     api = HttpApi(client, feed, settings)
-    openapi = orjson.dumps(openapi_document())
+    openapi = orjson.dumps(openapi_document(client.max_passes))
 
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers=_PAGE_HEADERS)
@@ -375,17 +496,19 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
         Route("/metrics", metrics_text),
         Route("/healthz", api.healthz),
         Route("/readyz", api.readyz),
-        Route("/v1/runs", api.submit, methods=["POST"]),
-        Route("/v1/runs", api.recent, methods=["GET"]),
+        # One route per path, so a 405 names every method the path serves (Allow).
+        Route("/v1/runs", api.runs, methods=["GET", "POST"]),
         Route("/v1/runs/{correlation_id}", api.run, methods=["GET"]),
         Route("/v1/runs/{correlation_id}/events", api.events, methods=["GET"]),
+        Route("/v1/runs/{correlation_id}/cancel", api.cancel, methods=["POST"]),
+        Route("/v1/runs/{correlation_id}/approve", api.approve, methods=["POST"]),
         Mount("/static", _PageFiles(directory=STATIC)),
     ]
     middleware = [
         # Outermost: every response is counted, the other guards' refusals included.
         Middleware(RequestMetrics, routes=routes),
         # DNS rebinding: a page whose own name now resolves here may not read the API.
-        Middleware(TrustedHostMiddleware, allowed_hosts=settings.allowed_hosts()),
+        Middleware(HostGuard, allowed_hosts=settings.allowed_hosts()),
         Middleware(ApiGuard, settings=settings),
     ]
     if settings.http_cors_origins:

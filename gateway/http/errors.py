@@ -15,18 +15,25 @@ from starlette.responses import Response
 
 from aeonloop.exceptions import ApiError
 
+#: What a response to a client that closed its connection mid-request is counted as: nginx's
+#: "client closed request", so such a client is not counted as a failure of the server.
+CLIENT_CLOSED = 499
+
 #: The `error` word of each status the API answers with.
 ERROR_WORDS = {
     400: "bad_request",
     401: "unauthorized",
     404: "not_found",
     405: "method_not_allowed",
+    408: "request_timeout",
+    409: "conflict",
     413: "too_large",
     415: "unsupported_media_type",
     422: "bad_input",
     429: "rate_limited",
     500: "internal_error",
     503: "unavailable",
+    CLIENT_CLOSED: "client_closed_request",
 }
 
 

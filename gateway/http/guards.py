@@ -11,9 +11,10 @@ from __future__ import annotations
 import hmac
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from starlette.datastructures import Headers
+from starlette.middleware.trustedhost import parse_host_header
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from aeonloop.gateway.http.errors import error_response
@@ -112,3 +113,33 @@ class ApiGuard:
         offered = given.strip().encode()
         # Every token is compared, so the time taken says nothing about which one was close.
         return sum(hmac.compare_digest(offered, token) for token in self._tokens) > 0
+
+
+class HostGuard:
+    """ASGI middleware refusing a request whose Host header is not one the server answers to
+    (DNS rebinding: a page whose own name now resolves here may not read the API), with the
+    API's JSON error: Starlette's TrustedHostMiddleware answers plain text."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: Sequence[str]) -> None:
+        self.app = app
+        self._allowed = [host.lower() for host in allowed_hosts]
+        self._any = "*" in self._allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._any or scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        parsed = parse_host_header(Headers(scope=scope).get("host"))
+        host = parsed.host.lower() if parsed is not None else None
+        if host is not None and any(self._matches(host, pattern) for pattern in self._allowed):
+            await self.app(scope, receive, send)
+            return
+        reason = (
+            "this server does not answer to that host name; call it by one it serves "
+            "(AEON_HTTP_ALLOWED_HOSTS)"
+        )
+        await error_response(400, "Host", reason)(scope, receive, send)
+
+    @staticmethod
+    def _matches(host: str, pattern: str) -> bool:
+        return host == pattern or (pattern.startswith("*") and host.endswith(pattern[1:]))

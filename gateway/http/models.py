@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from aeonloop.gateway.client import DEFAULT_TIMEOUT_S
 from aeonloop.phases.events import (
     DEFAULT_THRESHOLD,
     MAX_REQUEST_CHARS,
     MAX_TIMEOUT_S,
+    MAX_TOKEN_BUDGET,
     ExecutionResult,
 )
-from aeonloop.phases.models import DEFAULT_MAX_PASSES, ExitReason
+from aeonloop.phases.models import DEFAULT_MAX_PASSES, ExitReason, Plan
+from aeonloop.prompts.registry import PlanBody
 
 #: The longest `?wait=` a submit may ask for; past it, follow the run's events instead.
 MAX_WAIT_S = 300.0
@@ -24,9 +26,29 @@ MAX_RECENT = 100
 
 #: Where a run is, as the API says it.
 RunStage = Annotated[
-    Literal["running", "answered", "no_answer"],
-    Field(description="no_answer: its deadline passed and no answer is stored (lost, or expired)"),
+    Literal["running", "awaiting_approval", "cancelling", "answered", "no_answer"],
+    Field(
+        description="awaiting_approval: paused after its plan was made, until approved "
+        "(`plan` holds it); cancelling: cancelled, its answer (`cancelled`) on its way; "
+        "no_answer: its deadline passed and no answer is stored (lost, or expired)"
+    ),
 ]
+
+
+def _whole(value: object) -> object:
+    """A JSON number that is whole, `69.0` included: JSON Schema's `integer` is any number
+    without a fraction, and the OpenAPI document says `integer`."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: A whole number as JSON Schema has it; never a bool or a string (strict).
+WholeNumber = Annotated[int, BeforeValidator(_whole), Field(strict=True)]
+#: What a request must be: some text that is not all whitespace, without control characters
+#: but tab and line breaks (gateway.validation.check_request, in JSON Schema's words).
+_TEXT = "[^\\u0000-\\u0008\\u000B\\u000C\\u000E-\\u001F\\u007F-\\u009F]"
+REQUEST_PATTERN = f"^{_TEXT}*[^\\s\\u0000-\\u001F\\u007F-\\u009F]{_TEXT}*$"
 
 
 class RunRequest(BaseModel):
@@ -35,7 +57,13 @@ class RunRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     request: str = Field(
-        description=f"what to answer, in natural language; 1 to {MAX_REQUEST_CHARS:,} characters"
+        description=f"what to answer, in natural language; 1 to {MAX_REQUEST_CHARS:,} characters, "
+        "not all whitespace, no control characters but tab and line breaks",
+        json_schema_extra={
+            "minLength": 1,
+            "maxLength": MAX_REQUEST_CHARS,
+            "pattern": REQUEST_PATTERN,
+        },
     )
     #: Any JSON here: parse_rules says what is wrong with it in the words `aeon ask` uses.
     rules: Any = Field(
@@ -52,9 +80,8 @@ class RunRequest(BaseModel):
         strict=True,
         description="the pass score that counts as converged",
     )
-    max_ttl: int | None = Field(
+    max_ttl: WholeNumber | None = Field(
         None,
-        strict=True,
         description="cap on passes, 1 to the server's AEON_MAX_PASSES "
         f"({DEFAULT_MAX_PASSES} unless set; more is refused); omitted or null: AEON_MAX_PASSES",
         json_schema_extra={"minimum": 1},
@@ -64,6 +91,38 @@ class RunRequest(BaseModel):
         strict=True,
         description="seconds the run may take: its deadline in the pipeline",
         json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_S},
+    )
+    token_budget: WholeNumber | None = Field(
+        None,
+        description="the most tokens (prompt and completion) the run's LLM calls may spend; no "
+        "call starts that what is left cannot pay for, and the loop then ends "
+        "`budget_exhausted`; omitted or null: the server's AEON_RUN_TOKEN_BUDGET, if set",
+        json_schema_extra={"minimum": 1, "maximum": MAX_TOKEN_BUDGET},
+    )
+    webhook_url: str | None = Field(
+        None,
+        description="POSTed the answer when the run ends, signed (Standard Webhooks); only "
+        "URLs the server's AEON_WEBHOOK_ALLOWED_HOSTS allows (422 otherwise, and when "
+        "webhooks are off)",
+        json_schema_extra={"maxLength": 2_000},
+    )
+    approve_plan: bool = Field(
+        False,
+        strict=True,
+        description="pause after the plan is made, in the state `awaiting_approval`, until "
+        "`POST /v1/runs/{id}/approve` (a cancel rejects it; its deadline still runs)",
+    )
+
+
+class Approval(BaseModel):
+    """The body of `POST /v1/runs/{id}/approve`: none, or a plan to run instead."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    plan: PlanBody | None = Field(
+        None,
+        description="a plan to run in place of the run's own, checked as Phase B checks a "
+        "model's (repeated step ids made unique); omitted or null: the plan as it is",
     )
 
 
@@ -92,6 +151,25 @@ class StepEvent(BaseModel):
     data: dict[str, Any] = Field(description="the SSE `data:` field, a JSON object")
 
 
+class EventFrame(BaseModel):
+    """One Server-Sent Event of `/v1/runs/{id}/events` as it is on the wire: SSE's fields,
+    each a line `name: value`, the frame ending with an empty line."""
+
+    event: Literal["profile", "plan", "pass", "exit", "answer", "no_answer"] = Field(
+        description="the step's kind; a stream ends after `answer`, or after `no_answer` once "
+        "the run's deadline passed without one"
+    )
+    id: str = Field(
+        description="`<step>@<Redis entry id>`; send it back as Last-Event-ID to continue after it"
+    )
+    data: str = Field(
+        description="the step's fields as one line of JSON (a StepEvent's `data`, as text)"
+    )
+    retry: int | None = Field(
+        None, description="on the first event only: milliseconds to wait before reconnecting"
+    )
+
+
 class Run(BaseModel):
     """A run: answered (`result` holds the ExecutionResult with the final answer), still
     running (`progress` holds the newest step), or past its deadline with no answer."""
@@ -107,6 +185,7 @@ class Run(BaseModel):
         "missing, and the run's notes",
     )
     progress: Progress | None = None
+    plan: Plan | None = Field(None, description="the plan awaiting approval, when it is")
     links: Links
 
 
@@ -128,7 +207,9 @@ class RecentRuns(BaseModel):
 
 
 class ErrorBody(BaseModel):
-    error: str = Field(description="bad_input, unauthorized, not_found, rate_limited, ...")
+    error: str = Field(
+        description="bad_input, unauthorized, not_found, conflict, rate_limited, ..."
+    )
     field: str | None = Field(description="the field, parameter or header at fault")
     reason: str = Field(description="what is wrong, and what to do")
 

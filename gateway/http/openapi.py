@@ -15,19 +15,27 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 from aeonloop.gateway.http.models import (
     MAX_RECENT,
     MAX_WAIT_S,
+    Approval,
     ErrorBody,
+    EventFrame,
     Health,
     RecentRuns,
     Run,
     RunRequest,
     StepEvent,
 )
+from aeonloop.gateway.http.run_steps import EVENT_ID_PATTERN
+from aeonloop.phases.models import DEFAULT_MAX_PASSES
 
 _REF = "#/components/schemas/{model}"
 #: What the API takes is described as validated, what it returns as serialized.
 _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (RunRequest, "validation"),
-    *((model, "serialization") for model in (Run, RecentRuns, StepEvent, ErrorBody, Health)),
+    (Approval, "validation"),
+    *(
+        (model, "serialization")
+        for model in (Run, RecentRuns, StepEvent, EventFrame, ErrorBody, Health)
+    ),
 ]
 _RUN_ID = {
     "name": "correlation_id",
@@ -41,8 +49,11 @@ _LIMITED = {"429": "too many requests from this client (AEON_HTTP_RATE_PER_S); s
 _REDIS_DOWN = {"503": "Redis does not answer"}
 
 
-def openapi_document() -> dict[str, Any]:
+def openapi_document(max_passes: int = DEFAULT_MAX_PASSES) -> dict[str, Any]:
+    """The document of a server whose AEON_MAX_PASSES is `max_passes`: a request's `max_ttl`
+    above it is refused, so the schema says so."""
     schemas = _schemas()
+    schemas["RunRequest"]["properties"]["max_ttl"]["maximum"] = max_passes
     return {
         "openapi": "3.1.0",
         "info": {
@@ -97,7 +108,8 @@ def _paths() -> dict[str, Any]:
                 "description": "Checks the body as `aeon ask` checks its input and publishes "
                 "nothing when a field is wrong (422 names it). Returns 202 with the run's "
                 "correlation id and links at once, or with `?wait=N` the result (200) if it "
-                "comes within N seconds (else 202 all the same).",
+                "comes within N seconds (else 202 all the same; at once with `approve_plan`, "
+                "as the run pauses for its plan's approval before any answer).",
                 "parameters": [
                     {
                         "name": "wait",
@@ -145,7 +157,11 @@ def _paths() -> dict[str, Any]:
                 "responses": _responses(
                     {
                         "200": ("answered: `result` is the ExecutionResult with the answer", "Run"),
-                        "202": ("running: `progress.latest` is its newest step", "Run"),
+                        "202": (
+                            "running: `progress.latest` is its newest step; or "
+                            "`awaiting_approval` with its `plan`, or `cancelling`",
+                            "Run",
+                        ),
                     },
                     {"404": "unknown here, or expired", "422": "not a correlation id", **guarded},
                 ),
@@ -156,8 +172,9 @@ def _paths() -> dict[str, Any]:
                 "summary": "Follow a run: Server-Sent Events",
                 "description": "One event per step: `profile`, `plan`, `pass` (one per pass, "
                 "with its score and each step's output), `exit`, `answer` (the "
-                "ExecutionResult); the stream ends after the answer. Each event's `data` is "
-                "JSON (the step's fields), its `id` is `<step>@<Redis entry id>`. Reconnect "
+                "ExecutionResult); the stream ends after the answer. Each event's `event` is "
+                "the step's kind, its `data` one line of JSON (the step's fields), its `id` "
+                "`<step>@<Redis entry id>`, and the first carries `retry`. Reconnect "
                 "with `Last-Event-ID` to get exactly the steps after that one, read back from "
                 "Redis by any gateway; after the answer that is 204.",
                 "parameters": [
@@ -167,13 +184,13 @@ def _paths() -> dict[str, Any]:
                         "in": "header",
                         "required": False,
                         "description": "the id of the last event received",
-                        "schema": {"type": "string"},
+                        "schema": {"type": "string", "pattern": f"^{EVENT_ID_PATTERN}$"},
                     },
                 ],
                 "responses": {
                     "200": {
                         "description": "the stream; each event as StepEvent describes",
-                        "content": {"text/event-stream": {"schema": _ref("StepEvent")}},
+                        "content": {"text/event-stream": {"schema": _ref("EventFrame")}},
                     },
                     **_responses(
                         {"204": ("every step was sent already: nothing follows", None)},
@@ -184,6 +201,47 @@ def _paths() -> dict[str, Any]:
                         },
                     ),
                 },
+            }
+        },
+        "/v1/runs/{correlation_id}/cancel": {
+            "post": {
+                "summary": "Cancel a run",
+                "description": "The run stops at its next step: a worker holding one of its "
+                "LLM calls abandons it, and the run is answered with status `cancelled`, made "
+                "from what it has without another LLM call. Cancelling again is the same; a "
+                "cancel that loses a race with the answer changes nothing.",
+                "parameters": [_RUN_ID],
+                "responses": _responses(
+                    {"202": ("recorded: the run's state is `cancelling` until answered", "Run")},
+                    {
+                        "404": "unknown here, or expired",
+                        "409": "the run already has its answer, which stays",
+                        "422": "not a correlation id",
+                        **guarded,
+                    },
+                ),
+            }
+        },
+        "/v1/runs/{correlation_id}/approve": {
+            "post": {
+                "summary": "Approve a paused run's plan, or edit it",
+                "description": "For a run submitted with `approve_plan`, paused in the state "
+                "`awaiting_approval` (GET shows its `plan`). Without a body, or with "
+                '`{"plan": null}`, the plan runs as it is; with a plan, that one runs '
+                "instead, checked as Phase B checks a model's. A cancel rejects the plan.",
+                "parameters": [_RUN_ID],
+                "requestBody": {"required": False, "content": _json("Approval")},
+                "responses": _responses(
+                    {"202": ("approved: the run goes on to its passes", "Run")},
+                    {
+                        "404": "unknown here, or expired",
+                        "409": "the run is not awaiting approval (not yet, or no longer)",
+                        "413": "the body is over AEON_HTTP_MAX_BODY_BYTES",
+                        "415": "a body not sent as application/json",
+                        "422": "not a correlation id, or a plan that cannot run",
+                        **guarded,
+                    },
+                ),
             }
         },
         "/healthz": {

@@ -116,6 +116,7 @@ async def _serve_on(
     import uvicorn
 
     from aeonloop.gateway.http.api import build_app
+    from aeonloop.gateway.http.connections import bounded_h11
 
     # The client's reader blocks one connection per shard; it reads for the feed too.
     redis = await connect(settings, consumers=settings.shards)
@@ -133,6 +134,8 @@ async def _serve_on(
                 # rotate it past the rate limit.
                 proxy_headers=bool(http.http_trusted_proxies),
                 forwarded_allow_ips=list(http.http_trusted_proxies),
+                http=bounded_h11(http.http_header_timeout_s),
+                limit_concurrency=http.http_max_connections,
             )
             server = _quiet_signals(uvicorn.Server, feed.stop_streams)(config)
             host, port = listening.getsockname()[:2]

@@ -41,6 +41,14 @@ class HttpSettings(AeonSettings):
     #: believed (the rate limit then counts the address they name); none, the headers are
     #: ignored, as anyone can send them. `*` believes any peer.
     http_trusted_proxies: CommaList = ()
+    #: Seconds a request's head (its request line and headers) may take to arrive, from the
+    #: connection's start or its next request's first byte; a connection past it is closed.
+    http_header_timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 10.0
+    #: Seconds a request's body may take to arrive: past it, 408.
+    http_body_timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0
+    #: Connections and requests at once; past it, a new request is answered 503 by the server
+    #: (a thousand readers of event streams fit).
+    http_max_connections: Annotated[int, Field(ge=1)] = 4096
 
     @field_validator(
         "http_tokens",

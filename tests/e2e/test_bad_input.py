@@ -77,6 +77,27 @@ PASS_CAPS = {
 
 
 @pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "budget, message",
+    [
+        ("0", "token budget 0 is not a number of tokens from 1 to 1,000,000,000,000"),
+        (str(10**13), "is not a number of tokens from 1 to 1,000,000,000,000"),
+        ("many", "a whole number of tokens"),
+    ],
+)
+def test_a_bad_token_budget_is_refused_before_publishing(
+    procs: Processes, bus: Bus, env: dict[str, str], budget: str, message: str
+) -> None:
+    """Refused as an option (argparse's `aeon ask: argument --token-budget: ...`), one line."""
+    ask = procs.run_aeon(env, "ask", "Explain tides", "--token-budget", budget, timeout=20)
+    assert ask.returncode == 2, ask.tail()
+    lines = ask.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("aeon ask: argument --token-budget: ")
+    assert message in lines[0]
+    assert not bus.has_keys(), "something was written to Redis"
+
+
+@pytest.mark.timeout(30)
 @pytest.mark.parametrize("max_passes, asked, message", PASS_CAPS.values(), ids=PASS_CAPS.keys())
 def test_max_ttl_above_aeon_max_passes_is_refused_before_publishing(
     procs: Processes,

@@ -261,3 +261,83 @@ def test_a_run_that_gets_no_answer_says_so(
         "the page to say no answer came",
     )
     assert driver.find_element(By.CSS_SELECTOR, ".run-head .chip").text == "no answer"
+
+
+def test_the_cancel_button_ends_the_run_as_cancelled(
+    browser: object, procs: Processes, env: dict[str, str]
+) -> None:
+    """A person cancels a slow run from its page: the page says it is cancelling, the run is
+    answered `cancelled`, and the button goes with the answer."""
+    from selenium.webdriver.common.by import By
+
+    slow = {**env, "AEON_LLM_DELAY_MS": "1500"}
+    procs.worker(slow)
+    server = Server(procs, slow)
+    driver = browser
+    driver.get(f"http://{server.host}:{server.port}/")
+    _submit(driver, "Explain tides")
+    button = _wait(driver, lambda d: d.find_element(By.ID, "cancel"), 30, "the Cancel button")
+    button.click()
+    _wait(
+        driver,
+        lambda d: (
+            d.find_element(By.CSS_SELECTOR, ".run-head .chip").text == "cancelling"
+            or d.find_elements(By.CSS_SELECTOR, '#run .step[data-kind="answer"]')
+        ),
+        10,
+        "the page to say the run is cancelling",
+    )
+    answer = _wait(
+        driver,
+        lambda d: d.find_element(By.CSS_SELECTOR, '#run .step[data-kind="answer"]'),
+        15,
+        "the cancelled answer on the page",
+    )
+    # textContent: a step fades in, and Selenium's `.text` is empty until it is opaque.
+    head = answer.find_element(By.CSS_SELECTOR, ".card-head").get_attribute("textContent")
+    assert "cancelled" in head
+    assert "the run was cancelled" in answer.get_attribute("textContent")
+    ending = driver.find_element(By.CSS_SELECTOR, '#run .step[data-kind="exit"]')
+    assert "cancelled" in ending.get_attribute("textContent")
+    assert not driver.find_elements(By.ID, "cancel")
+    path = _screenshot(driver, "run-page-cancelled", DESKTOP)
+    print(f"\nscreenshot: {path}")
+
+
+def test_a_person_reviews_edits_and_approves_the_plan(
+    browser: object, procs: Processes, env: dict[str, str]
+) -> None:
+    """Asked to see the plan first, the page shows it with Approve and Edit; the person edits
+    it and approves, and the run goes on with the edited plan to its answer."""
+    from selenium.webdriver.common.by import By
+
+    procs.worker(env)
+    server = Server(procs, env)
+    driver = browser
+    driver.get(f"http://{server.host}:{server.port}/")
+    driver.find_element(By.ID, "approve_plan").click()
+    _submit(driver, "Explain tides")
+    _wait(
+        driver,
+        lambda d: d.find_element(By.ID, "approval").is_displayed(),
+        30,
+        "the plan awaiting approval",
+    )
+    assert driver.find_element(By.CSS_SELECTOR, ".run-head .chip").text == "awaiting approval"
+    path = _screenshot(driver, "run-page-approval", DESKTOP)
+    driver.find_element(By.ID, "edit-plan").click()
+    editor = driver.find_element(By.ID, "plan-editor")
+    plan = {"goal": "an edited goal", "steps": [{"step_id": "only", "description": "Say it"}]}
+    editor.clear()
+    editor.send_keys(json.dumps(plan))
+    driver.find_element(By.ID, "approve").click()
+    _wait(
+        driver,
+        lambda d: d.find_elements(By.CSS_SELECTOR, '#run .step[data-kind="answer"]'),
+        60,
+        "the answer on the page",
+    )
+    plan_step = driver.find_element(By.CSS_SELECTOR, '#run .step[data-kind="plan"]')
+    assert "an edited goal" in plan_step.get_attribute("textContent")  # it may still fade in
+    assert not driver.find_element(By.ID, "approval").is_displayed()
+    print(f"\nscreenshot: {path}")

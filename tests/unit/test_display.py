@@ -121,6 +121,7 @@ def test_json_format() -> None:
         "estimated": False,
         "local_repairs": 0,
         "repair_calls": 0,
+        "token_budget": None,
     }
 
 

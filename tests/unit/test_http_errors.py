@@ -34,6 +34,7 @@ class _Client:
         self.redis = _Redis(error)
         self.reader_failure = reader_failure
         self.runs_awaited = 0
+        self.max_passes = 8  # AEON_MAX_PASSES, which the OpenAPI document gives
 
 
 class _Feed:

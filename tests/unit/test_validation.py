@@ -11,6 +11,7 @@ import pytest
 from aeonloop.gateway.http.api import _checked
 from aeonloop.gateway.http.errors import ApiError
 from aeonloop.gateway.validation import BadInput, check_max_ttl
+from aeonloop.webhooks import WebhookSettings
 
 
 @pytest.mark.parametrize("asked", [1, 5, 8])
@@ -39,9 +40,12 @@ def test_a_cap_below_one_is_refused(asked: int) -> None:
 
 
 def test_the_http_body_is_checked_against_the_servers_cap() -> None:
-    assert _checked({"request": "Explain tides"}, 8)["max_ttl"] is None
-    assert _checked({"request": "Explain tides", "max_ttl": 20}, 20)["max_ttl"] == 20
+    assert _checked({"request": "Explain tides"}, 8, WebhookSettings())["max_ttl"] is None
+    assert (
+        _checked({"request": "Explain tides", "max_ttl": 20}, 20, WebhookSettings())["max_ttl"]
+        == 20
+    )
     with pytest.raises(ApiError) as refused:
-        _checked({"request": "Explain tides", "max_ttl": 9}, 8)
+        _checked({"request": "Explain tides", "max_ttl": 9}, 8, WebhookSettings())
     assert (refused.value.status, refused.value.field) == (422, "max_ttl")
     assert "above AEON_MAX_PASSES=8" in refused.value.reason

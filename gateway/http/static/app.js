@@ -118,10 +118,11 @@ async function submit(event) {
       return;
     }
   }
-  for (const name of ["max_ttl", "timeout_s"]) {
+  for (const name of ["max_ttl", "timeout_s", "token_budget"]) {
     const value = $(`#${name}`).value.trim();
     if (value) body[name] = Number(value);
   }
+  if ($("#approve_plan").checked) body.approve_plan = true;
   const button = $("#submit");
   button.disabled = true;
   try {
@@ -236,14 +237,90 @@ class RunView {
       el("span", { class: "badge", text: "A" }),
       el("div", { class: "card", text: "Profiling the request…" }));
     this.timeline.append(this.pending);
+    this.cancelButton = el("button", { type: "button", class: "quiet", id: "cancel", text: "Cancel run" });
+    this.cancelButton.addEventListener("click", () => this.cancel());
+    this.controlError = el("p", { class: "error-box", role: "alert", hidden: true });
+    this.approval = el("section", { class: "approval", id: "approval", hidden: true });
     this.root = el("div", { class: "run-view" },
       el("div", { class: "run-head" }, el("h2", { text: "Run" }), this.status,
-        el("span", { class: "run-id", text: id })),
-      this.question, this.timeline);
+        el("span", { class: "run-id", text: id }), this.cancelButton),
+      this.controlError, this.approval, this.question, this.timeline);
     $("#run").setAttribute("aria-busy", "true");
     this.id = id;
     if (request) this.setQuestion(request);
     else this.loadQuestion();
+    this.watchApproval();
+  }
+
+  // A run submitted with approve_plan pauses after its plan: ask the server until it has
+  // paused (or gone on), and show the plan with Approve, Edit and (the run's) Cancel.
+  async watchApproval() {
+    while (!this.finished) {
+      let run = null;
+      try {
+        run = await api(`/v1/runs/${encodeURIComponent(this.id)}`);
+      } catch {
+        return;
+      }
+      if (run.state === "awaiting_approval") {
+        this.showPlanForApproval(run.plan);
+        return;
+      }
+      if (run.state !== "running" || this.started) return;
+      await sleep(500);
+    }
+  }
+
+  showPlanForApproval(plan) {
+    this.status.className = "chip warn";
+    this.status.textContent = "awaiting approval";
+    const editor = el("textarea", { class: "mono", id: "plan-editor", hidden: true });
+    editor.value = JSON.stringify(
+      { goal: plan.goal, steps: plan.steps.map((s) => ({ step_id: s.step_id, description: s.description })) },
+      null, 2);
+    const approve = el("button", { type: "button", id: "approve", text: "Approve plan" });
+    const edit = el("button", { type: "button", class: "quiet", id: "edit-plan", text: "Edit plan" });
+    approve.addEventListener("click", () => this.approve(editor.hidden ? null : editor.value));
+    edit.addEventListener("click", () => {
+      editor.hidden = false;
+      edit.remove();
+      approve.textContent = "Approve edited plan";
+    });
+    this.approval.replaceChildren(
+      el("h3", { text: "The plan, awaiting your approval" }),
+      el("p", { text: `Goal: ${plan.goal}` }),
+      el("ol", { class: "plan-steps" }, ...plan.steps.map((s) =>
+        el("li", {}, el("code", { text: s.step_id }), ` ${s.description}`))),
+      editor,
+      el("div", { class: "actions" }, approve, edit));
+    this.approval.hidden = false;
+  }
+
+  async approve(edited) {
+    this.controlError.hidden = true;
+    let body;
+    if (edited !== null) {
+      try {
+        body = JSON.stringify({ plan: JSON.parse(edited) });
+      } catch (error) {
+        this.controlError.textContent = `plan: not valid JSON (${error.message})`;
+        this.controlError.hidden = false;
+        return;
+      }
+    }
+    try {
+      await api(`/v1/runs/${encodeURIComponent(this.id)}/approve`, {
+        method: "POST",
+        headers: body ? { "Content-Type": "application/json" } : {},
+        body,
+      });
+      this.approval.hidden = true;
+      this.status.className = "chip live";
+      this.status.textContent = "running";
+    } catch (error) {
+      this.controlError.textContent = error.field ? `${error.field}: ${error.message}` : error.message;
+      this.controlError.hidden = false;
+    }
   }
 
   // Opened from a link or the list: ask the server (again once the first step is in, when
@@ -255,6 +332,21 @@ class RunView {
       if (run.request) this.setQuestion(run.request);
     } catch {
       // the events say what there is to say
+    }
+  }
+
+  // The run stops at its next step and is answered `cancelled`; the answer arrives as events.
+  async cancel() {
+    this.cancelButton.disabled = true;
+    this.controlError.hidden = true;
+    try {
+      await api(`/v1/runs/${encodeURIComponent(this.id)}/cancel`, { method: "POST" });
+      this.status.className = "chip warn";
+      this.status.textContent = "cancelling";
+    } catch (error) {
+      this.controlError.textContent = error.message;
+      this.controlError.hidden = false;
+      if (error.status !== 409) this.cancelButton.disabled = false;
     }
   }
 
@@ -282,8 +374,12 @@ class RunView {
       pass: data.converged ? ["✓", "Converged; wrapping up…"] : [String(data.pass + 1), `Running pass ${data.pass + 1}…`],
       exit: ["E", "Writing the answer…"],
     }[kind];
+    if (kind === "plan") this.started = true;
     if (LAST_STEPS.has(kind)) {
+      this.finished = true;
+      this.approval.hidden = true;
       this.pending.remove();
+      this.cancelButton.remove();
       const [chip, words] = kind === "no_answer" ? ["bad", "no answer"]
         : data.degraded ? ["warn", "answered, degraded"] : ["good", "answered"];
       this.status.className = `chip ${chip}`;
@@ -291,8 +387,10 @@ class RunView {
       $("#run").setAttribute("aria-busy", "false");
       return;
     }
-    this.status.className = "chip live";
-    this.status.textContent = "running";
+    if (this.status.textContent !== "cancelling") {
+      this.status.className = "chip live";
+      this.status.textContent = "running";
+    }
     if (next) {
       this.pending.querySelector(".badge").textContent = next[0];
       this.pending.querySelector(".card").textContent = next[1];
@@ -414,7 +512,9 @@ const RENDER = {
         class: "usage",
         text: `${d.total_passes} pass(es), ${d.total_refinements} refinement action(s), `
           + `${usage.prompt_tokens + usage.completion_tokens} tokens in ${usage.calls} call(s)`
-          + `${usage.estimated ? " (estimated)" : ""}, ${d.elapsed_seconds.toFixed(1)} s`,
+          + `${usage.estimated ? " (estimated)" : ""}`
+          + `${usage.token_budget ? ` of a budget of ${usage.token_budget}` : ""}`
+          + `, ${d.elapsed_seconds.toFixed(1)} s`,
       }));
     return body;
   },

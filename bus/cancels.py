@@ -1,0 +1,108 @@
+"""Cancel marks in Redis: set by gateways, found by workers (phases.cancels says where).
+
+A cancel is a key beside the run's answer (`Keys.cancel`), set by one script only while the
+run has no answer: a cancel after the answer changes nothing and is told so, and a cancel that
+races the answer's commit is a no-op (the answer key is `SET NX`, bus.commit: whichever comes
+first wins, and the run has one answer either way). The mark is kept as long as an answer is
+(AEON_ANSWER_TTL_S), so it outlives every worker that could still hold the run.
+
+A worker looks a run's mark up before each hop and each LLM call (one GET), and watches the
+marks of the runs it has in flight with one pipelined read every `POLL_S`, however many they
+are, so a call in flight is abandoned within that time of the cancel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from enum import StrEnum
+
+from aeonloop.bus.connection import RedisClient
+from aeonloop.bus.keys import Keys
+from aeonloop.bus.redis_errors import TRANSIENT
+
+log = logging.getLogger("aeon.bus")
+
+#: How often a worker reads the marks of the runs it has in flight.
+POLL_S = 0.25
+
+#: Set the mark unless the run has its answer: 1 set (or already set), 0 answered.
+_CANCEL = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[2], '1', 'EX', ARGV[1])
+return 1
+"""
+
+
+class CancelOutcome(StrEnum):
+    """What a request to cancel a run did."""
+
+    REQUESTED = "requested"  # the mark is set: the run stops at its next hop
+    ANSWERED = "answered"  # the run has its answer: nothing to cancel
+
+
+async def request_cancel(
+    redis: RedisClient, keys: Keys, correlation_id: str, ttl_s: int
+) -> CancelOutcome:
+    """Mark run `correlation_id` cancelled unless it is answered; a second cancel is the same."""
+    done = await redis.eval(
+        _CANCEL, 2, keys.answer(correlation_id), keys.cancel(correlation_id), ttl_s
+    )
+    return CancelOutcome.REQUESTED if done else CancelOutcome.ANSWERED
+
+
+class RedisCancels:
+    """The marks as a worker sees them (phases.cancels.Cancels)."""
+
+    def __init__(self, redis: RedisClient, keys: Keys, poll_s: float = POLL_S) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._poll_s = poll_s
+        #: Runs in flight: the event each watcher waits on, with how many watch it.
+        self._watched: dict[str, tuple[asyncio.Event, int]] = {}
+        self._poller: asyncio.Task[None] | None = None
+
+    async def cancelled(self, correlation_id: str) -> bool:
+        """Whether the run is marked. A Redis that does not answer says no: the run goes on,
+        and the next look (the next call, the next hop, the watcher) asks again."""
+        try:
+            return bool(await self._redis.exists(self._keys.cancel(correlation_id)))
+        except TRANSIENT as error:
+            log.info("cancel of %s not read (%s)", correlation_id, type(error).__name__)
+            return False
+
+    @contextlib.asynccontextmanager
+    async def watch(self, correlation_id: str) -> AsyncIterator[asyncio.Event]:
+        seen, count = self._watched.get(correlation_id, (asyncio.Event(), 0))
+        self._watched[correlation_id] = (seen, count + 1)
+        if self._poller is None or self._poller.done():
+            self._poller = asyncio.create_task(self._poll())
+        try:
+            yield seen
+        finally:
+            seen, count = self._watched[correlation_id]
+            if count <= 1:
+                del self._watched[correlation_id]
+            else:
+                self._watched[correlation_id] = (seen, count - 1)
+
+    async def _poll(self) -> None:
+        """Read every watched run's mark in one pipeline, every `poll_s`, while any is watched."""
+        while self._watched:
+            await asyncio.sleep(self._poll_s)
+            runs = list(self._watched)
+            if not runs:
+                return
+            try:
+                pipe = self._redis.pipeline(transaction=False)
+                for correlation_id in runs:
+                    pipe.exists(self._keys.cancel(correlation_id))
+                marks = await pipe.execute()
+            except TRANSIENT as error:
+                log.info("cancels not read (%s); reading again", type(error).__name__)
+                continue
+            for correlation_id, marked in zip(runs, marks, strict=True):
+                if marked and correlation_id in self._watched:
+                    self._watched[correlation_id][0].set()

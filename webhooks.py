@@ -1,0 +1,226 @@
+"""Webhooks: when a run ends, its answer POSTed to the URL its request named, signed.
+
+- A request may carry `webhook_url`. Gateways refuse it (HTTP 422, exit 2) unless webhooks are
+  on (AEON_WEBHOOK_SECRET and AEON_WEBHOOK_ALLOWED_HOSTS both set) and the URL is allowed
+  (`WebhookSettings.refusal`).
+- Delivery is a consumer group of its own on the answers stream (`route`), so it scales with
+  the workers and survives their kills like any hop: an answer whose run named a URL is POSTed,
+  `{"correlation_id", "result"}`, signed by the Standard Webhooks spec (the `standardwebhooks`
+  package: `webhook-id`, the answer's event id, the same on every try; `webhook-timestamp`;
+  `webhook-signature`). A try that fails (no 2xx, a redirect, which is never followed, no
+  answer within AEON_WEBHOOK_TIMEOUT_S) raises, and the bus tries again with backoff, up to
+  AEON_HANDLER_ATTEMPTS; after the last try the answer goes to dead letters, the reason named.
+  At least once: a worker killed mid-delivery leaves the entry to be claimed and sent again.
+- Allowed: host names (`hooks.example.com`, `*.example.com`), over https only, whose addresses
+  are all public; or origins (`http://127.0.0.1:9000`), exactly: the only way to allow plain
+  http, or a private or loopback address. The addresses are checked when the answer is sent,
+  so a name that later resolves to a private address is refused then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from urllib.parse import urlsplit
+
+import orjson
+from pydantic import Field, field_validator
+from pydantic_settings import NoDecode
+
+from aeonloop.bus.consumer import Route
+from aeonloop.bus.deadletter import DeadLetter
+from aeonloop.bus.delivery import Delivery
+from aeonloop.bus.keys import ANSWERS
+from aeonloop.exceptions import BadInput, WebhookFailed
+from aeonloop.phases.events import FinalAnswerReady
+from aeonloop.settings import AeonSettings
+
+#: The group that delivers webhooks (Keys.group names it `phase-webhooks`).
+GROUP = "webhooks"
+
+Rules = Annotated[tuple[str, ...], NoDecode]
+
+
+class WebhookSettings(AeonSettings):
+    #: The signing secret (`whsec_...`, base64), shared with receivers; unset: webhooks off.
+    webhook_secret: Annotated[str, Field(repr=False)] = ""
+    #: What may be called: host names (`*.example.com`, https) or origins (`http://h:port`).
+    webhook_allowed_hosts: Rules = ()
+    #: Seconds one try may take.
+    webhook_timeout_s: Annotated[float, Field(gt=0, le=300, allow_inf_nan=False)] = 10.0
+
+    @field_validator("webhook_allowed_hosts", mode="before")
+    @classmethod
+    def _split(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip().lower() for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("webhook_allowed_hosts")
+    @classmethod
+    def _rules(cls, rules: tuple[str, ...]) -> tuple[str, ...]:
+        for rule in rules:
+            if "://" in rule:
+                parts = urlsplit(rule)
+                if parts.scheme not in ("http", "https") or not parts.hostname or parts.path:
+                    raise ValueError(f"{rule!r} is not an origin like http://127.0.0.1:9000")
+            elif "/" in rule or ":" in rule or not rule.removeprefix("*."):
+                raise ValueError(f"{rule!r} is not a host name like hooks.example.com")
+        return tuple(_origin(urlsplit(rule)) if "://" in rule else rule for rule in rules)
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _secret(cls, secret: str) -> str:
+        if secret:
+            from standardwebhooks import Webhook
+
+            try:
+                Webhook(secret)
+            except Exception:
+                raise ValueError("is not a Standard Webhooks secret (whsec_ and base64)") from None
+        return secret
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.webhook_secret and self.webhook_allowed_hosts)
+
+    def refusal(self, url: str) -> str | None:
+        """Why `url` may not be called (None: it may), judged from the URL alone."""
+        if not self.enabled:
+            return (
+                "webhooks are off here: set AEON_WEBHOOK_SECRET and AEON_WEBHOOK_ALLOWED_HOSTS "
+                "where Aeon runs, or leave webhook_url out"
+            )
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        if parts.scheme not in ("http", "https") or not host:
+            return f"{url[:200]!r} is not an http(s) URL"
+        if _origin(parts) in self.webhook_allowed_hosts:
+            return None
+        if parts.scheme != "https":
+            return "only https is allowed, unless AEON_WEBHOOK_ALLOWED_HOSTS names the origin"
+        if not any(_host_matches(host, rule) for rule in self._names()):
+            return f"{host} is not in AEON_WEBHOOK_ALLOWED_HOSTS"
+        if _is_address(host) and not _public(host):
+            return f"{host} is a private or loopback address; allow its origin to call it"
+        return None
+
+    def checked(self, url: str | None) -> str | None:
+        """`url` if a request may name it; BadInput saying why not."""
+        if url is None:
+            return None
+        reason = self.refusal(url)
+        if reason is not None:
+            raise BadInput(f"webhook_url: {reason}")
+        return url
+
+    def _names(self) -> list[str]:
+        return [rule for rule in self.webhook_allowed_hosts if "://" not in rule]
+
+    def refusal_now(self, url: str) -> str | None:
+        """`refusal`, and, for a host name, that every address it resolves to now is public."""
+        reason = self.refusal(url)
+        parts = urlsplit(url)
+        if reason is not None or _origin(parts) in self.webhook_allowed_hosts:
+            return reason
+        try:
+            found = socket.getaddrinfo(parts.hostname, parts.port or 443, type=socket.SOCK_STREAM)
+        except OSError as error:
+            return f"{parts.hostname} does not resolve ({error})"
+        private = [info[4][0] for info in found if not _public(info[4][0])]
+        if private:
+            return f"{parts.hostname} resolves to {private[0]}, a private or loopback address"
+        return None
+
+
+def _origin(parts: Any) -> str:
+    default = 443 if parts.scheme == "https" else 80
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{parts.port or default}"
+
+
+def _host_matches(host: str, rule: str) -> bool:
+    if rule.startswith("*."):
+        return host.endswith(rule[1:]) and host != rule[2:]
+    return host == rule
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _public(address: str) -> bool:
+    return ipaddress.ip_address(address.split("%", 1)[0]).is_global
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # a 3xx is then an HTTPError: the try failed
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
+def route(settings: WebhookSettings) -> Route:
+    """The webhooks group's route on the answers stream."""
+    from standardwebhooks import Webhook
+
+    signer = Webhook(settings.webhook_secret)
+
+    async def deliver(event: FinalAnswerReady, delivery: Delivery) -> list[Any]:
+        url = event.webhook_url
+        if not url:
+            return []
+        reason = await asyncio.to_thread(settings.refusal_now, url)
+        if reason is not None:
+            raise WebhookFailed(f"webhook of {event.correlation_id} not sent: {reason}")
+        body = orjson.dumps(
+            {"correlation_id": event.correlation_id, "result": event.result.model_dump(mode="json")}
+        )
+        now = datetime.now(UTC)
+        headers = {
+            "Content-Type": "application/json",
+            "webhook-id": event.event_id,
+            "webhook-timestamp": str(int(now.timestamp())),
+            "webhook-signature": signer.sign(event.event_id, now, body.decode()),
+        }
+        await asyncio.to_thread(_post, url, body, headers, settings.webhook_timeout_s)
+        return []
+
+    def give_up(dead: DeadLetter, delivery: Delivery) -> list[Any]:
+        return []  # the dead letter is the record: the run has its answer already
+
+    return Route(
+        stream=ANSWERS,
+        group=GROUP,
+        types={FinalAnswerReady.__name__: FinalAnswerReady},
+        handle=deliver,
+        give_up=give_up,
+    )
+
+
+def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> None:
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with _OPENER.open(request, timeout=timeout) as response:
+            status = response.status
+    except urllib.error.HTTPError as error:
+        raise WebhookFailed(f"{_redacted(url)} answered {error.code}") from None
+    except (urllib.error.URLError, OSError) as error:
+        raise WebhookFailed(f"{_redacted(url)} could not be reached: {error}") from None
+    if not 200 <= status < 300:
+        raise WebhookFailed(f"{_redacted(url)} answered {status}")
+
+
+def _redacted(url: str) -> str:
+    """The URL without its query, which may hold a receiver's token."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}{parts.path}"
