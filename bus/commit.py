@@ -45,6 +45,9 @@ from aeonloop.bus.writes import WriteGate
 
 log = logging.getLogger("aeon.bus")
 
+#: A memo write: its key (bus.keys.memo_key), its value, how many seconds it is kept.
+MemoWrite = tuple[str, str, int]
+
 #: One commit. KEYS: the entry's stream, its event's lock (the stream again when there is none),
 #: then per output its stream (a record: its run's hash), and for an answer also the answer
 #: key and the run's hash. ARGV: group, entry id, stream maxlen, done-mark TTL ms, answer TTL
@@ -128,7 +131,7 @@ class Committer:
         self._keys = keys
         self._settings = settings
         self._queue: list[Commit] = []
-        self._side_writes: list[tuple[str, str]] = []
+        self._side_writes: list[MemoWrite] = []
         self._wake = asyncio.Event()
         self._closed = False
         self._script_loaded = False
@@ -164,9 +167,15 @@ class Committer:
         await item.done
         return item.dead_id
 
-    def remember(self, key: str, value: str) -> None:
-        """A memo write that rides along with the next flush instead of costing a round trip."""
-        self._side_writes.append((key, value))
+    @property
+    def memo_ttl_s(self) -> int:
+        """The longest a memo is kept (AEON_MEMO_TTL_S)."""
+        return self._settings.memo_ttl_s
+
+    def remember(self, key: str, value: str, ttl_s: int) -> None:
+        """A memo write, kept `ttl_s` seconds, that rides along with the next flush instead of
+        costing a round trip."""
+        self._side_writes.append((key, value, ttl_s))
         self._wake.set()
 
     async def run(self) -> None:
@@ -183,7 +192,7 @@ class Committer:
         self._closed = True
         self._wake.set()
 
-    async def _flush_until_sent(self, batch: list[Commit], memos: list[tuple[str, str]]) -> None:
+    async def _flush_until_sent(self, batch: list[Commit], memos: list[MemoWrite]) -> None:
         """Send the batch; send again what Redis could not take (away, failing over, refusing
         writes) until it is taken, and give up at once on what it refused for good.
 
@@ -217,16 +226,15 @@ class Committer:
             delay = min(delay * 2, 5.0)
 
     async def _flush(
-        self, batch: list[Commit], memos: list[tuple[str, str]]
-    ) -> tuple[list[Commit], list[tuple[str, str]]]:
+        self, batch: list[Commit], memos: list[MemoWrite]
+    ) -> tuple[list[Commit], list[MemoWrite]]:
         """One pipelined round trip; what is left to send again (commits, memos)."""
-        settings = self._settings
         pipe = self._redis.pipeline(transaction=False)
         if not self._script_loaded:  # once per process, and again after a NOSCRIPT
             await self._redis.script_load(_COMMIT)  # on every master of a cluster
             self._script_loaded = True
-        for key, value in memos:
-            pipe.set(self._keys.memo(key), value, ex=settings.memo_ttl_s)
+        for key, value, ttl_s in memos:
+            pipe.set(self._keys.memo(key), value, ex=ttl_s)
         for item in batch:
             if item.writes:
                 # execute_command: redis-py's cluster pipeline refuses its evalsha() method,
@@ -303,7 +311,7 @@ class Committer:
         return [len(keys), *keys, *args]
 
 
-def _left(memos: list[tuple[str, str]], replies: list[Any]) -> list[tuple[str, str]]:
+def _left(memos: list[MemoWrite], replies: list[Any]) -> list[MemoWrite]:
     """The memo writes to send again; one refused for good is dropped (a memo only saves an
     LLM call on a redelivery)."""
     left = []
