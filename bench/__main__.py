@@ -35,6 +35,7 @@ from bench.memory import run_memory
 from bench.overhead import run_overhead
 from bench.profiles import FULL, QUICK, SMOKE, Profile
 from bench.report import render, write_json
+from bench.retention import run_retention
 from bench.scaleout import run_scaleout
 from bench.sse import run_sse
 from bench.targets import judge
@@ -49,6 +50,7 @@ SECTIONS = {
     "telemetry": run_telemetry,
     "sse": run_sse,
     "events": run_events,
+    "retention": run_retention,
 }
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
 _SECRET_HINTS = ("URL", "KEY", "PASSWORD", "TOKEN", "SECRET")

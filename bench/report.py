@@ -313,6 +313,27 @@ def _event(hop: Mapping[str, Any]) -> str:
     return f"{hop['type']} {hop['body_bytes']:,} B"
 
 
+def _retention(section: Mapping[str, Any]) -> str:
+    kinds = section["at_the_end_by_kind_kib_per_run"]
+    held = section["held_by_kind_kib_per_run"]
+    return (
+        f"Retention: Redis KiB per answered run ({section['runs']} runs, default settings)\n"
+        + table(
+            ["kind of key", "at the end", "10 min after"],
+            [[kind, kinds[kind], held.get(kind, 0.0)] for kind in sorted(kinds)]
+            + [
+                [
+                    "total",
+                    section["kib_per_run_at_the_end"],
+                    section["kib_per_run_held_after_10_min"],
+                ]
+            ],
+        )
+        + f"\nbefore (issue 27's soak): {section['before_kib_per_run_held_after_10_min']} KiB"
+        " a run held 10 min after"
+    )
+
+
 def _targets(rows: Sequence[Mapping[str, Any]]) -> str:
     verdict = {True: "PASS", False: "MISS", None: "not run"}
     return "Targets\n" + table(
@@ -330,4 +351,5 @@ _SECTIONS = {
     "telemetry": _telemetry,
     "sse": _sse,
     "events": _events,
+    "retention": _retention,
 }

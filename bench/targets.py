@@ -29,6 +29,8 @@ from bench.events import (
 
 #: The in-flight count the concurrency targets ask for.
 TARGET_IN_FLIGHT = 1000
+#: Redis memory an answered run may still hold 10 minutes after its answer, KiB.
+RETAINED_KIB = 8
 #: Worker CPU per run at TARGET_IN_FLIGHT, ms.
 CPU_MS_PER_RUN = 1.2
 
@@ -144,6 +146,13 @@ TARGETS = (
         "events",
         lambda section: section["largest_non_answer_long_output_bytes"],
         _long_output_met,
+    ),
+    Target(
+        "Redis KiB held per answered run 10 min after its answer (default settings)",
+        f"<= {RETAINED_KIB}",
+        "retention",
+        lambda section: section["kib_per_run_held_after_10_min"],
+        lambda v, _: v <= RETAINED_KIB,
     ),
     Target(
         f"{MASTERS} shards on {MASTERS} masters: smallest master's share of commands",

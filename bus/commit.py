@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aeonloop.bus.codec import Routable, encode
+from aeonloop.bus.compact import pack
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.bus.keys import ANSWERS, Keys, LockState
@@ -52,7 +53,8 @@ MemoWrite = tuple[str, str, int]
 #: then per output its stream (a record: its run's hash), and for an answer also the answer
 #: key and the run's hash. ARGV: group, entry id, stream maxlen, done-mark TTL ms, answer TTL
 #: s, the done value, then per output: its kind ("record", "event", "answer", "dead"), its
-#: number of fields and the fields (a record's: its name and value). Records come first, so an
+#: number of fields and the fields (a record's: its name and value), and for an answer the
+#: value its answer key stores (its body, packed: bus.compact). Records come first, so an
 #: event is never added without the records it refers to; the run's hash expires with its
 #: answer (set again when the answer is). Returns the dead letter's id, if any. One
 #: FinalAnswer per run, even if two exits reach Phase E: an answer is added to its stream only
@@ -73,7 +75,9 @@ while a <= #ARGV do
     redis.call('EXPIRE', KEYS[k], ARGV[5])
     k = k + 1
   elseif kind == 'answer' then
-    if redis.call('SET', KEYS[k + 1], fields[#fields], 'NX', 'EX', ARGV[5]) then
+    local stored = ARGV[a]
+    a = a + 1
+    if redis.call('SET', KEYS[k + 1], stored, 'NX', 'EX', ARGV[5]) then
       redis.call('XADD', KEYS[k], 'MAXLEN', '~', maxlen, '*', unpack(fields))
       redis.call('EXPIRE', KEYS[k + 2], ARGV[5])
     end
@@ -147,7 +151,6 @@ class Committer:
         its run could only be answered as lost; refused here, the run is answered from the
         event being handled, with the true reason. Answers are exempt: gateways take them whole.
         """
-        # The trace fields go first: the script stores an answer's last field, its body.
         item.records = [out for out in item.outputs if isinstance(out, RunRecord)]
         item.encoded = [
             (out.STREAM, item.trace | encode(out))
@@ -295,7 +298,7 @@ class Committer:
         # keeps its run there: one commit, one slot, whatever the entry says.
         for record in item.records:
             keys.append(self._keys.run_records(record.correlation_id, item.shard))
-            args += ["record", 1, record.name, record.value]
+            args += ["record", 1, record.name, pack(record.value)]
         for stream, fields in item.encoded:
             keys.append(self._keys.stream(stream, item.shard))
             if stream == ANSWERS:
@@ -304,6 +307,8 @@ class Committer:
                 keys.append(self._keys.run_records(cid, item.shard))
             args += ["answer" if stream == ANSWERS else "event", len(fields)]
             args += itertools.chain.from_iterable(fields.items())
+            if stream == ANSWERS:
+                args.append(pack(fields["body"]))
         if item.dead is not None:
             keys.append(self._keys.dead_letter(item.shard))
             dead = item.dead.to_fields()

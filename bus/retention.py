@@ -83,12 +83,17 @@ async def trim(
 
 
 async def trim_all(
-    redis: RedisClient, grouped: Sequence[str], ungrouped: Sequence[str], keep_ms: int
+    redis: RedisClient,
+    grouped: Sequence[str],
+    ungrouped: Sequence[str],
+    keep_ms: int,
+    ahead_ms: int = 0,
 ) -> int:
     """One trim of every stream: `grouped` by what their groups acknowledged and by age,
-    `ungrouped` (read only with plain XREAD) by age alone. Returns the entries removed."""
+    `ungrouped` (read only with plain XREAD) by age alone; `ahead_ms` trims as it will be
+    that long from now (the benchmark's view of later). Returns the entries removed."""
     seconds, micros = await redis.time()
-    now_ms = seconds * 1000 + micros // 1000
+    now_ms = seconds * 1000 + micros // 1000 + ahead_ms
     removed = 0
     for stream in grouped:
         removed += await trim(redis, stream, keep_ms, now_ms)

@@ -98,7 +98,10 @@ class BusSettings(AeonSettings):
     #: How often a worker trims its streams (bus.retention).
     trim_interval_s: Seconds = 10.0
     max_event_bytes: Annotated[int, Field(ge=1024)] = 1_000_000
-    answer_ttl_s: Whole = 7 * 24 * 3600
+    #: How long a run's answer and history are kept after it (compressed: bus.compact), for a
+    #: gateway that comes back for them (`aeon answer`, the HTTP API's runs). A day: what a
+    #: client that lost its connection needs, at a seventh of the memory a week held.
+    answer_ttl_s: Whole = 24 * 3600
     dedupe_ttl_s: Whole = 24 * 3600
     memo_ttl_s: Whole = 24 * 3600
     shutdown_grace_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 25.0

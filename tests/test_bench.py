@@ -53,6 +53,7 @@ def test_meta_says_what_ran(report: dict[str, Any]) -> None:
         "telemetry",
         "sse",
         "events",
+        "retention",
     ]
     assert meta["redis"]["source"] == "url"
     assert _positive(meta["duration_s"])

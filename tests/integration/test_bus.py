@@ -22,6 +22,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from aeonloop.bus.codec import encode
 from aeonloop.bus.commit import Commit
+from aeonloop.bus.compact import PACKED, unpack
 from aeonloop.bus.connection import RedisClient, connect, is_cluster
 from aeonloop.bus.consumer import Consumer, Route
 from aeonloop.bus.deadletter import DeadLetter
@@ -508,7 +509,8 @@ async def test_answers_are_published_once_per_correlation_id(
     assert len(answers) == 1
     assert b"first" in answers[0][1][b"body"]
     stored = await redis.get(keys_of(settings).answer("run-1"))
-    assert b"first" in stored
+    assert stored.startswith(PACKED) and b"first" in unpack(stored)
+    assert unpack(stored) == answers[0][1][b"body"]
     assert 0 < await redis.ttl(keys_of(settings).answer("run-1")) <= settings.answer_ttl_s
 
 
@@ -605,6 +607,12 @@ async def test_a_hop_writes_its_run_records_with_its_events(
         await publish(redis, settings, ping(7))
         await wait_for_len(redis, settings, "out", 1)
         assert await worker.records.read("run-7", ["pass:1", "pass:2"]) == [b"kept", None]
+        stored = await redis.hget(keys_of(settings).run_records("run-7"), "pass:1")
+        assert stored.startswith(PACKED), "records are stored compressed (bus.compact)"
+        await redis.hset(keys_of(settings).run_records("run-7"), "pass:2", b'{"old": 1}')
+        assert await worker.records.read("run-7", ["pass:2"]) == [b'{"old": 1}'], (
+            "a record an earlier version stored uncompressed reads as it is"
+        )
     ttl = await redis.ttl(keys_of(settings).run_records("run-7"))
     assert settings.answer_ttl_s - 60 < ttl <= settings.answer_ttl_s
 
