@@ -624,16 +624,17 @@ def _definitions() -> list[PromptDefinition]:
             PromptId.REASONING_STEP_USER,
             ReasoningStepInput,
             "Phase C: carry out one plan step; the reply is the step's output.",
-            "Carry out one step of a plan. This is pass {pass_number} over the plan.\n\n"
+            # What every step call of a run shares comes first (the instructions, the request,
+            # the goal), so servers that cache prompt prefixes reuse it from call to call.
+            "Carry out one step of a plan. Do this step only, and write its result: the content "
+            "itself (facts, reasoning, calculations, text), not a description of what you would "
+            "do. Build on the earlier outputs instead of repeating them. If the step cannot be "
+            'done with what you have, start your reply with "BLOCKED:" and say exactly what is '
+            "missing. Write plain text or Markdown, not JSON.\n\n"
             "Request:\n{request}\n\n"
             "Goal of the plan:\n{goal}\n\n"
             "Outputs of the steps this one builds on:\n{prior_outputs}\n\n"
-            "Your step ({step_id}):\n{step_description}\n\n"
-            "Do this step only, and write its result: the content itself (facts, reasoning, "
-            "calculations, text), not a description of what you would do. Build on the earlier "
-            "outputs instead of repeating them. If the step cannot be done with what you have, "
-            'start your reply with "BLOCKED:" and say exactly what is missing. Write plain text '
-            "or Markdown, not JSON.",
+            "Your step ({step_id}, in pass {pass_number} over the plan):\n{step_description}",
         ),
         _system(PromptId.CONVERGENCE_ASSESSMENT_SYSTEM, ConvergenceAssessmentOutput),
         _json_user(
@@ -641,14 +642,13 @@ def _definitions() -> list[PromptDefinition]:
             ConvergenceAssessmentInput,
             ConvergenceAssessmentOutput,
             "Phase C: assess whether a pass's outputs answer the request (the host decides).",
-            "Assess whether the work so far fully answers the request. This is pass "
-            "{pass_number}.\n\n"
+            "Assess whether the work so far fully answers the request. Judge from the outputs "
+            "below, not from what the plan intended. Be strict: a score of 1.0 means nothing at "
+            "all is missing or wrong.\n\n"
             "Request:\n{request}\n\n"
             "Goal of the plan:\n{goal}\n\n"
-            "Step outputs so far:\n{step_outputs}\n\n"
-            "Rule results:\n{rules_summary}\n\n"
-            "Judge from the outputs above, not from what the plan intended. Be strict: a score "
-            "of 1.0 means nothing at all is missing or wrong.",
+            "Step outputs after pass {pass_number}:\n{step_outputs}\n\n"
+            "Rule results:\n{rules_summary}",
             {
                 "converged": False,
                 "completeness_score": 0.7,
