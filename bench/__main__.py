@@ -31,6 +31,7 @@ from bench import eventloop
 from bench.cluster import run_cluster
 from bench.concurrency import run_concurrency
 from bench.context import BenchContext
+from bench.costs import run_costs
 from bench.events import run_events
 from bench.memory import run_memory
 from bench.overhead import run_overhead
@@ -53,6 +54,7 @@ SECTIONS = {
     "sse": run_sse,
     "events": run_events,
     "retention": run_retention,
+    "costs": run_costs,
     "quality": run_quality,
 }
 #: Sections run unless --only names them: they need what the others do not (an LLM server).

@@ -334,6 +334,19 @@ def _retention(section: Mapping[str, Any]) -> str:
     )
 
 
+def _costs(section: Mapping[str, Any]) -> str:
+    keys = ("status", "calls", "prompt_tokens", "completion_tokens", "wall_s", "wall_vs_calls")
+    rows = [[n, *(r[key] for key in keys)] for n, r in enumerate(section["runs"], start=1)]
+    headers = ["run", "status", "calls", "prompt tok", "completion tok", "wall s", "wall ÷ calls"]
+    before = section["before"]
+    return (
+        f"Costs: the standard request, 1 in flight, {section['llm_delay_ms']} ms a call\n"
+        + table(headers, rows)
+        + f"\nbefore: wall ÷ calls {before['wall_vs_calls']}, "
+        f"{before['prompt_tokens_per_run']:,} prompt tokens a run"
+    )
+
+
 def _quality(section: Mapping[str, Any]) -> str:
     """Per case and in total: one plain call against Aeon's loop, the same model."""
     headers = ["case", "rules", "plain held", "loop held", "plain calls", "loop calls"]
@@ -379,8 +392,8 @@ def _quality(section: Mapping[str, Any]) -> str:
 def _targets(rows: Sequence[Mapping[str, Any]]) -> str:
     verdict = {True: "PASS", False: "MISS", None: "not run"}
     return "Targets\n" + table(
-        ["target", "goal", "measured", "verdict"],
-        [[r["target"], r["goal"], r["value"], verdict[r["met"]]] for r in rows],
+        ["target", "goal", "before", "measured", "verdict"],
+        [[r["target"], r["goal"], r["before"], r["value"], verdict[r["met"]]] for r in rows],
     )
 
 
@@ -394,5 +407,6 @@ _SECTIONS = {
     "sse": _sse,
     "events": _events,
     "retention": _retention,
+    "costs": _costs,
     "quality": _quality,
 }
