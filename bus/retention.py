@@ -12,7 +12,10 @@ oldest entry that one of the stream's groups still needs (`acked_floor`: the old
 entry of each group, or the first not yet delivered), never closer to now than
 `AEON_STREAM_KEEP_S`; and the worker trims the answers stream (no group reads it) to
 `AEON_STREAM_KEEP_S`. A gateway that falls further behind finds the answer in the answer store
-(it looks there every few seconds anyway) and misses only progress lines. A stream none of
+(it looks there every few seconds anyway) and misses only progress lines. The HTTP API reads a
+run in flight back from the entry of its newest event (gateway.http.run_feed), so the default
+keeps entries as long as the default request timeout (300 s): a run that keeps to it can be
+read while it runs. A deployment with longer timeouts raises it to match. A stream none of
 whose groups exists yet (no worker of its phase has started) is not trimmed: its entries wait
 for their first reader. Trimming is `XTRIM MINID ~`: whole nodes only, which is cheap; what is
 left is at most a node per stream.

@@ -92,9 +92,11 @@ class BusSettings(AeonSettings):
     #: A backstop: entries a stream keeps at most. Streams are trimmed by what their groups
     #: acknowledged (bus.retention) long before this.
     stream_maxlen: Whole = 100_000
-    #: Seconds an acknowledged entry (and an answers-stream entry) stays for gateways that
-    #: follow the streams with XREAD (bus.retention).
-    stream_keep_s: Whole = 60
+    #: Seconds an acknowledged entry (and an answers-stream entry) stays, for gateways that
+    #: follow the streams with XREAD, and for the HTTP API, which reads a run in flight back
+    #: from its newest event's entry: the default request timeout, so a run that keeps to it
+    #: is readable while it runs (bus.retention).
+    stream_keep_s: Whole = 300
     #: How often a worker trims its streams (bus.retention).
     trim_interval_s: Seconds = 10.0
     max_event_bytes: Annotated[int, Field(ge=1024)] = 1_000_000
