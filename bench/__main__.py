@@ -1,6 +1,7 @@
 """`python -m bench`: run the benchmarks, print the table, write the JSON report.
 
     python -m bench [--quick | --smoke] [--redis-url URL] [--out PATH] [--only SECTIONS]
+    python -m bench --only quality --llm-url URL --model NAME [--quality-cases N]
 
 Without --redis-url (or AEON_BENCH_REDIS_URL) it starts a throwaway redis-server of its own,
 so a fresh checkout needs nothing but `pip install -e .`; the cluster section always starts a
@@ -30,11 +31,14 @@ from bench import eventloop
 from bench.cluster import run_cluster
 from bench.concurrency import run_concurrency
 from bench.context import BenchContext
+from bench.costs import run_costs
 from bench.events import run_events
 from bench.memory import run_memory
 from bench.overhead import run_overhead
 from bench.profiles import FULL, QUICK, SMOKE, Profile
+from bench.quality import run_quality
 from bench.report import render, write_json
+from bench.retention import run_retention
 from bench.scaleout import run_scaleout
 from bench.sse import run_sse
 from bench.targets import judge
@@ -49,18 +53,26 @@ SECTIONS = {
     "telemetry": run_telemetry,
     "sse": run_sse,
     "events": run_events,
+    "retention": run_retention,
+    "costs": run_costs,
+    "quality": run_quality,
 }
+#: Sections run unless --only names them: they need what the others do not (an LLM server).
+ON_REQUEST = ("quality",)
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
 _SECRET_HINTS = ("URL", "KEY", "PASSWORD", "TOKEN", "SECRET")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if "quality" in args.only and not (args.llm_url and args.model):
+        print("bench: the quality section needs --llm-url and --model", file=sys.stderr)
+        return 2
     profile = SMOKE if args.smoke else QUICK if args.quick else FULL
     log_dir = Path(tempfile.mkdtemp(prefix="aeon-bench-"))
     try:
         with _redis(args.redis_url) as (url, pid, source):
-            report = eventloop.run(_run(url, pid, source, profile, args.only, log_dir))
+            report = eventloop.run(_run(url, pid, source, profile, args, log_dir))
     except Exception as error:
         print(f"bench: failed: {type(error).__name__}: {error}", file=sys.stderr)
         print(f"bench: process logs kept in {log_dir}", file=sys.stderr)
@@ -74,13 +86,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _run(
-    url: str, pid: int | None, source: str, profile: Profile, only: list[str], log_dir: Path
+    url: str,
+    pid: int | None,
+    source: str,
+    profile: Profile,
+    args: argparse.Namespace,
+    log_dir: Path,
 ) -> dict[str, Any]:
     started = time.perf_counter()
+    only: list[str] = args.only
     redis = await connect(BusSettings(redis_url=url))
     try:
         info = await redis.info("server")
-        ctx = BenchContext(url, pid, profile, log_dir, redis)
+        ctx = BenchContext(
+            url,
+            pid,
+            profile,
+            log_dir,
+            redis,
+            llm_url=args.llm_url,
+            model=args.model,
+            quality_cases=args.quality_cases,
+        )
         report: dict[str, Any] = {}
         for name in only:
             section_started = time.perf_counter()
@@ -160,8 +187,18 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--only",
         type=_sections,
-        default=list(SECTIONS),
-        help=f"sections to run, comma-separated ({','.join(SECTIONS)})",
+        default=[name for name in SECTIONS if name not in ON_REQUEST],
+        help=f"sections to run, comma-separated ({','.join(SECTIONS)}; "
+        f"{', '.join(ON_REQUEST)} only when named)",
+    )
+    parser.add_argument("--llm-url", help="quality: the OpenAI-compatible server's base URL")
+    parser.add_argument("--model", help="quality: the model to ask")
+    parser.add_argument(
+        "--quality-cases",
+        type=int,
+        default=None,
+        metavar="N",
+        help="quality: run the first N cases only (default: all)",
     )
     return parser
 

@@ -53,8 +53,8 @@ class PipelineGateway:
                 reader.cancel()
         closing.result()
 
-    async def one_run(self) -> ExecutionResult:
-        return await self._client.ask(REQUEST, timeout=RUN_TIMEOUT_S)
+    async def one_run(self, timeout: float = RUN_TIMEOUT_S) -> ExecutionResult:
+        return await self._client.ask(REQUEST, timeout=timeout)
 
 
 class ReferenceGateway:

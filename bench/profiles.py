@@ -34,6 +34,8 @@ class Profile:
     cluster_workers: int
     cluster_runs: int
     cluster_in_flight: int
+    #: Retention: runs whose leftover Redis memory is weighed (bench.retention).
+    retention_runs: int
 
     @property
     def big_burst(self) -> int:
@@ -54,6 +56,7 @@ FULL = Profile(
     cluster_workers=2,
     cluster_runs=10_000,
     cluster_in_flight=200,
+    retention_runs=300,
 )
 QUICK = Profile(
     name="quick",
@@ -69,6 +72,7 @@ QUICK = Profile(
     cluster_workers=2,
     cluster_runs=5_000,
     cluster_in_flight=200,
+    retention_runs=100,
 )
 SMOKE = Profile(
     name="smoke",
@@ -84,5 +88,6 @@ SMOKE = Profile(
     cluster_workers=2,
     cluster_runs=12,
     cluster_in_flight=6,
+    retention_runs=6,
 )
 PROFILES = {p.name: p for p in (FULL, QUICK, SMOKE)}

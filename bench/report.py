@@ -313,11 +313,87 @@ def _event(hop: Mapping[str, Any]) -> str:
     return f"{hop['type']} {hop['body_bytes']:,} B"
 
 
+def _retention(section: Mapping[str, Any]) -> str:
+    kinds = section["at_the_end_by_kind_kib_per_run"]
+    held = section["held_by_kind_kib_per_run"]
+    return (
+        f"Retention: Redis KiB per answered run ({section['runs']} runs, default settings)\n"
+        + table(
+            ["kind of key", "at the end", "10 min after"],
+            [[kind, kinds[kind], held.get(kind, 0.0)] for kind in sorted(kinds)]
+            + [
+                [
+                    "total",
+                    section["kib_per_run_at_the_end"],
+                    section["kib_per_run_held_after_10_min"],
+                ]
+            ],
+        )
+        + f"\nbefore (issue 27's soak): {section['before_kib_per_run_held_after_10_min']} KiB"
+        " a run held 10 min after"
+    )
+
+
+def _costs(section: Mapping[str, Any]) -> str:
+    keys = ("status", "calls", "prompt_tokens", "completion_tokens", "wall_s", "wall_vs_calls")
+    rows = [[n, *(r[key] for key in keys)] for n, r in enumerate(section["runs"], start=1)]
+    headers = ["run", "status", "calls", "prompt tok", "completion tok", "wall s", "wall ÷ calls"]
+    before = section["before"]
+    return (
+        f"Costs: the standard request, 1 in flight, {section['llm_delay_ms']} ms a call\n"
+        + table(headers, rows)
+        + f"\nbefore: wall ÷ calls {before['wall_vs_calls']}, "
+        f"{before['prompt_tokens_per_run']:,} prompt tokens a run"
+    )
+
+
+def _quality(section: Mapping[str, Any]) -> str:
+    """Per case and in total: one plain call against Aeon's loop, the same model."""
+    headers = ["case", "rules", "plain held", "loop held", "plain calls", "loop calls"]
+    headers += ["plain tokens", "loop tokens", "plain s", "loop s"]
+
+    def tokens(way: Mapping[str, Any]) -> int:
+        return int(way["prompt_tokens"]) + int(way["completion_tokens"])
+
+    rows = [
+        [
+            row["case"],
+            row["rules"],
+            f"{row['plain']['rules_held']}{' all' if row['plain']['all_held'] else ''}",
+            f"{row['loop']['rules_held']}{' all' if row['loop']['all_held'] else ''}",
+            row["plain"]["calls"],
+            row["loop"]["calls"],
+            tokens(row["plain"]),
+            tokens(row["loop"]),
+            row["plain"]["seconds"],
+            row["loop"]["seconds"],
+        ]
+        for row in section["per_case"]
+    ]
+    plain, loop = section["plain"], section["loop"]
+    rows.append(
+        [
+            "total",
+            section["rules"],
+            f"{plain['rules_held']} ({plain['cases_all_held']} cases all)",
+            f"{loop['rules_held']} ({loop['cases_all_held']} cases all)",
+            plain["calls"],
+            loop["calls"],
+            tokens(plain),
+            tokens(loop),
+            plain["seconds"],
+            loop["seconds"],
+        ]
+    )
+    title = f"Quality: one plain call vs Aeon's loop, model {section['model']}"
+    return f"{title} ({section['cases']} cases)\n" + table(headers, rows)
+
+
 def _targets(rows: Sequence[Mapping[str, Any]]) -> str:
     verdict = {True: "PASS", False: "MISS", None: "not run"}
     return "Targets\n" + table(
-        ["target", "goal", "measured", "verdict"],
-        [[r["target"], r["goal"], r["value"], verdict[r["met"]]] for r in rows],
+        ["target", "goal", "before", "measured", "verdict"],
+        [[r["target"], r["goal"], r["before"], r["value"], verdict[r["met"]]] for r in rows],
     )
 
 
@@ -330,4 +406,7 @@ _SECTIONS = {
     "telemetry": _telemetry,
     "sse": _sse,
     "events": _events,
+    "retention": _retention,
+    "costs": _costs,
+    "quality": _quality,
 }

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aeonloop.bus.codec import Routable, encode
+from aeonloop.bus.compact import pack
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.bus.keys import ANSWERS, Keys, LockState
@@ -45,11 +46,15 @@ from aeonloop.bus.writes import WriteGate
 
 log = logging.getLogger("aeon.bus")
 
+#: A memo write: its key (bus.keys.memo_key), its value, how many seconds it is kept.
+MemoWrite = tuple[str, str, int]
+
 #: One commit. KEYS: the entry's stream, its event's lock (the stream again when there is none),
 #: then per output its stream (a record: its run's hash), and for an answer also the answer
 #: key and the run's hash. ARGV: group, entry id, stream maxlen, done-mark TTL ms, answer TTL
 #: s, the done value, then per output: its kind ("record", "event", "answer", "dead"), its
-#: number of fields and the fields (a record's: its name and value). Records come first, so an
+#: number of fields and the fields (a record's: its name and value), and for an answer the
+#: value its answer key stores (its body, packed: bus.compact). Records come first, so an
 #: event is never added without the records it refers to; the run's hash expires with its
 #: answer (set again when the answer is). Returns the dead letter's id, if any. One
 #: FinalAnswer per run, even if two exits reach Phase E: an answer is added to its stream only
@@ -70,7 +75,9 @@ while a <= #ARGV do
     redis.call('EXPIRE', KEYS[k], ARGV[5])
     k = k + 1
   elseif kind == 'answer' then
-    if redis.call('SET', KEYS[k + 1], fields[#fields], 'NX', 'EX', ARGV[5]) then
+    local stored = ARGV[a]
+    a = a + 1
+    if redis.call('SET', KEYS[k + 1], stored, 'NX', 'EX', ARGV[5]) then
       redis.call('XADD', KEYS[k], 'MAXLEN', '~', maxlen, '*', unpack(fields))
       redis.call('EXPIRE', KEYS[k + 2], ARGV[5])
     end
@@ -128,7 +135,7 @@ class Committer:
         self._keys = keys
         self._settings = settings
         self._queue: list[Commit] = []
-        self._side_writes: list[tuple[str, str]] = []
+        self._side_writes: list[MemoWrite] = []
         self._wake = asyncio.Event()
         self._closed = False
         self._script_loaded = False
@@ -144,7 +151,6 @@ class Committer:
         its run could only be answered as lost; refused here, the run is answered from the
         event being handled, with the true reason. Answers are exempt: gateways take them whole.
         """
-        # The trace fields go first: the script stores an answer's last field, its body.
         item.records = [out for out in item.outputs if isinstance(out, RunRecord)]
         item.encoded = [
             (out.STREAM, item.trace | encode(out))
@@ -164,9 +170,15 @@ class Committer:
         await item.done
         return item.dead_id
 
-    def remember(self, key: str, value: str) -> None:
-        """A memo write that rides along with the next flush instead of costing a round trip."""
-        self._side_writes.append((key, value))
+    @property
+    def memo_ttl_s(self) -> int:
+        """The longest a memo is kept (AEON_MEMO_TTL_S)."""
+        return self._settings.memo_ttl_s
+
+    def remember(self, key: str, value: str, ttl_s: int) -> None:
+        """A memo write, kept `ttl_s` seconds, that rides along with the next flush instead of
+        costing a round trip."""
+        self._side_writes.append((key, value, ttl_s))
         self._wake.set()
 
     async def run(self) -> None:
@@ -183,7 +195,7 @@ class Committer:
         self._closed = True
         self._wake.set()
 
-    async def _flush_until_sent(self, batch: list[Commit], memos: list[tuple[str, str]]) -> None:
+    async def _flush_until_sent(self, batch: list[Commit], memos: list[MemoWrite]) -> None:
         """Send the batch; send again what Redis could not take (away, failing over, refusing
         writes) until it is taken, and give up at once on what it refused for good.
 
@@ -217,16 +229,15 @@ class Committer:
             delay = min(delay * 2, 5.0)
 
     async def _flush(
-        self, batch: list[Commit], memos: list[tuple[str, str]]
-    ) -> tuple[list[Commit], list[tuple[str, str]]]:
+        self, batch: list[Commit], memos: list[MemoWrite]
+    ) -> tuple[list[Commit], list[MemoWrite]]:
         """One pipelined round trip; what is left to send again (commits, memos)."""
-        settings = self._settings
         pipe = self._redis.pipeline(transaction=False)
         if not self._script_loaded:  # once per process, and again after a NOSCRIPT
             await self._redis.script_load(_COMMIT)  # on every master of a cluster
             self._script_loaded = True
-        for key, value in memos:
-            pipe.set(self._keys.memo(key), value, ex=settings.memo_ttl_s)
+        for key, value, ttl_s in memos:
+            pipe.set(self._keys.memo(key), value, ex=ttl_s)
         for item in batch:
             if item.writes:
                 # execute_command: redis-py's cluster pipeline refuses its evalsha() method,
@@ -287,7 +298,7 @@ class Committer:
         # keeps its run there: one commit, one slot, whatever the entry says.
         for record in item.records:
             keys.append(self._keys.run_records(record.correlation_id, item.shard))
-            args += ["record", 1, record.name, record.value]
+            args += ["record", 1, record.name, pack(record.value)]
         for stream, fields in item.encoded:
             keys.append(self._keys.stream(stream, item.shard))
             if stream == ANSWERS:
@@ -296,6 +307,8 @@ class Committer:
                 keys.append(self._keys.run_records(cid, item.shard))
             args += ["answer" if stream == ANSWERS else "event", len(fields)]
             args += itertools.chain.from_iterable(fields.items())
+            if stream == ANSWERS:
+                args.append(pack(fields["body"]))
         if item.dead is not None:
             keys.append(self._keys.dead_letter(item.shard))
             dead = item.dead.to_fields()
@@ -303,7 +316,7 @@ class Committer:
         return [len(keys), *keys, *args]
 
 
-def _left(memos: list[tuple[str, str]], replies: list[Any]) -> list[tuple[str, str]]:
+def _left(memos: list[MemoWrite], replies: list[Any]) -> list[MemoWrite]:
     """The memo writes to send again; one refused for good is dropped (a memo only saves an
     LLM call on a redelivery)."""
     left = []

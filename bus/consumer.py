@@ -47,6 +47,7 @@ from redis.exceptions import ResponseError
 
 from aeonloop.bus.codec import Fields, Routable, decode, trace_context
 from aeonloop.bus.commit import Commit, Committer
+from aeonloop.bus.compact import unpack
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.bus.delivery import Delivery
@@ -428,7 +429,9 @@ class Consumer:
             if isinstance(values, list):  # a read that failed: the handler reads them itself
                 cid = event.correlation_id
                 found = zip(names, values, strict=True)
-                delivery.records = {(cid, n): value for n, value in found if value is not None}
+                delivery.records = {
+                    (cid, n): unpack(value) for n, value in found if value is not None
+                }
         # What is found MINE is in hand at once, before any other round trip, so another batch
         # reading a copy of the event meanwhile finds it BUSY here.
         self._take_in_hand(events, keys, states)

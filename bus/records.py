@@ -12,6 +12,7 @@ the records it refers to exist:
 - a record is written with HSET of a deterministic field, and a redelivered handler rebuilds
   it from the same event and memoised replies, so writing it again changes nothing; a commit
   that finds its event done writes nothing at all;
+- each value is stored compressed (bus.compact), and read back as the JSON written;
 - the hash expires with the run's answer: AEON_ANSWER_TTL_S from its last write, and from
   the answer's, set in the same script.
 
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 
+from aeonloop.bus.compact import unpack
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.redis_errors import TRANSIENT
@@ -75,9 +77,10 @@ class RedisRunRecords:
         """HMGET, waiting out a Redis that is away (a master failing over) for about 20 s: a
         handler failing on it instead would spend its attempts in under a second and send its
         run to dead letters, while the history it needs is there once the failover is over."""
-        return await _WAIT_OUT.call_with_retry(
+        values = await _WAIT_OUT.call_with_retry(
             lambda: self._redis.hmget(key, list(names)), _not_yet
         )
+        return [None if value is None else unpack(value) for value in values]
 
 
 #: Backoff 0.2, 0.4, 0.8, 1.6, then 2 s: 12 retries, about 19 s (redis-py's own retry loop).

@@ -89,9 +89,21 @@ class BusSettings(AeonSettings):
     retry_backoff_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.2
     #: How long a worker holds an event it is working on before others may take it over.
     lock_lease_ms: Annotated[int, Field(ge=100)] = 30_000
+    #: A backstop: entries a stream keeps at most. Streams are trimmed by what their groups
+    #: acknowledged (bus.retention) long before this.
     stream_maxlen: Whole = 100_000
+    #: Seconds an acknowledged entry (and an answers-stream entry) stays, for gateways that
+    #: follow the streams with XREAD, and for the HTTP API, which reads a run in flight back
+    #: from its newest event's entry: the default request timeout, so a run that keeps to it
+    #: is readable while it runs (bus.retention).
+    stream_keep_s: Whole = 300
+    #: How often a worker trims its streams (bus.retention).
+    trim_interval_s: Seconds = 10.0
     max_event_bytes: Annotated[int, Field(ge=1024)] = 1_000_000
-    answer_ttl_s: Whole = 7 * 24 * 3600
+    #: How long a run's answer and history are kept after it (compressed: bus.compact), for a
+    #: gateway that comes back for them (`aeon answer`, the HTTP API's runs). A day: what a
+    #: client that lost its connection needs, at a seventh of the memory a week held.
+    answer_ttl_s: Whole = 24 * 3600
     dedupe_ttl_s: Whole = 24 * 3600
     memo_ttl_s: Whole = 24 * 3600
     shutdown_grace_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 25.0

@@ -15,10 +15,12 @@ from aeonloop.bus.cancels import RedisCancels
 from aeonloop.bus.commit import Committer
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.consumer import Consumer, Pause, Route
-from aeonloop.bus.keys import Keys
+from aeonloop.bus.keys import ANSWERS, Keys
 from aeonloop.bus.layout import agree_on_shards
 from aeonloop.bus.memo import RedisMemo
 from aeonloop.bus.records import RedisRunRecords
+from aeonloop.bus.redis_errors import said
+from aeonloop.bus.retention import trim_all
 from aeonloop.bus.settings import BusSettings, redact
 
 log = logging.getLogger("aeon.bus")
@@ -80,6 +82,7 @@ class BusWorker:
         log.info("worker %s consuming [%s] on %s", self.settings.consumer_name, groups, url)
         flusher = asyncio.create_task(self.committer.run(), name="committer")
         loops = [asyncio.create_task(loop()) for loop in self.background]
+        loops.append(asyncio.create_task(self._trim_forever(), name="trimmer"))
         try:
             await asyncio.gather(*(c.run() for c in self.consumers))
         finally:
@@ -90,6 +93,27 @@ class BusWorker:
             await flusher
             counts = ", ".join(f"{c.route.group}={c.handled}" for c in self.consumers)
             log.info("worker %s stopped; events handled: %s", self.settings.consumer_name, counts)
+
+    async def trim_once(self) -> int:
+        """Trim this worker's streams and the answers streams (bus.retention); returns the
+        entries removed."""
+        grouped = [key for c in self.consumers for key in self.keys.streams(c.route.stream)]
+        return await trim_all(
+            self.redis,
+            grouped,
+            self.keys.streams(ANSWERS),
+            self.settings.stream_keep_s * 1000,
+        )
+
+    async def _trim_forever(self) -> None:
+        """Trim every AEON_TRIM_INTERVAL_S; a failed trim is tried again next time (XTRIM
+        needs no memory, so it runs while Redis refuses writes, and frees some)."""
+        while True:
+            await asyncio.sleep(self.settings.trim_interval_s)
+            try:
+                await self.trim_once()
+            except Exception as error:  # trimming only frees memory: never stop the worker
+                log.warning("trimming streams failed: %s", said(error))
 
     def stop(self) -> None:
         for consumer in self.consumers:

@@ -42,6 +42,7 @@ from redis.exceptions import ResponseError
 from aeonloop.bus import approvals as bus_approvals
 from aeonloop.bus.cancels import CancelOutcome, request_cancel
 from aeonloop.bus.codec import encode, text
+from aeonloop.bus.compact import unpack
 from aeonloop.bus.connection import RedisClient, connect, is_cluster
 from aeonloop.bus.keys import ANSWERS, Keys
 from aeonloop.bus.layout import agree_on_shards
@@ -398,7 +399,7 @@ class AeonClient:
         with contextlib.suppress(*TRANSIENT):
             body = await self.redis.get(self.keys.answer(correlation_id))
             if body is not None:
-                return FinalAnswerReady.model_validate_json(body).result
+                return FinalAnswerReady.model_validate_json(unpack(body)).result
         return None
 
     def _take(self, stream: str, entry_id: bytes, fields: dict[bytes, bytes]) -> None:

@@ -145,21 +145,42 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:] if text else text
 
 
+def linked_clauses(request: str) -> list[tuple[str, bool]]:
+    """The request's clauses, in order (sentences, and the parts joined by "then" or ";"), each
+    with whether it follows on from the one before ("then": it builds on it)."""
+    found: list[tuple[str, bool]] = []
+    start, follows = 0, False
+    for brk in [*_CLAUSE_BREAK.finditer(request), None]:
+        part = _sentence(request[start : brk.start() if brk else len(request)])
+        if part:
+            follows = follows or part.lower().startswith("then ")  # "; then ..." as well
+            found.append((part, follows and bool(found)))
+        if brk is not None:
+            start, follows = brk.end(), "then" in brk.group(0).lower()
+    return found
+
+
 def clauses(request: str) -> list[str]:
     """The request's clauses, in order: sentences, and the parts joined by "then" or ";"."""
-    parts = (_sentence(part) for part in _CLAUSE_BREAK.split(request))
-    return [part for part in parts if part]
+    return [part for part, _ in linked_clauses(request)]
+
+
+def linked_plan_steps(request: str, most: int = MAX_STEPS) -> list[tuple[str, bool]]:
+    """2 to `most` step descriptions from the request's clauses (extra ones fold into the
+    last), each with whether it builds on the step before it."""
+    parts = linked_clauses(request) or [(_sentence(request) or "The request", False)]
+    if len(parts) < MIN_STEPS:
+        subject = parts[0][0]
+        parts = [(f"Work out what is asked: {subject}", False), (f"Answer it: {subject}", True)]
+    if len(parts) > most:
+        folded = "; ".join(part for part, _ in parts[most - 1 :])
+        parts = [*parts[: most - 1], (folded, parts[most - 1][1])]
+    return [(_shorten(part), follows) for part, follows in parts]
 
 
 def plan_steps(request: str, most: int = MAX_STEPS) -> list[str]:
     """2 to `most` step descriptions from the request's clauses (extra ones fold into the last)."""
-    parts = clauses(request) or [_sentence(request) or "The request"]
-    if len(parts) < MIN_STEPS:
-        subject = parts[0]
-        parts = [f"Work out what is asked: {subject}", f"Answer it: {subject}"]
-    if len(parts) > most:
-        parts = [*parts[: most - 1], "; ".join(parts[most - 1 :])]
-    return [_shorten(part) for part in parts]
+    return [part for part, _ in linked_plan_steps(request, most)]
 
 
 def _step_ids(text: str) -> list[str]:
@@ -218,16 +239,22 @@ def _profile_update(data: TaskProfileUpdateInput) -> dict[str, Any]:
     return {**kept, "raw_inference": note}
 
 
-def _plan(goal: str, descriptions: list[str], prefix: str = "s") -> dict[str, Any]:
+def _plan(goal: str, descriptions: list[tuple[str, bool]], prefix: str = "s") -> dict[str, Any]:
+    """A plan of the given steps: one that follows on from the step before depends on it, the
+    others on nothing (they run at once)."""
     steps = [
-        {"step_id": f"{prefix}{number}", "description": description}
-        for number, description in enumerate(descriptions, start=1)
+        {
+            "step_id": f"{prefix}{number}",
+            "description": description,
+            "depends_on": [f"{prefix}{number - 1}"] if follows else [],
+        }
+        for number, (description, follows) in enumerate(descriptions, start=1)
     ]
     return {"plan": {"goal": _shorten(goal, 300), "steps": steps}}
 
 
 def _plan_for_request(data: PlanGenerationInput) -> dict[str, Any]:
-    return _plan(data.request, plan_steps(data.request))
+    return _plan(data.request, linked_plan_steps(data.request))
 
 
 def _subgoals(data: RecursivePlanInput) -> str:
@@ -237,7 +264,7 @@ def _subgoals(data: RecursivePlanInput) -> str:
 
 def _subplan(data: RecursiveSubplanInput) -> dict[str, Any]:
     """Sub-steps take the parent's id as prefix (s2.1, s2.2, ...), as the prompt asks."""
-    steps = plan_steps(data.parent_step_description, MAX_SUBSTEPS)
+    steps = linked_plan_steps(data.parent_step_description, MAX_SUBSTEPS)
     return _plan(data.parent_step_description, steps, prefix=f"{data.parent_step_id}.")
 
 
@@ -306,10 +333,12 @@ def _refinement(data: RefinementInput) -> dict[str, Any]:
     known = [str(step.get("step_id", "")) for step in steps] + data.executed_step_ids
     numbers = [int(n) for step_id in known for n in _STEP_ID.findall(step_id)]
     new_id = f"s{max(numbers, default=0) + 1}"
+    everything = list(dict.fromkeys(step_id for step_id in known if step_id))
     action = {
         "action_type": "ADD",
         "target_step_id": None,
-        "new_step": {"step_id": new_id, "description": REVIEW_STEP},
+        # The review reads every output there is.
+        "new_step": {"step_id": new_id, "description": REVIEW_STEP, "depends_on": everything},
         "reason": "A final review makes the answer complete.",
     }
     return {"actions": [action]}
@@ -359,7 +388,7 @@ def _missing_closers(text: str) -> str:
 def _repair_plan(data: RepairPlanInput) -> str:
     """The plan as given when it parses, else a fresh plan from the request's clauses."""
     found = _first_json_object(data.plan)
-    reply = found if found is not None else _plan(data.request, plan_steps(data.request))
+    reply = found if found is not None else _plan(data.request, linked_plan_steps(data.request))
     return json.dumps(reply, ensure_ascii=False)
 
 

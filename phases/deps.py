@@ -47,6 +47,8 @@ class LoopSettings(AeonSettings):
     #: refuse it; Phase A caps a request from elsewhere), and a run's TTL never exceeds it.
     max_passes: Annotated[int, Field(ge=1, le=MAX_TTL_CAP)] = DEFAULT_MAX_PASSES
     max_actions_per_pass: Whole = 5
+    #: Plan steps of one run whose LLM calls may be in flight at once (phase_c.execute).
+    max_parallel_steps: Whole = 4
     max_refinements_per_run: Annotated[int, Field(ge=0)] = 20
     stagnation_epsilon: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.02
     allow_executable_checks: bool = False

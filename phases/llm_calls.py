@@ -88,7 +88,9 @@ class Memo(Protocol):
 
     async def get(self, key: str) -> str | None: ...
 
-    async def put(self, key: str, value: str) -> None: ...
+    async def put(self, key: str, value: str, until: datetime | None = None) -> None:
+        """Remember `value`; `until` is when it stops being of use (the run's deadline: a
+        redelivery after it ends the run without calling the LLM), None if not known."""
 
 
 class FirstDeliveryMemo:
@@ -102,8 +104,8 @@ class FirstDeliveryMemo:
     async def get(self, key: str) -> str | None:
         return None
 
-    async def put(self, key: str, value: str) -> None:
-        await self._memo.put(key, value)
+    async def put(self, key: str, value: str, until: datetime | None = None) -> None:
+        await self._memo.put(key, value, until)
 
 
 class DictMemo:
@@ -115,7 +117,7 @@ class DictMemo:
     async def get(self, key: str) -> str | None:
         return self.values.get(key)
 
-    async def put(self, key: str, value: str) -> None:
+    async def put(self, key: str, value: str, until: datetime | None = None) -> None:
         self.values[key] = value
 
 
@@ -250,7 +252,7 @@ class LLMSession:
             raise LLMError(f"{prompt_id.value}: the model returned an empty reply", transient=True)
         used = answer.usage
         self.usage.add(used.prompt_tokens, used.completion_tokens, used.estimated)
-        await self.memo.put(key, reply.to_memo())
+        await self.memo.put(key, reply.to_memo(), self.deadline)
         return reply
 
     async def _send(self, call: LLMCall) -> LLMReply:

@@ -78,6 +78,10 @@ class PlanStep(Model):
     #: kept in that pass's history record and loaded with it (phases.history).
     output: SkipJsonSchema[str | None] = Field(None, exclude=True)
     executed_in_pass: int | None = None
+    #: The steps whose outputs this one needs. None (a plan that does not say, and every plan
+    #: before this field): every step before it in the plan, so such a plan runs one step at a
+    #: time in its order, as it always did. [] needs none: it may run with any other.
+    depends_on: list[str] | None = None
 
     @property
     def executed(self) -> bool:
@@ -97,13 +101,67 @@ class Plan(Model):
         duplicates = sorted({i for i in ids if ids.count(i) > 1})
         if duplicates:
             raise ValueError(f"step ids must be unique; repeated: {duplicates}")
+        problem = dependency_problem(steps)
+        if problem:
+            raise ValueError(problem)
         return steps
+
+    def dependencies(self, step: PlanStep) -> list[str]:
+        """The ids of the steps `step` needs (`PlanStep.depends_on`; None: every earlier one)."""
+        return _needs(self.steps)[step.step_id]
 
     def pending(self) -> list[PlanStep]:
         return [s for s in self.steps if not s.executed]
 
     def step(self, step_id: str) -> PlanStep | None:
         return next((s for s in self.steps if s.step_id == step_id), None)
+
+
+def _needs(steps: list[PlanStep]) -> dict[str, list[str]]:
+    ids = [s.step_id for s in steps]
+    return {
+        s.step_id: list(s.depends_on) if s.depends_on is not None else ids[:i]
+        for i, s in enumerate(steps)
+    }
+
+
+def dependency_problem(steps: list[PlanStep]) -> str | None:
+    """What is wrong with the steps' dependencies (an unknown id, a step needing itself, a
+    cycle), or None."""
+    needs = _needs(steps)
+    for step_id, wanted in needs.items():
+        unknown = [w for w in wanted if w not in needs]
+        if unknown:
+            return f"step {step_id} depends on unknown steps {unknown}"
+        if step_id in wanted:
+            return f"step {step_id} depends on itself"
+    done: set[str] = set()
+    left = dict(needs)
+    while left:
+        ready = [i for i, wanted in left.items() if all(w in done for w in wanted)]
+        if not ready:
+            return f"the dependencies of steps {sorted(left)} form a cycle"
+        done.update(ready)
+        for i in ready:
+            del left[i]
+    return None
+
+
+def with_sound_dependencies(steps: list[PlanStep]) -> list[PlanStep]:
+    """`steps` with dependencies a model got wrong dropped: unknown ids and the step itself
+    leave its list; if a cycle is left, every step falls back to the plan's order (None)."""
+    ids = {s.step_id for s in steps}
+    kept = [
+        s
+        if s.depends_on is None
+        else s.model_copy(
+            update={"depends_on": [d for d in s.depends_on if d in ids and d != s.step_id]}
+        )
+        for s in steps
+    ]
+    if dependency_problem(kept):
+        return [s.model_copy(update={"depends_on": None}) for s in kept]
+    return kept
 
 
 ActionType = Literal["ADD", "MODIFY", "REMOVE", "REPLACE"]
@@ -159,8 +217,12 @@ def apply_refinements(
             rejected.append(f"{action.action_type} {action.target_step_id or ''}: {problem}")
         else:
             applied.append(action)
+    # A removed or replaced step may be what others named; an added one may name what is not
+    # there: the plan keeps what can still be met.
     return RefinementOutcome(
-        plan=Plan(goal=plan.goal, steps=steps), applied=applied, rejected=rejected
+        plan=Plan(goal=plan.goal, steps=with_sound_dependencies(steps)),
+        applied=applied,
+        rejected=rejected,
     )
 
 

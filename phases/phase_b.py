@@ -25,7 +25,7 @@ from aeonloop.phases.events import (
     TaskProfiled,
 )
 from aeonloop.phases.llm_calls import LLMSession
-from aeonloop.phases.models import Plan, PlanStep
+from aeonloop.phases.models import Plan, PlanStep, with_sound_dependencies
 from aeonloop.phases.planning import adopt, refine, refinement_budget, validate
 from aeonloop.prompts.registry import (
     PlanBody,
@@ -70,13 +70,24 @@ async def generate_plan(session: LLMSession, run: RunState) -> Plan:
 
 
 def plan_from_output(body: PlanBody) -> Plan:
-    """The domain plan; repeated or over-long step ids are made unique rather than fatal."""
+    """The domain plan; repeated or over-long step ids are made unique rather than fatal, and
+    dependencies the model got wrong (an unknown id, a cycle) are dropped rather than fatal
+    (models.with_sound_dependencies). A dependency names the first step of its id."""
     ids = unique_step_ids([step.step_id for step in body.steps])
+    renamed: dict[str, str] = {}
+    for raw, step_id in zip(body.steps, ids, strict=True):
+        renamed.setdefault(raw.step_id, step_id)
     steps = [
-        PlanStep(step_id=step_id, description=step.description)
+        PlanStep(
+            step_id=step_id,
+            description=step.description,
+            depends_on=None
+            if step.depends_on is None
+            else [renamed.get(d, d) for d in step.depends_on],
+        )
         for step_id, step in zip(ids, body.steps, strict=True)
     ]
-    return Plan(goal=body.goal, steps=steps)
+    return Plan(goal=body.goal, steps=with_sound_dependencies(steps))
 
 
 def unique_step_ids(ids: list[str]) -> list[str]:

@@ -18,9 +18,11 @@ event handled twice makes no new LLM call and returns events with the same ids.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from aeonloop.bus.keys import memo_scope
 from aeonloop.exceptions import LLMFailure
@@ -63,7 +65,9 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
     await history.load_outputs(deps.records, event.correlation_id, run)  # of earlier passes
     plan = run.plan
     session = deps.session(event.correlation_id, run.usage, event.deadline)
-    record = await execute(session, run, plan, number, settings.max_step_output_chars)
+    record = await execute(
+        session, run, plan, number, settings.max_step_output_chars, settings.max_parallel_steps
+    )
     try:
         await evaluate(session, run, plan, record, settings)
     except LLMFailure as error:
@@ -84,42 +88,87 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
 
 
 async def execute(
-    session: LLMSession, run: RunState, plan: Plan, number: int, output_chars: int
+    session: LLMSession,
+    run: RunState,
+    plan: Plan,
+    number: int,
+    output_chars: int,
+    parallel: int = 1,
 ) -> ExecutionPass:
-    """Run every step not done yet, in plan order; one that does not complete is "failed".
+    """Run every step not done yet; one that does not complete is "failed".
+
+    A step runs once the steps it depends on (`Plan.dependencies`) have run; the steps that
+    are ready together run at once, at most `parallel` LLM calls at a time, and are recorded in
+    plan order, so the record does not depend on which call came back first. A plan that names
+    no dependencies runs one step at a time in its order, as before they existed.
 
     Failed is either blocked (the model replied BLOCKED: evidence that the task was misjudged)
     or failed for a reason that says nothing about the task (the LLM call failed, the reply was
     cut at the length limit, a refusal); either way the other steps still run, the pass cannot
-    converge, and the step runs again next pass. Each step sees the outputs of the steps done
-    before it, in this pass and earlier ones, clipped longest first if the prompt needs it.
-    Outputs are stored cut to `output_chars`.
+    converge, and the step runs again next pass. Each step sees the outputs of the done steps
+    it depends on (`visible_outputs`), clipped longest first if the prompt needs it. Outputs
+    are stored cut to `output_chars`.
     """
-    prior = [s for s in plan.steps if s.status == "done"]
     record = ExecutionPass(pass_number=number)
-    for index, step in enumerate(plan.steps):
-        if step.executed:
-            continue
-        build = functools.partial(step_input, run, plan.goal, step, tuple(prior), number)
+    earlier = [s.step_id for s in plan.steps if s.executed]  # done in earlier passes
+    waiting = [s.step_id for s in plan.steps if not s.executed]
+    calls = asyncio.Semaphore(parallel)
+
+    async def run_step(step: PlanStep) -> StepOutcome:
+        prior = visible_outputs(plan, step, earlier)
+        build = functools.partial(step_input, run, plan.goal, step, prior, number)
         scope = memo_scope("c", "step", pass_number=number, step=step.step_id)
-        outcome = await attempt_step(session, build, scope, output_chars)
-        status = "done" if outcome.completed else "failed"
-        plan.steps[index] = step.model_copy(
-            update={"status": status, "output": outcome.output, "executed_in_pass": number}
-        )
-        if outcome.blocked:
-            record.blocked_step_ids.append(step.step_id)
-            said = summaries.first_line(outcome.blocked)
-            run.notes.append(f"phase C: step {step.step_id} is blocked in pass {number}: {said}")
-        elif outcome.failed:
-            record.failed_steps[step.step_id] = outcome.failed
-            run.notes.append(
-                f"phase C: step {step.step_id} did not complete in pass {number}: {outcome.failed}"
-            )
-        else:
-            prior.append(plan.steps[index])
-            record.executed_step_ids.append(step.step_id)
+        async with calls:
+            return await attempt_step(session, build, scope, output_chars)
+
+    by_id = {s.step_id: s for s in plan.steps}
+    while waiting:  # the plan has no cycles (models.Plan), so each round runs at least one
+        ready = [by_id[i] for i in waiting if not set(plan.dependencies(by_id[i])) & set(waiting)]
+        outcomes = await asyncio.gather(*(run_step(step) for step in ready))
+        for step, outcome in zip(ready, outcomes, strict=True):
+            _record_step(run, plan, record, step, outcome, number)
+            waiting.remove(step.step_id)
     return record
+
+
+def visible_outputs(plan: Plan, step: PlanStep, earlier: Sequence[str]) -> tuple[PlanStep, ...]:
+    """The done steps whose outputs `step` is shown: those it depends on. A step without
+    `depends_on` is also shown every step done in an earlier pass (and first, as before
+    dependencies existed); one that names its dependencies needs nothing else, so the rest is
+    cut from its prompt."""
+    named = set(plan.dependencies(step))
+    done = [s for s in plan.steps if s.status == "done"]
+    if step.depends_on is not None:
+        return tuple(s for s in done if s.step_id in named)
+    before = [s for s in done if s.step_id in earlier]
+    return tuple(before + [s for s in done if s.step_id in named and s.step_id not in earlier])
+
+
+def _record_step(
+    run: RunState,
+    plan: Plan,
+    record: ExecutionPass,
+    step: PlanStep,
+    outcome: StepOutcome,
+    number: int,
+) -> None:
+    """Put one step's outcome in the plan, the pass's record and the run's notes."""
+    index = plan.steps.index(step)
+    status = "done" if outcome.completed else "failed"
+    plan.steps[index] = step.model_copy(
+        update={"status": status, "output": outcome.output, "executed_in_pass": number}
+    )
+    if outcome.blocked:
+        record.blocked_step_ids.append(step.step_id)
+        said = summaries.first_line(outcome.blocked)
+        run.notes.append(f"phase C: step {step.step_id} is blocked in pass {number}: {said}")
+    elif outcome.failed:
+        record.failed_steps[step.step_id] = outcome.failed
+        run.notes.append(
+            f"phase C: step {step.step_id} did not complete in pass {number}: {outcome.failed}"
+        )
+    else:
+        record.executed_step_ids.append(step.step_id)
 
 
 def step_input(
@@ -204,10 +253,25 @@ async def evaluate(
     def outputs(cap: int | None) -> str:
         return summaries.step_outputs(done, cap)
 
-    record.validation = await validate(
-        session, run.request, "pass", outputs, scope=memo_scope("c", "validate", pass_number=number)
+    # At once: the assessment is not shown the validation's findings (the host weighs those
+    # itself, in is_converged), so neither call waits for the other. Both run to the end,
+    # so a redelivery finds both replies memoised; the first failure, in this order, is raised.
+    validation, assessment = await asyncio.gather(
+        validate(
+            session,
+            run.request,
+            "pass",
+            outputs,
+            scope=memo_scope("c", "validate", pass_number=number),
+        ),
+        assess(session, run, plan, outputs, record, number),
+        return_exceptions=True,
     )
-    record.assessment = await assess(session, run, plan, outputs, record, number)
+    for outcome in (validation, assessment):
+        if isinstance(outcome, BaseException):
+            raise outcome
+    record.validation = cast(SemanticValidationReport, validation)
+    record.assessment = cast(ConvergenceAssessment, assessment)
     by_rules = evaluation.judged(run.rules, record.evaluation)
     record.converged = is_converged(
         by_rules=by_rules,
@@ -235,7 +299,6 @@ async def assess(
             goal=plan.goal,
             pass_number=number,
             step_outputs=outputs(cap),
-            validation_summary=record.validation.text() if record.validation else "",
             rules_summary=summaries.rule_results_text(record.evaluation),
         )
 

@@ -120,7 +120,11 @@ def action_from_output(item: RefinementActionOutput) -> RefinementAction:
     return RefinementAction(
         action_type=item.action_type,
         target_step_id=item.target_step_id,
-        new_step=PlanStep(step_id=new.step_id, description=new.description) if new else None,
+        new_step=PlanStep(
+            step_id=new.step_id, description=new.description, depends_on=new.depends_on
+        )
+        if new
+        else None,
         reason=item.reason,
     )
 

@@ -146,7 +146,7 @@ class ReasoningStepInput(PromptInput):
     goal: str
     step_id: str
     step_description: str
-    prior_outputs: str = Field("", description="outputs of the steps before this one")
+    prior_outputs: str = Field("", description="outputs of the steps this one depends on")
     pass_number: int = Field(..., ge=1)
 
 
@@ -155,7 +155,6 @@ class ConvergenceAssessmentInput(PromptInput):
     goal: str
     pass_number: int = Field(..., ge=1)
     step_outputs: str
-    validation_summary: str = ""
     rules_summary: str = ""
 
 
@@ -241,6 +240,8 @@ class TaskProfileOutput(PromptOutput):
 class PlanStepOutput(PromptOutput):
     step_id: str = Field(..., min_length=1)
     description: str = Field(..., min_length=1)
+    #: The ids of the steps whose outputs this one needs; omitted: every earlier step.
+    depends_on: list[str] | None = None
 
 
 #: A plan needs a step: said in the schema (`minItems`), not only by phase B after the fact, so
@@ -496,8 +497,21 @@ _PLAN_EXAMPLE: dict[str, Any] = {
     "plan": {
         "goal": "One sentence: what the final answer must achieve.",
         "steps": [
-            {"step_id": "s1", "description": "What this step does and what it must produce."},
-            {"step_id": "s2", "description": "The next piece of work, using the output of s1."},
+            {
+                "step_id": "s1",
+                "description": "What this step does and what it must produce.",
+                "depends_on": [],
+            },
+            {
+                "step_id": "s2",
+                "description": "Another piece of work that does not need s1.",
+                "depends_on": [],
+            },
+            {
+                "step_id": "s3",
+                "description": "Work that builds on the outputs of s1 and s2.",
+                "depends_on": ["s1", "s2"],
+            },
         ],
     }
 }
@@ -505,7 +519,9 @@ _PLAN_EXAMPLE: dict[str, Any] = {
 _PLAN_FIELDS = """\
 - plan.goal: string, required.
 - plan.steps: list of steps in execution order; each has step_id (a short string, unique within
-  the plan, at most 64 characters) and description (a non-empty string)."""
+  the plan, at most 64 characters), description (a non-empty string) and depends_on (the ids of
+  the earlier steps whose outputs it needs; [] when it needs none). Steps that need nothing of
+  each other run at the same time, and a step is shown only the outputs of those it names."""
 
 
 def _definitions() -> list[PromptDefinition]:
@@ -608,16 +624,17 @@ def _definitions() -> list[PromptDefinition]:
             PromptId.REASONING_STEP_USER,
             ReasoningStepInput,
             "Phase C: carry out one plan step; the reply is the step's output.",
-            "Carry out one step of a plan. This is pass {pass_number} over the plan.\n\n"
+            # What every step call of a run shares comes first (the instructions, the request,
+            # the goal), so servers that cache prompt prefixes reuse it from call to call.
+            "Carry out one step of a plan. Do this step only, and write its result: the content "
+            "itself (facts, reasoning, calculations, text), not a description of what you would "
+            "do. Build on the earlier outputs instead of repeating them. If the step cannot be "
+            'done with what you have, start your reply with "BLOCKED:" and say exactly what is '
+            "missing. Write plain text or Markdown, not JSON.\n\n"
             "Request:\n{request}\n\n"
             "Goal of the plan:\n{goal}\n\n"
-            "Outputs of the steps before this one:\n{prior_outputs}\n\n"
-            "Your step ({step_id}):\n{step_description}\n\n"
-            "Do this step only, and write its result: the content itself (facts, reasoning, "
-            "calculations, text), not a description of what you would do. Build on the earlier "
-            "outputs instead of repeating them. If the step cannot be done with what you have, "
-            'start your reply with "BLOCKED:" and say exactly what is missing. Write plain text '
-            "or Markdown, not JSON.",
+            "Outputs of the steps this one builds on:\n{prior_outputs}\n\n"
+            "Your step ({step_id}, in pass {pass_number} over the plan):\n{step_description}",
         ),
         _system(PromptId.CONVERGENCE_ASSESSMENT_SYSTEM, ConvergenceAssessmentOutput),
         _json_user(
@@ -625,15 +642,13 @@ def _definitions() -> list[PromptDefinition]:
             ConvergenceAssessmentInput,
             ConvergenceAssessmentOutput,
             "Phase C: assess whether a pass's outputs answer the request (the host decides).",
-            "Assess whether the work so far fully answers the request. This is pass "
-            "{pass_number}.\n\n"
+            "Assess whether the work so far fully answers the request. Judge from the outputs "
+            "below, not from what the plan intended. Be strict: a score of 1.0 means nothing at "
+            "all is missing or wrong.\n\n"
             "Request:\n{request}\n\n"
             "Goal of the plan:\n{goal}\n\n"
-            "Step outputs so far:\n{step_outputs}\n\n"
-            "Semantic validation findings:\n{validation_summary}\n\n"
-            "Rule results:\n{rules_summary}\n\n"
-            "Judge from the outputs above, not from what the plan intended. Be strict: a score "
-            "of 1.0 means nothing at all is missing or wrong.",
+            "Step outputs after pass {pass_number}:\n{step_outputs}\n\n"
+            "Rule results:\n{rules_summary}",
             {
                 "converged": False,
                 "completeness_score": 0.7,
@@ -713,13 +728,21 @@ def _definitions() -> list[PromptDefinition]:
                     {
                         "action_type": "ADD",
                         "target_step_id": None,
-                        "new_step": {"step_id": "s4", "description": "Compare the two totals."},
+                        "new_step": {
+                            "step_id": "s4",
+                            "description": "Compare the two totals.",
+                            "depends_on": ["s1", "s2"],
+                        },
                         "reason": "Nothing covers the comparison the request asks for.",
                     },
                     {
                         "action_type": "MODIFY",
                         "target_step_id": "s2",
-                        "new_step": {"step_id": "s2", "description": "List the costs per year."},
+                        "new_step": {
+                            "step_id": "s2",
+                            "description": "List the costs per year.",
+                            "depends_on": [],
+                        },
                         "reason": "s2 was too vague to carry out.",
                     },
                     {
@@ -731,8 +754,9 @@ def _definitions() -> list[PromptDefinition]:
                 ]
             },
             '- actions: list. action_type is "ADD", "MODIFY", "REMOVE" or "REPLACE"; '
-            "target_step_id is a step id or null; new_step has step_id and description, or is "
-            "null; reason names the issue the action fixes.",
+            "target_step_id is a step id or null; new_step has step_id, description and "
+            "depends_on (the ids of the steps whose outputs it needs, [] for none), or is null; "
+            "reason names the issue the action fixes.",
         ),
         # ---- recursive planning --------------------------------------------------------------
         _free_form(
@@ -763,8 +787,16 @@ def _definitions() -> list[PromptDefinition]:
                 "plan": {
                     "goal": "What the expanded step must produce.",
                     "steps": [
-                        {"step_id": "s2.1", "description": "The first part of the step's work."},
-                        {"step_id": "s2.2", "description": "The second part, using s2.1."},
+                        {
+                            "step_id": "s2.1",
+                            "description": "The first part of the step's work.",
+                            "depends_on": [],
+                        },
+                        {
+                            "step_id": "s2.2",
+                            "description": "The second part, using s2.1.",
+                            "depends_on": ["s2.1"],
+                        },
                     ],
                 }
             },

@@ -53,6 +53,8 @@ def test_meta_says_what_ran(report: dict[str, Any]) -> None:
         "telemetry",
         "sse",
         "events",
+        "retention",
+        "costs",
     ]
     assert meta["redis"]["source"] == "url"
     assert _positive(meta["duration_s"])
@@ -188,9 +190,31 @@ def test_events_are_read_hop_by_hop_for_each_run_shape(report: dict[str, Any]) -
     assert _positive(section["largest_non_answer_3_passes_vs_1"])
 
 
+def test_retention_weighs_what_answered_runs_leave(report: dict[str, Any]) -> None:
+    section = report["retention"]
+    assert section["runs"] == 6
+    held, at_end = section["held_by_kind_kib_per_run"], section["at_the_end_by_kind_kib_per_run"]
+    assert _positive(held["answer keys"]) and _positive(held["run history"])
+    assert held.get("memo", 0) == 0, "a memo outlived its run's deadline"
+    assert section["kib_per_run_held_after_10_min"] == pytest.approx(sum(held.values()), abs=0.1)
+    assert section["kib_per_run_at_the_end"] >= section["kib_per_run_held_after_10_min"]
+    assert set(held) <= set(at_end)
+
+
+def test_costs_counts_calls_tokens_and_waiting(report: dict[str, Any]) -> None:
+    section = report["costs"]
+    assert section["runs"] and all(run["status"] == "converged" for run in section["runs"])
+    for run in section["runs"]:
+        assert run["calls"] == 12 and _positive(run["prompt_tokens"])
+        calls_s = run["calls"] * section["llm_delay_ms"] / 1000
+        assert run["wall_vs_calls"] == pytest.approx(run["wall_s"] / calls_s, abs=0.01)
+    assert section["calls_per_run"] == 12
+
+
 def test_every_target_is_judged(report: dict[str, Any]) -> None:
     targets = report["targets"]
-    assert len(targets) == 10
+    assert len(targets) == 11
     for row in targets:
         assert isinstance(row["met"], bool), row
         assert row["value"] is not None
+        assert row["before"], row

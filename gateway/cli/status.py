@@ -20,7 +20,13 @@ What needs attention, each one line starting "attention:", and exit EXIT_ATTENTI
   claim the others within that time, so nobody is claiming (workers down?);
 - a phase with no consumer seen within AEON_CLAIM_IDLE_MS: no worker runs it;
 - dead letters present;
-- a shard count recorded under the prefix other than AEON_SHARDS (bus.layout).
+- a shard count recorded under the prefix other than AEON_SHARDS (bus.layout);
+- a Redis (each master of a cluster) whose memory would reach its `maxmemory` within
+  RUN_OUT_WITHIN_S at the rate it grew over the sampling window (`--window`, 2 s), or that
+  already uses FULL_SHARE of it. Redis with `noeviction` (what a broker needs) then refuses
+  writes: the workers wait (docs/delivery.md) and no run is accepted. One window is a short
+  look: a Redis whose keys expire as fast as they come stays level over a long one, so a line
+  seen once is worth a look with a longer `--window`, not an alarm.
 """
 
 from __future__ import annotations
@@ -52,6 +58,16 @@ SCAN_COUNT = 1_000
 SCAN_CALLS = 100
 #: Commands in flight at once.
 _CONCURRENCY = 32
+#: Memory that would run out within this long at the current rate needs attention.
+RUN_OUT_WITHIN_S = 24 * 3600
+#: Memory this full needs attention, whatever its rate.
+FULL_SHARE = 0.9
+#: A change of memory within this many bytes is no growth: client buffers move an idle Redis's
+#: used memory by half a MiB from one second to the next (measured on Redis 7.0). So a
+#: `--window` of 2 s sees growth from 512 KiB/s; a longer one sees slower growth.
+NOISE_BYTES = 2**20
+#: Seconds between the two readings of Redis's memory that give its rate (`--window`).
+DEFAULT_WINDOW_S = 2.0
 
 T = TypeVar("T")
 
@@ -65,6 +81,23 @@ def add_commands(commands: argparse._SubParsersAction, command: Callable[..., An
         "WARNING",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--window",
+        type=_window,
+        default=DEFAULT_WINDOW_S,
+        metavar="SECONDS",
+        help=f"how long to watch Redis's memory grow (default {DEFAULT_WINDOW_S:g}; 0: not at all)",
+    )
+
+
+def _window(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 3600:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds from 0 to 3600")
+    return seconds
 
 
 async def show_status(args: argparse.Namespace) -> int:
@@ -74,15 +107,18 @@ async def show_status(args: argparse.Namespace) -> int:
     keys = Keys(settings.prefix, settings.shards)
     redis = await connect(settings)
     try:
-        report = await read_status(redis, keys, settings.claim_idle_ms)
+        report = await read_status(redis, keys, settings.claim_idle_ms, args.window)
     finally:
         await redis.aclose()
     print(json.dumps(report, indent=2) if args.json else render(report))
     return EXIT_ATTENTION if report["attention"] else 0
 
 
-async def read_status(redis: RedisClient, keys: Keys, claim_idle_ms: int) -> dict[str, Any]:
-    """Everything `aeon status` shows, as the JSON object `--json` prints."""
+async def read_status(
+    redis: RedisClient, keys: Keys, claim_idle_ms: int, window_s: float = 0.0
+) -> dict[str, Any]:
+    """Everything `aeon status` shows, as the JSON object `--json` prints; Redis's memory is
+    read twice, `window_s` apart, for its rate (0: once, no rate)."""
     limit = asyncio.Semaphore(_CONCURRENCY)
 
     async def limited(work: Callable[[], Awaitable[T]]) -> T:
@@ -107,6 +143,12 @@ async def read_status(redis: RedisClient, keys: Keys, claim_idle_ms: int) -> dic
     stored, exact = await _count_answers(redis, keys)
     recorded = await redis.get(keys.shard_count)
     version = await _redis_version(redis)
+    # After the other reads: this command's own connections are open by then, and what their
+    # buffers take is not counted as the deployment's growth.
+    memory_before = await _memory(redis)
+    if window_s:
+        await asyncio.sleep(window_s)
+    memory = _grown(memory_before, await _memory(redis) if window_s else None, window_s)
 
     groups = [
         _summed(keys, phase, group_rows[i * keys.shards : (i + 1) * keys.shards])
@@ -130,6 +172,7 @@ async def read_status(redis: RedisClient, keys: Keys, claim_idle_ms: int) -> dic
             "stored_exact": exact,
         },
         "streams": streams,
+        "memory": memory,
     }
     report["attention"] = _attention(report)
     return report
@@ -240,6 +283,73 @@ def _reads_are_seen(version: str | None) -> bool:
     counts only reads and claims that got entries, so an idle worker's time grows like a dead
     one's (redis/redis#11099), and a worker that never got an entry has no consumer at all."""
     return version is not None and _version_key(version) >= (7, 2)
+
+
+async def _memory(redis: RedisClient) -> dict[str, tuple[int, int]] | None:
+    """Each master's used memory and `maxmemory` (0: none) in bytes, by node; None if this
+    user may not run INFO."""
+    try:
+        if is_cluster(redis):
+            answers = await redis.info("memory", target_nodes=redis.get_primaries())
+        else:
+            answers = {"redis": await redis.info("memory")}
+    except ResponseError:  # NOPERM, or a proxy without INFO
+        return None
+    return {
+        str(node): (int(info["used_memory"]), int(info.get("maxmemory", 0)))
+        for node, info in answers.items()
+        if "used_memory" in info
+    }
+
+
+def _grown(
+    before: dict[str, tuple[int, int]] | None,
+    after: dict[str, tuple[int, int]] | None,
+    window_s: float,
+) -> list[dict[str, Any]] | None:
+    """Per master: its memory, its maxmemory, and how fast it grew (None: not measured; 0
+    for a change within NOISE_BYTES)."""
+    if before is None:
+        return None
+    nodes = []
+    for node, (used, most) in (after or before).items():
+        rate = None
+        if after is not None and node in before and window_s:
+            change = used - before[node][0]
+            rate = change / window_s if abs(change) > NOISE_BYTES else 0.0
+        nodes.append(
+            {"node": node, "used_bytes": used, "maxmemory_bytes": most, "growth_bytes_per_s": rate}
+        )
+    return nodes
+
+
+def memory_attention(node: dict[str, Any]) -> str | None:
+    """The attention line for one master's memory, or None: it will not run out soon."""
+    used, most, rate = node["used_bytes"], node["maxmemory_bytes"], node["growth_bytes_per_s"]
+    if not most:
+        return None
+    where = "" if node["node"] == "redis" else f" on {node['node']}"
+    full = f"Redis{where} uses {_size(used)} of its maxmemory {_size(most)}"
+    hint = (
+        "; it then refuses writes and no run is accepted: raise maxmemory, or lower "
+        "AEON_ANSWER_TTL_S (docs/operating.md, What a run leaves in Redis)"
+    )
+    if used >= FULL_SHARE * most:
+        return f"{full} ({used / most:.0%}){hint}"
+    if rate and rate > 0 and (most - used) / rate < RUN_OUT_WITHIN_S:
+        left_ms = int((most - used) / rate * 1000)
+        return (
+            f"{full}, growing {_size(int(rate))}/s: full in about {_duration(left_ms)} "
+            f"at this rate{hint}"
+        )
+    return None
+
+
+def _size(count: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(count) >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{count} B"
 
 
 async def _count_answers(redis: RedisClient, keys: Keys) -> tuple[int, bool]:
@@ -368,6 +478,7 @@ def _attention(report: dict[str, Any]) -> list[str]:
             f"{_in([row['shard'] for row in holding], shards)}, the newest {newest['id']} "
             f"from {newest['group']}: {_one_line(newest['reason'])}; see `aeon dlq list`"
         )
+    lines += filter(None, map(memory_attention, report["memory"] or ()))
     return lines
 
 
@@ -475,9 +586,28 @@ def render(report: dict[str, Any]) -> str:
     out.append(
         "streams: " + ", ".join(f"{name} {length:,}" for name, length in report["streams"].items())
     )
+    out += _memory_lines(report["memory"])
     out.append("")
     out += [f"attention: {line}" for line in report["attention"]] or ["nothing needs attention"]
     return "\n".join(out)
+
+
+def _memory_lines(memory: list[dict[str, Any]] | None) -> list[str]:
+    if memory is None:
+        return ["redis memory: not readable (INFO is not allowed to this user)"]
+    lines = []
+    for node in memory:
+        where = "" if node["node"] == "redis" else f" {node['node']}"
+        most = node["maxmemory_bytes"]
+        of = (
+            f" of maxmemory {_size(most)} ({node['used_bytes'] / most:.0%})"
+            if most
+            else ", no maxmemory (it grows until the host runs out)"
+        )
+        rate = node["growth_bytes_per_s"]
+        grew = "" if rate is None else f", {'+' if rate >= 0 else '-'}{_size(abs(int(rate)))}/s"
+        lines.append(f"redis memory{where}: {_size(node['used_bytes'])}{of}{grew}")
+    return lines
 
 
 def _row(label: str, stream: str, g: dict[str, Any], missing: str) -> tuple[str, ...]:

@@ -42,6 +42,7 @@ import orjson
 from pydantic import ValidationError
 
 from aeonloop.bus.codec import text
+from aeonloop.bus.compact import unpack
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.keys import ANSWERS, Keys
 from aeonloop.bus.records import RedisRunRecords
@@ -346,7 +347,7 @@ class RunFeed:
         if body is None:
             return None
         try:
-            return FinalAnswerReady.model_validate_json(body)
+            return FinalAnswerReady.model_validate_json(unpack(body))
         except ValidationError as error:
             if not self._unreadable_answer_logged:
                 self._unreadable_answer_logged = True

@@ -28,6 +28,7 @@ import pytest
 import redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from aeonloop.bus.compact import unpack
 from aeonloop.bus.keys import Keys
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -344,7 +345,7 @@ class Bus:
     def stored_answer(self, cid: str) -> dict[str, Any] | None:
         """The ExecutionResult stored under the answer key, as JSON data."""
         body = self.redis.get(self.keys.answer(cid))
-        return json.loads(body)["result"] if body is not None else None
+        return json.loads(unpack(body))["result"] if body is not None else None
 
     def dead_letters(self) -> list[dict[str, str]]:
         return [

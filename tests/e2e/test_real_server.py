@@ -189,3 +189,47 @@ def test_a_worker_on_real_redis_and_a_server_killed_mid_run(
     assert log.count("cannot be reached") == 1, log
     assert log.count("answers again; work goes on") == 1, log
     stepped_down_once(log)
+
+
+#: The quality harness's CI slice: its first cases, enough to prove it on the real model.
+QUALITY_SLICE = 5
+#: Passes the slice's runs may take. The full harness runs with the defaults (8); through this
+#: model on 2 cores that took 26 minutes for five cases (3 of them took 3 passes, 20-odd
+#: calls), more than CI can spend. One pass is still the whole loop (profile, plan and its
+#: check, steps, rules, validation, assessment, answer) at about half the calls.
+QUALITY_SLICE_PASSES = 1
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.timeout(QUALITY_SLICE * RUN_TIMEOUT_S)
+def test_the_quality_harness_on_the_real_model(
+    llama: LlamaServer, redis_url: str, tmp_path: Path
+) -> None:
+    """`python -m bench --only quality` on five cases against the real small model: every case
+    runs both ways, and its calls, tokens and rules held are counted. The figures are recorded
+    (printed with the test's output), not judged; docs/benchmarks.md shows a run of the same
+    five with the default settings."""
+    out = tmp_path / "quality.json"
+    argv = [sys.executable, "-m", "bench", "--only", "quality", "--llm-url", llama.url]
+    argv += ["--model", MODEL, "--quality-cases", str(QUALITY_SLICE), "--redis-url", redis_url]
+    env = {
+        **os.environ,
+        "AEON_LLM_CONTEXT_TOKENS": str(CONTEXT_TOKENS),
+        "AEON_MAX_PASSES": str(QUALITY_SLICE_PASSES),
+    }
+    done = subprocess.run(
+        [*argv, "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=QUALITY_SLICE * RUN_TIMEOUT_S - 60,
+    )
+    print(done.stdout)  # the table, kept in the test's log
+    assert done.returncode == 0, done.stderr[-3000:] + done.stdout
+    section = json.loads(out.read_text())["quality"]
+    assert section["model"] == MODEL and section["cases"] == QUALITY_SLICE
+    for row in section["per_case"]:
+        assert row["plain"]["calls"] == 1 and row["plain"]["completion_tokens"] > 0, row
+        assert row["loop"]["calls"] > 1 and row["loop"]["prompt_tokens"] > 0, row
+        assert row["loop"]["status"] in LOOP_DECIDED, row  # max_passes, or converged in one

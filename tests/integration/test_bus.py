@@ -22,12 +22,14 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from aeonloop.bus.codec import encode
 from aeonloop.bus.commit import Commit
+from aeonloop.bus.compact import PACKED, unpack
 from aeonloop.bus.connection import RedisClient, connect, is_cluster
 from aeonloop.bus.consumer import Consumer, Route
 from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.keys import Keys, LockState
 from aeonloop.bus.records import RunRecord
+from aeonloop.bus.retention import trim
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
 from aeonloop.settings import SettingsError
@@ -507,7 +509,8 @@ async def test_answers_are_published_once_per_correlation_id(
     assert len(answers) == 1
     assert b"first" in answers[0][1][b"body"]
     stored = await redis.get(keys_of(settings).answer("run-1"))
-    assert b"first" in stored
+    assert stored.startswith(PACKED) and b"first" in unpack(stored)
+    assert unpack(stored) == answers[0][1][b"body"]
     assert 0 < await redis.ttl(keys_of(settings).answer("run-1")) <= settings.answer_ttl_s
 
 
@@ -604,6 +607,12 @@ async def test_a_hop_writes_its_run_records_with_its_events(
         await publish(redis, settings, ping(7))
         await wait_for_len(redis, settings, "out", 1)
         assert await worker.records.read("run-7", ["pass:1", "pass:2"]) == [b"kept", None]
+        stored = await redis.hget(keys_of(settings).run_records("run-7"), "pass:1")
+        assert stored.startswith(PACKED), "records are stored compressed (bus.compact)"
+        await redis.hset(keys_of(settings).run_records("run-7"), "pass:2", b'{"old": 1}')
+        assert await worker.records.read("run-7", ["pass:2"]) == [b'{"old": 1}'], (
+            "a record an earlier version stored uncompressed reads as it is"
+        )
     ttl = await redis.ttl(keys_of(settings).run_records("run-7"))
     assert settings.answer_ttl_s - 60 < ttl <= settings.answer_ttl_s
 
@@ -874,3 +883,34 @@ async def test_entries_wait_unlocked_while_redis_refuses_writes(
         await wait_for_len(redis, settings, "out", 2)
     assert sorted(calls) == [1, 2]
     assert await xlen(redis, settings, "dead-letter") == 0
+
+
+async def test_streams_are_trimmed_to_what_a_group_still_needs(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """Acknowledged entries older than AEON_STREAM_KEEP_S leave; pending and undelivered ones
+    stay, however old; the answers stream, which no group reads, is trimmed by age alone; a
+    stream whose group does not exist yet is left whole (bus.retention)."""
+    settings = settings.with_(stream_keep_s=1)
+    keys = keys_of(settings)
+    stream, answers, orphan = keys.stream("in", 0), keys.stream("answers", 0), keys.stream("x", 0)
+    ids = [await redis.xadd(stream, {"n": str(n)}) for n in range(300)]
+    for n in range(300):
+        await redis.xadd(answers, {"n": str(n)})
+        await redis.xadd(orphan, {"n": str(n)})
+    async with Running(redis, settings, route(pong_of)) as worker:
+        worker.stop()  # the group exists; nothing reads it but this test
+    await redis.xreadgroup("phase-t", "c1", {stream: ">"}, count=200)
+    await redis.xack(stream, "phase-t", *ids[:150])
+    await asyncio.sleep(1.1)
+    removed = await worker.trim_once()
+    left = [entry_id for entry_id, _ in await redis.xrange(stream)]
+    assert set(ids[150:]) <= set(left), "a pending or undelivered entry was trimmed"
+    assert len(left) <= 200, "acknowledged entries were kept"
+    assert await redis.xlen(answers) <= 100, "old answers-stream entries were kept"
+    assert removed == (300 - len(left)) + (300 - await redis.xlen(answers))
+    seconds, _ = await redis.time()
+    assert await trim(redis, orphan, keep_ms=0, now_ms=(seconds + 60) * 1000) == 0
+    assert await redis.xlen(orphan) == 300
+    summary = await redis.xpending(stream, "phase-t")
+    assert summary["pending"] == 50 and summary["min"] == ids[150]

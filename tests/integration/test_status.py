@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -22,6 +24,7 @@ from redis.cluster import RedisCluster
 
 from aeonloop.bus.keys import ANSWERS, Keys
 from aeonloop.gateway.cli.main import main
+from aeonloop.gateway.cli.status import RUN_OUT_WITHIN_S, memory_attention
 from aeonloop.phases.worker import PHASE_INPUTS, PHASES
 
 Run = Callable[..., tuple[int, str]]
@@ -30,7 +33,9 @@ Run = Callable[..., tuple[int, str]]
 @pytest.fixture
 def aeon_status(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Run:
     """`aeon_status(url, prefix, *argv, **env)`: `aeon status` on that Redis and prefix, with
-    exactly those AEON_* variables; returns its exit code and standard output."""
+    exactly those AEON_* variables; returns its exit code and standard output. It runs with
+    `--window 0` unless `argv` gives a window: the cases that time consumers' idleness would
+    otherwise wait out the memory reading's window first."""
 
     def run(url: str, prefix: str, *argv: str, **env: str) -> tuple[int, str]:
         for name in list(os.environ):
@@ -39,7 +44,8 @@ def aeon_status(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[s
         for name, value in {"AEON_REDIS_URL": url, "AEON_PREFIX": prefix, **env}.items():
             monkeypatch.setenv(name, value)
         capsys.readouterr()
-        code = main(["status", *argv])
+        window = () if "--window" in argv else ("--window", "0")
+        code = main(["status", *window, *argv])
         return code, capsys.readouterr().out
 
     return run
@@ -304,3 +310,51 @@ def test_on_a_cluster_it_sums_over_the_shards(
         for key in r.scan_iter(match=f"{redis_prefix}:*"):
             r.delete(key)
         r.close()
+
+
+def test_redis_memory_is_shown_and_flagged_when_it_would_run_out(
+    client: redis.Redis, redis_url: str, redis_prefix: str, aeon_status: Run
+) -> None:
+    """Memory is read twice, `--window` apart: a Redis that would reach its maxmemory within a
+    day at that rate is an attention line; one with room, or without maxmemory, is not."""
+    keys = Keys(redis_prefix)
+    create_groups(client, keys)
+    for phase in PHASES:
+        serve(client, keys, phase, "worker-1")
+    client.set(keys.shard_count, 1)
+    used = int(client.info("memory")["used_memory"])
+    code, out = aeon_status(redis_url, redis_prefix, "--window", "0.5")
+    assert code == 0 and "no maxmemory" in out, out
+
+    def fill() -> None:
+        for n in range(40):
+            client.set(f"{redis_prefix}:filler:{n}", b"x" * 1_000_000)
+            time.sleep(0.05)
+
+    client.config_set("maxmemory", used + 200_000_000)
+    try:
+        filler = threading.Thread(target=fill)
+        filler.start()
+        code, out = aeon_status(redis_url, redis_prefix, "--window", "1", "--json")
+        filler.join()
+        report = json.loads(out)
+        [node] = report["memory"]
+        assert node["maxmemory_bytes"] == used + 200_000_000
+        assert node["growth_bytes_per_s"] > 1_000_000
+        assert code == 5 and any("full in about" in line for line in report["attention"]), out
+        for n in range(40):
+            client.delete(f"{redis_prefix}:filler:{n}")
+        code, out = aeon_status(redis_url, redis_prefix, "--window", "0.5")
+        assert code == 0 and attention(out) == [], out
+        assert "of maxmemory" in out
+    finally:
+        client.config_set("maxmemory", 0)
+
+
+def test_memory_nearly_full_needs_attention_whatever_its_rate() -> None:
+    node = {"node": "redis", "used_bytes": 95, "maxmemory_bytes": 100, "growth_bytes_per_s": 0}
+    assert "95%" in (memory_attention(node) or "")
+    assert memory_attention({**node, "used_bytes": 50}) is None
+    assert memory_attention({**node, "maxmemory_bytes": 0}) is None
+    slow = {**node, "used_bytes": 50, "growth_bytes_per_s": 50 / (RUN_OUT_WITHIN_S * 2)}
+    assert memory_attention(slow) is None

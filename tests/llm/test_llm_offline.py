@@ -159,6 +159,9 @@ async def test_plan_has_sequential_ids_and_the_request_as_goal(make_call):
     assert plan.goal == REQUEST
     assert [step.step_id for step in plan.steps] == ["s1", "s2", "s3"]
     assert plan.steps[1].description == "Pick the faster one"
+    # "Compare ..., then pick ...; explain why.": the second builds on the first, the third
+    # stands apart (a ";" break), so it runs beside them.
+    assert [step.depends_on for step in plan.steps] == [[], ["s1"], []]
 
 
 async def test_reasoning_step_restates_the_step(make_call):
@@ -239,6 +242,7 @@ async def test_the_loop_refines_once_then_converges(make_call):
     assert action.action_type == "ADD"
     assert action.new_step is not None
     assert (action.new_step.step_id, action.new_step.description) == ("s3", REVIEW_STEP)
+    assert action.new_step.depends_on == ["s1", "s2"], "the review reads every output"
 
     review_output = f"Step s3 (pass 2): {REVIEW_STEP}."
     pass_2 = await reply_json(

@@ -76,7 +76,6 @@ SAMPLE_INPUTS: dict[type[PromptInput], dict[str, Any]] = {
         "goal": "GOAL-MARK",
         "pass_number": 4711,
         "step_outputs": "OUTPUTS-MARK",
-        "validation_summary": "VALIDATION-MARK",
         "rules_summary": "RULES-MARK",
     },
     CritiqueInput: {

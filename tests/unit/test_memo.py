@@ -5,11 +5,13 @@ one place."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.keys import Keys, memo_key, memo_scope, repair_scope
-from aeonloop.bus.memo import RedisMemo
+from aeonloop.bus.memo import MEMO_MARGIN_S, RedisMemo, memo_ttl
 from aeonloop.phases import phase_a
 from aeonloop.phases.llm_calls import DictMemo
 from aeonloop.prompts.registry import PromptId
@@ -78,3 +80,31 @@ async def test_a_first_delivery_asks_the_memo_nothing_and_a_redelivery_finds_its
     assert memo.asked == list(memo.values)
     assert h.llm.calls == [INFER], "the redelivery took the memoised reply"
     assert again.run.profile == first.run.profile
+
+
+def test_a_memo_is_kept_until_its_runs_deadline_and_no_longer() -> None:
+    """A redelivery after the deadline ends its run without calling the LLM, so a memo is of
+    no use then (bus.memo); a run with no deadline keeps it AEON_MEMO_TTL_S."""
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    assert memo_ttl(now + timedelta(seconds=300), 86_400, now) == 300 + MEMO_MARGIN_S
+    assert memo_ttl(now + timedelta(days=3), 86_400, now) == 86_400
+    assert memo_ttl(now - timedelta(seconds=60), 86_400, now) == 1
+    assert memo_ttl(None, 86_400, now) == 86_400
+
+
+async def test_a_hops_replies_are_kept_until_its_runs_deadline(
+    harness, replies, make_request
+) -> None:
+    """The deadline a request carries is the one its memo writes are kept until."""
+    h = harness({INFER: replies.profile(depth=2)})
+    kept: list[datetime | None] = []
+
+    class Until(DictMemo):
+        async def put(self, key: str, value: str, until: datetime | None = None) -> None:
+            kept.append(until)
+
+    h.deps.memo = Until()
+    request = make_request()
+    assert request.deadline is not None
+    await phase_a.handle(request, h.deps.delivered(Delivery()))
+    assert kept == [request.deadline]

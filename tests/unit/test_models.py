@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pydantic import ValidationError
 
@@ -16,6 +18,7 @@ from aeonloop.phases.models import (
     TaskProfile,
     apply_refinements,
     pass_cap,
+    with_sound_dependencies,
 )
 
 # ---- TTL ----------------------------------------------------------------------------------------
@@ -97,6 +100,44 @@ def _add(step_id: str) -> RefinementAction:
 def test_plan_step_ids_must_be_unique() -> None:
     with pytest.raises(ValidationError, match="repeated"):
         Plan(goal="g", steps=[PlanStep(step_id="a", description="x")] * 2)
+
+
+def _step(step_id: str, *needs: str, legacy: bool = False) -> PlanStep:
+    return PlanStep(step_id=step_id, description="x", depends_on=None if legacy else list(needs))
+
+
+@pytest.mark.parametrize(
+    ("steps", "problem"),
+    [
+        ([_step("a", "zz")], "unknown steps ['zz']"),
+        ([_step("a", "a")], "depends on itself"),
+        ([_step("a", "b"), _step("b", "a")], "form a cycle"),
+        # a step without depends_on needs every earlier one: naming a later one closes a cycle
+        ([_step("a", "b"), _step("b", legacy=True)], "form a cycle"),
+    ],
+)
+def test_a_plans_dependencies_are_validated(steps: list[PlanStep], problem: str) -> None:
+    with pytest.raises(ValidationError, match=re.escape(problem)):
+        Plan(goal="g", steps=steps)
+
+
+def test_a_step_without_dependencies_named_needs_every_earlier_step() -> None:
+    plan = Plan(goal="g", steps=[_step("a"), _step("b", legacy=True), _step("c", "a")])
+    assert [plan.dependencies(s) for s in plan.steps] == [[], ["a"], ["a"]]
+
+
+def test_dependencies_a_model_got_wrong_are_dropped_not_fatal() -> None:
+    kept = with_sound_dependencies([_step("a", "a", "zz"), _step("b", "a")])
+    assert [s.depends_on for s in kept] == [[], ["a"]]
+    cycle = with_sound_dependencies([_step("a", "b"), _step("b", "a")])
+    assert [s.depends_on for s in cycle] == [None, None], "a cycle falls back to plan order"
+
+
+def test_removing_a_step_others_depend_on_keeps_the_plan_valid() -> None:
+    plan = Plan(goal="g", steps=[_step("a"), _step("b"), _step("c", "a", "b")])
+    remove = RefinementAction(action_type="REMOVE", target_step_id="a")
+    outcome = apply_refinements(plan, [remove], max_actions=5)
+    assert [(s.step_id, s.depends_on) for s in outcome.plan.steps] == [("b", []), ("c", ["b"])]
 
 
 def test_add_appends_a_pending_step_even_if_the_llm_says_it_is_done() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from aeonloop.llm.base import LLMCall, LLMError, LLMReply, TokenUsage
@@ -425,3 +427,101 @@ async def test_a_long_step_output_is_stored_cut_with_a_marker(
     stored = out.run.plan.steps[0].output
     assert stored.startswith("x" * 1_000) and "4000 more characters not kept" in stored
     assert len(stored) < 1_200
+
+
+# ---- concurrency within a pass ------------------------------------------------------------------
+
+
+class Overlap:
+    """An LLM that holds each call a moment and counts how many are in flight at once, by
+    prompt, around the scripted one."""
+
+    def __init__(self, llm) -> None:
+        self.llm, self.family, self.outage = llm, llm.family, None
+        self.now: dict[PromptId, int] = {}
+        self.most: dict[PromptId, int] = {}
+
+    async def complete(self, call: LLMCall) -> LLMReply:
+        kind = call.prompt_id
+        self.now[kind] = self.now.get(kind, 0) + 1
+        self.most[kind] = max(self.most.get(kind, 0), self.now[kind])
+        try:
+            await asyncio.sleep(0.02)
+            return await self.llm.complete(call)
+        finally:
+            self.now[kind] -= 1
+
+
+def with_dependencies(event, **needs: list[str]):
+    """`event` with the named steps' depends_on set (the others keep the plan's order)."""
+    plan = event.run.plan
+    plan.steps = [
+        s.model_copy(update={"depends_on": needs[s.step_id]}) if s.step_id in needs else s
+        for s in plan.steps
+    ]
+    return event
+
+
+async def test_independent_steps_run_at_once_within_the_bound(
+    harness, replies, make_plan_ready
+) -> None:
+    h = harness(base_script(replies), max_parallel_steps=3)
+    h.deps.llm = overlap = Overlap(h.llm)
+    event = with_dependencies(
+        make_plan_ready("a", "b", "c", "d", "e"), s1=[], s2=[], s3=[], s4=[], s5=["s1", "s4"]
+    )
+    (out,) = await phase_c.handle(event, h.deps)
+    assert overlap.most[STEP] == 3, "four ready steps, at most three calls at once"
+    record = out.run.passes[0]
+    assert record.executed_step_ids == ["s1", "s2", "s3", "s4", "s5"], "recorded in plan order"
+    last = next(c.input for c in h.llm.history if c.prompt_id is STEP and c.input.step_id == "s5")
+    assert "[s1] done" in last.prior_outputs and "[s4] done" in last.prior_outputs
+    assert "[s2]" not in last.prior_outputs and "[s3]" not in last.prior_outputs, (
+        "a step is shown only the outputs of the steps it depends on"
+    )
+
+
+async def test_a_plan_that_names_no_dependencies_runs_in_its_order(
+    harness, replies, make_plan_ready
+) -> None:
+    """Plans from before `depends_on` (and models that leave it out) run one step at a time,
+    each seeing every earlier output, as they always did."""
+    h = harness(base_script(replies), max_parallel_steps=4)
+    h.deps.llm = overlap = Overlap(h.llm)
+    await phase_c.handle(make_plan_ready("a", "b", "c"), h.deps)
+    assert overlap.most[STEP] == 1
+    third = [c.input for c in h.llm.history if c.prompt_id is STEP][2]
+    assert "[s1] done" in third.prior_outputs and "[s2] done" in third.prior_outputs
+
+
+async def test_the_evaluation_calls_run_at_once(harness, replies, make_plan_ready) -> None:
+    h = harness(base_script(replies))
+    h.deps.llm = overlap = Overlap(h.llm)
+    in_flight: list[int] = []
+    original = overlap.complete
+
+    async def watching(call: LLMCall) -> LLMReply:
+        if call.prompt_id in (VALIDATE, ASSESS):
+            in_flight.append(overlap.now.get(VALIDATE, 0) + overlap.now.get(ASSESS, 0))
+        return await original(call)
+
+    overlap.complete = watching  # type: ignore[method-assign]
+    (out,) = await phase_c.handle(make_plan_ready("a"), h.deps)
+    assert in_flight == [0, 1], "the assessment started while the validation was in flight"
+    assert out.run.passes[0].validation is not None and out.run.passes[0].assessment is not None
+
+
+async def test_a_redelivered_pass_with_steps_at_once_makes_no_second_call(
+    harness, delivered, replies, make_plan_ready
+) -> None:
+    """Concurrent calls keep their own memo scopes: the same event handled again takes every
+    reply from the memo and publishes the same event, whatever order the calls came back in."""
+    h = harness(base_script(replies) | {ASSESS: replies.weak()})
+    h.deps.llm = Overlap(h.llm)
+    event = with_dependencies(make_plan_ready("a", "b", "c"), s1=[], s2=[], s3=[])
+    (first,) = await phase_c.handle(delivered(event), h.deps)
+    calls = list(h.llm.calls)
+    (second,) = await phase_c.handle(delivered(event), h.deps)
+    assert h.llm.calls == calls
+    assert first.event_id == second.event_id
+    assert first.run.model_dump(exclude={"usage"}) == second.run.model_dump(exclude={"usage"})
