@@ -247,9 +247,7 @@ async def _review_plan(client: AeonClient, correlation_id: str, timeout: float) 
 async def approve(args: argparse.Namespace) -> int:
     """Approve a paused run's plan (or put the plan in FILE in its place): 0 approved, 1 when
     the run is not awaiting approval."""
-    settings: BusSettings = args.settings
-    if not settings.redis_url:
-        raise BadInput("`aeon approve` needs AEON_REDIS_URL: the server the request went to")
+    settings = _request_server(args, "approve")
     plan = approvals.edited_plan(_read_json(args.plan, "--plan")) if args.plan else None
     async with AeonClient(settings=settings) as client:
         approved = await client.approve(args.correlation_id, plan)
@@ -263,6 +261,14 @@ async def approve(args: argparse.Namespace) -> int:
     return EXIT_ANSWERED
 
 
+def _request_server(args: argparse.Namespace, command: str) -> BusSettings:
+    """The bus settings of a command about a request already sent, which needs its Redis."""
+    settings: BusSettings = args.settings
+    if not settings.redis_url:
+        raise BadInput(f"`aeon {command}` needs AEON_REDIS_URL: the server the request went to")
+    return settings
+
+
 def _read_json(path: str, option: str) -> object:
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
@@ -273,9 +279,7 @@ def _read_json(path: str, option: str) -> object:
 
 
 async def answer(args: argparse.Namespace) -> int:
-    settings: BusSettings = args.settings
-    if not settings.redis_url:
-        raise BadInput("`aeon answer` needs AEON_REDIS_URL: the server the request went to")
+    settings = _request_server(args, "answer")
     async with AeonClient(settings=settings) as client:
         result = await client.fetch(args.correlation_id)
     if result is None:
@@ -285,9 +289,7 @@ async def answer(args: argparse.Namespace) -> int:
 
 async def cancel(args: argparse.Namespace) -> int:
     """Cancel a run: 0 when the cancel is recorded, 1 when the run already has its answer."""
-    settings: BusSettings = args.settings
-    if not settings.redis_url:
-        raise BadInput("`aeon cancel` needs AEON_REDIS_URL: the server the request went to")
+    settings = _request_server(args, "cancel")
     async with AeonClient(settings=settings) as client:
         outcome = await client.cancel(args.correlation_id)
     if outcome is CancelOutcome.ANSWERED:
