@@ -137,13 +137,7 @@ class HttpApi:
             else:
                 view = RunView(None, None, result)
                 return _run_response(correlation_id, view, headers, body["request"])
-        run = Run(
-            correlation_id=correlation_id,
-            state="running",
-            request=body["request"],
-            links=links(correlation_id),
-        )
-        return json_response(run.model_dump(mode="json"), 202, headers)
+        return _accepted(correlation_id, "running", body["request"], headers)
 
     async def _body(self, request: Request) -> Any:
         """The body as JSON, refused past AEON_HTTP_MAX_BODY_BYTES before it is all read.
@@ -192,14 +186,8 @@ class HttpApi:
         if view.answer is None:
             paused = await self.client.awaiting(correlation_id)
             if paused is not None:
-                run = Run(
-                    correlation_id=correlation_id,
-                    state="awaiting_approval",
-                    request=paused.run.request,
-                    plan=paused.run.plan,
-                    links=links(correlation_id),
-                )
-                return json_response(run.model_dump(mode="json"), 202)
+                request = paused.run.request
+                return _accepted(correlation_id, "awaiting_approval", request, plan=paused.run.plan)
         cancelling = view.answer is None and await self.client.cancel_requested(correlation_id)
         return _run_response(correlation_id, view, cancelling=cancelling)
 
@@ -213,13 +201,7 @@ class HttpApi:
         if view.answer is None:
             outcome = await self.client.cancel(correlation_id)
             if outcome is CancelOutcome.REQUESTED:
-                run = Run(
-                    correlation_id=correlation_id,
-                    state="cancelling",
-                    request=view.request,
-                    links=links(correlation_id),
-                )
-                return json_response(run.model_dump(mode="json"), 202)
+                return _accepted(correlation_id, "cancelling", view.request)
         raise ApiError(
             409, "id", f"run {correlation_id} already has its answer; there is nothing to cancel"
         )
@@ -243,13 +225,7 @@ class HttpApi:
                 f"run {correlation_id} is not awaiting approval (not yet, or no longer: "
                 "approved, cancelled, or past its deadline)",
             )
-        run = Run(
-            correlation_id=correlation_id,
-            state="running",
-            request=view.request,
-            links=links(correlation_id),
-        )
-        return json_response(run.model_dump(mode="json"), 202)
+        return _accepted(correlation_id, "running", view.request)
 
     async def recent(self, request: Request) -> Response:
         limit = _whole(request.query_params.get("limit", "20"), "limit", 1, MAX_RECENT)
@@ -406,6 +382,24 @@ def _unknown(correlation_id: str) -> ApiError:
         f"no run {correlation_id}: unknown here, or its answer expired (answers are kept "
         "AEON_ANSWER_TTL_S) and its events are gone",
     )
+
+
+def _accepted(
+    correlation_id: str,
+    state: str,
+    request: str,
+    headers: dict[str, str] | None = None,
+    **fields: Any,
+) -> Response:
+    """202 with the run as it stands: accepted, and not answered yet."""
+    run = Run(
+        correlation_id=correlation_id,
+        state=state,
+        request=request,
+        links=links(correlation_id),
+        **fields,
+    )
+    return json_response(run.model_dump(mode="json"), 202, headers)
 
 
 def _run_response(
