@@ -7,6 +7,8 @@ raise; the branch says what kind of trouble it is:
     ├── UsageError (ValueError)      what a person gave cannot be used: the CLI exits 2
     │   ├── SettingsError              an AEON_* variable, or settings that cannot work together
     │   ├── BadInput                   a request, an option, a rules file
+    │   ├── ToolsNotReady              at start, an MCP server of AEON_MCP_CONFIG cannot start
+    │   │                              or answer (tools/)
     │   └── ForeignEventId             an HTTP reader's event id that names another run
     ├── BusError                     the Redis Streams transport
     │   ├── DecodeError                an entry that is not an event this consumer accepts
@@ -33,6 +35,8 @@ raise; the branch says what kind of trouble it is:
     │   └── LocalClusterError          a local cluster did not start or converge
     ├── WebhookFailed                a webhook try that did not land: tried again, then
     │                                dead-lettered (webhooks.py)
+    ├── ToolCallFailed               one tool call did not answer (timeout, transport): the
+    │                                step fails with the reason
     ├── AnswerTimeout (TimeoutError)  no answer within the wait: it may still come
     └── ApiError                     the HTTP API refuses a request (status, field, reason)
 
@@ -287,6 +291,17 @@ class LocalClusterError(LocalRedisError):
 class WebhookFailed(AeonError):
     """A webhook try that did not land (no 2xx, a redirect, no answer, a URL no longer
     allowed): the bus tries again with backoff, then dead-letters the answer's delivery."""
+
+
+class ToolsNotReady(UsageError):
+    """At start, an MCP server that AEON_MCP_CONFIG names cannot start or answer, or the file
+    cannot be used: one line naming the server and why. No plan is made with tools that are not
+    there."""
+
+
+class ToolCallFailed(AeonError):
+    """One tool call gave no result: it timed out, or its server could not be reached. The
+    step fails with this reason, as a step whose LLM call failed does."""
 
 
 class AnswerTimeout(AeonError, TimeoutError):
