@@ -40,6 +40,9 @@ DEAD_LETTER = "dead-letter"
 #: The logical name of the stream of runs paused for their plan's approval: no group reads
 #: it; an approval, or the sweeper (a cancel, the deadline), takes a run out (bus.approvals).
 AWAITING_APPROVAL = "awaiting-approval"
+#: The run record (`Keys.run_records`) holding the files its request attached, written once by
+#: the commit of Phase A's hop (phases.history.file_records).
+FILES_RECORD = "files"
 
 
 class LockState(StrEnum):

@@ -50,6 +50,7 @@ from aeonloop.prompts.registry import (
     TaskProfileOutput,
     TaskProfileUpdateInput,
 )
+from aeonloop.prompts.unified import UnifiedPrompt
 
 MODEL_NAME = "aeon-offline"
 REVIEW_STEP = "Review the answer for accuracy and completeness"
@@ -90,6 +91,8 @@ class OfflineLLM:
         if self.delay > 0:
             await asyncio.sleep(self.delay)
         text = reply_text(call.prompt_id, call.input)
+        if call.prompt_id is PromptId.REASONING_STEP_USER:
+            text += _files_note(call.prompt)
         # No model counted these tokens: they are guessed from the text's length, and say so.
         usage = TokenUsage(
             prompt_tokens=approx_tokens(_prompt_length(call)),
@@ -118,6 +121,16 @@ def reply_text(prompt_id: PromptId, data: PromptInput) -> str:
         detail = f"{prompt_id.value} with {type(data).__name__}"
         raise LLMError(f"the offline model has no reply for {detail}", transient=False)
     return reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
+
+
+def _files_note(prompt: UnifiedPrompt) -> str:
+    """A step's word on the files its prompt gave it, so a run shows they reached the step."""
+    files = [
+        f"{item.name} ({len(item.content):,} characters)"
+        for item in prompt.context
+        if item.type == "file"
+    ]
+    return f" It had the attached file(s) to work from: {', '.join(files)}." if files else ""
 
 
 def _prompt_length(call: LLMCall) -> int:

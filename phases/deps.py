@@ -14,6 +14,7 @@ of a worker's CPU).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Annotated
@@ -23,7 +24,7 @@ from pydantic import Field
 from aeonloop.bus.delivery import Delivery
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.phases import cancels as run_cancels
-from aeonloop.phases.events import Usage
+from aeonloop.phases.events import AttachedFile, Usage
 from aeonloop.phases.history import DictRunRecords, ReadAhead, RunRecords
 from aeonloop.phases.llm_calls import (
     DEFAULT_CONTEXT_TOKENS,
@@ -31,6 +32,7 @@ from aeonloop.phases.llm_calls import (
     FirstDeliveryMemo,
     LLMSession,
     Memo,
+    file_context,
     prompt_budget_chars,
 )
 from aeonloop.phases.models import DEFAULT_MAX_PASSES, MAX_TTL_CAP
@@ -83,8 +85,15 @@ class PhaseDeps:
         records = ReadAhead(delivery.records, self.records) if delivery.records else self.records
         return replace(self, memo=memo, records=records)
 
-    def session(self, run_key: str, usage: Usage, deadline: datetime | None = None) -> LLMSession:
-        """LLM access for one run; `usage` is the run's running total, updated in place."""
+    def session(
+        self,
+        run_key: str,
+        usage: Usage,
+        deadline: datetime | None = None,
+        files: Sequence[AttachedFile] = (),
+    ) -> LLMSession:
+        """LLM access for one run; `usage` is the run's running total, updated in place;
+        `files` are its request's attached files, given to the prompts that take them."""
         return LLMSession(
             self.llm,
             self.registry,
@@ -94,4 +103,5 @@ class PhaseDeps:
             deadline=deadline,
             prompt_chars=prompt_budget_chars(self.settings.llm_context_tokens),
             check_cancelled=functools.partial(run_cancels.check, self.cancels, run_key),
+            files=file_context(files),
         )

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from aeonloop.bus.keys import memo_scope
 from aeonloop.exceptions import LLMFailure
-from aeonloop.phases import exits, render, summaries
+from aeonloop.phases import exits, history, render, summaries
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
 from aeonloop.phases.events import (
     Event,
@@ -40,7 +40,8 @@ MAX_STEP_ID = 64  # PlanStep.step_id's limit
 async def handle(event: TaskProfiled, deps: PhaseDeps) -> list[Event]:
     """TaskProfiled → PlanReady with `run.plan`, or LoopExited("failed") when no plan came."""
     run = event.run
-    session = deps.session(event.correlation_id, run.usage, event.deadline)
+    files = await history.load_files(deps.records, event.correlation_id, run)
+    session = deps.session(event.correlation_id, run.usage, event.deadline, files)
     try:
         plan = await generate_plan(session, run)
     except (LLMFailure, ValidationError) as error:

@@ -64,7 +64,8 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
         return [exits.loop_exited(event, stop)]
     await history.load_outputs(deps.records, event.correlation_id, run)  # of earlier passes
     plan = run.plan
-    session = deps.session(event.correlation_id, run.usage, event.deadline)
+    files = await history.load_files(deps.records, event.correlation_id, run)
+    session = deps.session(event.correlation_id, run.usage, event.deadline, files)
     record = await execute(
         session, run, plan, number, settings.max_step_output_chars, settings.max_parallel_steps
     )

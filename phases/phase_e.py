@@ -42,6 +42,7 @@ from aeonloop.phases import exits, history, render
 from aeonloop.phases.cancels import until_cancelled
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import (
+    AttachedFile,
     Event,
     ExecutionResult,
     FinalAnswerReady,
@@ -190,6 +191,7 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     better one later.
     """
     passes = await _load_history(deps, event) if event.run is not None else None
+    files = await _load_files(deps, event)
     phase_e_input = build_phase_e_input(event, passes)
     usage = event.run.usage.model_copy() if event.run else Usage()
     context = exit_context(event)
@@ -198,7 +200,7 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     if without is not None:
         answer = degraded_answer(phase_e_input, without, context)
     else:
-        session = deps.session(cid, usage, event.deadline)
+        session = deps.session(cid, usage, event.deadline, files)
         try:
             work = synthesize(phase_e_input, session, context)
             answer = await until_cancelled(deps.cancels, cid, work)
@@ -223,6 +225,18 @@ async def _load_history(deps: PhaseDeps, event: LoopExited) -> list[dict[str, An
         run.notes.append(f"phase E: answered without the passes' records: {error}")
         last = event.execution_pass
         return [last.model_dump(mode="json")] if last else []
+
+
+async def _load_files(deps: PhaseDeps, event: LoopExited) -> list[AttachedFile]:
+    """The files the run's request attached, for the answer's prompt; a record that is gone is
+    noted, and the answer made without them (as without a lost history)."""
+    if event.run is None:
+        return []
+    try:
+        return await history.load_files(deps.records, event.correlation_id, event.run)
+    except history.HistoryMissing as error:
+        event.run.notes.append(f"phase E: answered without the attached files: {error}")
+        return []
 
 
 def fallback_answer(
