@@ -76,6 +76,11 @@ class BadInput(UsageError):
     """Input the gateway refuses; the message says what is wrong and how to fix it."""
 
 
+class TooLarge(BadInput):
+    """Input over a size limit (an attached file, the files together, the request's event):
+    refused like any bad input, and answered 413 rather than 422 by the HTTP API."""
+
+
 class ForeignEventId(UsageError):
     """A reader's event id that names an entry of another run."""
 

@@ -47,17 +47,19 @@ from aeonloop.gateway.embedded import embedded_pipeline
 from aeonloop.gateway.http import serve
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.validation import (
+    FileSettings,
     as_option,
     check_max_ttl,
     check_request,
     check_timeout,
     check_token_budget,
     load_rules,
+    read_files,
 )
 from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.phases import approvals, render
 from aeonloop.phases.deps import LoopSettings
-from aeonloop.phases.events import ExecutionResult
+from aeonloop.phases.events import AttachedFile, ExecutionResult
 from aeonloop.phases.worker import PHASES, make_worker
 from aeonloop.settings import LogSettings
 from aeonloop.telemetry import metrics, tracing
@@ -89,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.metrics = MetricsSettings.from_env()
         args.http = HttpSettings.from_env()
         args.tracing = TracingSettings.from_env()
+        args.file_limits = FileSettings.from_env()
         tracing.setup(args.tracing, f"aeon-{args.command_name}")
     except SettingsError as error:
         return _fail(str(error), EXIT_BAD_INPUT)
@@ -173,17 +176,18 @@ async def ask(args: argparse.Namespace) -> int:
     request = check_request(args.request)
     check_max_ttl(args.max_ttl, args.loop.max_passes)  # before anything starts; submit checks too
     rules = load_rules(args.rules) if args.rules else []
+    files = read_files(args.file, args.file_limits)
     settings: BusSettings = args.settings
     # Cancelling tears down everything the command started, the embedded Redis included.
     task = asyncio.current_task()
     signals = _on_signals(task.cancel if task else lambda: None)
     try:
         if settings.redis_url:
-            return await _ask_on(settings, request, rules, args)
+            return await _ask_on(settings, request, rules, files, args)
         llm = await ready_adapter(args.llm)
         try:
             async with embedded_pipeline(settings, llm, args.loop) as embedded:
-                return await _ask_on(embedded, request, rules, args, embedded=True)
+                return await _ask_on(embedded, request, rules, files, args, embedded=True)
         finally:
             await llm.aclose()
     except asyncio.CancelledError:
@@ -196,10 +200,12 @@ async def _ask_on(
     settings: BusSettings,
     request: str,
     rules: list,
+    files: list[AttachedFile],
     args: argparse.Namespace,
     embedded: bool = False,
 ) -> int:
-    async with AeonClient(settings=settings, loop=args.loop) as client:
+    limits = args.file_limits
+    async with AeonClient(settings=settings, loop=args.loop, file_limits=limits) as client:
         correlation_id = await client.submit(
             request,
             rules=rules,
@@ -208,6 +214,7 @@ async def _ask_on(
             on_progress=_print_progress,
             token_budget=args.token_budget,
             approve_plan=args.approve_plan,
+            files=files,
         )
         _status(f"request {correlation_id} submitted")
         if args.approve_plan:
@@ -434,6 +441,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("request", help="the request, in natural language")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--rules", metavar="FILE", help="JSON file of rules the answer must meet")
+    p.add_argument(
+        "--file",
+        metavar="PATH",
+        action="append",
+        default=[],
+        help="a text file the plan, steps and answer are given as context (repeat for more; "
+        "AEON_MAX_FILES, AEON_MAX_FILE_BYTES and AEON_MAX_FILES_BYTES limit them)",
+    )
     p.add_argument(
         "--max-ttl",
         metavar="N",

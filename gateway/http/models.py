@@ -8,11 +8,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from aeonloop.gateway.client import DEFAULT_TIMEOUT_S
+from aeonloop.gateway.validation import FileSettings
 from aeonloop.phases.events import (
     DEFAULT_THRESHOLD,
     MAX_REQUEST_CHARS,
     MAX_TIMEOUT_S,
     MAX_TOKEN_BUDGET,
+    AttachedFile,
     ExecutionResult,
 )
 from aeonloop.phases.models import DEFAULT_MAX_PASSES, ExitReason, Plan
@@ -111,6 +113,14 @@ class RunRequest(BaseModel):
         strict=True,
         description="pause after the plan is made, in the state `awaiting_approval`, until "
         "`POST /v1/runs/{id}/approve` (a cancel rejects it; its deadline still runs)",
+    )
+    files: list[AttachedFile] = Field(
+        default_factory=list,
+        description="text files given as context to the prompts that make the plan, the steps "
+        "and the answer, each `{path, content}`; at most the server's AEON_MAX_FILES "
+        f"({FileSettings().max_files} unless set), each path once. A file over "
+        "AEON_MAX_FILE_BYTES, or the files together over AEON_MAX_FILES_BYTES, is 413; one "
+        "that is not text (control characters, a NUL byte), or too many files, is 422",
     )
 
 

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import pytest
 
+from aeonloop.bus.settings import BusSettings
+from aeonloop.gateway.client import AeonClient
 from aeonloop.gateway.http.api import _checked
 from aeonloop.gateway.http.errors import ApiError
-from aeonloop.gateway.validation import BadInput, check_max_ttl
-from aeonloop.webhooks import WebhookSettings
+from aeonloop.gateway.validation import BadInput, FileSettings, check_max_ttl
+from aeonloop.phases.deps import LoopSettings
+
+LIMITS = FileSettings(max_files=2, max_file_bytes=100, max_files_bytes=150)
 
 
 @pytest.mark.parametrize("asked", [1, 5, 8])
@@ -39,13 +43,17 @@ def test_a_cap_below_one_is_refused(asked: int) -> None:
         check_max_ttl(asked, 8)
 
 
-def test_the_http_body_is_checked_against_the_servers_cap() -> None:
-    assert _checked({"request": "Explain tides"}, 8, WebhookSettings())["max_ttl"] is None
-    assert (
-        _checked({"request": "Explain tides", "max_ttl": 20}, 20, WebhookSettings())["max_ttl"]
-        == 20
+def _client(max_passes: int) -> AeonClient:
+    """A client as the HTTP API holds one (not connected: checking a body needs no Redis)."""
+    return AeonClient(
+        settings=BusSettings(), loop=LoopSettings(max_passes=max_passes), file_limits=LIMITS
     )
+
+
+def test_the_http_body_is_checked_against_the_servers_cap() -> None:
+    assert _checked({"request": "Explain tides"}, _client(8))["max_ttl"] is None
+    assert _checked({"request": "Explain tides", "max_ttl": 20}, _client(20))["max_ttl"] == 20
     with pytest.raises(ApiError) as refused:
-        _checked({"request": "Explain tides", "max_ttl": 9}, 8, WebhookSettings())
+        _checked({"request": "Explain tides", "max_ttl": 9}, _client(8))
     assert (refused.value.status, refused.value.field) == (422, "max_ttl")
     assert "above AEON_MAX_PASSES=8" in refused.value.reason
