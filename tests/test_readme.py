@@ -16,6 +16,7 @@ import pytest
 
 from aeonloop.bus.settings import BusSettings
 from aeonloop.gateway.http.settings import HttpSettings
+from aeonloop.gateway.validation import FileSettings
 from aeonloop.llm.factory import LLMSettings
 from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import RequestSubmitted
@@ -65,6 +66,7 @@ SETTINGS = (
     HttpSettings,
     LogSettings,
     WebhookSettings,
+    FileSettings,
 )
 
 #: A row of a settings table: `| `AEON_X` | default | meaning |`.
