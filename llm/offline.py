@@ -49,9 +49,12 @@ from aeonloop.prompts.registry import (
     TaskProfileInferenceInput,
     TaskProfileOutput,
     TaskProfileUpdateInput,
+    ToolOffer,
 )
 
 MODEL_NAME = "aeon-offline"
+#: The step of a plan whose request only asked for tools: the answer is written from them.
+TOOL_ANSWER_STEP = "Answer the request from the tools' results"
 REVIEW_STEP = "Review the answer for accuracy and completeness"
 OFFLINE_NOTICE = "This answer was produced by Aeon's offline model: no LLM was called."
 
@@ -67,6 +70,9 @@ _CLAUSE_BREAK = re.compile(
     re.IGNORECASE,
 )
 _STEP_ID = re.compile(r"\bs(\d+)\b")
+_TOOL_WORD = re.compile(r"\btools?\b", re.IGNORECASE)
+# name=value, the value bare or quoted: how a request gives a tool its arguments offline.
+_PAIR = re.compile(r"\b([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|[^\s,;]+)")
 _STEP_MENTION = re.compile(r"\bs\d+(?:\.\d+)*\b")
 # "id, severity, message" (also "- id: message"); the severity word is dropped from the message.
 _RULE_LINE = re.compile(
@@ -254,7 +260,81 @@ def _plan(goal: str, descriptions: list[tuple[str, bool]], prefix: str = "s") ->
 
 
 def _plan_for_request(data: PlanGenerationInput) -> dict[str, Any]:
-    return _plan(data.request, linked_plan_steps(data.request))
+    """The request's clauses as steps; before them, a step for each listed tool the request
+    asks for (`requested_tools`), whose results every other step is shown."""
+    calls = requested_tools(data.request, data.tools)
+    if not calls:
+        return _plan(data.request, linked_plan_steps(data.request))
+    names = {offer.name.lower() for offer, _ in calls}
+    rest = [
+        (part, follows)
+        for part, follows in linked_plan_steps(data.request)
+        if not (_TOOL_WORD.search(part) and names & set(_words(part)))
+    ] or [(TOOL_ANSWER_STEP, False)]
+    rest[0] = (rest[0][0], False)  # what it followed on from may have been a tool clause
+    plan = _plan(data.request, rest)
+    tool_ids = [f"t{number}" for number in range(1, len(calls) + 1)]
+    for step in plan["plan"]["steps"]:
+        step["depends_on"] = [*tool_ids, *step["depends_on"]]
+    tool_steps = [
+        {
+            "step_id": step_id,
+            "description": f"Call the tool {offer.name} with {json.dumps(arguments)}",
+            "depends_on": [],
+            "tool": offer.name,
+            "arguments": arguments,
+        }
+        for step_id, (offer, arguments) in zip(tool_ids, calls, strict=True)
+    ]
+    plan["plan"]["steps"] = [*tool_steps, *plan["plan"]["steps"]]
+    return plan
+
+
+def requested_tools(request: str, tools: list[ToolOffer]) -> list[tuple[ToolOffer, dict[str, Any]]]:
+    """The listed tools a request asks for, each with its arguments.
+
+    A request asks for a tool by saying "tool" and the tool's name ("use the tool add with
+    a=2 b=3"). Each argument is the request's `name=value` pair for it, read as the schema's
+    type says, else the schema's default; one with neither is left out (the schema check then
+    says what is missing).
+    """
+    if not _TOOL_WORD.search(request):
+        return []
+    words = set(_words(request))
+    pairs = {name: value.strip("\"'") for name, value in _PAIR.findall(request)}
+    found = []
+    for offer in tools:
+        if offer.name.lower() not in words:
+            continue
+        schema = _first_json_object(offer.input_schema) or {}
+        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        arguments = {}
+        for name, spec in properties.items():
+            spec = spec if isinstance(spec, dict) else {}
+            if name in pairs:
+                arguments[name] = _typed(pairs[name], spec.get("type"))
+            elif "default" in spec:
+                arguments[name] = spec["default"]
+        found.append((offer, arguments))
+    return found
+
+
+def _words(text: str) -> list[str]:
+    return [word.lower() for word in re.findall(r"[\w.-]+", text)]
+
+
+def _typed(value: str, kind: Any) -> Any:
+    """A `name=value` pair's value as the schema's type: what a model would write."""
+    try:
+        if kind == "integer":
+            return int(value)
+        if kind == "number":
+            return float(value)
+    except ValueError:
+        return value
+    if kind == "boolean":
+        return value.lower() in ("true", "yes", "1")
+    return value
 
 
 def _subgoals(data: RecursivePlanInput) -> str:

@@ -44,6 +44,8 @@ MAX_TIMEOUT_S = 7 * 24 * 3600
 #: The largest token budget a run may have: far above any run's use, and within the 64-bit
 #: integers every JSON encoder on the way takes.
 MAX_TOKEN_BUDGET = 10**12
+#: The most tool names a request may narrow its tools to.
+MAX_TOOLS = 100
 
 E = TypeVar("E", bound="Event")
 
@@ -115,6 +117,9 @@ class RunState(BaseModel):
     approve_plan: bool = False
     #: Where its answer is POSTed when it ends (aeonloop.webhooks).
     webhook_url: str | None = None
+    #: The tools its steps may call, by name, narrowing the deployment's (None: all of them).
+    #: A name no configured server offers adds nothing.
+    tools: list[str] | None = Field(None, max_length=MAX_TOOLS)
 
     @model_validator(mode="after")
     def _count_inline_passes(self) -> RunState:
