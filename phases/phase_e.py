@@ -427,11 +427,24 @@ def build_metadata(
     findings = failed_rules(phase_e_input)
     if findings:
         metadata["failed_rules"] = [finding.model_dump() for finding in findings]
+    calls = tool_calls(phase_e_input)
+    if calls:
+        metadata["tool_calls"] = calls
     for name in ARTIFACT_FIELDS:
         value = getattr(phase_e_input, name)
         if value:
             metadata[name] = value
     return metadata
+
+
+def tool_calls(phase_e_input: PhaseEInput) -> list[dict[str, Any]]:
+    """Every tool call of the run, oldest first, each with its pass: what a reader of the
+    answer looks for first, gathered from the passes' records (`execution_passes`)."""
+    return [
+        {"pass_number": record.get("pass_number"), **call}
+        for record in phase_e_input.execution_passes or []
+        for call in record.get("tool_calls") or []
+    ]
 
 
 def answer_event(
