@@ -273,3 +273,21 @@ async def test_the_answers_metadata_lists_every_tool_call_with_its_pass(
     (call,) = metadata["tool_calls"]
     assert call["pass_number"] == 1 and call["tool"] == "add" and call["excerpt"] == "5"
     assert call["arguments"] == {"a": 2, "b": 3} and call["outcome"] == "ok"
+
+
+def test_the_progress_line_of_a_pass_names_its_tool_calls() -> None:
+    from aeonloop.phases.models import ExecutionPass, ToolCall
+    from aeonloop.phases.render import pass_line
+
+    record = ExecutionPass(
+        pass_number=1,
+        executed_step_ids=["t1"],
+        failed_steps={"t2": "tool lookup timed out"},
+        tool_calls=[
+            ToolCall(step_id="t1", tool="add", outcome="ok"),
+            ToolCall(step_id="t2", tool="lookup", outcome="timeout"),
+        ],
+    )
+    assert "1 step(s) run, tool call(s): add ok, lookup timeout, did not complete: t2" in (
+        pass_line(record)
+    )
