@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from aeonloop.exceptions import LLMError
 from aeonloop.llm.base import LLMCall, LLMReply, TokenUsage, approx_tokens
 from aeonloop.prompts.registry import (
+    GOAL_AS_REQUEST,
     AnswerSynthesisInput,
     ConvergenceAssessmentInput,
     CritiqueInput,
@@ -353,7 +354,7 @@ def _reasoning_step(data: ReasoningStepInput) -> str:
         f"Step {data.step_id} (pass {data.pass_number}): {_sentence(data.step_description)}.",
         f"Worked offline for the request: {_sentence(_shorten(data.request))}.",
     ]
-    if _squash(data.goal) != _squash(data.request):
+    if data.goal != GOAL_AS_REQUEST and _squash(data.goal) != _squash(data.request):
         sentences.append(f"Goal: {_sentence(_shorten(data.goal))}.")
     prior = data.prior_outputs.strip()
     sentences.append(

@@ -50,6 +50,7 @@ from aeonloop.prompts.registry import (
     CritiqueOutput,
     PromptId,
     ReasoningStepInput,
+    goal_text,
 )
 from aeonloop.prompts.replies import is_blocked_reply, is_refusal
 
@@ -205,7 +206,7 @@ def step_input(
     """The step's prompt input, with each earlier output cut to `cap` characters (None: whole)."""
     return ReasoningStepInput(
         request=run.request,
-        goal=goal,
+        goal=goal_text(goal, run.request),
         step_id=step.step_id,
         step_description=step.description,
         prior_outputs=summaries.step_outputs(prior, cap),
@@ -323,7 +324,7 @@ async def assess(
     def build(cap: int | None) -> ConvergenceAssessmentInput:
         return ConvergenceAssessmentInput(
             request=run.request,
-            goal=plan.goal,
+            goal=goal_text(plan.goal, run.request),
             pass_number=number,
             step_outputs=outputs(cap),
             rules_summary=summaries.rule_results_text(record.evaluation),

@@ -349,6 +349,20 @@ class FinalAnswerOutput(PromptOutput):
 
 #: How an empty string or list renders, so a prompt never shows a dangling "Rules:" line.
 NONE_TEXT = "(none)"
+#: A plan's goal that only restates the request, as a prompt showing both gives it: the
+#: request is already in the prompt, and sending it twice pays for it twice.
+GOAL_AS_REQUEST = "(the request above)"
+
+
+def goal_text(goal: str, request: str) -> str:
+    """The plan's goal as a prompt beside the request shows it: GOAL_AS_REQUEST when it is
+    the request's own words (or a cut of them), else the goal."""
+
+    def words(text: str) -> str:
+        return " ".join(text.lower().split()).rstrip(".!?… ")
+
+    said = words(goal)
+    return GOAL_AS_REQUEST if said and said in words(request) else goal
 
 
 @dataclass(frozen=True)
