@@ -487,8 +487,11 @@ def _answer(data: AnswerSynthesisInput) -> dict[str, Any]:
         f"Request: {_squash(data.request)}",
         f"Step results:\n{results}",
     ]
-    if data.plan_summary.strip():
-        sections.append(f"Plan:\n{data.plan_summary.strip()}")
+    plan = "\n".join(  # a goal given as the request's own words is the request, shown above
+        line for line in data.plan_summary.strip().splitlines() if GOAL_AS_REQUEST not in line
+    )
+    if plan:
+        sections.append(f"Plan:\n{plan}")
     notes = (
         f"convergence: {data.convergence_status}; passes: {data.total_passes}; "
         f"refinement actions: {data.total_refinements}; ttl remaining: {data.ttl_remaining}"
