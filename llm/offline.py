@@ -295,14 +295,14 @@ def requested_tools(request: str, tools: list[ToolOffer]) -> list[tuple[ToolOffe
     """The listed tools a request asks for, each with its arguments.
 
     A request asks for a tool by saying "tool" and the tool's name ("use the tool add with
-    a=2 b=3"). Each argument is the request's `name=value` pair for it, read as the schema's
-    type says, else the schema's default; one with neither is left out (the schema check then
-    says what is missing).
+    a=2 b=3"). Each argument is the request's `name=value` pair for it (`_argument`), else the
+    schema's default; one with neither is left out (the schema check then says what is
+    missing).
     """
     if not _TOOL_WORD.search(request):
         return []
     words = set(_words(request))
-    pairs = {name: value.strip("\"'") for name, value in _PAIR.findall(request)}
+    pairs = dict(_PAIR.findall(request))
     found = []
     for offer in tools:
         if offer.name.lower() not in words:
@@ -313,11 +313,20 @@ def requested_tools(request: str, tools: list[ToolOffer]) -> list[tuple[ToolOffe
         for name, spec in properties.items():
             spec = spec if isinstance(spec, dict) else {}
             if name in pairs:
-                arguments[name] = _typed(pairs[name], spec.get("type"))
+                arguments[name] = _argument(pairs[name], spec.get("type"))
             elif "default" in spec:
                 arguments[name] = spec["default"]
         found.append((offer, arguments))
     return found
+
+
+def _argument(raw: str, kind: Any) -> Any:
+    """A `name=value` pair's value as a plan writes it: a quoted one as the string it quotes
+    (whatever the schema says: the repair of the call reads it as the schema's type), a bare
+    one as the schema's type."""
+    if raw[:1] in ("'", '"'):
+        return raw[1:-1]
+    return _typed(raw, kind)
 
 
 def _words(text: str) -> list[str]:
@@ -328,7 +337,8 @@ def _typed(value: str, kind: Any) -> Any:
     """A `name=value` pair's value as the schema's type: what a model would write."""
     try:
         if kind == "integer":
-            return int(value)
+            number = float(value)
+            return int(number) if number.is_integer() else value
         if kind == "number":
             return float(value)
     except ValueError:
@@ -448,11 +458,32 @@ def _repair_json(data: RepairJSONInput) -> dict[str, Any]:
 
 
 def _repair_tool_call(data: RepairToolCallInput) -> str:
-    """The call as written with its unclosed brackets closed: the one fix that needs no model."""
+    """The call as written with its unclosed brackets closed, and, when the error gives the
+    tool's argument schema, each argument read as the type the schema says (a "2" or "2.0"
+    where an integer belongs is 2) and a missing one given the schema's default: the fixes
+    that need no model."""
     found = _first_json_object(data.malformed_call)
-    if found is not None:
-        return json.dumps(found, ensure_ascii=False)
-    return data.malformed_call.strip() + _missing_closers(data.malformed_call)
+    if found is None:
+        return data.malformed_call.strip() + _missing_closers(data.malformed_call)
+    arguments = found.get("arguments")
+    schema = _first_json_object(data.error.partition("argument schema:")[2])
+    if isinstance(arguments, dict) and schema is not None:
+        found["arguments"] = _as_schema_says(arguments, schema)
+    return json.dumps(found, ensure_ascii=False)
+
+
+def _as_schema_says(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return arguments
+    fixed = dict(arguments)
+    for name, spec in properties.items():
+        spec = spec if isinstance(spec, dict) else {}
+        if name in fixed:
+            fixed[name] = _typed(str(fixed[name]), spec.get("type"))
+        elif "default" in spec:
+            fixed[name] = spec["default"]
+    return fixed
 
 
 def _missing_closers(text: str) -> str:

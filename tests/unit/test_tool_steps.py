@@ -291,3 +291,20 @@ def test_the_progress_line_of_a_pass_names_its_tool_calls() -> None:
     assert "1 step(s) run, tool call(s): add ok, lookup timeout, did not complete: t2" in (
         pass_line(record)
     )
+
+
+def test_the_offline_model_quotes_what_the_request_quotes_and_its_repair_reads_the_schema() -> None:
+    from aeonloop.llm.offline import reply_text
+    from aeonloop.prompts.registry import RepairToolCallInput
+
+    data = PlanGenerationInput(request='Use the tool add with a="2" b=3', tools=offers([ADD]))
+    (step, *_) = _plan_for_request(data)["plan"]["steps"]
+    assert step["arguments"] == {"a": "2", "b": 3}
+    repair = RepairToolCallInput(
+        tool_name="add",
+        malformed_call=json.dumps({"tool": "add", "arguments": step["arguments"]}),
+        error=f"a: '2' is not of type 'integer'. The tool's argument schema: "
+        f"{json.dumps(ADD.input_schema)}",
+    )
+    fixed = json.loads(reply_text(FIX_CALL, repair))
+    assert fixed == {"tool": "add", "arguments": {"a": 2, "b": 3}}
