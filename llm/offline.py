@@ -458,15 +458,15 @@ def _repair_json(data: RepairJSONInput) -> dict[str, Any]:
 
 
 def _repair_tool_call(data: RepairToolCallInput) -> str:
-    """The call as written with its unclosed brackets closed, and, when the error gives the
-    tool's argument schema, each argument read as the type the schema says (a "2" or "2.0"
-    where an integer belongs is 2) and a missing one given the schema's default: the fixes
-    that need no model."""
+    """The call as written with its unclosed brackets closed, and, given the tool's argument
+    schema, each argument read as the type the schema says (a "2" or "2.0" where an integer
+    belongs is 2) and a missing one given the schema's default: the fixes that need no
+    model."""
     found = _first_json_object(data.malformed_call)
     if found is None:
         return data.malformed_call.strip() + _missing_closers(data.malformed_call)
     arguments = found.get("arguments")
-    schema = _first_json_object(data.error.partition("argument schema:")[2])
+    schema = _first_json_object(data.argument_schema)
     if isinstance(arguments, dict) and schema is not None:
         found["arguments"] = _as_schema_says(arguments, schema)
     return json.dumps(found, ensure_ascii=False)

@@ -238,7 +238,8 @@ async def _repaired_arguments(
     data = RepairToolCallInput(
         tool_name=spec.name,
         malformed_call=as_json_text({"tool": spec.name, "arguments": arguments}),
-        error=f"{problem}. The tool's argument schema: {orjson.dumps(spec.input_schema).decode()}",
+        error=problem,
+        argument_schema=orjson.dumps(spec.input_schema).decode(),
     )
     scope = memo_scope("c", "tool-call", pass_number=number, step=step.step_id)
     try:

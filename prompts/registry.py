@@ -191,6 +191,8 @@ class RepairToolCallInput(PromptInput):
     tool_name: str
     malformed_call: str
     error: str
+    #: The JSON schema the call's arguments must satisfy, as the tool's server gives it.
+    argument_schema: str = ""
 
 
 class RepairPlanInput(PromptInput):
@@ -885,6 +887,7 @@ def _definitions() -> list[PromptDefinition]:
             "Repair a malformed tool call.",
             'A call to the tool "{tool_name}" was malformed and was not run.\n\n'
             "Error:\n{error}\n\n"
+            "The JSON schema its arguments must satisfy:\n{argument_schema}\n\n"
             "The call as written:\n{malformed_call}\n\n"
             "Write the corrected call: the same tool and the same intent, with the arguments "
             "fixed so that this error cannot happen again. Reply with the corrected call only, in "

@@ -136,7 +136,8 @@ async def test_invalid_arguments_get_one_repair_then_the_call(
     assert toolbox.calls == [("add", {"a": 2, "b": 40}, "run-1/c/p1/tool:t1")]
     assert h.llm.calls.count(FIX_CALL) == 1
     repair = h.llm.history[h.llm.calls.index(FIX_CALL)].input
-    assert "a: 'two' is not of type 'integer'" in repair.error
+    assert repair.error == "a: 'two' is not of type 'integer'"
+    assert json.loads(repair.argument_schema) == ADD.input_schema
     assert json.loads(repair.malformed_call) == {"tool": "add", "arguments": {"a": "two", "b": 40}}
     (call,) = out.run.passes[0].tool_calls
     assert call.outcome == "ok" and call.repaired == "arguments" and call.excerpt == "42"
@@ -303,8 +304,8 @@ def test_the_offline_model_quotes_what_the_request_quotes_and_its_repair_reads_t
     repair = RepairToolCallInput(
         tool_name="add",
         malformed_call=json.dumps({"tool": "add", "arguments": step["arguments"]}),
-        error=f"a: '2' is not of type 'integer'. The tool's argument schema: "
-        f"{json.dumps(ADD.input_schema)}",
+        error="a: '2' is not of type 'integer'",
+        argument_schema=json.dumps(ADD.input_schema),
     )
     fixed = json.loads(reply_text(FIX_CALL, repair))
     assert fixed == {"tool": "add", "arguments": {"a": 2, "b": 3}}
