@@ -1,5 +1,5 @@
 """What every phase handler is given: the LLM, the registry, the memo, where run histories are
-read from, and the loop's limits.
+read from, the tools, and the loop's limits.
 
 Handlers are plain async functions `(event, deps) -> list[Event]`; the bus runtime decodes the
 event, calls the handler, and publishes what it returns. Keeping the bus out of handlers lets the
@@ -36,6 +36,7 @@ from aeonloop.phases.llm_calls import (
 from aeonloop.phases.models import DEFAULT_MAX_PASSES, MAX_TTL_CAP
 from aeonloop.prompts.registry import PromptRegistry
 from aeonloop.settings import AeonSettings
+from aeonloop.tools.base import NoTools, Toolbox
 
 Whole = Annotated[int, Field(ge=1)]
 
@@ -72,6 +73,8 @@ class PhaseDeps:
     settings: LoopSettings = field(default_factory=LoopSettings)
     #: Where cancels are looked up (phases.cancels).
     cancels: run_cancels.Cancels = field(default_factory=run_cancels.DictCancels)
+    #: The tools plan steps may call: the MCP servers' of AEON_MCP_CONFIG, connected at start.
+    tools: Toolbox = field(default_factory=NoTools)
 
     def delivered(self, delivery: Delivery) -> PhaseDeps:
         """These deps for one delivery of an event: the memo is read only if the event may
