@@ -142,12 +142,18 @@ class _Session:
                 await self._stop.wait()
         except Exception as error:
             if not listed.done():
-                listed.set_exception(ToolsNotReady(f"MCP server {self.name!r}: {_said(error)}"))
+                listed.set_exception(ToolsNotReady(f"MCP server {self.name!r}: {self._why(error)}"))
             elif self.ready:
                 log.warning("MCP server %r: its session ended: %s", self.name, _said(error))
         finally:
             if not listed.done():  # cancelled before it answered
                 listed.cancel()
+
+    def _why(self, error: Exception) -> str:
+        """Why the session did not start: a command that cannot be run is named."""
+        if isinstance(self.config, StdioServer) and isinstance(error, OSError):
+            return f"cannot run {self.config.command!r}: {error.strerror or error}"
+        return _said(error)
 
     async def close(self) -> None:
         self._stop.set()
@@ -238,7 +244,4 @@ def _said(error: BaseException) -> str:
     """What an error says, on one line, with any URL credentials masked."""
     if isinstance(error, BaseExceptionGroup):
         return _said(error.exceptions[0])
-    text = " ".join(str(error).split()) or type(error).__name__
-    if isinstance(error, FileNotFoundError) and error.filename:
-        text = f"command not found: {error.filename}"
-    return redact(text)
+    return redact(" ".join(str(error).split()) or type(error).__name__)

@@ -156,7 +156,9 @@ async def test_a_command_that_does_not_exist_is_not_ready() -> None:
     message = await _not_ready(
         {"ok": stdio_server(), "gone": StdioServer(command="/nonexistent/mcp-server")}
     )
-    assert message == "MCP server 'gone': command not found: /nonexistent/mcp-server"
+    assert message == (
+        "MCP server 'gone': cannot run '/nonexistent/mcp-server': No such file or directory"
+    )
 
 
 async def test_a_server_that_exits_at_once_is_not_ready() -> None:
