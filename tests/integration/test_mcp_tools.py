@@ -15,7 +15,7 @@ from mcp_fixtures import calls, http_config, http_server, stdio_entry, stdio_ser
 from prometheus_client import REGISTRY
 
 from aeonloop.exceptions import ToolCallFailed, ToolsNotReady
-from aeonloop.telemetry import metrics
+from aeonloop.telemetry import metrics, tracing
 from aeonloop.tools.base import NoTools
 from aeonloop.tools.config import HttpServer, StdioServer, ToolSettings, open_toolbox
 from aeonloop.tools.mcp import IDEMPOTENCY_META_KEY, McpToolbox, connect
@@ -25,6 +25,8 @@ pytestmark = pytest.mark.timeout(90)
 START_S = 30.0
 CALL_S = 20.0
 SECRET = "s3cr3t-value-that-must-not-leak"
+#: An argument a span must not carry.
+SECRET_NUMBER = 987654321
 
 
 @pytest.fixture
@@ -225,3 +227,30 @@ async def test_open_toolbox_connects_and_closes(tmp_path: Path) -> None:
     assert result.text == "42"
     with pytest.raises(ToolCallFailed, match=r"'add' .* failed"):
         await tools.call("add", {"a": 1, "b": 1}, timeout=CALL_S, idempotency_key="k")
+
+
+async def test_each_call_is_a_span_naming_the_tool_and_outcome(
+    both: McpToolbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exported = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    monkeypatch.setattr(tracing, "_tracer", provider.get_tracer("test"))  # tracing.on()
+    await both.call("add", {"a": 1, "b": SECRET_NUMBER}, timeout=CALL_S, idempotency_key="k")
+    with pytest.raises(ToolCallFailed):
+        await both.call("web_hang", {}, timeout=0.3, idempotency_key="k")
+    spans = {span.name: span for span in exported.get_finished_spans()}
+    added, hung = spans["execute_tool add"], spans["execute_tool web_hang"]
+    assert added.attributes is not None and hung.attributes is not None
+    assert added.attributes["gen_ai.tool.name"] == "add"
+    assert added.attributes["aeon.tool.server"] == "local"
+    assert added.attributes["aeon.tool.outcome"] == "ok"
+    assert (hung.attributes["aeon.tool.outcome"], hung.attributes["error.type"]) == (
+        "timeout",
+        "timeout",
+    )
+    assert str(SECRET_NUMBER) not in str(dict(added.attributes))
