@@ -1,5 +1,5 @@
 """What every phase handler is given: the LLM, the registry, the memo, where run histories are
-read from, and the loop's limits.
+read from, the tools, and the loop's limits.
 
 Handlers are plain async functions `(event, deps) -> list[Event]`; the bus runtime decodes the
 event, calls the handler, and publishes what it returns. Keeping the bus out of handlers lets the
