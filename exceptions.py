@@ -308,6 +308,11 @@ class ToolCallFailed(AeonError):
     """One tool call gave no result: it timed out, or its server could not be reached. The
     step fails with this reason, as a step whose LLM call failed does."""
 
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        #: The call did not answer within its timeout (it may still have run).
+        self.timed_out = timed_out
+
 
 class AnswerTimeout(AeonError, TimeoutError):
     """No answer within the wait; the run may still answer, and its answer be fetched later."""

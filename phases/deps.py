@@ -1,5 +1,5 @@
 """What every phase handler is given: the LLM, the registry, the memo, where run histories are
-read from, and the loop's limits.
+read from, the tools, and the loop's limits.
 
 Handlers are plain async functions `(event, deps) -> list[Event]`; the bus runtime decodes the
 event, calls the handler, and publishes what it returns. Keeping the bus out of handlers lets the
@@ -24,7 +24,8 @@ from pydantic import Field
 from aeonloop.bus.delivery import Delivery
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.phases import cancels as run_cancels
-from aeonloop.phases.events import AttachedFile, Usage
+from aeonloop.phases import tool_calls
+from aeonloop.phases.events import AttachedFile, RunState, Usage
 from aeonloop.phases.history import DictRunRecords, ReadAhead, RunRecords
 from aeonloop.phases.llm_calls import (
     DEFAULT_CONTEXT_TOKENS,
@@ -36,8 +37,10 @@ from aeonloop.phases.llm_calls import (
     prompt_budget_chars,
 )
 from aeonloop.phases.models import DEFAULT_MAX_PASSES, MAX_TTL_CAP
+from aeonloop.phases.tool_calls import ToolRunner
 from aeonloop.prompts.registry import PromptRegistry
 from aeonloop.settings import AeonSettings
+from aeonloop.tools.base import NoTools, Toolbox
 
 Whole = Annotated[int, Field(ge=1)]
 
@@ -62,6 +65,8 @@ class LoopSettings(AeonSettings):
     max_step_output_chars: Whole = 20_000
     #: The token budget of a run whose request sets none (AEON_RUN_TOKEN_BUDGET); None: no cap.
     run_token_budget: Whole | None = None
+    #: Seconds one tool call may take (never past the run's deadline); past it the step fails.
+    tool_timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0
 
 
 @dataclass
@@ -74,6 +79,8 @@ class PhaseDeps:
     settings: LoopSettings = field(default_factory=LoopSettings)
     #: Where cancels are looked up (phases.cancels).
     cancels: run_cancels.Cancels = field(default_factory=run_cancels.DictCancels)
+    #: The tools steps may call (tools/): the MCP servers AEON_MCP_CONFIG names, else none.
+    tools: Toolbox = field(default_factory=NoTools)
 
     def delivered(self, delivery: Delivery) -> PhaseDeps:
         """These deps for one delivery of an event: the memo is read only if the event may
@@ -84,6 +91,12 @@ class PhaseDeps:
         memo = self.memo if delivery.redelivered else FirstDeliveryMemo(self.memo)
         records = ReadAhead(delivery.records, self.records) if delivery.records else self.records
         return replace(self, memo=memo, records=records)
+
+    def tool_runner(self, run: RunState) -> ToolRunner:
+        """The tools `run` may call (its request's `tools` narrow the toolbox's), and their
+        timeout."""
+        specs = tuple(tool_calls.available(self.tools, run.tools))
+        return ToolRunner(self.tools, specs, self.settings.tool_timeout_s)
 
     def session(
         self,

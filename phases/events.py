@@ -49,6 +49,8 @@ MAX_TOKEN_BUDGET = 10**12
 MAX_FILES_CAP = 100
 #: The longest path an attached file may be named by.
 MAX_FILE_PATH_CHARS = 1_000
+#: The most tool names a request may narrow its tools to.
+MAX_TOOLS = 100
 
 E = TypeVar("E", bound="Event")
 
@@ -136,6 +138,9 @@ class RunState(BaseModel):
     #: The paths of the files its request attached, in order; their contents are one record of
     #: the run's history (phases.history.load_files), not carried in every event.
     file_paths: list[str] = Field(default_factory=list, max_length=MAX_FILES_CAP)
+    #: The tools its steps may call, by name, narrowing the deployment's (None: all of them).
+    #: A name no configured server offers adds nothing.
+    tools: list[str] | None = Field(None, max_length=MAX_TOOLS)
 
     @model_validator(mode="after")
     def _count_inline_passes(self) -> RunState:

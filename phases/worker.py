@@ -44,6 +44,7 @@ from aeonloop.phases.events import (
     TaskProfiled,
 )
 from aeonloop.prompts.registry import default_registry
+from aeonloop.tools.base import NoTools, Toolbox
 from aeonloop.webhooks import WebhookSettings
 from aeonloop.webhooks import route as webhook_route
 
@@ -110,8 +111,10 @@ def make_worker(
     phases: Iterable[str] = PHASES,
     loop: LoopSettings | None = None,
     webhooks: WebhookSettings | None = None,
+    tools: Toolbox | None = None,
 ) -> BusWorker:
-    """A bus worker running the named phases with `llm`, memoising replies in Redis; it reads
+    """A bus worker running the named phases with `llm` and `tools` (connected by the caller,
+    for the worker's life: tools.config.open_toolbox), memoising replies in Redis; it reads
     no new work while the LLM server is away (llm.outage)."""
     worker = BusWorker(redis, settings, pauses=[llm.outage] if llm.outage else [])
     deps = PhaseDeps(
@@ -121,6 +124,7 @@ def make_worker(
         records=worker.records,
         settings=loop or LoopSettings.from_env(),
         cancels=worker.cancels,
+        tools=tools or NoTools(),
     )
     worker.add(build_routes(deps, phases))
     sweeper = approvals.Sweeper(

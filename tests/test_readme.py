@@ -23,6 +23,7 @@ from aeonloop.phases.events import RequestSubmitted
 from aeonloop.settings import AeonSettings, LogSettings
 from aeonloop.telemetry.metrics import MetricsSettings
 from aeonloop.telemetry.tracing import TracingSettings
+from aeonloop.tools.config import ToolSettings
 from aeonloop.webhooks import WebhookSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,6 +68,7 @@ SETTINGS = (
     LogSettings,
     WebhookSettings,
     FileSettings,
+    ToolSettings,
 )
 
 #: A row of a settings table: `| `AEON_X` | default | meaning |`.

@@ -2,7 +2,8 @@
 
 Exit codes (docs/cli.md, "Exit codes"):
     0  answered            1  answered, degraded (the loop did not converge or something failed)
-    2  bad input or settings: nothing was published
+    2  bad input or settings: nothing was published (an MCP server of AEON_MCP_CONFIG that
+       cannot start or answer, at start, is one)
     3  no answer in time (the correlation id is printed to fetch it later)
     4  Redis unreachable or refusing writes
     5  `aeon status`: the deployment needs attention (each reason an "attention:" line)
@@ -56,6 +57,7 @@ from aeonloop.gateway.validation import (
     load_rules,
     read_files,
 )
+from aeonloop.llm.base import LLMAdapter
 from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.phases import approvals, render
 from aeonloop.phases.deps import LoopSettings
@@ -65,6 +67,8 @@ from aeonloop.settings import LogSettings
 from aeonloop.telemetry import metrics, tracing
 from aeonloop.telemetry.metrics import MetricsSettings
 from aeonloop.telemetry.tracing import TracingSettings
+from aeonloop.tools.base import Toolbox
+from aeonloop.tools.config import ToolSettings, open_toolbox
 
 EXIT_ANSWERED = 0
 EXIT_DEGRADED = 1
@@ -92,6 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.http = HttpSettings.from_env()
         args.tracing = TracingSettings.from_env()
         args.file_limits = FileSettings.from_env()
+        args.tools = ToolSettings.from_env()
         tracing.setup(args.tracing, f"aeon-{args.command_name}")
     except SettingsError as error:
         return _fail(str(error), EXIT_BAD_INPUT)
@@ -186,7 +191,10 @@ async def ask(args: argparse.Namespace) -> int:
             return await _ask_on(settings, request, rules, files, args)
         llm = await ready_adapter(args.llm)
         try:
-            async with embedded_pipeline(settings, llm, args.loop) as embedded:
+            async with (
+                open_toolbox(args.tools) as tools,
+                embedded_pipeline(settings, llm, args.loop, tools) as embedded,
+            ):
                 return await _ask_on(embedded, request, rules, files, args, embedded=True)
         finally:
             await llm.aclose()
@@ -338,13 +346,28 @@ async def worker(args: argparse.Namespace) -> int:
     if args.metrics_port:
         observing = observing.with_(metrics_port=args.metrics_port)
     llm = await ready_adapter(args.llm)
+    try:
+        async with open_toolbox(args.tools) as tools:
+            return await _work(args, settings, observing, llm, tools)
+    finally:
+        await llm.aclose()
+
+
+async def _work(
+    args: argparse.Namespace,
+    settings: BusSettings,
+    observing: MetricsSettings,
+    llm: LLMAdapter,
+    tools: Toolbox,
+) -> int:
+    """The worker's run, once its LLM and tools are ready: until a signal stops it."""
     phases = args.phase or PHASES
     redis = await connect(settings, consumers=len(phases) * settings.shards)
     sampling: list[asyncio.Task[None]] = []
     try:
         await redis.ping()
         metrics.serve(observing)  # before the consumers exist: they bind their series
-        running = make_worker(redis, settings, llm, phases, args.loop)
+        running = make_worker(redis, settings, llm, phases, args.loop, tools=tools)
         if metrics.enabled():
             sampling = _sample_metrics(redis, settings, observing)
         tune_gc()
@@ -360,7 +383,6 @@ async def worker(args: argparse.Namespace) -> int:
         for task in sampling:
             task.cancel()
         await asyncio.gather(*sampling, return_exceptions=True)
-        await llm.aclose()
         await redis.aclose()
 
 

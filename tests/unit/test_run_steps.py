@@ -27,7 +27,14 @@ from aeonloop.phases.events import (
     TaskProfiled,
     Usage,
 )
-from aeonloop.phases.models import ExecutionPass, FinalAnswer, Plan, PlanStep, TaskProfile
+from aeonloop.phases.models import (
+    ExecutionPass,
+    FinalAnswer,
+    Plan,
+    PlanStep,
+    TaskProfile,
+    ToolCall,
+)
 
 
 def _journey() -> dict[str, Event]:
@@ -39,7 +46,9 @@ def _journey() -> dict[str, Event]:
     run.plan = Plan(
         goal="explain tides",
         steps=[
-            PlanStep(step_id="s1", description="say what pulls"),
+            PlanStep(
+                step_id="s1", description="say what pulls", tool="lookup", arguments={"q": "tide"}
+            ),
             PlanStep(step_id="s2", description="say it simply"),
         ],
     )
@@ -52,6 +61,16 @@ def _journey() -> dict[str, Event]:
         executed_step_ids=["s1"],
         failed_steps={"s2": "the LLM call failed"},
         score=0.5,
+        tool_calls=[
+            ToolCall(
+                step_id="s1",
+                tool="lookup",
+                arguments={"q": "tide"},
+                outcome="ok",
+                seconds=0.25,
+                excerpt="The moon pulls the sea.",
+            )
+        ],
     )
     run.add_pass(record)
     completed = planned.child(PassCompleted, run=run.model_copy(deep=True), execution_pass=record)
@@ -112,9 +131,29 @@ def test_a_pass_shows_each_step_it_ran_with_the_output_kept_or_why_not() -> None
         "status": "done",
         "why": None,
         "output": "The moon pulls the sea.",
+        "tool_call": {
+            "tool": "lookup",
+            "arguments": {"q": "tide"},
+            "outcome": "ok",
+            "seconds": 0.25,
+            "excerpt": "The moon pulls the sea.",
+            "repaired": None,
+        },
     }
     assert failed["status"] == "failed" and failed["why"] == "the LLM call failed"
-    assert failed["output"] is None
+    assert failed["output"] is None and failed["tool_call"] is None
+
+
+def test_the_plan_shows_which_steps_call_a_tool() -> None:
+    (plan,) = [s for s in run_steps(_journey()["planned"], None) if s.kind == "plan"]
+    tool_step, reasoning_step = plan.data["steps"]
+    assert tool_step == {
+        "step_id": "s1",
+        "description": "say what pulls",
+        "tool": "lookup",
+        "arguments": {"q": "tide"},
+    }
+    assert reasoning_step == {"step_id": "s2", "description": "say it simply"}
 
 
 def test_the_exit_comes_from_the_loop_or_else_from_the_answer() -> None:
