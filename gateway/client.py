@@ -58,6 +58,7 @@ from aeonloop.gateway.validation import (
     check_request,
     check_timeout,
     check_token_budget,
+    check_tools,
 )
 from aeonloop.phases import approvals
 from aeonloop.phases.deps import LoopSettings
@@ -232,6 +233,7 @@ class AeonClient:
         approve_plan: bool = False,
         webhook_url: str | None = None,
         files: list[AttachedFile] | None = None,
+        tools: list[str] | None = None,
     ) -> str:
         """Publish a request and return its correlation id; BadInput before publishing if the
         request is not acceptable. `timeout` becomes the request's deadline in the pipeline;
@@ -241,7 +243,8 @@ class AeonClient:
         until `approve` (or a cancel, or its deadline); `webhook_url` is POSTed the answer
         (aeonloop.webhooks: BadInput unless webhooks are on and it is allowed); `files` are
         given to the prompts as context (gateway.validation.check_files: BadInput, or TooLarge
-        past a limit on bytes, which the request's whole event is held to as well).
+        past a limit on bytes, which the request's whole event is held to as well); `tools`
+        narrows the tools its steps may call to those named (None: every configured tool).
 
         The client watches the run, keeping its answer until `wait` takes it. `watch=False`
         (without `on_progress`) keeps nothing, for a caller that will not wait on this client:
@@ -256,6 +259,7 @@ class AeonClient:
             approve_plan=approve_plan,
             webhook_url=self.webhooks.checked(webhook_url),
             files=check_files(files or [], self.file_limits),
+            tools=check_tools(tools),
         )
         body = encode(event)
         check_event_size(len(body["body"]), self.settings.max_event_bytes)

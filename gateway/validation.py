@@ -24,6 +24,7 @@ from aeonloop.phases.events import (
     MAX_REQUEST_CHARS,
     MAX_TIMEOUT_S,
     MAX_TOKEN_BUDGET,
+    MAX_TOOLS,
     AttachedFile,
 )
 from aeonloop.phases.models import MAX_TTL_CAP, Rule
@@ -31,6 +32,7 @@ from aeonloop.settings import AeonSettings
 
 MAX_RULES = 100
 MAX_RULES_FILE_BYTES = 1_000_000
+_TOOL_NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,128}")
 _ALLOWED_CONTROLS = {"\n", "\r", "\t"}
 #: A file may also hold form feeds: source files use them to break pages.
 _ALLOWED_IN_FILES = {*_ALLOWED_CONTROLS, "\f"}
@@ -196,6 +198,33 @@ def check_max_ttl(max_ttl: int | None, max_passes: int) -> int | None:
             f"{MAX_TTL_CAP}) where Aeon runs"
         )
     return max_ttl
+
+
+def check_tools(names: Sequence[str] | None) -> list[str] | None:
+    """The tools a request narrows its run to: names as MCP servers give them (no spaces or
+    control characters, at most 128 characters), each once, at most MAX_TOOLS. None leaves
+    every tool the deployment has; [] allows none."""
+    if names is None:
+        return None
+    wanted = list(dict.fromkeys(name.strip() for name in names))
+    if len(wanted) > MAX_TOOLS:
+        raise BadInput(f"{len(wanted)} tools named; a request may name at most {MAX_TOOLS}")
+    for name in wanted:
+        if not _TOOL_NAME.fullmatch(name):
+            raise BadInput(
+                f"{name[:130]!r} is not a tool name: 1 to 128 characters, no spaces or control "
+                "characters"
+            )
+    return wanted
+
+
+def unknown_tools(wanted: Sequence[str] | None, known: Sequence[str]) -> None:
+    """BadInput naming the tools a request names that none of the servers offers, where the
+    gateway knows them (the embedded stack's own toolbox): a narrowing can never add one."""
+    missing = [name for name in wanted or () if name not in known]
+    if missing:
+        offered = ", ".join(sorted(known)) or "none (AEON_MCP_CONFIG is unset)"
+        raise BadInput(f"no tool named {', '.join(missing)} is configured; the tools: {offered}")
 
 
 def check_token_budget(budget: int | None) -> int | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -51,6 +51,8 @@ MAX_FILES_CAP = 100
 MAX_FILE_PATH_CHARS = 1_000
 #: The most tool names a request may narrow its tools to.
 MAX_TOOLS = 100
+#: A tool's name, as a request names it (MCP servers name tools in far fewer characters).
+ToolName = Annotated[str, Field(min_length=1, max_length=128)]
 
 E = TypeVar("E", bound="Event")
 
@@ -140,7 +142,7 @@ class RunState(BaseModel):
     file_paths: list[str] = Field(default_factory=list, max_length=MAX_FILES_CAP)
     #: The tools its steps may call, by name, narrowing the deployment's (None: all of them).
     #: A name no configured server offers adds nothing.
-    tools: list[str] | None = Field(None, max_length=MAX_TOOLS)
+    tools: list[ToolName] | None = Field(None, max_length=MAX_TOOLS)
 
     @model_validator(mode="after")
     def _count_inline_passes(self) -> RunState:
@@ -230,6 +232,8 @@ class RequestSubmitted(Event):
     approve_plan: bool = False
     #: Where the answer is POSTed when the run ends (aeonloop.webhooks); gateways check it.
     webhook_url: str | None = Field(None, max_length=2_000)
+    #: The tools its steps may call, by name, narrowing the deployment's; None: all of them.
+    tools: list[ToolName] | None = Field(None, max_length=MAX_TOOLS)
     #: Files given as context to the prompts that make the plan, the steps and the answer
     #: (phases.llm_calls.WITH_FILES); gateways hold them to AEON_MAX_FILES and the byte limits.
     files: list[AttachedFile] = Field(default_factory=list, max_length=MAX_FILES_CAP)
@@ -247,6 +251,7 @@ class RequestSubmitted(Event):
         approve_plan: bool = False,
         webhook_url: str | None = None,
         files: list[AttachedFile] | None = None,
+        tools: list[str] | None = None,
     ) -> RequestSubmitted:
         """A fresh request with its own correlation id and a deadline `timeout` seconds away."""
         return cls(
@@ -260,6 +265,7 @@ class RequestSubmitted(Event):
             approve_plan=approve_plan,
             webhook_url=webhook_url,
             files=files or [],
+            tools=tools,
         )
 
     def initial_state(
@@ -277,6 +283,7 @@ class RequestSubmitted(Event):
             approve_plan=self.approve_plan,
             webhook_url=self.webhook_url,
             file_paths=[file.path for file in self.files],
+            tools=self.tools,
         )
 
 

@@ -54,8 +54,10 @@ from aeonloop.gateway.validation import (
     check_request,
     check_timeout,
     check_token_budget,
+    check_tools,
     load_rules,
     read_files,
+    unknown_tools,
 )
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.llm.factory import LLMSettings, ready_adapter
@@ -195,6 +197,7 @@ async def ask(args: argparse.Namespace) -> int:
                 open_toolbox(args.tools) as tools,
                 embedded_pipeline(settings, llm, args.loop, tools) as embedded,
             ):
+                unknown_tools(args.tool_names, [spec.name for spec in tools.specs()])
                 return await _ask_on(embedded, request, rules, files, args, embedded=True)
         finally:
             await llm.aclose()
@@ -223,6 +226,7 @@ async def _ask_on(
             token_budget=args.token_budget,
             approve_plan=args.approve_plan,
             files=files,
+            tools=args.tool_names,
         )
         _status(f"request {correlation_id} submitted")
         if args.approve_plan:
@@ -448,6 +452,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
+def _names(text: str) -> list[str]:
+    """`--tools a,b`: the names, without blanks ("" names none)."""
+    return [name for name in (part.strip() for part in text.split(",")) if name]
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="aeon",
@@ -470,6 +479,14 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="a text file the plan, steps and answer are given as context (repeat for more; "
         "AEON_MAX_FILES, AEON_MAX_FILE_BYTES and AEON_MAX_FILES_BYTES limit them)",
+    )
+    p.add_argument(
+        "--tools",
+        metavar="NAMES",
+        dest="tool_names",
+        type=as_option(check_tools, _names, "a comma-separated list of tool names"),
+        help="the tools the run's steps may call, comma-separated (default: every tool of "
+        "AEON_MCP_CONFIG's servers; an empty list: none)",
     )
     p.add_argument(
         "--max-ttl",

@@ -65,6 +65,7 @@ from aeonloop.gateway.validation import (
     check_request,
     check_timeout,
     check_token_budget,
+    check_tools,
     parse_rules,
 )
 from aeonloop.phases import approvals
@@ -305,6 +306,7 @@ def _checked(data: Any, client: AeonClient) -> dict[str, Any]:
         "token_budget": lambda: check_token_budget(body.token_budget),
         "webhook_url": lambda: client.webhooks.checked(body.webhook_url),
         "files": lambda: check_files(body.files, client.file_limits),
+        "tools": lambda: check_tools(body.tools),
     }
     checked: dict[str, Any] = {"threshold": body.threshold, "approve_plan": body.approve_plan}
     for field, check in checks.items():

@@ -14,8 +14,10 @@ from aeonloop.phases.events import (
     MAX_REQUEST_CHARS,
     MAX_TIMEOUT_S,
     MAX_TOKEN_BUDGET,
+    MAX_TOOLS,
     AttachedFile,
     ExecutionResult,
+    ToolName,
 )
 from aeonloop.phases.models import DEFAULT_MAX_PASSES, ExitReason, Plan
 from aeonloop.prompts.registry import PlanBody
@@ -113,6 +115,12 @@ class RunRequest(BaseModel):
         strict=True,
         description="pause after the plan is made, in the state `awaiting_approval`, until "
         "`POST /v1/runs/{id}/approve` (a cancel rejects it; its deadline still runs)",
+    )
+    tools: list[ToolName] | None = Field(
+        None,
+        description="the tools the run's steps may call, by name: narrows the server's (its "
+        "AEON_MCP_CONFIG servers'), never adds one; omitted or null: all of them, []: none",
+        json_schema_extra={"maxItems": MAX_TOOLS},
     )
     files: list[AttachedFile] = Field(
         default_factory=list,
