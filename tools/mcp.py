@@ -76,7 +76,9 @@ class McpToolbox:
                     )
             except TimeoutError:
                 outcome("timeout")
-                raise ToolCallFailed(f"{where} timed out after {timeout:g}s") from None
+                raise ToolCallFailed(
+                    f"{where} timed out after {timeout:g}s", timed_out=True
+                ) from None
             except Exception as error:  # whatever the SDK or transport raised: no result
                 outcome("failed")
                 raise ToolCallFailed(f"{where} failed: {_said(error)}") from None

@@ -77,7 +77,7 @@ async def test_a_tool_that_hangs_times_out_and_the_others_still_answer(both: Mcp
     for name in ("hang", "web_hang"):
         with pytest.raises(ToolCallFailed) as failed:
             await both.call(name, {}, timeout=0.5, idempotency_key="k")
-        assert "timed out after 0.5s" in str(failed.value)
+        assert "timed out after 0.5s" in str(failed.value) and failed.value.timed_out
         assert repr(name) in str(failed.value)
     added = await both.call("web_add", {"a": 4, "b": 4}, timeout=CALL_S, idempotency_key="k")
     assert added.text == "8"

@@ -3,7 +3,8 @@
     python tests/mcp_servers/tools.py stdio
     python tests/mcp_servers/tools.py http      # prints its URL on the first line of stdout
 
-Tools: `add(a, b)`, `lookup(key)` (a fixed text), `hang()` (never answers), `fail()` (answers
+Tools: `add(a, b)` (taking MCP_TEST_DELAY_S seconds, 0 unless set), `lookup(key)` (a fixed
+text), `hang()` (never answers), `fail()` (answers
 isError), `secret_ok()` (whether MCP_TEST_SECRET in its env, or the `X-Test-Secret` header of
 the request, equals MCP_TEST_EXPECTED) and, with MCP_TEST_EXTRA_TOOLS=1, `image()`.
 MCP_TEST_PREFIX goes before every tool's name.
@@ -30,6 +31,9 @@ from mcp.types import CallToolResult, ImageContent, TextContent
 LOOKUP_TEXT = "the answer to {key} is 42"
 #: Put before every tool's name (MCP_TEST_PREFIX), so two of these servers can run side by side.
 PREFIX = os.environ.get("MCP_TEST_PREFIX", "")
+#: Seconds `add` takes after recording its call (MCP_TEST_DELAY_S): a call a worker can be
+#: killed in the middle of.
+DELAY_S = float(os.environ.get("MCP_TEST_DELAY_S", "0"))
 server = MCPServer("aeon-test-tools")
 
 
@@ -44,9 +48,10 @@ def _record(tool: str, arguments: dict[str, Any], ctx: Context) -> None:
 
 
 @server.tool(PREFIX + "add")
-def add(a: int, b: int, ctx: Context) -> str:
+async def add(a: int, b: int, ctx: Context) -> str:
     """Add two whole numbers."""
     _record("add", {"a": a, "b": b}, ctx)
+    await asyncio.sleep(DELAY_S)
     return str(a + b)
 
 
