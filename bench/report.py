@@ -347,6 +347,18 @@ def _costs(section: Mapping[str, Any]) -> str:
     )
 
 
+def _tools(section: Mapping[str, Any]) -> str:
+    keys = ("wall_ms", "worker_cpu_ms")
+    rows = [[kind, *(section[kind][key] for key in keys)] for kind in ("reasoning", "tool")]
+    return (
+        f"Tools: one step a tool call or an LLM call (instant, offline), {section['runs']} runs "
+        "each, 1 in flight\n"
+        + table(["steps", "wall ms (median)", "worker CPU ms a run"], rows)
+        + f"\na tool call adds {section['tool_call_adds_ms']} ms to its hop, "
+        f"{section['tool_call_adds_cpu_ms']} ms of the worker's CPU"
+    )
+
+
 def _quality(section: Mapping[str, Any]) -> str:
     """Per case and in total: one plain call against Aeon's loop, the same model."""
     headers = ["case", "rules", "plain held", "loop held", "plain calls", "loop calls"]
@@ -408,5 +420,6 @@ _SECTIONS = {
     "events": _events,
     "retention": _retention,
     "costs": _costs,
+    "tools": _tools,
     "quality": _quality,
 }
