@@ -2,7 +2,7 @@
 answers at once, so what the tools section measures is Aeon's side of a call (the protocol
 round trip, the schema check, the memo write), not a tool's own work.
 
-    python -m bench.mcp_server
+    python bench/mcp_server.py
 """
 
 from __future__ import annotations

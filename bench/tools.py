@@ -20,6 +20,7 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from bench.context import BenchContext
@@ -34,7 +35,8 @@ RUNS_PER_SINGLE_RUN = 10
 async def run_tools(ctx: BenchContext) -> dict[str, Any]:
     prefix = ctx.new_prefix("tools")
     config = ctx.log_dir / "bench-mcp.json"
-    server = {"command": sys.executable, "args": ["-m", "bench.mcp_server"]}
+    # By its path: a stdio server gets the SDK's few variables, not PYTHONPATH or the cwd.
+    server = {"command": sys.executable, "args": [str(Path(__file__).with_name("mcp_server.py"))]}
     config.write_text(json.dumps({"mcpServers": {"bench": server}}), encoding="utf-8")
     runs = ctx.profile.single_runs * RUNS_PER_SINGLE_RUN
     env = {"AEON_MCP_CONFIG": str(config)}
