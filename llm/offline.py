@@ -75,7 +75,7 @@ _STEP_ID = re.compile(r"\bs(\d+)\b")
 _TOOL_WORD = re.compile(r"\btools?\b", re.IGNORECASE)
 # name=value, the value bare or quoted: how a request gives a tool its arguments offline.
 _PAIR = re.compile(r"\b([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|[^\s,;]+)")
-_STEP_MENTION = re.compile(r"\bs\d+(?:\.\d+)*\b")
+_STEP_MENTION = re.compile(r"\b[st]\d+(?:\.\d+)*\b")  # s1, s2.1; t1 for a tool's step
 # "id, severity, message" (also "- id: message"); the severity word is dropped from the message.
 _RULE_LINE = re.compile(
     r"^[-*\s]*([^,:\s]+)\s*[,:]?\s*(?:(?:fail|warn|info)\b\s*[,:]?\s*)?(.*)$", re.IGNORECASE
