@@ -187,6 +187,8 @@ def _plan(run: RunState) -> Step:
                 | ({"tool": s.tool, "arguments": s.arguments or {}} if s.tool else {})
                 for s in plan.steps
             ],
+            #: The request's attached files, by path: context the plan and steps were given.
+            "files": list(run.file_paths),
         },
     )
 

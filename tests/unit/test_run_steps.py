@@ -146,6 +146,7 @@ def test_a_pass_shows_each_step_it_ran_with_the_output_kept_or_why_not() -> None
 
 def test_the_plan_shows_which_steps_call_a_tool() -> None:
     (plan,) = [s for s in run_steps(_journey()["planned"], None) if s.kind == "plan"]
+    assert plan.data["files"] == []
     tool_step, reasoning_step = plan.data["steps"]
     assert tool_step == {
         "step_id": "s1",
@@ -261,3 +262,10 @@ def test_a_watched_run_keeps_the_newest_state_and_its_answer() -> None:
         "answer@8-0",
     ]
     assert wire_steps(RunView(None, None, answer, "9-0"))[-1].event_id == "answer@9-0"
+
+
+def test_the_plan_names_the_files_the_request_attached() -> None:
+    planned = _journey()["planned"]
+    planned.run.file_paths = ["notes/tides.md", "data.csv"]
+    (plan,) = [s for s in run_steps(planned, None) if s.kind == "plan"]
+    assert plan.data["files"] == ["notes/tides.md", "data.csv"]

@@ -448,6 +448,8 @@ const RENDER = {
   plan(d) {
     return card("Plan", el("span", { class: "chip", text: `${d.steps.length} steps` }),
       el("p", { class: "goal", text: d.goal }),
+      d.files && d.files.length ? el("p", { class: "files" }, "Files: ",
+        ...d.files.map((path) => el("code", { text: path }))) : null,
       el("ol", { class: "plan-steps" },
         d.steps.map((s) => el("li", {}, el("code", { text: s.step_id }), " ", s.description,
           s.tool ? el("span", { class: "chip tool", text: `tool ${s.tool}` }) : null))));
