@@ -58,6 +58,13 @@ def http_config(url: str, **headers: str) -> HttpServer:
     return HttpServer(url=url, headers=headers)
 
 
+def config_file(folder: Path, servers: dict[str, Any]) -> str:
+    """An AEON_MCP_CONFIG file in `folder` naming `servers` (`mcpServers` entries); its path."""
+    path = folder / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+    return str(path)
+
+
 def calls(path: Path) -> list[dict[str, Any]]:
     """The calls a server recorded in MCP_TEST_CALLS: tool, arguments, `_meta`."""
     if not path.exists():

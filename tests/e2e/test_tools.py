@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from e2e_support import Bus, Processes, Worker, assert_answered_once, child_env, wait_until
-from mcp_fixtures import calls, http_server, stdio_entry
+from mcp_fixtures import calls, config_file, http_server, stdio_entry
 from test_clear_errors import assert_one_line
 
 from aeonloop.tools.mcp import IDEMPOTENCY_META_KEY
@@ -20,12 +20,6 @@ from aeonloop.tools.mcp import IDEMPOTENCY_META_KEY
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 TWO_TOOLS = "Use the tools add with a=2 b=3 and web_lookup with key=tides, then explain the results"
-
-
-def _config(tmp_path: Path, servers: dict[str, Any]) -> str:
-    path = tmp_path / "mcp.json"
-    path.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
-    return str(path)
 
 
 def _ask(procs: Processes, env: dict[str, str], *args: str) -> dict[str, Any]:
@@ -42,7 +36,7 @@ def _tool_calls(result: dict[str, Any]) -> list[dict[str, Any]]:
 def test_a_run_uses_two_tools_over_stdio_and_http(procs: Processes, tmp_path: Path) -> None:
     local, web = tmp_path / "local.calls", tmp_path / "web.calls"
     with http_server(MCP_TEST_PREFIX="web_", MCP_TEST_CALLS=str(web)) as url:
-        config = _config(
+        config = config_file(
             tmp_path, {"calc": stdio_entry(MCP_TEST_CALLS=str(local)), "facts": {"url": url}}
         )
         result = _ask(procs, child_env(AEON_MCP_CONFIG=config), TWO_TOOLS)
@@ -71,7 +65,7 @@ def test_invalid_arguments_are_repaired_once_before_the_call(
     procs: Processes, tmp_path: Path
 ) -> None:
     log = tmp_path / "calls"
-    config = _config(tmp_path, {"calc": stdio_entry(MCP_TEST_CALLS=str(log))})
+    config = config_file(tmp_path, {"calc": stdio_entry(MCP_TEST_CALLS=str(log))})
     # A quoted value stays a string in the offline model's plan: "2" breaks add's integer a.
     result = _ask(
         procs, child_env(AEON_MCP_CONFIG=config), 'Use the tool add with a="2" b=40, then say it'
@@ -85,7 +79,7 @@ def test_an_unknown_tool_is_rewritten_once_and_nothing_is_called(
     procs: Processes, tmp_path: Path
 ) -> None:
     log = tmp_path / "calls"
-    config = _config(tmp_path, {"calc": stdio_entry(MCP_TEST_CALLS=str(log))})
+    config = config_file(tmp_path, {"calc": stdio_entry(MCP_TEST_CALLS=str(log))})
     invented = {
         "plan": {
             "goal": "say the weather",
@@ -119,7 +113,7 @@ def test_a_tool_that_hangs_or_fails_fails_its_step_and_the_run_is_answered(
     procs: Processes, tmp_path: Path, tool: str, outcome: str, said: str
 ) -> None:
     log = tmp_path / "calls"
-    config = _config(tmp_path, {"calc": stdio_entry(MCP_TEST_CALLS=str(log))})
+    config = config_file(tmp_path, {"calc": stdio_entry(MCP_TEST_CALLS=str(log))})
     env = child_env(AEON_MCP_CONFIG=config, AEON_TOOL_TIMEOUT_S="1", AEON_MAX_PASSES="1")
     result = _ask(procs, env, f"Use the tool {tool}, then report what it said")
     (call,) = _tool_calls(result)
@@ -130,7 +124,7 @@ def test_a_tool_that_hangs_or_fails_fails_its_step_and_the_run_is_answered(
 
 def test_a_request_narrowing_its_tools_calls_only_those(procs: Processes, tmp_path: Path) -> None:
     log = tmp_path / "calls"
-    config = _config(tmp_path, {"calc": stdio_entry(MCP_TEST_CALLS=str(log))})
+    config = config_file(tmp_path, {"calc": stdio_entry(MCP_TEST_CALLS=str(log))})
     env = child_env(AEON_MCP_CONFIG=config)
     request = "Use the tools add with a=1 b=2 and lookup with key=moon, then explain"
     result = _ask(procs, env, request, "--tools", "lookup")
@@ -153,7 +147,7 @@ def test_workers_killed_while_tools_run(
     servers' own count is one call per (run, pass, step), and a key called twice (the window
     between a call and its memo write) is one the killed worker was calling."""
     log = tmp_path / "calls"
-    config = _config(
+    config = config_file(
         tmp_path, {"calc": stdio_entry(MCP_TEST_CALLS=str(log), MCP_TEST_DELAY_S="0.5")}
     )
     worker_env = {**env, "AEON_MCP_CONFIG": config, "AEON_LLM_DELAY_MS": "40"}

@@ -19,11 +19,8 @@ from aeonloop.phases.models import Plan, PlanStep
 from aeonloop.phases.tool_calls import offers
 from aeonloop.prompts.registry import PlanGenerationInput, PromptId
 from aeonloop.tools.base import ToolResult, ToolSpec
+from tests.unit.test_phase_c import ASSESS, REFINE, STEP, VALIDATE
 
-STEP = PromptId.REASONING_STEP_USER
-VALIDATE = PromptId.VALIDATION_SEMANTIC_USER
-ASSESS = PromptId.CONVERGENCE_ASSESSMENT_USER
-REFINE = PromptId.RECURSIVE_REFINEMENT_USER
 PLAN = PromptId.PLAN_GENERATION_USER
 FIX_CALL = PromptId.SUPERVISOR_REPAIR_TOOLCALL_USER
 FIX_TOOL = PromptId.SUPERVISOR_REPAIR_MISSINGTOOL_USER
