@@ -53,11 +53,12 @@ from aeonloop.gateway.http.models import (
     Run,
     RunRequest,
     StepEvent,
+    WebhookOutcome,
     links,
 )
 from aeonloop.gateway.http.openapi import openapi_document
 from aeonloop.gateway.http.run_feed import RunFeed, RunView, WireStep, stream_steps, wire_steps
-from aeonloop.gateway.http.run_steps import ANSWERED, EventId, degraded_because
+from aeonloop.gateway.http.run_steps import EventId, degraded_because, webhook_data
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.validation import (
     check_max_ttl,
@@ -245,7 +246,7 @@ class HttpApi:
         except BaseException:
             watch.release()
             raise
-        if after is not None and after.order >= ANSWERED:
+        if after is not None and after.order >= watch.run.view.last_order:
             watch.release()
             return Response(status_code=204)  # all sent: an EventSource stops reconnecting
 
@@ -423,10 +424,21 @@ def _run_response(
         result=view.answer,
         degraded_because=degraded_because(view.answer) if view.answer else [],
         progress=None if view.answer else _progress(wire_steps(view)),
+        webhook=_webhook(view),
         links=links(correlation_id),
     )
     status = 202 if state in ("running", "cancelling") else 200
     return json_response(run.model_dump(mode="json"), status, headers)
+
+
+def _webhook(view: RunView) -> WebhookOutcome | None:
+    """The webhook of an answered run that named one: `pending` until the webhooks group is
+    done with it, then its outcome."""
+    if not (view.answer and view.webhook_named):
+        return None
+    if view.webhook is None:
+        return WebhookOutcome(outcome="pending")
+    return WebhookOutcome.model_validate(webhook_data(view.webhook))
 
 
 def _progress(steps: list[WireStep]) -> Progress:
