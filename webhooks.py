@@ -36,14 +36,14 @@ from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import orjson
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import NoDecode
 
 from aeonloop.bus.consumer import Route
 from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.keys import ANSWERS, WEBHOOK_RECORD
-from aeonloop.bus.records import RunRecord
+from aeonloop.bus.records import RedisRunRecords, RunRecord
 from aeonloop.exceptions import BadInput, WebhookFailed
 from aeonloop.phases.events import FinalAnswerReady, WebhookSettled
 from aeonloop.settings import AeonSettings
@@ -122,13 +122,14 @@ class WebhookSettings(AeonSettings):
             return f"{host} is a private or loopback address; allow its origin to call it"
         return None
 
-    def checked(self, url: str | None) -> str | None:
-        """`url` if a request may name it; BadInput saying why not."""
+    def checked(self, url: str | None, name: str = "webhook_url") -> str | None:
+        """`url` if a request may name it; BadInput saying why not, naming the field or
+        option (`name`) it came in."""
         if url is None:
             return None
         reason = self.refusal(url)
         if reason is not None:
-            raise BadInput(f"webhook_url: {reason}")
+            raise BadInput(f"{name}: {reason}")
         return url
 
     def _names(self) -> list[str]:
@@ -237,6 +238,17 @@ def settled(
     )
     kept = RunRecord(answer.correlation_id, WEBHOOK_RECORD, told.to_json())
     return [kept, told]
+
+
+async def outcome(records: RedisRunRecords, correlation_id: str) -> WebhookSettled | None:
+    """The outcome of the run's webhook as the run keeps it; None until the webhooks group is
+    done with it (or when the run named none, or it was written by a version this one cannot
+    read)."""
+    (kept,) = await records.read(correlation_id, [WEBHOOK_RECORD])
+    try:
+        return None if kept is None else WebhookSettled.model_validate_json(kept)
+    except ValidationError:
+        return None
 
 
 def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> None:

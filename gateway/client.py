@@ -39,6 +39,7 @@ from typing import Any, Self
 from redis.asyncio.cluster import PipelineCommand
 from redis.exceptions import ResponseError
 
+from aeonloop import webhooks
 from aeonloop.bus import approvals as bus_approvals
 from aeonloop.bus.cancels import CancelOutcome, request_cancel
 from aeonloop.bus.codec import encode, text
@@ -46,6 +47,7 @@ from aeonloop.bus.compact import unpack
 from aeonloop.bus.connection import RedisClient, connect, is_cluster
 from aeonloop.bus.keys import ANSWERS, WEBHOOK_OUTCOMES, Keys
 from aeonloop.bus.layout import agree_on_shards
+from aeonloop.bus.records import RedisRunRecords
 from aeonloop.bus.redis_errors import FAILING_OVER, TRANSIENT
 from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import AnswerTimeout
@@ -65,6 +67,7 @@ from aeonloop.phases.events import (
     FinalAnswerReady,
     PlanAwaitingApproval,
     RequestSubmitted,
+    WebhookSettled,
 )
 from aeonloop.phases.models import Plan, Rule
 from aeonloop.telemetry import tracing
@@ -379,6 +382,11 @@ class AeonClient:
     async def cancel_requested(self, correlation_id: str) -> bool:
         """Whether the run was cancelled (its answer may still be on its way)."""
         return bool(await self.redis.exists(self.keys.cancel(correlation_id)))
+
+    async def webhook(self, correlation_id: str) -> WebhookSettled | None:
+        """What became of the run's webhook (aeonloop.webhooks): None until the webhooks group
+        is done with it, and for a run that named none."""
+        return await webhooks.outcome(RedisRunRecords(self.redis, self.keys), correlation_id)
 
     async def fetch(self, correlation_id: str) -> ExecutionResult | None:
         """A stored answer, whenever it was produced (until it expires)."""

@@ -196,13 +196,13 @@ class HttpApi:
         """202 once the cancel is recorded (again is the same); 409 when the run already has
         its answer, which stays; 404 when it is unknown here."""
         correlation_id = _correlation_id(request)
-        view = await self.feed.view(correlation_id)
-        if view is None:
+        if not await self.feed.known(correlation_id):
             raise _unknown(correlation_id)
-        if view.answer is None:
+        view = await self.feed.view(correlation_id)
+        if view is None or view.answer is None:
             outcome = await self.client.cancel(correlation_id)
             if outcome is CancelOutcome.REQUESTED:
-                return _accepted(correlation_id, "cancelling", view.request)
+                return _accepted(correlation_id, "cancelling", view and view.request)
         raise ApiError(
             409, "id", f"run {correlation_id} already has its answer; there is nothing to cancel"
         )
@@ -216,8 +216,7 @@ class HttpApi:
             request.headers
         ):
             plan = _approval(await self._body(request))
-        view = await self.feed.view(correlation_id)
-        if view is None:
+        if not await self.feed.known(correlation_id):
             raise _unknown(correlation_id)
         if not await self.client.approve(correlation_id, plan):
             raise ApiError(
@@ -226,7 +225,8 @@ class HttpApi:
                 f"run {correlation_id} is not awaiting approval (not yet, or no longer: "
                 "approved, cancelled, or past its deadline)",
             )
-        return _accepted(correlation_id, "running", view.request)
+        view = await self.feed.view(correlation_id)
+        return _accepted(correlation_id, "running", view and view.request)
 
     async def recent(self, request: Request) -> Response:
         limit = _whole(request.query_params.get("limit", "20"), "limit", 1, MAX_RECENT)
@@ -388,7 +388,7 @@ def _unknown(correlation_id: str) -> ApiError:
 def _accepted(
     correlation_id: str,
     state: str,
-    request: str,
+    request: str | None,
     headers: dict[str, str] | None = None,
     **fields: Any,
 ) -> Response:

@@ -41,10 +41,11 @@ from datetime import UTC, datetime
 import orjson
 from pydantic import ValidationError
 
+from aeonloop import webhooks
 from aeonloop.bus.codec import text
 from aeonloop.bus.compact import unpack
 from aeonloop.bus.connection import RedisClient
-from aeonloop.bus.keys import ANSWERS, WEBHOOK_RECORD, Keys
+from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, Keys
 from aeonloop.bus.records import RedisRunRecords
 from aeonloop.bus.redis_errors import TRANSIENT
 from aeonloop.exceptions import ForeignEventId
@@ -289,8 +290,35 @@ class RunFeed:
         if isinstance(run, RunState):
             await _load_history(self.records, correlation_id, run)
         named = bool(webhook_url_of(state) or (answered and answered.webhook_url))
-        webhook = await self._webhook(correlation_id) if named and answered else None
+        webhook = (
+            await webhooks.outcome(self.records, correlation_id) if named and answered else None
+        )
         return RunView(state, state_at, answered.result if answered else None, None, named, webhook)
+
+    async def known(self, correlation_id: str, scan_limit: int | None = SCAN_LIMIT) -> bool:
+        """Whether Aeon knows run `correlation_id`: `view` finds it (its answer, or where this
+        process saw it), it has a cancel mark or records, or an entry of its shard's streams
+        is its (the newest `scan_limit` of each; None: all of them). False is the HTTP API's
+        404 for a cancel or an approval, and `aeon cancel`'s exit 2: nothing is written for a
+        run nobody submitted."""
+        if await self.view(correlation_id) is not None:
+            return True
+        keys = self._keys
+        marks = (keys.cancel(correlation_id), keys.run_records(correlation_id))
+        if await self._redis.exists(*marks):
+            return True
+        wanted = correlation_id.encode()
+        for name in (*STATE_STREAMS, AWAITING_APPROVAL):
+            key, high, scanned = keys.stream_of(name, correlation_id), "+", 0
+            while scan_limit is None or scanned < scan_limit:
+                entries = await self._redis.xrevrange(key, high, "-", count=SCAN_PAGE)
+                if any(fields.get(b"cid") == wanted for _entry, fields in entries):
+                    return True
+                scanned += len(entries)
+                if len(entries) < SCAN_PAGE:
+                    break
+                high = b"(" + entries[-1][0]
+        return False
 
     def stop_streams(self) -> None:
         """End every event stream after the step it is sending, now and from now on: the
@@ -377,14 +405,6 @@ class RunFeed:
                     error.error_count(),
                     error.errors(include_url=False)[0]["msg"],
                 )
-            return None
-
-    async def _webhook(self, correlation_id: str) -> WebhookSettled | None:
-        """The outcome of the run's webhook, once the webhooks group is done with it."""
-        (kept,) = await self.records.read(correlation_id, [WEBHOOK_RECORD])
-        try:
-            return None if kept is None else WebhookSettled.model_validate_json(kept)
-        except ValidationError:  # written by another version: shown as not come yet
             return None
 
     async def _is_entry_of(self, correlation_id: str, after: EventId) -> bool:
