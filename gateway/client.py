@@ -45,7 +45,7 @@ from aeonloop.bus.cancels import CancelOutcome, request_cancel
 from aeonloop.bus.codec import encode, text
 from aeonloop.bus.compact import unpack
 from aeonloop.bus.connection import RedisClient, connect, is_cluster
-from aeonloop.bus.keys import ANSWERS, WEBHOOK_OUTCOMES, Keys
+from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, WEBHOOK_OUTCOMES, Keys
 from aeonloop.bus.layout import agree_on_shards
 from aeonloop.bus.records import RedisRunRecords
 from aeonloop.bus.redis_errors import FAILING_OVER, TRANSIENT
@@ -182,8 +182,8 @@ class AeonClient:
         """The streams each reader follows: all of them in one XREAD, or on a cluster, one
         XREAD per shard (a shard's streams share its slot)."""
         names = (ANSWERS, *PROGRESS_STREAMS)
-        if self._also is not None:  # the HTTP run feed: also requests and webhook outcomes
-            names = (RequestSubmitted.STREAM, *names, WEBHOOK_OUTCOMES)
+        if self._also is not None:  # the HTTP run feed: requests, pauses, webhook outcomes too
+            names = (RequestSubmitted.STREAM, *names, AWAITING_APPROVAL, WEBHOOK_OUTCOMES)
         shards = [tuple(self.keys.stream(n, s) for n in names) for s in range(self.keys.shards)]
         if is_cluster(self.redis):
             return shards

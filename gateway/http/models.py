@@ -129,6 +129,7 @@ class Approval(BaseModel):
 #: A step's kind: the SSE `event:` field of `/v1/runs/{id}/events`.
 StepKind = Literal[
     "profile",
+    "awaiting_approval",
     "plan",
     "pass",
     "exit",

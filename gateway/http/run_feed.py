@@ -93,7 +93,7 @@ SCAN_MARGIN_MS = 1_000
 #: webhooks group may be down, or not run at all): then it ends without it.
 WEBHOOK_WAIT_S = 600.0
 #: The streams a run's progress is in, in the order its events go through them.
-STATE_STREAMS = (RequestSubmitted.STREAM, *PROGRESS_STREAMS)
+STATE_STREAMS = (RequestSubmitted.STREAM, *PROGRESS_STREAMS, AWAITING_APPROVAL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,7 +308,7 @@ class RunFeed:
         if await self._redis.exists(*marks):
             return True
         wanted = correlation_id.encode()
-        for name in (*STATE_STREAMS, AWAITING_APPROVAL):
+        for name in STATE_STREAMS:
             key, high, scanned = keys.stream_of(name, correlation_id), "+", 0
             while scan_limit is None or scanned < scan_limit:
                 entries = await self._redis.xrevrange(key, high, "-", count=SCAN_PAGE)

@@ -7,7 +7,9 @@ reading only the newest. The steps are a pure function of (newest run event, ans
 is what makes the event stream resumable: the steps after a given one are the same whichever
 process works them out, and whenever.
 
-Each step has a key that orders it among the run's steps (`profile` < `plan` < `pass-1` <
+Each step has a key that orders it among the run's steps (`profile` < `awaiting_approval` (a
+run paused for its plan's approval, while it is: the plan it would run) < `plan` (the plan it
+runs, once approved) < `pass-1` <
 `pass-2` … < `exit` < `answer` < `webhook`: a run that named a webhook ends with its outcome,
 `webhook_delivered` or `webhook_failed`). On the wire a step's id is `<key>@<entry id>`: the
 key says which steps the reader has, the Redis stream entry id says where in the run's shard the
@@ -29,6 +31,7 @@ from aeonloop.phases.events import (
     LoopExited,
     PassCompleted,
     PassRequested,
+    PlanAwaitingApproval,
     PlanReady,
     RequestSubmitted,
     RunState,
@@ -38,20 +41,29 @@ from aeonloop.phases.events import (
 from aeonloop.phases.models import ExecutionPass
 
 StepKind = Literal[
-    "profile", "plan", "pass", "exit", "answer", "no_answer", "webhook_delivered", "webhook_failed"
+    "profile",
+    "awaiting_approval",
+    "plan",
+    "pass",
+    "exit",
+    "answer",
+    "no_answer",
+    "webhook_delivered",
+    "webhook_failed",
 ]
 #: A run ends with its answer, or, past its deadline without one, with `no_answer`: either is
 #: its last step.
 _KIND_ORDER: dict[str, int] = {
     "profile": 0,
-    "plan": 1,
-    "pass": 2,
-    "exit": 3,
-    "answer": 4,
-    "no_answer": 4,
-    "webhook": 5,
-    "webhook_delivered": 5,
-    "webhook_failed": 5,
+    "awaiting_approval": 1,
+    "plan": 2,
+    "pass": 3,
+    "exit": 4,
+    "answer": 5,
+    "no_answer": 5,
+    "webhook": 6,
+    "webhook_delivered": 6,
+    "webhook_failed": 6,
 }
 #: Where a reader is in a run: the key of the last step it has.
 Order = tuple[int, int]
@@ -63,7 +75,8 @@ WEBHOOK_SETTLED: Order = (_KIND_ORDER["webhook"], 0)
 #: past the 64 bits Redis takes (a larger one would read as Redis failing). The OpenAPI document
 #: gives it as Last-Event-ID's pattern.
 EVENT_ID_PATTERN = (
-    r"(profile|plan|pass-([1-9]\d{0,5})|exit|answer|no_answer|webhook)@((\d{1,19})-(\d{1,19}))"
+    r"(profile|awaiting_approval|plan|pass-([1-9]\d{0,5})|exit|answer|no_answer|webhook)"
+    r"@((\d{1,19})-(\d{1,19}))"
 )
 _EVENT_ID = re.compile(EVENT_ID_PATTERN)
 
@@ -73,6 +86,7 @@ TYPE_RANK: dict[str, int] = {
     RequestSubmitted.__name__: 0,
     TaskProfiled.__name__: 1,
     PlanReady.__name__: 2,
+    PlanAwaitingApproval.__name__: 2,  # the same run as the PlanReady its approval makes
     PassRequested.__name__: 3,
     PassCompleted.__name__: 3,
     LoopExited.__name__: 4,
@@ -164,7 +178,9 @@ def run_steps(
     if isinstance(run, RunState):
         if run.profile is not None:
             steps.append(_profile(run))
-        if run.plan is not None:
+        if isinstance(state, PlanAwaitingApproval):
+            steps.append(_awaiting_approval(state))  # its plan step comes once it is approved
+        elif run.plan is not None:
             steps.append(_plan(run))
         steps += [_pass(run, record) for record in run.passes]
     if isinstance(state, LoopExited):
@@ -218,6 +234,24 @@ def _plan(run: RunState) -> Step:
         {
             "goal": plan.goal,
             "steps": [{"step_id": s.step_id, "description": s.description} for s in plan.steps],
+        },
+    )
+
+
+def _awaiting_approval(paused: PlanAwaitingApproval) -> Step:
+    """The run paused for its plan's approval: the plan as an approval may edit it (`goal`,
+    `steps` with `step_id` and `description`), and the deadline it waits until at most."""
+    plan = paused.run.plan
+    assert plan is not None
+    return Step(
+        "awaiting_approval",
+        0,
+        {
+            "plan": {
+                "goal": plan.goal,
+                "steps": [{"step_id": s.step_id, "description": s.description} for s in plan.steps],
+            },
+            "deadline": paused.deadline.isoformat(),
         },
     )
 
