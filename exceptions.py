@@ -76,6 +76,11 @@ class BadInput(UsageError):
     """Input the gateway refuses; the message says what is wrong and how to fix it."""
 
 
+class TooLarge(BadInput):
+    """Input over a size limit (an attached file, the files together, the request's event):
+    refused like any bad input, and answered 413 rather than 422 by the HTTP API."""
+
+
 class ForeignEventId(UsageError):
     """A reader's event id that names an entry of another run."""
 
@@ -302,6 +307,11 @@ class ToolsNotReady(UsageError):
 class ToolCallFailed(AeonError):
     """One tool call gave no result: it timed out, or its server could not be reached. The
     step fails with this reason, as a step whose LLM call failed does."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        #: The call did not answer within its timeout (it may still have run).
+        self.timed_out = timed_out
 
 
 class AnswerTimeout(AeonError, TimeoutError):

@@ -43,6 +43,7 @@ from bench.scaleout import run_scaleout
 from bench.sse import run_sse
 from bench.targets import judge
 from bench.telemetry import run_telemetry
+from bench.tools import run_tools
 
 SECTIONS = {
     "overhead": run_overhead,
@@ -55,6 +56,7 @@ SECTIONS = {
     "events": run_events,
     "retention": run_retention,
     "costs": run_costs,
+    "tools": run_tools,
     "quality": run_quality,
 }
 #: Sections run unless --only names them: they need what the others do not (an LLM server).

@@ -54,7 +54,10 @@ class PipelineGateway:
         closing.result()
 
     async def one_run(self, timeout: float = RUN_TIMEOUT_S) -> ExecutionResult:
-        return await self._client.ask(REQUEST, timeout=timeout)
+        return await self.ask(REQUEST, timeout)
+
+    async def ask(self, request: str, timeout: float = RUN_TIMEOUT_S) -> ExecutionResult:
+        return await self._client.ask(request, timeout=timeout)
 
 
 class ReferenceGateway:

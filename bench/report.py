@@ -339,11 +339,27 @@ def _costs(section: Mapping[str, Any]) -> str:
     rows = [[n, *(r[key] for key in keys)] for n, r in enumerate(section["runs"], start=1)]
     headers = ["run", "status", "calls", "prompt tok", "completion tok", "wall s", "wall ÷ calls"]
     before = section["before"]
+    checks = section["cancel_checks"]
     return (
         f"Costs: the standard request, 1 in flight, {section['llm_delay_ms']} ms a call\n"
         + table(headers, rows)
         + f"\nbefore: wall ÷ calls {before['wall_vs_calls']}, "
         f"{before['prompt_tokens_per_run']:,} prompt tokens a run"
+        + f"\ncancel checks: {checks['per_run']} a run (EXISTS), {checks['cpu_us_each']} µs of "
+        f"CPU and {checks['wall_us_each']} µs each: {checks['cpu_ms_per_run']} ms of CPU and "
+        f"{checks['wall_ms_per_run']} ms of waiting a run"
+    )
+
+
+def _tools(section: Mapping[str, Any]) -> str:
+    keys = ("wall_ms", "worker_cpu_ms")
+    rows = [[kind, *(section[kind][key] for key in keys)] for kind in ("reasoning", "tool")]
+    return (
+        f"Tools: one step a tool call or an LLM call (instant, offline), {section['runs']} runs "
+        "each, 1 in flight\n"
+        + table(["steps", "wall ms (median)", "worker CPU ms a run"], rows)
+        + f"\na tool call adds {section['tool_call_adds_ms']} ms to its hop, "
+        f"{section['tool_call_adds_cpu_ms']} ms of the worker's CPU"
     )
 
 
@@ -408,5 +424,6 @@ _SECTIONS = {
     "events": _events,
     "retention": _retention,
     "costs": _costs,
+    "tools": _tools,
     "quality": _quality,
 }

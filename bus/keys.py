@@ -45,6 +45,9 @@ AWAITING_APPROVAL = "awaiting-approval"
 WEBHOOK_OUTCOMES = "webhook-outcomes"
 #: The run record (bus.records) that keeps a run's webhook outcome as long as its answer.
 WEBHOOK_RECORD = "webhook"
+#: The run record (`Keys.run_records`) holding the files its request attached, written once by
+#: the commit of Phase A's hop (phases.history.file_records).
+FILES_RECORD = "files"
 
 
 class LockState(StrEnum):

@@ -53,16 +53,21 @@ from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import AnswerTimeout
 from aeonloop.gateway.progress import Progress, progress_of
 from aeonloop.gateway.validation import (
+    FileSettings,
+    check_event_size,
+    check_files,
     check_max_ttl,
     check_request,
     check_timeout,
     check_token_budget,
+    check_tools,
 )
 from aeonloop.phases import approvals
 from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import (
     DEFAULT_THRESHOLD,
     EVENT_TYPES,
+    AttachedFile,
     ExecutionResult,
     FinalAnswerReady,
     PlanAwaitingApproval,
@@ -122,6 +127,7 @@ class AeonClient:
         redis: RedisClient | None = None,
         also: EntryHandler | None = None,
         loop: LoopSettings | None = None,
+        file_limits: FileSettings | None = None,
     ) -> None:
         """`also` sees every entry the client's readers take, and they then read the requests
         streams too: `aeon serve`'s run feed follows every run this way, so one reader serves
@@ -129,11 +135,13 @@ class AeonClient:
 
         `loop` gives AEON_MAX_PASSES, which a request's `max_ttl` may not exceed: the workers'
         cap, so it is set alike on gateways and workers (read from the environment if not
-        given)."""
+        given). `file_limits` are what a request may attach (AEON_MAX_FILES and the byte
+        limits; from the environment if not given)."""
         self.settings = settings or BusSettings.from_env()
         self.max_passes = (loop or LoopSettings.from_env()).max_passes
         #: Which webhook URLs a request may name (AEON_WEBHOOK_*), set alike where Aeon runs.
         self.webhooks = WebhookSettings.from_env()
+        self.file_limits = file_limits or FileSettings.from_env()
         self._also = also
         self._url = redis_url or self.settings.redis_url
         self._redis = redis
@@ -227,6 +235,8 @@ class AeonClient:
         token_budget: int | None = None,
         approve_plan: bool = False,
         webhook_url: str | None = None,
+        files: list[AttachedFile] | None = None,
+        tools: list[str] | None = None,
     ) -> str:
         """Publish a request and return its correlation id; BadInput before publishing if the
         request is not acceptable. `timeout` becomes the request's deadline in the pipeline;
@@ -234,7 +244,10 @@ class AeonClient:
         `token_budget` caps the tokens its LLM calls may spend (None: the workers'
         AEON_RUN_TOKEN_BUDGET, if set); `approve_plan` pauses the run after its plan is made,
         until `approve` (or a cancel, or its deadline); `webhook_url` is POSTed the answer
-        (aeonloop.webhooks: BadInput unless webhooks are on and it is allowed).
+        (aeonloop.webhooks: BadInput unless webhooks are on and it is allowed); `files` are
+        given to the prompts as context (gateway.validation.check_files: BadInput, or TooLarge
+        past a limit on bytes, which the request's whole event is held to as well); `tools`
+        narrows the tools its steps may call to those named (None: every configured tool).
 
         The client watches the run, keeping its answer until `wait` takes it. `watch=False`
         (without `on_progress`) keeps nothing, for a caller that will not wait on this client:
@@ -248,21 +261,24 @@ class AeonClient:
             token_budget=check_token_budget(token_budget),
             approve_plan=approve_plan,
             webhook_url=self.webhooks.checked(webhook_url),
+            files=check_files(files or [], self.file_limits),
+            tools=check_tools(tools),
         )
+        body = encode(event)
+        check_event_size(len(body["body"]), self.settings.max_event_bytes)
         if watch or on_progress is not None:
             self._watch(event.correlation_id, on_progress)
         key = self.keys.stream_of(RequestSubmitted.STREAM, event.correlation_id)
         with tracing.submitting(event.correlation_id, key) as trace:  # the run's root span
-            await self._publish(event, key, trace, time.monotonic() + timeout)
+            await self._publish(event, trace | body, key, time.monotonic() + timeout)
         return event.correlation_id
 
     async def _publish(
-        self, event: RequestSubmitted, key: str, trace: dict[str, bytes], deadline: float
+        self, event: RequestSubmitted, fields: dict[str, bytes], key: str, deadline: float
     ) -> None:
-        """XADD the request to `key` with its `trace` fields (and WAIT for replicas when
-        asked), trying again through a failover until `deadline`. A second XADD of the same
-        event is harmless: the phase's dedupe handles an event id once."""
-        fields = trace | encode(event)
+        """XADD the request's `fields` (its trace context and its encoding) to `key` (and WAIT
+        for replicas when asked), trying again through a failover until `deadline`. A second
+        XADD of the same event is harmless: the phase's dedupe handles an event id once."""
         wanted = self.settings.wait_replicas
         while True:
             try:

@@ -22,13 +22,17 @@ from aeonloop.llm.base import LLMAdapter
 from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.worker import PHASES, make_worker
 from aeonloop.servers.embedded import RedisServer
+from aeonloop.tools.base import Toolbox
 
 log = logging.getLogger("aeon")
 
 
 @contextlib.asynccontextmanager
 async def embedded_pipeline(
-    settings: BusSettings, llm: LLMAdapter, loop: LoopSettings | None = None
+    settings: BusSettings,
+    llm: LLMAdapter,
+    loop: LoopSettings | None = None,
+    tools: Toolbox | None = None,
 ) -> AsyncIterator[BusSettings]:
     """Yield settings pointing at a running private pipeline; tear it all down on exit."""
     server = RedisServer().start()  # in this thread: see the module docstring (~20 ms)
@@ -36,7 +40,7 @@ async def embedded_pipeline(
         server.remove_files()
         settings = settings.with_(redis_url=server.url)
         redis = await connect(settings, consumers=len(PHASES) * settings.shards)
-        worker = make_worker(redis, settings, llm, loop=loop)
+        worker = make_worker(redis, settings, llm, loop=loop, tools=tools)
         await worker.start()
         running = asyncio.create_task(worker.run(), name="embedded-worker")
         try:

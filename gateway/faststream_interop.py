@@ -47,6 +47,7 @@ from aeonloop import __version__
 from aeonloop.bus.codec import FASTSTREAM_FIELD, trace_context
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings
+from aeonloop.gateway.validation import FileSettings, check_files
 from aeonloop.phases.events import EVENT_TYPES, Event, RequestSubmitted
 from aeonloop.phases.worker import PHASE_INPUTS
 
@@ -79,13 +80,23 @@ async def parse_aeon_entry(
 class AeonStreams:
     """Aeon's streams on a FastStream `RedisBroker`, named as Aeon names them (bus.keys)."""
 
-    def __init__(self, broker: RedisBroker, settings: BusSettings | None = None) -> None:
+    def __init__(
+        self,
+        broker: RedisBroker,
+        settings: BusSettings | None = None,
+        file_limits: FileSettings | None = None,
+    ) -> None:
         self.broker = broker
         self.settings = settings or BusSettings.from_env()
         self.keys = Keys(self.settings.prefix, self.settings.shards)
+        #: What a request may attach (AEON_MAX_FILES and the byte limits), as Aeon's gateways.
+        self.file_limits = file_limits or FileSettings.from_env()
 
     async def submit(self, request: RequestSubmitted) -> str:
-        """Publish `request` with FastStream, to its run's shard; its correlation id."""
+        """Publish `request` with FastStream, to its run's shard; its correlation id. Its files
+        are held to the limits Aeon's gateways hold them to: BadInput (TooLarge past a limit on
+        bytes) before anything is published."""
+        check_files(request.files, self.file_limits)
         await self.broker.publish(
             request,
             stream=self.keys.stream_of(request.STREAM, request.correlation_id),

@@ -1,6 +1,6 @@
 """Bad input is refused at the gateway, with a message a person can act on, before anything is
-published: an empty, oversized or binary request, or a rules file that does not parse or breaks
-the rule schema.
+published: an empty, oversized or binary request, a rules file that does not parse or breaks
+the rule schema, or attached files past AEON_MAX_FILES and the byte limits, or not text.
 """
 
 from __future__ import annotations
@@ -8,21 +8,34 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
-from aeonloop.exceptions import BadInput
-from aeonloop.phases.events import MAX_REQUEST_CHARS, MAX_TIMEOUT_S, MAX_TOKEN_BUDGET
+from aeonloop.exceptions import BadInput, TooLarge
+from aeonloop.phases.events import (
+    MAX_FILE_PATH_CHARS,
+    MAX_FILES_CAP,
+    MAX_REQUEST_CHARS,
+    MAX_TIMEOUT_S,
+    MAX_TOKEN_BUDGET,
+    MAX_TOOLS,
+    AttachedFile,
+)
 from aeonloop.phases.models import MAX_TTL_CAP, Rule
+from aeonloop.settings import AeonSettings
 
 MAX_RULES = 100
 MAX_RULES_FILE_BYTES = 1_000_000
+_TOOL_NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,128}")
 _ALLOWED_CONTROLS = {"\n", "\r", "\t"}
+#: A file may also hold form feeds: source files use them to break pages.
+_ALLOWED_IN_FILES = {*_ALLOWED_CONTROLS, "\f"}
 _RULES = TypeAdapter(list[Rule])
 T = TypeVar("T")
 _STREAM_ID = re.compile(r"\d+-\d+")
@@ -36,15 +49,137 @@ def check_request(text: str) -> str:
         raise BadInput(
             f"the request is {len(text):,} characters; the limit is {MAX_REQUEST_CHARS:,}"
         )
-    if any(0xD800 <= ord(c) <= 0xDFFF for c in text):
+    if _surrogates(text):
         raise BadInput("the request is not valid UTF-8 text (binary data?)")
-    controls = [c for c in text if unicodedata.category(c) == "Cc" and c not in _ALLOWED_CONTROLS]
+    controls = _controls(text, _ALLOWED_CONTROLS)
     if controls:
         raise BadInput(
             f"the request contains {len(controls)} control character(s) such as "
             f"{controls[0]!r}: binary data is not a request"
         )
     return text.strip()
+
+
+def _surrogates(text: str) -> bool:
+    """Whether `text` holds lone surrogates: bytes that were not UTF-8 (surrogateescape), or a
+    JSON string's unpaired \\ud800 escapes."""
+    return any(0xD800 <= ord(c) <= 0xDFFF for c in text)
+
+
+def _controls(text: str, allowed: set[str]) -> list[str]:
+    return [c for c in text if unicodedata.category(c) == "Cc" and c not in allowed]
+
+
+class FileSettings(AeonSettings):
+    """Limits on the files a request attaches (docs/configuration.md): every gateway holds a
+    request to them before publishing it. The total keeps a request's event within
+    AEON_MAX_EVENT_BYTES, which the client checks too (`check_event_size`)."""
+
+    #: Files one request may attach; 0 refuses any.
+    max_files: Annotated[int, Field(ge=0, le=MAX_FILES_CAP)] = 10
+    #: Bytes (UTF-8) one attached file may hold.
+    max_file_bytes: Annotated[int, Field(ge=1)] = 200_000
+    #: Bytes (UTF-8) a request's attached files may hold together.
+    max_files_bytes: Annotated[int, Field(ge=1)] = 500_000
+
+
+def check_files(files: Sequence[AttachedFile], limits: FileSettings) -> list[AttachedFile]:
+    """The files, if a request may attach them: no more than AEON_MAX_FILES, each named once,
+    each text within AEON_MAX_FILE_BYTES, all within AEON_MAX_FILES_BYTES; else BadInput (a
+    file that is not text, too many, a name twice) or TooLarge (a limit on bytes)."""
+    if len(files) > limits.max_files:
+        raise BadInput(
+            f"{len(files)} files attached; the limit is {limits.max_files} (AEON_MAX_FILES)"
+        )
+    seen: set[str] = set()
+    total = 0
+    for file in files:
+        _check_path(file.path, seen)
+        size = len(file.content.encode("utf-8", "surrogatepass"))
+        check_file_size(file.path, size, limits)
+        _check_text(file.path, file.content)
+        total += size
+    if total > limits.max_files_bytes:
+        raise TooLarge(
+            f"the attached files hold {total:,} bytes together; the limit is "
+            f"{limits.max_files_bytes:,} (AEON_MAX_FILES_BYTES)"
+        )
+    return list(files)
+
+
+def check_file_size(path: str, size: int, limits: FileSettings) -> None:
+    """TooLarge naming the file when it holds more than AEON_MAX_FILE_BYTES."""
+    if size > limits.max_file_bytes:
+        raise TooLarge(
+            f"file {path} is {size:,} bytes; the limit is {limits.max_file_bytes:,} "
+            "(AEON_MAX_FILE_BYTES)"
+        )
+
+
+def _check_path(path: str, seen: set[str]) -> None:
+    if not path.strip() or len(path) > MAX_FILE_PATH_CHARS or _controls(path, set()):
+        raise BadInput(
+            f"file path {path[:60]!r} is not a name: 1 to {MAX_FILE_PATH_CHARS:,} characters, "
+            "without control characters"
+        )
+    if path in seen:
+        raise BadInput(f"file {path} is attached twice; attach each file once")
+    seen.add(path)
+
+
+def _check_text(path: str, content: str) -> None:
+    """BadInput unless `content` is text: valid UTF-8 without control characters but tab,
+    line breaks and form feed (a NUL byte, say, is binary)."""
+    if _surrogates(content):
+        raise _not_utf8(path)
+    controls = _controls(content, _ALLOWED_IN_FILES)
+    if controls:
+        raise BadInput(
+            f"file {path} is not text: it holds {len(controls)} control character(s) such as "
+            f"{controls[0]!r}; attach text files only"
+        )
+
+
+def _not_utf8(path: str) -> BadInput:
+    return BadInput(f"file {path} is not text (not valid UTF-8): attach text files only")
+
+
+def read_files(paths: Sequence[str], limits: FileSettings) -> list[AttachedFile]:
+    """The files at `paths` (`aeon ask --file`), named as given, checked as `check_files`
+    checks any request's; a file over AEON_MAX_FILE_BYTES is refused before it is read."""
+    if len(paths) > limits.max_files:
+        raise BadInput(
+            f"{len(paths)} files attached; the limit is {limits.max_files} (AEON_MAX_FILES)"
+        )
+    seen: set[str] = set()
+    for path in paths:
+        _check_path(path, seen)
+    return check_files([_read_file(path, limits) for path in paths], limits)
+
+
+def _read_file(path: str, limits: FileSettings) -> AttachedFile:
+    try:
+        with Path(path).open("rb") as file:
+            check_file_size(path, os.fstat(file.fileno()).st_size, limits)
+            raw = file.read(limits.max_file_bytes + 1)  # it may have grown since
+    except OSError as error:
+        raise BadInput(f"cannot read file {path}: {error.strerror}") from None
+    check_file_size(path, len(raw), limits)
+    try:
+        content = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+    return AttachedFile(path=path, content=content)
+
+
+def check_event_size(size: int, limit: int) -> None:
+    """TooLarge when a request's event, its files included, is over AEON_MAX_EVENT_BYTES: the
+    workers would refuse it (bus.codec), so it is refused before it is published."""
+    if size > limit:
+        raise TooLarge(
+            f"the request and its files make an event of {size:,} bytes; the limit is "
+            f"{limit:,} (AEON_MAX_EVENT_BYTES): attach less"
+        )
 
 
 def check_max_ttl(max_ttl: int | None, max_passes: int) -> int | None:
@@ -63,6 +198,33 @@ def check_max_ttl(max_ttl: int | None, max_passes: int) -> int | None:
             f"{MAX_TTL_CAP}) where Aeon runs"
         )
     return max_ttl
+
+
+def check_tools(names: Sequence[str] | None) -> list[str] | None:
+    """The tools a request narrows its run to: names as MCP servers give them (no spaces or
+    control characters, at most 128 characters), each once, at most MAX_TOOLS. None leaves
+    every tool the deployment has; [] allows none."""
+    if names is None:
+        return None
+    wanted = list(dict.fromkeys(name.strip() for name in names))
+    if len(wanted) > MAX_TOOLS:
+        raise BadInput(f"{len(wanted)} tools named; a request may name at most {MAX_TOOLS}")
+    for name in wanted:
+        if not _TOOL_NAME.fullmatch(name):
+            raise BadInput(
+                f"{name[:130]!r} is not a tool name: 1 to 128 characters, no spaces or control "
+                "characters"
+            )
+    return wanted
+
+
+def unknown_tools(wanted: Sequence[str] | None, known: Sequence[str]) -> None:
+    """BadInput naming the tools a request names that none of the servers offers, where the
+    gateway knows them (the embedded stack's own toolbox): a narrowing can never add one."""
+    missing = [name for name in wanted or () if name not in known]
+    if missing:
+        offered = ", ".join(sorted(known)) or "none (AEON_MCP_CONFIG is unset)"
+        raise BadInput(f"no tool named {', '.join(missing)} is configured; the tools: {offered}")
 
 
 def check_token_budget(budget: int | None) -> int | None:

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from aeonloop.exceptions import LLMError
 from aeonloop.llm.base import LLMCall, LLMReply, TokenUsage, approx_tokens
 from aeonloop.prompts.registry import (
+    GOAL_AS_REQUEST,
     AnswerSynthesisInput,
     ConvergenceAssessmentInput,
     CritiqueInput,
@@ -49,9 +50,13 @@ from aeonloop.prompts.registry import (
     TaskProfileInferenceInput,
     TaskProfileOutput,
     TaskProfileUpdateInput,
+    ToolOffer,
 )
+from aeonloop.prompts.unified import UnifiedPrompt
 
 MODEL_NAME = "aeon-offline"
+#: The step of a plan whose request only asked for tools: the answer is written from them.
+TOOL_ANSWER_STEP = "Answer the request from the tools' results"
 REVIEW_STEP = "Review the answer for accuracy and completeness"
 OFFLINE_NOTICE = "This answer was produced by Aeon's offline model: no LLM was called."
 
@@ -67,7 +72,10 @@ _CLAUSE_BREAK = re.compile(
     re.IGNORECASE,
 )
 _STEP_ID = re.compile(r"\bs(\d+)\b")
-_STEP_MENTION = re.compile(r"\bs\d+(?:\.\d+)*\b")
+_TOOL_WORD = re.compile(r"\btools?\b", re.IGNORECASE)
+# name=value, the value bare or quoted: how a request gives a tool its arguments offline.
+_PAIR = re.compile(r"\b([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|[^\s,;]+)")
+_STEP_MENTION = re.compile(r"\b[st]\d+(?:\.\d+)*\b")  # s1, s2.1; t1 for a tool's step
 # "id, severity, message" (also "- id: message"); the severity word is dropped from the message.
 _RULE_LINE = re.compile(
     r"^[-*\s]*([^,:\s]+)\s*[,:]?\s*(?:(?:fail|warn|info)\b\s*[,:]?\s*)?(.*)$", re.IGNORECASE
@@ -90,6 +98,8 @@ class OfflineLLM:
         if self.delay > 0:
             await asyncio.sleep(self.delay)
         text = reply_text(call.prompt_id, call.input)
+        if call.prompt_id is PromptId.REASONING_STEP_USER:
+            text += _files_note(call.prompt)
         # No model counted these tokens: they are guessed from the text's length, and say so.
         usage = TokenUsage(
             prompt_tokens=approx_tokens(_prompt_length(call)),
@@ -118,6 +128,16 @@ def reply_text(prompt_id: PromptId, data: PromptInput) -> str:
         detail = f"{prompt_id.value} with {type(data).__name__}"
         raise LLMError(f"the offline model has no reply for {detail}", transient=False)
     return reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
+
+
+def _files_note(prompt: UnifiedPrompt) -> str:
+    """A step's word on the files its prompt gave it, so a run shows they reached the step."""
+    files = [
+        f"{item.name} ({len(item.content):,} characters)"
+        for item in prompt.context
+        if item.type == "file"
+    ]
+    return f" It had the attached file(s) to work from: {', '.join(files)}." if files else ""
 
 
 def _prompt_length(call: LLMCall) -> int:
@@ -254,7 +274,91 @@ def _plan(goal: str, descriptions: list[tuple[str, bool]], prefix: str = "s") ->
 
 
 def _plan_for_request(data: PlanGenerationInput) -> dict[str, Any]:
-    return _plan(data.request, linked_plan_steps(data.request))
+    """The request's clauses as steps; before them, a step for each listed tool the request
+    asks for (`requested_tools`), whose results every other step is shown."""
+    calls = requested_tools(data.request, data.tools)
+    if not calls:
+        return _plan(data.request, linked_plan_steps(data.request))
+    names = {offer.name.lower() for offer, _ in calls}
+    rest = [
+        (part, follows)
+        for part, follows in linked_plan_steps(data.request)
+        if not (_TOOL_WORD.search(part) and names & set(_words(part)))
+    ] or [(TOOL_ANSWER_STEP, False)]
+    rest[0] = (rest[0][0], False)  # what it followed on from may have been a tool clause
+    plan = _plan(data.request, rest)
+    tool_ids = [f"t{number}" for number in range(1, len(calls) + 1)]
+    for step in plan["plan"]["steps"]:
+        step["depends_on"] = [*tool_ids, *step["depends_on"]]
+    tool_steps = [
+        {
+            "step_id": step_id,
+            "description": f"Call the tool {offer.name} with {json.dumps(arguments)}",
+            "depends_on": [],
+            "tool": offer.name,
+            "arguments": arguments,
+        }
+        for step_id, (offer, arguments) in zip(tool_ids, calls, strict=True)
+    ]
+    plan["plan"]["steps"] = [*tool_steps, *plan["plan"]["steps"]]
+    return plan
+
+
+def requested_tools(request: str, tools: list[ToolOffer]) -> list[tuple[ToolOffer, dict[str, Any]]]:
+    """The listed tools a request asks for, each with its arguments.
+
+    A request asks for a tool by saying "tool" and the tool's name ("use the tool add with
+    a=2 b=3"). Each argument is the request's `name=value` pair for it (`_argument`), else the
+    schema's default; one with neither is left out (the schema check then says what is
+    missing).
+    """
+    if not _TOOL_WORD.search(request):
+        return []
+    words = set(_words(request))
+    pairs = dict(_PAIR.findall(request))
+    found = []
+    for offer in tools:
+        if offer.name.lower() not in words:
+            continue
+        schema = _first_json_object(offer.input_schema) or {}
+        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        arguments = {}
+        for name, spec in properties.items():
+            spec = spec if isinstance(spec, dict) else {}
+            if name in pairs:
+                arguments[name] = _argument(pairs[name], spec.get("type"))
+            elif "default" in spec:
+                arguments[name] = spec["default"]
+        found.append((offer, arguments))
+    return found
+
+
+def _argument(raw: str, kind: Any) -> Any:
+    """A `name=value` pair's value as a plan writes it: a quoted one as the string it quotes
+    (whatever the schema says: the repair of the call reads it as the schema's type), a bare
+    one as the schema's type."""
+    if raw[:1] in ("'", '"'):
+        return raw[1:-1]
+    return _typed(raw, kind)
+
+
+def _words(text: str) -> list[str]:
+    return [word.lower() for word in re.findall(r"[\w.-]+", text)]
+
+
+def _typed(value: str, kind: Any) -> Any:
+    """A `name=value` pair's value as the schema's type: what a model would write."""
+    try:
+        if kind == "integer":
+            number = float(value)
+            return int(number) if number.is_integer() else value
+        if kind == "number":
+            return float(value)
+    except ValueError:
+        return value
+    if kind == "boolean":
+        return value.lower() in ("true", "yes", "1")
+    return value
 
 
 def _subgoals(data: RecursivePlanInput) -> str:
@@ -273,7 +377,7 @@ def _reasoning_step(data: ReasoningStepInput) -> str:
         f"Step {data.step_id} (pass {data.pass_number}): {_sentence(data.step_description)}.",
         f"Worked offline for the request: {_sentence(_shorten(data.request))}.",
     ]
-    if _squash(data.goal) != _squash(data.request):
+    if data.goal != GOAL_AS_REQUEST and _squash(data.goal) != _squash(data.request):
         sentences.append(f"Goal: {_sentence(_shorten(data.goal))}.")
     prior = data.prior_outputs.strip()
     sentences.append(
@@ -367,11 +471,32 @@ def _repair_json(data: RepairJSONInput) -> dict[str, Any]:
 
 
 def _repair_tool_call(data: RepairToolCallInput) -> str:
-    """The call as written with its unclosed brackets closed: the one fix that needs no model."""
+    """The call as written with its unclosed brackets closed, and, given the tool's argument
+    schema, each argument read as the type the schema says (a "2" or "2.0" where an integer
+    belongs is 2) and a missing one given the schema's default: the fixes that need no
+    model."""
     found = _first_json_object(data.malformed_call)
-    if found is not None:
-        return json.dumps(found, ensure_ascii=False)
-    return data.malformed_call.strip() + _missing_closers(data.malformed_call)
+    if found is None:
+        return data.malformed_call.strip() + _missing_closers(data.malformed_call)
+    arguments = found.get("arguments")
+    schema = _first_json_object(data.argument_schema)
+    if isinstance(arguments, dict) and schema is not None:
+        found["arguments"] = _as_schema_says(arguments, schema)
+    return json.dumps(found, ensure_ascii=False)
+
+
+def _as_schema_says(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return arguments
+    fixed = dict(arguments)
+    for name, spec in properties.items():
+        spec = spec if isinstance(spec, dict) else {}
+        if name in fixed:
+            fixed[name] = _typed(str(fixed[name]), spec.get("type"))
+        elif "default" in spec:
+            fixed[name] = spec["default"]
+    return fixed
 
 
 def _missing_closers(text: str) -> str:
@@ -406,8 +531,11 @@ def _answer(data: AnswerSynthesisInput) -> dict[str, Any]:
         f"Request: {_squash(data.request)}",
         f"Step results:\n{results}",
     ]
-    if data.plan_summary.strip():
-        sections.append(f"Plan:\n{data.plan_summary.strip()}")
+    plan = "\n".join(  # a goal given as the request's own words is the request, shown above
+        line for line in data.plan_summary.strip().splitlines() if GOAL_AS_REQUEST not in line
+    )
+    if plan:
+        sections.append(f"Plan:\n{plan}")
     notes = (
         f"convergence: {data.convergence_status}; passes: {data.total_passes}; "
         f"refinement actions: {data.total_refinements}; ttl remaining: {data.ttl_remaining}"

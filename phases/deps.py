@@ -1,5 +1,5 @@
 """What every phase handler is given: the LLM, the registry, the memo, where run histories are
-read from, and the loop's limits.
+read from, the tools, and the loop's limits.
 
 Handlers are plain async functions `(event, deps) -> list[Event]`; the bus runtime decodes the
 event, calls the handler, and publishes what it returns. Keeping the bus out of handlers lets the
@@ -14,6 +14,7 @@ of a worker's CPU).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Annotated
@@ -23,7 +24,8 @@ from pydantic import Field
 from aeonloop.bus.delivery import Delivery
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.phases import cancels as run_cancels
-from aeonloop.phases.events import Usage
+from aeonloop.phases import tool_calls
+from aeonloop.phases.events import AttachedFile, RunState, Usage
 from aeonloop.phases.history import DictRunRecords, ReadAhead, RunRecords
 from aeonloop.phases.llm_calls import (
     DEFAULT_CONTEXT_TOKENS,
@@ -31,11 +33,14 @@ from aeonloop.phases.llm_calls import (
     FirstDeliveryMemo,
     LLMSession,
     Memo,
+    file_context,
     prompt_budget_chars,
 )
 from aeonloop.phases.models import DEFAULT_MAX_PASSES, MAX_TTL_CAP
+from aeonloop.phases.tool_calls import ToolRunner
 from aeonloop.prompts.registry import PromptRegistry
 from aeonloop.settings import AeonSettings
+from aeonloop.tools.base import NoTools, Toolbox
 
 Whole = Annotated[int, Field(ge=1)]
 
@@ -60,6 +65,8 @@ class LoopSettings(AeonSettings):
     max_step_output_chars: Whole = 20_000
     #: The token budget of a run whose request sets none (AEON_RUN_TOKEN_BUDGET); None: no cap.
     run_token_budget: Whole | None = None
+    #: Seconds one tool call may take (never past the run's deadline); past it the step fails.
+    tool_timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0
 
 
 @dataclass
@@ -72,6 +79,8 @@ class PhaseDeps:
     settings: LoopSettings = field(default_factory=LoopSettings)
     #: Where cancels are looked up (phases.cancels).
     cancels: run_cancels.Cancels = field(default_factory=run_cancels.DictCancels)
+    #: The tools steps may call (tools/): the MCP servers AEON_MCP_CONFIG names, else none.
+    tools: Toolbox = field(default_factory=NoTools)
 
     def delivered(self, delivery: Delivery) -> PhaseDeps:
         """These deps for one delivery of an event: the memo is read only if the event may
@@ -83,8 +92,21 @@ class PhaseDeps:
         records = ReadAhead(delivery.records, self.records) if delivery.records else self.records
         return replace(self, memo=memo, records=records)
 
-    def session(self, run_key: str, usage: Usage, deadline: datetime | None = None) -> LLMSession:
-        """LLM access for one run; `usage` is the run's running total, updated in place."""
+    def tool_runner(self, run: RunState) -> ToolRunner:
+        """The tools `run` may call (its request's `tools` narrow the toolbox's), and their
+        timeout."""
+        specs = tuple(tool_calls.available(self.tools, run.tools))
+        return ToolRunner(self.tools, specs, self.settings.tool_timeout_s)
+
+    def session(
+        self,
+        run_key: str,
+        usage: Usage,
+        deadline: datetime | None = None,
+        files: Sequence[AttachedFile] = (),
+    ) -> LLMSession:
+        """LLM access for one run; `usage` is the run's running total, updated in place;
+        `files` are its request's attached files, given to the prompts that take them."""
         return LLMSession(
             self.llm,
             self.registry,
@@ -94,4 +116,5 @@ class PhaseDeps:
             deadline=deadline,
             prompt_chars=prompt_budget_chars(self.settings.llm_context_tokens),
             check_cancelled=functools.partial(run_cancels.check, self.cancels, run_key),
+            files=file_context(files),
         )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -44,6 +44,15 @@ MAX_TIMEOUT_S = 7 * 24 * 3600
 #: The largest token budget a run may have: far above any run's use, and within the 64-bit
 #: integers every JSON encoder on the way takes.
 MAX_TOKEN_BUDGET = 10**12
+#: The most files a request event may carry, whatever a producer sends: gateways hold requests
+#: to AEON_MAX_FILES, which may not be set above it (gateway.validation.FileSettings).
+MAX_FILES_CAP = 100
+#: The longest path an attached file may be named by.
+MAX_FILE_PATH_CHARS = 1_000
+#: The most tool names a request may narrow its tools to.
+MAX_TOOLS = 100
+#: A tool's name, as a request names it (MCP servers name tools in far fewer characters).
+ToolName = Annotated[str, Field(min_length=1, max_length=128)]
 
 E = TypeVar("E", bound="Event")
 
@@ -82,6 +91,19 @@ class Usage(BaseModel):
         self.estimated = self.estimated or estimated
 
 
+class AttachedFile(BaseModel):
+    """A file a request attaches as context: the path its sender names it by, and its text.
+
+    Only the request event carries the contents; the run keeps them once, as a record of its
+    history (phases.history, written by Phase A's commit), and its later events carry only the
+    paths (`RunState.file_paths`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(..., min_length=1, max_length=MAX_FILE_PATH_CHARS)
+    content: str
+
+
 class RunState(BaseModel):
     """What a run has produced so far; each phase adds its part and passes it on.
 
@@ -115,6 +137,12 @@ class RunState(BaseModel):
     approve_plan: bool = False
     #: Where its answer is POSTed when it ends (aeonloop.webhooks).
     webhook_url: str | None = None
+    #: The paths of the files its request attached, in order; their contents are one record of
+    #: the run's history (phases.history.load_files), not carried in every event.
+    file_paths: list[str] = Field(default_factory=list, max_length=MAX_FILES_CAP)
+    #: The tools its steps may call, by name, narrowing the deployment's (None: all of them).
+    #: A name no configured server offers adds nothing.
+    tools: list[ToolName] | None = Field(None, max_length=MAX_TOOLS)
 
     @model_validator(mode="after")
     def _count_inline_passes(self) -> RunState:
@@ -204,6 +232,11 @@ class RequestSubmitted(Event):
     approve_plan: bool = False
     #: Where the answer is POSTed when the run ends (aeonloop.webhooks); gateways check it.
     webhook_url: str | None = Field(None, max_length=2_000)
+    #: The tools its steps may call, by name, narrowing the deployment's; None: all of them.
+    tools: list[ToolName] | None = Field(None, max_length=MAX_TOOLS)
+    #: Files given as context to the prompts that make the plan, the steps and the answer
+    #: (phases.llm_calls.WITH_FILES); gateways hold them to AEON_MAX_FILES and the byte limits.
+    files: list[AttachedFile] = Field(default_factory=list, max_length=MAX_FILES_CAP)
 
     @classmethod
     def new(
@@ -217,6 +250,8 @@ class RequestSubmitted(Event):
         token_budget: int | None = None,
         approve_plan: bool = False,
         webhook_url: str | None = None,
+        files: list[AttachedFile] | None = None,
+        tools: list[str] | None = None,
     ) -> RequestSubmitted:
         """A fresh request with its own correlation id and a deadline `timeout` seconds away."""
         return cls(
@@ -229,6 +264,8 @@ class RequestSubmitted(Event):
             token_budget=token_budget,
             approve_plan=approve_plan,
             webhook_url=webhook_url,
+            files=files or [],
+            tools=tools,
         )
 
     def initial_state(
@@ -245,6 +282,8 @@ class RequestSubmitted(Event):
             usage=Usage(token_budget=self.token_budget or token_budget),
             approve_plan=self.approve_plan,
             webhook_url=self.webhook_url,
+            file_paths=[file.path for file in self.files],
+            tools=self.tools,
         )
 
 

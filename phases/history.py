@@ -22,6 +22,11 @@ handler's records read from those first (`ReadAhead`):
 Phase D reads none: `PassCompleted` carries the record of the pass it judges. Records are
 written only for passes the input event's history did not hold yet, so each is written once
 per run, and a redelivered hop writes the same bytes under the same names.
+
+A third record, `files` (bus.keys.FILES_RECORD), holds the files the request attached, for the
+prompts that take them as context (phases.llm_calls.WITH_FILES): Phase B (the plan), C (the
+steps) and E (the answer) name it in their routes when their run has files
+(`RunState.file_paths`), and read it with `load_files`. See `file_records` for who writes it.
 """
 
 from __future__ import annotations
@@ -31,9 +36,10 @@ from typing import Any, Protocol
 
 import orjson
 
+from aeonloop.bus.keys import FILES_RECORD
 from aeonloop.bus.records import RunRecord
 from aeonloop.exceptions import HistoryMissing
-from aeonloop.phases.events import Event, RunState
+from aeonloop.phases.events import AttachedFile, Event, RequestSubmitted, RunState
 from aeonloop.phases.models import ExecutionPass
 
 
@@ -103,20 +109,62 @@ def _records(correlation_id: str, run: RunState, record: ExecutionPass) -> list[
     ]
 
 
-def records_for_c(event: Event) -> list[str]:
-    """What Phase C reads of its run's history: the outputs of the steps already run."""
-    run = getattr(event, "run", None)
-    if not isinstance(run, RunState) or run.history_loaded:
+def file_records(event: Event) -> list[RunRecord]:
+    """The record of the files `event` attaches, if it is a request that attaches any: what
+    the commit of the hop that takes a request writes (Phase A's, or the hand-off to Phase E
+    of a request A gave up on), before the event that hop publishes.
+
+    Written by that commit rather than by the gateway before it publishes, because:
+
+    - every door ends in one request event (`aeon ask`, the client, the HTTP API, a FastStream
+      app, another language's XADD), and only the first hop sees every one, so files reach the
+      run's history whichever door a request came in by;
+    - nothing is published for a refused request: gateways check the files (count, size, text:
+      gateway.validation.check_files) before the XADD, and no record exists before a worker
+      takes the event, so a refusal leaves no key at all; a gateway that wrote the record
+      first would leave it behind whenever the XADD then failed;
+    - the files are stored once: in the request's entry until the requests stream is trimmed,
+      and in this record, written in one script with Phase A's event (bus.commit), so no later
+      phase can find it missing; a redelivered hop writes the same bytes under the same name.
+      Later events carry only the paths (`RunState.file_paths`).
+    """
+    if not isinstance(event, RequestSubmitted) or not event.files:
         return []
-    return _outputs_names(run)
+    value = orjson.dumps([file.model_dump() for file in event.files])
+    return [RunRecord(event.correlation_id, FILES_RECORD, value)]
+
+
+def records_for_b(event: Event) -> list[str]:
+    """What Phase B reads of its run's history: the attached files, if any."""
+    return _files_names(getattr(event, "run", None))
+
+
+def records_for_c(event: Event) -> list[str]:
+    """What Phase C reads of its run's history: the outputs of the steps already run, and the
+    attached files."""
+    run = getattr(event, "run", None)
+    if not isinstance(run, RunState):
+        return []
+    outputs = [] if run.history_loaded else _outputs_names(run)
+    return [*outputs, *_files_names(run)]
 
 
 def records_for_e(event: Event) -> list[str]:
-    """What Phase E reads of its run's history: every pass record and output."""
+    """What Phase E reads of its run's history: every pass record and output, and the attached
+    files."""
     run = getattr(event, "run", None)
-    if not isinstance(run, RunState) or run.history_loaded:
+    if not isinstance(run, RunState):
         return []
-    return [*_pass_names(run), *_outputs_names(run)]
+    return [*_history_names(run), *_files_names(run)]
+
+
+async def load_files(records: RunRecords, correlation_id: str, run: RunState) -> list[AttachedFile]:
+    """The files the run's request attached, in order ([] when it attached none); HistoryMissing
+    when their record is gone."""
+    if not run.file_paths:
+        return []
+    fetched = await _fetch(records, correlation_id, [FILES_RECORD])
+    return [AttachedFile.model_validate(item) for item in orjson.loads(fetched[FILES_RECORD])]
 
 
 async def load_outputs(records: RunRecords, correlation_id: str, run: RunState) -> None:
@@ -153,7 +201,7 @@ def prefetched_pass_json(
     (`Delivery.records`), without I/O (for the answer made when E gives up); None unless every
     one was read."""
     run = getattr(event, "run", None)
-    names = records_for_e(event)
+    names = _history_names(run) if isinstance(run, RunState) else []
     if not names or not isinstance(run, RunState):
         return None
     values = [read.get((event.correlation_id, name)) for name in names]
@@ -167,6 +215,17 @@ def _pass_json(run: RunState, fetched: dict[str, bytes]) -> list[dict[str, Any]]
     returned as JSON objects, oldest first."""
     _fill_outputs(run, fetched)
     return [orjson.loads(fetched[name]) for name in _pass_names(run)]
+
+
+def _history_names(run: RunState) -> list[str]:
+    """The pass records and outputs of `run` that are not in hand."""
+    if run.history_loaded:
+        return []
+    return [*_pass_names(run), *_outputs_names(run)]
+
+
+def _files_names(run: RunState | None) -> list[str]:
+    return [FILES_RECORD] if isinstance(run, RunState) and run.file_paths else []
 
 
 def _pass_names(run: RunState) -> list[str]:

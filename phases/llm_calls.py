@@ -4,10 +4,13 @@ Phases never build prompt text or parse replies themselves. This module is the o
 
 - the system prompt comes from the registry's *_SYSTEM template for the adapter's model family,
   the instructions from the *_USER prompt, rendered from the validated input;
+- the prompts that make the plan, the steps and the answer (`WITH_FILES`) carry the files the
+  request attached, as `<file path=...>` context;
 - the prompt is fitted to the context budget: an input given as a builder of the per-output
-  character cap is rebuilt with the largest cap that fits, so the longest outputs are clipped
-  first, each with a visible marker; a server that still refuses the prompt as too long gets it
-  once more, fitted to a tighter budget;
+  character cap is rebuilt with the largest cap that fits, and the context's files are cut to
+  the same cap, so the longest outputs and files are clipped first, each with a visible marker
+  (the request itself is never cut); a server that still refuses the prompt as too long gets
+  it once more, fitted to a tighter budget;
 - reasoning never reaches this module: adapters keep it out of `LLMReply.text`;
 - a JSON reply goes through `validate_output` (the only JSON extraction); one that fails is
   first repaired locally (phases.lenient: lenient JSON, enum case), and only then gets the one
@@ -38,8 +41,9 @@ from aeonloop.exceptions import (
 )
 from aeonloop.llm import observed
 from aeonloop.llm.base import LLMAdapter, LLMCall, LLMReply
-from aeonloop.phases.events import Usage
+from aeonloop.phases.events import AttachedFile, Usage
 from aeonloop.phases.lenient import lenient_candidates, schema_of
+from aeonloop.prompts.clipping import clip
 from aeonloop.prompts.registry import (
     PromptId,
     PromptInput,
@@ -50,6 +54,8 @@ from aeonloop.prompts.registry import (
 from aeonloop.prompts.unified import ContextItem, UnifiedPrompt
 
 T = TypeVar("T", bound=BaseModel)
+#: What `fit` rebuilds for each cap it tries.
+P = TypeVar("P")
 
 #: A prompt's input, or a builder of it from the per-output character cap (None: no clipping).
 InputSource = PromptInput | Callable[[int | None], PromptInput]
@@ -80,7 +86,31 @@ SYSTEM_OF: dict[PromptId, PromptId] = {
     PromptId.RULE_CRITIQUE_USER: PromptId.RULE_CRITIQUE_SYSTEM,
     PromptId.ANSWER_SYNTHESIS_USER: PromptId.ANSWER_SYNTHESIS_SYSTEM,
     PromptId.SUPERVISOR_REPAIR_JSON_USER: PromptId.SUPERVISOR_REPAIR_SYSTEM,
+    PromptId.SUPERVISOR_REPAIR_TOOLCALL_USER: PromptId.SUPERVISOR_REPAIR_SYSTEM,
+    PromptId.SUPERVISOR_REPAIR_MISSINGTOOL_USER: PromptId.SUPERVISOR_REPAIR_SYSTEM,
 }
+
+
+#: The prompts that carry the request's attached files as context. They are the calls that
+#: make something from the request, where a file is material to work from: the plan (which
+#: steps the files call for), each reasoning step (which does the work the files are for) and
+#: the answer (which must agree with them, and may quote them). The rest judge or adjust what
+#: those made (profile, validation, refinement, assessment, critique, repair): the outputs they
+#: judge already hold what the files gave, and sending every file to every call would multiply
+#: a run's prompt tokens by its number of calls. The task profile is judged from the request
+#: alone, as without files: it sizes the effort, which the steps' outputs later correct.
+WITH_FILES = frozenset(
+    {
+        PromptId.PLAN_GENERATION_USER,
+        PromptId.REASONING_STEP_USER,
+        PromptId.ANSWER_SYNTHESIS_USER,
+    }
+)
+
+
+def file_context(files: Sequence[AttachedFile]) -> tuple[ContextItem, ...]:
+    """The attached files as the context items of a UnifiedPrompt, in the request's order."""
+    return tuple(ContextItem("file", file.path, file.content) for file in files)
 
 
 class Memo(Protocol):
@@ -158,6 +188,8 @@ class LLMSession:
     prompt_chars: int = prompt_budget_chars(DEFAULT_CONTEXT_TOKENS)
     #: Asked before every call; raises RunCancelled once the run is cancelled (phases.cancels).
     check_cancelled: Callable[[], Awaitable[None]] | None = None
+    #: The request's attached files (`file_context`), given to the prompts in WITH_FILES.
+    files: tuple[ContextItem, ...] = ()
     #: Tokens of the calls in flight that their replies have not yet counted: what the run's
     #: budget must also pay for when calls run side by side.
     _reserved: int = field(default=0, init=False, repr=False)
@@ -279,22 +311,28 @@ class LLMSession:
         schema: dict | None,
         budget: int,
     ) -> LLMCall:
-        """The call with its prompt fitted to `budget` characters as far as its input allows."""
+        """The call with its prompt fitted to `budget` characters as far as its input allows:
+        the outputs its input is built with and the files of its context are cut to one cap."""
         system = self._system_prompt(prompt_id)
+        items = (*self.files, *context) if prompt_id in WITH_FILES else tuple(context)
 
-        def render(data: PromptInput) -> UnifiedPrompt:
+        def build(cap: int | None) -> tuple[PromptInput, tuple[ContextItem, ...]]:
+            data = source if isinstance(source, PromptInput) else source(cap)
+            return data, clipped(items, cap)
+
+        def render(part: tuple[PromptInput, tuple[ContextItem, ...]]) -> UnifiedPrompt:
+            data, fitted = part
             instructions = self.registry.get_prompt(prompt_id, data)
-            return UnifiedPrompt(
-                system_prompt=system, instructions=instructions, context=tuple(context)
-            )
+            return UnifiedPrompt(system_prompt=system, instructions=instructions, context=fitted)
 
-        if isinstance(source, PromptInput):
-            data, prompt = source, render(source)
+        if isinstance(source, PromptInput) and not items:  # nothing to clip
+            part = build(None)
+            prompt = render(part)
         else:
-            data, prompt = fit(source, render, budget)
+            part, prompt = fit(build, render, budget)
         return LLMCall(
             prompt_id=prompt_id,
-            input=data,
+            input=part[0],
             prompt=prompt,
             response_schema=schema,
             deadline=self.deadline,
@@ -314,16 +352,16 @@ def call_cost(call: LLMCall) -> int:
 
 
 def fit(
-    build: Callable[[int | None], PromptInput],
-    render: Callable[[PromptInput], UnifiedPrompt],
+    build: Callable[[int | None], P],
+    render: Callable[[P], UnifiedPrompt],
     budget: int,
-) -> tuple[PromptInput, UnifiedPrompt]:
+) -> tuple[P, UnifiedPrompt]:
     """The input and prompt with the largest per-output cap whose XML fits `budget` characters.
 
     Unclipped when that fits; else a binary search over the cap, which is deterministic and
-    clips the longest outputs first (a prompt's length grows with the cap, since `clip` never
-    lengthens a text). When not even a cap of 0 fits (the request alone is too long), that is
-    sent, and the server has the last word.
+    clips the longest outputs (and files) first (a prompt's length grows with the cap, since
+    `clip` never lengthens a text). When not even a cap of 0 fits (the request alone is too
+    long), that is sent, and the server has the last word.
     """
     data = build(None)
     prompt = render(data)
@@ -341,6 +379,17 @@ def fit(
             high = middle - 1
     data = build(low)
     return data, render(data)
+
+
+def clipped(items: tuple[ContextItem, ...], cap: int | None) -> tuple[ContextItem, ...]:
+    """`items` with each file's content cut to `cap` characters and marked (prompts.clipping);
+    other context items, which the loop made to fit already, as they are."""
+    if cap is None:
+        return items
+    return tuple(
+        ContextItem(item.type, item.name, clip(item.content, cap)) if item.type == "file" else item
+        for item in items
+    )
 
 
 #: The most characters XML escaping makes of one (`"` becomes `&quot;`), and room for the tags.

@@ -82,6 +82,11 @@ class PlanStep(Model):
     #: before this field): every step before it in the plan, so such a plan runs one step at a
     #: time in its order, as it always did. [] needs none: it may run with any other.
     depends_on: list[str] | None = None
+    #: The tool the step calls (tools/): its result is the step's output, no LLM call is made.
+    #: None: a reasoning step, done by the model.
+    tool: str | None = Field(None, min_length=1, max_length=128)
+    #: The tool's arguments, checked against its input schema before the call.
+    arguments: dict[str, Any] | None = None
 
     @property
     def executed(self) -> bool:
@@ -369,6 +374,29 @@ class CritiqueIssue(Model):
     expected_effect: str = ""
 
 
+ToolOutcome = Literal["ok", "error", "timeout", "failed", "invalid", "unknown"]
+
+
+class ToolCall(Model):
+    """One step's tool call in a pass, as the run page, the SSE stream and the answer show it.
+
+    Outcomes: `ok`; `error` (the tool answered with isError); `timeout`; `failed` (its server
+    could not be reached); `invalid` (the arguments broke the tool's schema, still after their
+    one repair: no call was made); `unknown` (no such tool here: the step was rewritten as a
+    reasoning step by its one repair, and no call was made).
+    """
+
+    step_id: str
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    outcome: ToolOutcome
+    seconds: float = Field(0.0, ge=0)
+    #: The start of the result (or of why there is none), for display.
+    excerpt: str = ""
+    #: The repair that preceded the call (the tool-call or the missing-tool repair), if any.
+    repaired: Literal["arguments", "missing_tool"] | None = None
+
+
 class ExecutionPass(Model):
     pass_number: int = Field(..., ge=1)
     executed_step_ids: list[str] = Field(default_factory=list)
@@ -384,6 +412,8 @@ class ExecutionPass(Model):
     score: float = 0.0
     converged: bool = False
     refinement: RefinementRecord | None = None
+    #: The pass's tool calls, in plan order.
+    tool_calls: list[ToolCall] = Field(default_factory=list)
 
     @field_validator("refinement", mode="before")
     @classmethod

@@ -10,11 +10,13 @@ pass (phases.planning).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import ValidationError
 
 from aeonloop.bus.keys import memo_scope
 from aeonloop.exceptions import LLMFailure
-from aeonloop.phases import exits, render, summaries
+from aeonloop.phases import exits, history, render, summaries, tool_calls
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
 from aeonloop.phases.events import (
     Event,
@@ -25,14 +27,21 @@ from aeonloop.phases.events import (
     TaskProfiled,
 )
 from aeonloop.phases.llm_calls import LLMSession
-from aeonloop.phases.models import Plan, PlanStep, with_sound_dependencies
-from aeonloop.phases.planning import adopt, refine, refinement_budget, validate
+from aeonloop.phases.models import Plan, SemanticValidationReport, with_sound_dependencies
+from aeonloop.phases.planning import (
+    adopt,
+    refine,
+    refinement_budget,
+    step_from_output,
+    validate,
+)
 from aeonloop.prompts.registry import (
     PlanBody,
     PlanGenerationInput,
     PlanGenerationOutput,
     PromptId,
 )
+from aeonloop.tools.base import ToolSpec
 
 MAX_STEP_ID = 64  # PlanStep.step_id's limit
 
@@ -40,13 +49,15 @@ MAX_STEP_ID = 64  # PlanStep.step_id's limit
 async def handle(event: TaskProfiled, deps: PhaseDeps) -> list[Event]:
     """TaskProfiled → PlanReady with `run.plan`, or LoopExited("failed") when no plan came."""
     run = event.run
-    session = deps.session(event.correlation_id, run.usage, event.deadline)
+    files = await history.load_files(deps.records, event.correlation_id, run)
+    session = deps.session(event.correlation_id, run.usage, event.deadline, files)
+    tools = deps.tool_runner(run).specs
     try:
-        plan = await generate_plan(session, run)
+        plan = await generate_plan(session, run, tools)
     except (LLMFailure, ValidationError) as error:
         return [_no_plan(event, run, f"plan generation failed: {error}")]
     run.plan = plan
-    await _validate_and_refine(session, run, plan, deps.settings)
+    await _validate_and_refine(session, run, plan, deps.settings, tools)
     if run.approve_plan:  # paused until a person approves it (phases.approvals)
         return [event.child(PlanAwaitingApproval, run=run)]
     return [event.child(PlanReady, run=run)]
@@ -57,11 +68,13 @@ def _no_plan(event: TaskProfiled, run: RunState, detail: str) -> LoopExited:
     return exits.loop_exited(event, exits.no_plan(detail))
 
 
-async def generate_plan(session: LLMSession, run: RunState) -> Plan:
+async def generate_plan(session: LLMSession, run: RunState, tools: Sequence[ToolSpec] = ()) -> Plan:
+    """The plan for `run`; its steps may call `tools`, which the prompt lists."""
     data = PlanGenerationInput(
         request=run.request,
         profile_summary=render.profile_text(run.profile),
         rules_summary=summaries.rules_summary(run.rules),
+        tools=tool_calls.offers(tools),
     )
     output = await session.json(
         PromptId.PLAN_GENERATION_USER, data, PlanGenerationOutput, scope=memo_scope("b", "plan")
@@ -78,13 +91,7 @@ def plan_from_output(body: PlanBody) -> Plan:
     for raw, step_id in zip(body.steps, ids, strict=True):
         renamed.setdefault(raw.step_id, step_id)
     steps = [
-        PlanStep(
-            step_id=step_id,
-            description=step.description,
-            depends_on=None
-            if step.depends_on is None
-            else [renamed.get(d, d) for d in step.depends_on],
-        )
+        step_from_output(step, step_id, renamed)
         for step_id, step in zip(ids, body.steps, strict=True)
     ]
     return Plan(goal=body.goal, steps=with_sound_dependencies(steps))
@@ -107,8 +114,15 @@ def unique_step_ids(ids: list[str]) -> list[str]:
 
 
 async def _validate_and_refine(
-    session: LLMSession, run: RunState, plan: Plan, settings: LoopSettings
+    session: LLMSession,
+    run: RunState,
+    plan: Plan,
+    settings: LoopSettings,
+    tools: Sequence[ToolSpec],
 ) -> None:
+    """The model's semantic validation, plus the host's own finding that a step calls a tool
+    this run does not have; refined once if either found issues."""
+    invented = tool_calls.invented_tools(plan, tools)
     try:
         report = await validate(
             session,
@@ -119,7 +133,10 @@ async def _validate_and_refine(
         )
     except LLMFailure as error:
         run.notes.append(summaries.failure_note("B", "plan validation", error, "plan kept as is"))
-        return
+        if not invented:
+            return
+        report = SemanticValidationReport()
+    report.issues.extend(invented)
     if not report.issues:
         return
     budget = refinement_budget(settings, run)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 from aeonloop.bus.keys import memo_scope
@@ -38,8 +38,10 @@ from aeonloop.phases.models import (
     Plan,
     PlanStep,
     SemanticValidationReport,
+    ToolCall,
 )
 from aeonloop.phases.planning import adopt, refine, refinement_budget, validate
+from aeonloop.phases.tool_calls import NO_TOOLS, ToolRunner, run_tool_step
 from aeonloop.prompts.clipping import STORED_MARKER, clip
 from aeonloop.prompts.registry import (
     ConvergenceAssessmentInput,
@@ -48,6 +50,7 @@ from aeonloop.prompts.registry import (
     CritiqueOutput,
     PromptId,
     ReasoningStepInput,
+    goal_text,
 )
 from aeonloop.prompts.replies import is_blocked_reply, is_refusal
 
@@ -64,9 +67,16 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
         return [exits.loop_exited(event, stop)]
     await history.load_outputs(deps.records, event.correlation_id, run)  # of earlier passes
     plan = run.plan
-    session = deps.session(event.correlation_id, run.usage, event.deadline)
+    files = await history.load_files(deps.records, event.correlation_id, run)
+    session = deps.session(event.correlation_id, run.usage, event.deadline, files)
     record = await execute(
-        session, run, plan, number, settings.max_step_output_chars, settings.max_parallel_steps
+        session,
+        run,
+        plan,
+        number,
+        settings.max_step_output_chars,
+        settings.max_parallel_steps,
+        deps.tool_runner(run),
     )
     try:
         await evaluate(session, run, plan, record, settings)
@@ -94,6 +104,7 @@ async def execute(
     number: int,
     output_chars: int,
     parallel: int = 1,
+    tools: ToolRunner = NO_TOOLS,
 ) -> ExecutionPass:
     """Run every step not done yet; one that does not complete is "failed".
 
@@ -108,6 +119,9 @@ async def execute(
     converge, and the step runs again next pass. Each step sees the outputs of the done steps
     it depends on (`visible_outputs`), clipped longest first if the prompt needs it. Outputs
     are stored cut to `output_chars`.
+
+    A step that names a tool is done by calling it (phases.tool_calls), within the same bound;
+    one whose tool is not here is rewritten by its repair and done by the model.
     """
     record = ExecutionPass(pass_number=number)
     earlier = [s.step_id for s in plan.steps if s.executed]  # done in earlier passes
@@ -115,11 +129,20 @@ async def execute(
     calls = asyncio.Semaphore(parallel)
 
     async def run_step(step: PlanStep) -> StepOutcome:
-        prior = visible_outputs(plan, step, earlier)
-        build = functools.partial(step_input, run, plan.goal, step, prior, number)
-        scope = memo_scope("c", "step", pass_number=number, step=step.step_id)
         async with calls:
-            return await attempt_step(session, build, scope, output_chars)
+            call = None
+            if step.tool is not None:
+                done = await run_tool_step(session, tools, step, number, output_chars)
+                if not done.needs_model:
+                    return StepOutcome(
+                        done.output, failed=done.failed, step=done.step, call=done.call
+                    )
+                step, call = done.step, done.call
+            prior = visible_outputs(plan, step, earlier)
+            build = functools.partial(step_input, run, plan.goal, step, prior, number)
+            scope = memo_scope("c", "step", pass_number=number, step=step.step_id)
+            outcome = await attempt_step(session, build, scope, output_chars)
+            return replace(outcome, step=step, call=call)
 
     by_id = {s.step_id: s for s in plan.steps}
     while waiting:  # the plan has no cycles (models.Plan), so each round runs at least one
@@ -155,9 +178,11 @@ def _record_step(
     """Put one step's outcome in the plan, the pass's record and the run's notes."""
     index = plan.steps.index(step)
     status = "done" if outcome.completed else "failed"
-    plan.steps[index] = step.model_copy(
+    plan.steps[index] = (outcome.step or step).model_copy(
         update={"status": status, "output": outcome.output, "executed_in_pass": number}
     )
+    if outcome.call is not None:
+        record.tool_calls.append(outcome.call)
     if outcome.blocked:
         record.blocked_step_ids.append(step.step_id)
         said = summaries.first_line(outcome.blocked)
@@ -182,7 +207,7 @@ def step_input(
     """The step's prompt input, with each earlier output cut to `cap` characters (None: whole)."""
     return ReasoningStepInput(
         request=run.request,
-        goal=goal,
+        goal=goal_text(goal, run.request),
         step_id=step.step_id,
         step_description=step.description,
         prior_outputs=summaries.step_outputs(prior, cap),
@@ -199,6 +224,10 @@ class StepOutcome:
     blocked: str | None = None
     #: Why the step did not complete for a reason that says nothing about the task.
     failed: str | None = None
+    #: The step as it now stands, when its tool's repair rewrote it (None: as planned).
+    step: PlanStep | None = None
+    #: Its tool call, if it named a tool.
+    call: ToolCall | None = None
 
     @property
     def completed(self) -> bool:
@@ -296,7 +325,7 @@ async def assess(
     def build(cap: int | None) -> ConvergenceAssessmentInput:
         return ConvergenceAssessmentInput(
             request=run.request,
-            goal=plan.goal,
+            goal=goal_text(plan.goal, run.request),
             pass_number=number,
             step_outputs=outputs(cap),
             rules_summary=summaries.rule_results_text(record.evaluation),

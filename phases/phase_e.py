@@ -42,6 +42,7 @@ from aeonloop.phases import exits, history, render
 from aeonloop.phases.cancels import until_cancelled
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import (
+    AttachedFile,
     Event,
     ExecutionResult,
     FinalAnswerReady,
@@ -64,6 +65,7 @@ from aeonloop.prompts.registry import (
     FinalAnswerOutput,
     PromptId,
     PromptRegistry,
+    goal_text,
 )
 
 #: PhaseEInput's optional upstream artifacts, in the order answers present them (FR-028).
@@ -190,6 +192,7 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     better one later.
     """
     passes = await _load_history(deps, event) if event.run is not None else None
+    files = await _load_files(deps, event)
     phase_e_input = build_phase_e_input(event, passes)
     usage = event.run.usage.model_copy() if event.run else Usage()
     context = exit_context(event)
@@ -198,7 +201,7 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     if without is not None:
         answer = degraded_answer(phase_e_input, without, context)
     else:
-        session = deps.session(cid, usage, event.deadline)
+        session = deps.session(cid, usage, event.deadline, files)
         try:
             work = synthesize(phase_e_input, session, context)
             answer = await until_cancelled(deps.cancels, cid, work)
@@ -223,6 +226,18 @@ async def _load_history(deps: PhaseDeps, event: LoopExited) -> list[dict[str, An
         run.notes.append(f"phase E: answered without the passes' records: {error}")
         last = event.execution_pass
         return [last.model_dump(mode="json")] if last else []
+
+
+async def _load_files(deps: PhaseDeps, event: LoopExited) -> list[AttachedFile]:
+    """The files the run's request attached, for the answer's prompt; a record that is gone is
+    noted, and the answer made without them (as without a lost history)."""
+    if event.run is None:
+        return []
+    try:
+        return await history.load_files(deps.records, event.correlation_id, event.run)
+    except history.HistoryMissing as error:
+        event.run.notes.append(f"phase E: answered without the attached files: {error}")
+        return []
 
 
 def fallback_answer(
@@ -304,10 +319,10 @@ def synthesis_input(phase_e_input: PhaseEInput, cap: int | None = None) -> Answe
         total_refinements=phase_e_input.total_refinements,
         ttl_remaining=phase_e_input.ttl_remaining,
         last_pass_score=last_pass_score(phase_e_input),
-        plan_summary=plan_summary(phase_e_input.plan_state),
-        results_summary=results_summary(
-            phase_e_input.execution_results, phase_e_input.plan_state, limit
-        ),
+        plan_summary=plan_summary(phase_e_input.plan_state, phase_e_input.request),
+        # Under their ids alone: the plan summary just above gives each step's description,
+        # so repeating it over each result would send every description twice.
+        results_summary=results_summary(phase_e_input.execution_results, None, limit),
         assessment_summary=assessment,
         missing_fields=list(missing_fields(phase_e_input)),
     )
@@ -427,11 +442,24 @@ def build_metadata(
     findings = failed_rules(phase_e_input)
     if findings:
         metadata["failed_rules"] = [finding.model_dump() for finding in findings]
+    calls = tool_calls(phase_e_input)
+    if calls:
+        metadata["tool_calls"] = calls
     for name in ARTIFACT_FIELDS:
         value = getattr(phase_e_input, name)
         if value:
             metadata[name] = value
     return metadata
+
+
+def tool_calls(phase_e_input: PhaseEInput) -> list[dict[str, Any]]:
+    """Every tool call of the run, oldest first, each with its pass: what a reader of the
+    answer looks for first, gathered from the passes' records (`execution_passes`)."""
+    return [
+        {"pass_number": record.get("pass_number"), **call}
+        for record in phase_e_input.execution_passes or []
+        for call in record.get("tool_calls") or []
+    ]
 
 
 def answer_event(
@@ -475,9 +503,13 @@ def _tolerant(summary: Callable[..., str]) -> Callable[..., str]:
 
 
 @_tolerant
-def plan_summary(plan_state: dict[str, Any]) -> str:
-    """Goal, then one line per step with its status."""
-    lines = [f"goal: {plan_state['goal']}"] if plan_state.get("goal") else []
+def plan_summary(plan_state: dict[str, Any], request: str | None = None) -> str:
+    """Goal, then one line per step with its status. Given the `request` a prompt also shows,
+    a goal that only restates it is not sent again (registry.goal_text)."""
+    goal = str(plan_state.get("goal") or "")
+    if goal and request is not None:
+        goal = goal_text(goal, request)
+    lines = [f"goal: {goal}"] if goal else []
     lines += [
         f"- {step['step_id']} ({step.get('status', 'unknown')}): {step.get('description', '')}"
         for step in plan_state.get("steps") or []
@@ -492,8 +524,9 @@ def results_summary(
     limit: int,
     shorten: Callable[[str, int], str] = clip,
 ) -> str:
-    """Each step's output under its id and description, clipped to `limit` characters (with
-    the context marker for a prompt; answers shown to people pass a plainer `shorten`)."""
+    """Each step's output under its id and, given the plan, its description; clipped to `limit`
+    characters (with the context marker for a prompt; answers shown to people pass a plainer
+    `shorten`)."""
     descriptions = _step_descriptions(plan_state)
     return "\n\n".join(
         _result_block(str(step_id), descriptions.get(str(step_id), ""), shorten(_text(out), limit))

@@ -8,7 +8,7 @@ refinement is bounded per pass and per run, and one that would empty the plan is
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Literal
 
 from pydantic import ValidationError
@@ -26,6 +26,7 @@ from aeonloop.phases.models import (
     apply_refinements,
 )
 from aeonloop.prompts.registry import (
+    PlanStepOutput,
     PromptId,
     RefinementActionOutput,
     RefinementInput,
@@ -120,12 +121,23 @@ def action_from_output(item: RefinementActionOutput) -> RefinementAction:
     return RefinementAction(
         action_type=item.action_type,
         target_step_id=item.target_step_id,
-        new_step=PlanStep(
-            step_id=new.step_id, description=new.description, depends_on=new.depends_on
-        )
-        if new
-        else None,
+        new_step=step_from_output(new) if new else None,
         reason=item.reason,
+    )
+
+
+def step_from_output(
+    step: PlanStepOutput, step_id: str | None = None, renamed: Mapping[str, str] | None = None
+) -> PlanStep:
+    """The domain step of a model's step: under `step_id` if given, its dependencies' ids
+    passed through `renamed` (ids made unique), and its tool call if it names one."""
+    names = renamed or {}
+    return PlanStep(
+        step_id=step_id or step.step_id,
+        description=step.description,
+        depends_on=None if step.depends_on is None else [names.get(d, d) for d in step.depends_on],
+        tool=step.tool or None,
+        arguments=step.arguments if step.tool else None,
     )
 
 

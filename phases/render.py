@@ -96,14 +96,17 @@ def pass_steps(record: ExecutionPass) -> list[StepVerdict]:
 
 
 def pass_line(record: ExecutionPass) -> str:
-    """The pass in one line: `pass 2: score 0.91, not converged, 2 step(s) run, blocked: s3,
-    1 refinement action(s) applied`."""
+    """The pass in one line: `pass 2: score 0.91, not converged, 2 step(s) run, tool call(s):
+    add ok, blocked: s3, 1 refinement action(s) applied`."""
     verdict = "converged" if record.converged else "not converged"
     parts = [
         f"pass {record.pass_number}: score {record.score:.2f}",
         verdict,
         f"{len(record.executed_step_ids)} step(s) run",
     ]
+    if record.tool_calls:
+        calls = ", ".join(f"{c.tool} {c.outcome}" for c in record.tool_calls)
+        parts.append(f"tool call(s): {calls}")
     if record.blocked_step_ids:
         parts.append(f"blocked: {', '.join(record.blocked_step_ids)}")
     if record.failed_steps:

@@ -49,7 +49,9 @@ def profile_json(profile: TaskProfile) -> str:
 def plan_json(plan: Plan) -> str:
     """The plan without step outputs: what refinement may act on, not what the steps said."""
     steps = [
-        {"step_id": s.step_id, "description": s.description, "status": s.status} for s in plan.steps
+        {"step_id": s.step_id, "description": s.description, "status": s.status}
+        | ({"tool": s.tool, "arguments": s.arguments or {}} if s.tool else {})
+        for s in plan.steps
     ]
     return as_json_text({"goal": plan.goal, "steps": steps})
 
@@ -57,8 +59,15 @@ def plan_json(plan: Plan) -> str:
 def plan_text(plan: Plan) -> str:
     """The plan as the validator reads it: goal, then one step per line."""
     lines = [f"goal: {plan.goal}"]
-    lines += [f"- {s.step_id}: {s.description}" for s in plan.steps]
+    lines += [f"- {s.step_id}: {s.description}{_tool_text(s)}" for s in plan.steps]
     return "\n".join(lines)
+
+
+def _tool_text(step: PlanStep) -> str:
+    """How a plan in text shows a step's tool call (nothing for a reasoning step)."""
+    if step.tool is None:
+        return ""
+    return f" [tool {step.tool}, arguments {as_json_text(step.arguments or {})}]"
 
 
 def step_outputs(steps: Iterable[PlanStep], cap: int | None = None) -> str:

@@ -44,6 +44,7 @@ from aeonloop.phases.events import (
     TaskProfiled,
 )
 from aeonloop.prompts.registry import default_registry
+from aeonloop.tools.base import NoTools, Toolbox
 from aeonloop.webhooks import WebhookSettings
 from aeonloop.webhooks import route as webhook_route
 
@@ -60,6 +61,9 @@ PHASE_INPUTS: dict[str, tuple[type[Event], ...]] = {
 }
 
 Handler = Callable[[Event, PhaseDeps], Awaitable[list[Event]]]
+#: The run records each phase of A–D reads with its event's lock (phases.history); E's route
+#: names its own.
+_RECORDS = {"b": history.records_for_b, "c": history.records_for_c}
 
 
 def build_routes(deps: PhaseDeps, phases: Iterable[str] = PHASES) -> list[Route]:
@@ -81,7 +85,7 @@ def build_routes(deps: PhaseDeps, phases: Iterable[str] = PHASES) -> list[Route]
             types={t.__name__: t for t in PHASE_INPUTS[name]},
             handle=_stoppable(handler, deps),
             give_up=_send_to_phase_e,
-            records=history.records_for_c if name == "c" else None,
+            records=_RECORDS.get(name),
         )
         for name, handler in handlers.items()
         if name in wanted
@@ -107,8 +111,10 @@ def make_worker(
     phases: Iterable[str] = PHASES,
     loop: LoopSettings | None = None,
     webhooks: WebhookSettings | None = None,
+    tools: Toolbox | None = None,
 ) -> BusWorker:
-    """A bus worker running the named phases with `llm`, memoising replies in Redis; it reads
+    """A bus worker running the named phases with `llm` and `tools` (connected by the caller,
+    for the worker's life: tools.config.open_toolbox), memoising replies in Redis; it reads
     no new work while the LLM server is away (llm.outage)."""
     worker = BusWorker(redis, settings, pauses=[llm.outage] if llm.outage else [])
     deps = PhaseDeps(
@@ -118,6 +124,7 @@ def make_worker(
         records=worker.records,
         settings=loop or LoopSettings.from_env(),
         cancels=worker.cancels,
+        tools=tools or NoTools(),
     )
     worker.add(build_routes(deps, phases))
     sweeper = approvals.Sweeper(
@@ -136,7 +143,7 @@ def _stoppable(handler: Handler, deps: PhaseDeps) -> Callable[[Event, Delivery],
     abandoned, phases.cancels) or that may start no further call (its token budget is spent).
     A run so stopped goes to E as the hop was given it (its usage aside): what the abandoned
     work changed in place is not the run's. What the hop returns goes with the records of the
-    passes it ran (phases.history)."""
+    passes it ran, and, for a request, of the files it attached (phases.history)."""
 
     async def handle(event: Event, delivery: Delivery) -> list[Event | RunRecord]:
         run = getattr(event, "run", None)
@@ -156,7 +163,8 @@ def _stoppable(handler: Handler, deps: PhaseDeps) -> Callable[[Event, Delivery],
                 outputs = [exits.loop_exited(event, exits.llm_away(error))]
             except RunStopped as error:
                 outputs = [exits.loop_exited(event, exits.stopped(error), run=given)]
-        return [*history.new_records(outputs, kept), *outputs]
+        records = [*history.file_records(event), *history.new_records(outputs, kept)]
+        return [*records, *outputs]
 
     return handle
 
@@ -172,12 +180,15 @@ def _as_given(event: Event, deps: PhaseDeps) -> RunState | None:
 
 def _send_to_phase_e(dead: DeadLetter, delivery: Delivery) -> list[Event | RunRecord]:
     """The run to E as failed, with the records of passes its event carried inline (an event
-    from a version that sent them so), which nothing else would write. (What the delivery read
-    is not needed: E reads the run's history itself.)"""
+    from a version that sent them so), or of the files its request attached, which nothing
+    else would write. (What the delivery read is not needed: E reads the run's history
+    itself.)"""
     stop = exits.gave_up(dead.group, dead.reason)
     if dead.event is not None:
         exit_event = exits.loop_exited(dead.event, stop)
-        return [*history.new_records([exit_event], history.kept_passes(exit_event.run)), exit_event]
+        kept = history.kept_passes(exit_event.run)
+        records = [*history.file_records(dead.event), *history.new_records([exit_event], kept)]
+        return [*records, exit_event]
     return [exits.loop_exited(dead, stop)] if dead.correlation_id else []
 
 

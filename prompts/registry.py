@@ -121,10 +121,25 @@ class TaskProfileUpdateInput(PromptInput):
     )
 
 
+class ToolOffer(PromptInput):
+    """A tool a plan step may call, as plan generation lists it (one line each)."""
+
+    name: str = Field(..., min_length=1)
+    description: str = ""
+    #: The tool's input schema, as compact JSON text.
+    input_schema: str = "{}"
+
+    def __str__(self) -> str:
+        about = self.description.strip() or "no description"
+        return f"- {self.name}: {about} Arguments (JSON schema): {self.input_schema}"
+
+
 class PlanGenerationInput(PromptInput):
     request: str = Field(..., min_length=1)
     profile_summary: str = ""
     rules_summary: str = ""
+    #: The tools this run's steps may call (tools/); empty: none, every step is reasoning.
+    tools: list[ToolOffer] = Field(default_factory=list)
 
 
 class SemanticValidationInput(PromptInput):
@@ -176,6 +191,8 @@ class RepairToolCallInput(PromptInput):
     tool_name: str
     malformed_call: str
     error: str
+    #: The JSON schema the call's arguments must satisfy, as the tool's server gives it.
+    argument_schema: str = ""
 
 
 class RepairPlanInput(PromptInput):
@@ -242,6 +259,10 @@ class PlanStepOutput(PromptOutput):
     description: str = Field(..., min_length=1)
     #: The ids of the steps whose outputs this one needs; omitted: every earlier step.
     depends_on: list[str] | None = None
+    #: A tool from the plan prompt's list that does this step; omitted: the model does it.
+    tool: str | None = None
+    #: The tool's arguments, an object matching its input schema.
+    arguments: dict[str, Any] | None = None
 
 
 #: A plan needs a step: said in the schema (`minItems`), not only by phase B after the fact, so
@@ -330,6 +351,20 @@ class FinalAnswerOutput(PromptOutput):
 
 #: How an empty string or list renders, so a prompt never shows a dangling "Rules:" line.
 NONE_TEXT = "(none)"
+#: A plan's goal that only restates the request, as a prompt showing both gives it: the
+#: request is already in the prompt, and sending it twice pays for it twice.
+GOAL_AS_REQUEST = "(the request above)"
+
+
+def goal_text(goal: str, request: str) -> str:
+    """The plan's goal as a prompt beside the request shows it: GOAL_AS_REQUEST when it is
+    the request's own words (or a cut of them), else the goal."""
+
+    def words(text: str) -> str:
+        return " ".join(text.lower().split()).rstrip(".!?… ")
+
+    said = words(goal)
+    return GOAL_AS_REQUEST if said and said in words(request) else goal
 
 
 @dataclass(frozen=True)
@@ -404,8 +439,13 @@ def _validated_input(
 
 
 def _render_value(value: Any) -> str:
-    """A field as prompt text: lists joined with commas, empty values as NONE_TEXT."""
-    text = ", ".join(str(item) for item in value) if isinstance(value, list) else str(value)
+    """A field as prompt text: lists joined with commas (lists of models, such as tools, one
+    per line), empty values as NONE_TEXT."""
+    if isinstance(value, list):
+        joiner = "\n" if value and isinstance(value[0], BaseModel) else ", "
+        text = joiner.join(str(item) for item in value)
+    else:
+        text = str(value)
     return text if text.strip() else NONE_TEXT
 
 
@@ -501,16 +541,22 @@ _PLAN_EXAMPLE: dict[str, Any] = {
                 "step_id": "s1",
                 "description": "What this step does and what it must produce.",
                 "depends_on": [],
+                "tool": None,
+                "arguments": None,
             },
             {
                 "step_id": "s2",
                 "description": "Another piece of work that does not need s1.",
                 "depends_on": [],
+                "tool": None,
+                "arguments": None,
             },
             {
                 "step_id": "s3",
                 "description": "Work that builds on the outputs of s1 and s2.",
                 "depends_on": ["s1", "s2"],
+                "tool": None,
+                "arguments": None,
             },
         ],
     }
@@ -521,7 +567,10 @@ _PLAN_FIELDS = """\
 - plan.steps: list of steps in execution order; each has step_id (a short string, unique within
   the plan, at most 64 characters), description (a non-empty string) and depends_on (the ids of
   the earlier steps whose outputs it needs; [] when it needs none). Steps that need nothing of
-  each other run at the same time, and a step is shown only the outputs of those it names."""
+  each other run at the same time, and a step is shown only the outputs of those it names.
+- A step that a listed tool does also has tool (the tool's name, exactly as listed) and
+  arguments (an object matching the tool's argument schema); the tool's result is the step's
+  output. Name only listed tools; leave tool out of every other step."""
 
 
 def _definitions() -> list[PromptDefinition]:
@@ -571,6 +620,7 @@ def _definitions() -> list[PromptDefinition]:
             "Request:\n{request}\n\n"
             "Task profile:\n{profile_summary}\n\n"
             "Rules the final answer will be checked against:\n{rules_summary}\n\n"
+            "Tools a step may call:\n{tools}\n\n"
             "Each step is one concrete piece of work whose output later steps can build on, in "
             "the order it must be done. Use as few steps as the task needs (usually 2 to 7). A "
             "step that only restates the request is not a step; the last step assembles the "
@@ -732,6 +782,8 @@ def _definitions() -> list[PromptDefinition]:
                             "step_id": "s4",
                             "description": "Compare the two totals.",
                             "depends_on": ["s1", "s2"],
+                            "tool": None,
+                            "arguments": None,
                         },
                         "reason": "Nothing covers the comparison the request asks for.",
                     },
@@ -742,6 +794,8 @@ def _definitions() -> list[PromptDefinition]:
                             "step_id": "s2",
                             "description": "List the costs per year.",
                             "depends_on": [],
+                            "tool": None,
+                            "arguments": None,
                         },
                         "reason": "s2 was too vague to carry out.",
                     },
@@ -755,7 +809,8 @@ def _definitions() -> list[PromptDefinition]:
             },
             '- actions: list. action_type is "ADD", "MODIFY", "REMOVE" or "REPLACE"; '
             "target_step_id is a step id or null; new_step has step_id, description and "
-            "depends_on (the ids of the steps whose outputs it needs, [] for none), or is null; "
+            "depends_on (the ids of the steps whose outputs it needs, [] for none), and tool and "
+            "arguments (null, unless the step calls a tool the plan already uses), or is null; "
             "reason names the issue the action fixes.",
         ),
         # ---- recursive planning --------------------------------------------------------------
@@ -791,11 +846,15 @@ def _definitions() -> list[PromptDefinition]:
                             "step_id": "s2.1",
                             "description": "The first part of the step's work.",
                             "depends_on": [],
+                            "tool": None,
+                            "arguments": None,
                         },
                         {
                             "step_id": "s2.2",
                             "description": "The second part, using s2.1.",
                             "depends_on": ["s2.1"],
+                            "tool": None,
+                            "arguments": None,
                         },
                     ],
                 }
@@ -828,6 +887,7 @@ def _definitions() -> list[PromptDefinition]:
             "Repair a malformed tool call.",
             'A call to the tool "{tool_name}" was malformed and was not run.\n\n'
             "Error:\n{error}\n\n"
+            "The JSON schema its arguments must satisfy:\n{argument_schema}\n\n"
             "The call as written:\n{malformed_call}\n\n"
             "Write the corrected call: the same tool and the same intent, with the arguments "
             "fixed so that this error cannot happen again. Reply with the corrected call only, in "

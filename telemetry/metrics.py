@@ -95,6 +95,19 @@ LLM_SECONDS = Histogram(
     buckets=_LATENCY_BUCKETS,
 )
 
+TOOL_CALLS = Counter(
+    "aeon_tool_calls",
+    "Tool calls to MCP servers, by outcome: ok, error (the tool answered isError), timeout, "
+    "failed (no answer: the server could not be reached or refused the call), cancelled",
+    ["tool", "outcome"],
+)
+TOOL_SECONDS = Histogram(
+    "aeon_tool_call_seconds",
+    "Tool call time, whatever its outcome",
+    ["tool"],
+    buckets=_LATENCY_BUCKETS,
+)
+
 HTTP_REQUESTS = Counter(
     "aeon_http_requests", "HTTP requests answered by `aeon serve`", ["method", "route", "status"]
 )
@@ -255,6 +268,12 @@ def llm_retry(model: str) -> None:
 def llm_memo_hit(prompt_id: str) -> None:
     if _enabled:
         LLM_MEMO_HITS.labels(prompt_id).inc()
+
+
+def tool_call(tool: str, outcome: str, seconds: float) -> None:
+    if _enabled:
+        TOOL_CALLS.labels(tool, outcome).inc()
+        TOOL_SECONDS.labels(tool).observe(seconds)
 
 
 async def watch_loop_lag() -> None:

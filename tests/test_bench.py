@@ -55,6 +55,7 @@ def test_meta_says_what_ran(report: dict[str, Any]) -> None:
         "events",
         "retention",
         "costs",
+        "tools",
     ]
     assert meta["redis"]["source"] == "url"
     assert _positive(meta["duration_s"])
@@ -209,6 +210,21 @@ def test_costs_counts_calls_tokens_and_waiting(report: dict[str, Any]) -> None:
         calls_s = run["calls"] * section["llm_delay_ms"] / 1000
         assert run["wall_vs_calls"] == pytest.approx(run["wall_s"] / calls_s, abs=0.01)
     assert section["calls_per_run"] == 12
+    checks = section["cancel_checks"]
+    # One before each of the 12 calls and each of the 6 hops (A, B, C, D, C, E), plus the polls.
+    assert checks["per_run"] >= 18
+    assert _positive(checks["cpu_us_each"]) and _positive(checks["wall_us_each"])
+    expected = checks["per_run"] * checks["cpu_us_each"] / 1000
+    assert checks["cpu_ms_per_run"] == pytest.approx(expected, abs=0.001)
+
+
+def test_tools_compares_a_tool_step_with_a_reasoning_step(report: dict[str, Any]) -> None:
+    section = report["tools"]
+    assert section["runs"] >= 10
+    for kind in ("reasoning", "tool"):
+        assert _positive(section[kind]["wall_ms"]) and _positive(section[kind]["worker_cpu_ms"])
+    adds = section["tool"]["wall_ms"] - section["reasoning"]["wall_ms"]
+    assert section["tool_call_adds_ms"] == pytest.approx(adds, abs=0.01)
 
 
 def test_every_target_is_judged(report: dict[str, Any]) -> None:

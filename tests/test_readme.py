@@ -16,12 +16,14 @@ import pytest
 
 from aeonloop.bus.settings import BusSettings
 from aeonloop.gateway.http.settings import HttpSettings
+from aeonloop.gateway.validation import FileSettings
 from aeonloop.llm.factory import LLMSettings
 from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import RequestSubmitted
 from aeonloop.settings import AeonSettings, LogSettings
 from aeonloop.telemetry.metrics import MetricsSettings
 from aeonloop.telemetry.tracing import TracingSettings
+from aeonloop.tools.config import ToolSettings
 from aeonloop.webhooks import WebhookSettings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,6 +67,8 @@ SETTINGS = (
     HttpSettings,
     LogSettings,
     WebhookSettings,
+    FileSettings,
+    ToolSettings,
 )
 
 #: A row of a settings table: `| `AEON_X` | default | meaning |`.

@@ -2,7 +2,8 @@
 
 Exit codes (docs/cli.md, "Exit codes"):
     0  answered            1  answered, degraded (the loop did not converge or something failed)
-    2  bad input or settings: nothing was published
+    2  bad input or settings: nothing was published (an MCP server of AEON_MCP_CONFIG that
+       cannot start or answer, at start, is one)
     3  no answer in time (the correlation id is printed to fetch it later)
     4  Redis unreachable or refusing writes
     5  `aeon status`: the deployment needs attention (each reason an "attention:" line)
@@ -48,22 +49,29 @@ from aeonloop.gateway.http import serve
 from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.validation import (
+    FileSettings,
     as_option,
     check_max_ttl,
     check_request,
     check_timeout,
     check_token_budget,
+    check_tools,
     load_rules,
+    read_files,
+    unknown_tools,
 )
+from aeonloop.llm.base import LLMAdapter
 from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.phases import approvals, render
 from aeonloop.phases.deps import LoopSettings
-from aeonloop.phases.events import ExecutionResult, WebhookSettled
+from aeonloop.phases.events import AttachedFile, ExecutionResult, WebhookSettled
 from aeonloop.phases.worker import PHASES, make_worker
 from aeonloop.settings import LogSettings
 from aeonloop.telemetry import metrics, tracing
 from aeonloop.telemetry.metrics import MetricsSettings
 from aeonloop.telemetry.tracing import TracingSettings
+from aeonloop.tools.base import Toolbox
+from aeonloop.tools.config import ToolSettings, open_toolbox
 from aeonloop.webhooks import WebhookSettings
 
 EXIT_ANSWERED = 0
@@ -91,6 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.metrics = MetricsSettings.from_env()
         args.http = HttpSettings.from_env()
         args.tracing = TracingSettings.from_env()
+        args.file_limits = FileSettings.from_env()
+        args.tools = ToolSettings.from_env()
         tracing.setup(args.tracing, f"aeon-{args.command_name}")
     except SettingsError as error:
         return _fail(str(error), EXIT_BAD_INPUT)
@@ -176,17 +186,22 @@ async def ask(args: argparse.Namespace) -> int:
     check_max_ttl(args.max_ttl, args.loop.max_passes)  # before anything starts; submit checks too
     WebhookSettings.from_env().checked(args.webhook_url, "--webhook-url")  # likewise
     rules = load_rules(args.rules) if args.rules else []
+    files = read_files(args.file, args.file_limits)
     settings: BusSettings = args.settings
     # Cancelling tears down everything the command started, the embedded Redis included.
     task = asyncio.current_task()
     signals = _on_signals(task.cancel if task else lambda: None)
     try:
         if settings.redis_url:
-            return await _ask_on(settings, request, rules, args)
+            return await _ask_on(settings, request, rules, files, args)
         llm = await ready_adapter(args.llm)
         try:
-            async with embedded_pipeline(settings, llm, args.loop) as embedded:
-                return await _ask_on(embedded, request, rules, args, embedded=True)
+            async with (
+                open_toolbox(args.tools) as tools,
+                embedded_pipeline(settings, llm, args.loop, tools) as embedded,
+            ):
+                unknown_tools(args.tool_names, [spec.name for spec in tools.specs()])
+                return await _ask_on(embedded, request, rules, files, args, embedded=True)
         finally:
             await llm.aclose()
     except asyncio.CancelledError:
@@ -199,10 +214,12 @@ async def _ask_on(
     settings: BusSettings,
     request: str,
     rules: list,
+    files: list[AttachedFile],
     args: argparse.Namespace,
     embedded: bool = False,
 ) -> int:
-    async with AeonClient(settings=settings, loop=args.loop) as client:
+    limits = args.file_limits
+    async with AeonClient(settings=settings, loop=args.loop, file_limits=limits) as client:
         correlation_id = await client.submit(
             request,
             rules=rules,
@@ -211,6 +228,8 @@ async def _ask_on(
             on_progress=_print_progress,
             token_budget=args.token_budget,
             approve_plan=args.approve_plan,
+            files=files,
+            tools=args.tool_names,
             webhook_url=args.webhook_url,
         )
         _status(f"request {correlation_id} submitted")
@@ -352,13 +371,28 @@ async def worker(args: argparse.Namespace) -> int:
     if args.metrics_port:
         observing = observing.with_(metrics_port=args.metrics_port)
     llm = await ready_adapter(args.llm)
+    try:
+        async with open_toolbox(args.tools) as tools:
+            return await _work(args, settings, observing, llm, tools)
+    finally:
+        await llm.aclose()
+
+
+async def _work(
+    args: argparse.Namespace,
+    settings: BusSettings,
+    observing: MetricsSettings,
+    llm: LLMAdapter,
+    tools: Toolbox,
+) -> int:
+    """The worker's run, once its LLM and tools are ready: until a signal stops it."""
     phases = args.phase or PHASES
     redis = await connect(settings, consumers=len(phases) * settings.shards)
     sampling: list[asyncio.Task[None]] = []
     try:
         await redis.ping()
         metrics.serve(observing)  # before the consumers exist: they bind their series
-        running = make_worker(redis, settings, llm, phases, args.loop)
+        running = make_worker(redis, settings, llm, phases, args.loop, tools=tools)
         if metrics.enabled():
             sampling = _sample_metrics(redis, settings, observing)
         tune_gc()
@@ -374,7 +408,6 @@ async def worker(args: argparse.Namespace) -> int:
         for task in sampling:
             task.cancel()
         await asyncio.gather(*sampling, return_exceptions=True)
-        await llm.aclose()
         await redis.aclose()
 
 
@@ -440,6 +473,11 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
+def _names(text: str) -> list[str]:
+    """`--tools a,b`: the names, without blanks ("" names none)."""
+    return [name for name in (part.strip() for part in text.split(",")) if name]
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="aeon",
@@ -455,6 +493,22 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("request", help="the request, in natural language")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--rules", metavar="FILE", help="JSON file of rules the answer must meet")
+    p.add_argument(
+        "--file",
+        metavar="PATH",
+        action="append",
+        default=[],
+        help="a text file the plan, steps and answer are given as context (repeat for more; "
+        "AEON_MAX_FILES, AEON_MAX_FILE_BYTES and AEON_MAX_FILES_BYTES limit them)",
+    )
+    p.add_argument(
+        "--tools",
+        metavar="NAMES",
+        dest="tool_names",
+        type=as_option(check_tools, _names, "a comma-separated list of tool names"),
+        help="the tools the run's steps may call, comma-separated (default: every tool of "
+        "AEON_MCP_CONFIG's servers; an empty list: none)",
+    )
     p.add_argument(
         "--max-ttl",
         metavar="N",

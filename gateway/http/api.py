@@ -40,7 +40,7 @@ from starlette.staticfiles import StaticFiles
 from aeonloop.bus.cancels import CancelOutcome
 from aeonloop.bus.redis_errors import FAILURES, refuses_writes, said
 from aeonloop.bus.settings import redact
-from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput, ForeignEventId
+from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput, ForeignEventId, TooLarge
 from aeonloop.gateway.client import AeonClient, answer_due_by
 from aeonloop.gateway.http.errors import CLIENT_CLOSED, error_response, json_response, refusal
 from aeonloop.gateway.http.guards import ApiGuard, HostGuard
@@ -61,17 +61,18 @@ from aeonloop.gateway.http.run_feed import RunFeed, RunView, WireStep, stream_st
 from aeonloop.gateway.http.run_steps import EventId, degraded_because, webhook_data
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.validation import (
+    check_files,
     check_max_ttl,
     check_request,
     check_timeout,
     check_token_budget,
+    check_tools,
     parse_rules,
 )
 from aeonloop.phases import approvals
 from aeonloop.phases.events import ExecutionResult, RequestSubmitted
 from aeonloop.phases.models import Plan
 from aeonloop.telemetry.http import RequestMetrics, scrape
-from aeonloop.webhooks import WebhookSettings
 
 log = logging.getLogger("aeon.http")
 
@@ -122,12 +123,15 @@ class HttpApi:
 
     async def submit(self, request: Request) -> Response:
         wait = _number(request.query_params.get("wait", "0"), "wait", 0, MAX_WAIT_S)
-        body = _checked(await self._body(request), self.client.max_passes, self.client.webhooks)
+        body = _checked(await self._body(request), self.client)
         if body["approve_plan"]:
             wait = 0  # it pauses for its plan's approval before any answer: 202 at once
         # Watched only when this request waits for the answer: the client keeps a watched
         # run's answer until someone waits for it, and nobody would.
-        correlation_id = await self.client.submit(**body, watch=bool(wait))
+        try:
+            correlation_id = await self.client.submit(**body, watch=bool(wait))
+        except BadInput as error:  # the whole event over AEON_MAX_EVENT_BYTES
+            raise ApiError(_status_of(error), "body", str(error)) from None
         self.feed.note_submitted(correlation_id)
         headers = {"Location": links(correlation_id).self}
         if wait:
@@ -285,10 +289,10 @@ class HttpApi:
         return json_response({"status": "ready"})
 
 
-def _checked(data: Any, max_passes: int, webhooks: WebhookSettings) -> dict[str, Any]:
+def _checked(data: Any, client: AeonClient) -> dict[str, Any]:
     """The submit's arguments from a request body, checked as `aeon ask` checks its input
-    (`max_ttl` against `max_passes`, AEON_MAX_PASSES); ApiError(422) names the first field at
-    fault."""
+    against the client's limits (AEON_MAX_PASSES, the webhooks allowed, the files' limits);
+    ApiError names the first field at fault: 413 for one past a limit on bytes, else 422."""
     try:
         body = RunRequest.model_validate(data)
     except ValidationError as error:
@@ -298,19 +302,26 @@ def _checked(data: Any, max_passes: int, webhooks: WebhookSettings) -> dict[str,
     checks = {
         "request": lambda: check_request(body.request),
         "rules": lambda: [] if body.rules is None else parse_rules(body.rules, source="rules"),
-        "max_ttl": lambda: check_max_ttl(body.max_ttl, max_passes),
+        "max_ttl": lambda: check_max_ttl(body.max_ttl, client.max_passes),
         "timeout_s": lambda: check_timeout(body.timeout_s),
         "token_budget": lambda: check_token_budget(body.token_budget),
-        "webhook_url": lambda: webhooks.checked(body.webhook_url),
+        "webhook_url": lambda: client.webhooks.checked(body.webhook_url),
+        "files": lambda: check_files(body.files, client.file_limits),
+        "tools": lambda: check_tools(body.tools),
     }
     checked: dict[str, Any] = {"threshold": body.threshold, "approve_plan": body.approve_plan}
     for field, check in checks.items():
         try:
             checked[field] = check()
         except BadInput as error:
-            raise ApiError(422, field, str(error)) from None
+            raise ApiError(_status_of(error), field, str(error)) from None
     checked["timeout"] = checked.pop("timeout_s")
     return checked
+
+
+def _status_of(error: BadInput) -> int:
+    """413 for input past a limit on bytes (TooLarge), else 422."""
+    return 413 if isinstance(error, TooLarge) else 422
 
 
 def _approval(data: Any) -> Plan | None:

@@ -8,12 +8,16 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from aeonloop.gateway.client import DEFAULT_TIMEOUT_S
+from aeonloop.gateway.validation import FileSettings
 from aeonloop.phases.events import (
     DEFAULT_THRESHOLD,
     MAX_REQUEST_CHARS,
     MAX_TIMEOUT_S,
     MAX_TOKEN_BUDGET,
+    MAX_TOOLS,
+    AttachedFile,
     ExecutionResult,
+    ToolName,
 )
 from aeonloop.phases.models import DEFAULT_MAX_PASSES, ExitReason, Plan
 from aeonloop.prompts.registry import PlanBody
@@ -111,6 +115,20 @@ class RunRequest(BaseModel):
         strict=True,
         description="pause after the plan is made, in the state `awaiting_approval`, until "
         "`POST /v1/runs/{id}/approve` (a cancel rejects it; its deadline still runs)",
+    )
+    tools: list[ToolName] | None = Field(
+        None,
+        description="the tools the run's steps may call, by name: narrows the server's (its "
+        "AEON_MCP_CONFIG servers'), never adds one; omitted or null: all of them, []: none",
+        json_schema_extra={"maxItems": MAX_TOOLS},
+    )
+    files: list[AttachedFile] = Field(
+        default_factory=list,
+        description="text files given as context to the prompts that make the plan, the steps "
+        "and the answer, each `{path, content}`; at most the server's AEON_MAX_FILES "
+        f"({FileSettings().max_files} unless set), each path once. A file over "
+        "AEON_MAX_FILE_BYTES, or the files together over AEON_MAX_FILES_BYTES, is 413; one "
+        "that is not text (control characters, a NUL byte), or too many files, is 422",
     )
 
 

@@ -126,9 +126,12 @@ def _paths() -> dict[str, Any]:
                         "202": ("accepted; follow `links.events` or poll `links.self`", "Run"),
                     },
                     {
-                        "413": "the body is over AEON_HTTP_MAX_BODY_BYTES",
+                        "413": "the body is over AEON_HTTP_MAX_BODY_BYTES, an attached file "
+                        "over AEON_MAX_FILE_BYTES, the files together over "
+                        "AEON_MAX_FILES_BYTES, or the request's event over AEON_MAX_EVENT_BYTES",
                         "415": "the body is not sent as application/json",
-                        "422": "a field is wrong: `field` and `reason` say which and why",
+                        "422": "a field is wrong (a file that is not text, more files than "
+                        "AEON_MAX_FILES, ...): `field` and `reason` say which and why",
                         **guarded,
                     },
                 ),

@@ -38,7 +38,7 @@ from aeonloop.phases.events import (
     TaskProfiled,
     WebhookSettled,
 )
-from aeonloop.phases.models import ExecutionPass
+from aeonloop.phases.models import ExecutionPass, ToolCall
 
 StepKind = Literal[
     "profile",
@@ -233,7 +233,13 @@ def _plan(run: RunState) -> Step:
         0,
         {
             "goal": plan.goal,
-            "steps": [{"step_id": s.step_id, "description": s.description} for s in plan.steps],
+            "steps": [
+                {"step_id": s.step_id, "description": s.description}
+                | ({"tool": s.tool, "arguments": s.arguments or {}} if s.tool else {})
+                for s in plan.steps
+            ],
+            #: The request's attached files, by path: context the plan and steps were given.
+            "files": list(run.file_paths),
         },
     )
 
@@ -260,6 +266,7 @@ def _pass(run: RunState, record: ExecutionPass) -> Step:
     """One pass: its score and verdict, each step it ran with the output that step kept, and
     the evidence the verdict came from."""
     plan_steps = {s.step_id: s for s in run.plan.steps} if run.plan else {}
+    calls = {call.step_id: call for call in record.tool_calls}
     steps = []
     for verdict in render.pass_steps(record):
         step = plan_steps.get(verdict.step_id)
@@ -271,6 +278,7 @@ def _pass(run: RunState, record: ExecutionPass) -> Step:
                 "status": verdict.status,
                 "why": verdict.why,
                 "output": step.output if kept and step else None,
+                "tool_call": _tool_call(calls.get(verdict.step_id)),
             }
         )
     assessment = record.assessment
@@ -314,6 +322,11 @@ def _pass(run: RunState, record: ExecutionPass) -> Step:
             },
         },
     )
+
+
+def _tool_call(call: ToolCall | None) -> dict[str, Any] | None:
+    """A step's tool call as the page shows it: tool, arguments, outcome, time, excerpt."""
+    return call and call.model_dump(exclude={"step_id"})
 
 
 def _exit_of_loop(event: LoopExited) -> Step:

@@ -34,6 +34,7 @@ from aeonloop.gateway.validation import as_option
 from aeonloop.llm.factory import ready_adapter
 from aeonloop.phases.deps import LoopSettings
 from aeonloop.telemetry import metrics
+from aeonloop.tools.config import open_toolbox
 
 log = logging.getLogger("aeon.http")
 
@@ -76,7 +77,10 @@ async def serve(args: argparse.Namespace) -> int:
             "its runs and answers go away with it"
         )
         try:
-            async with embedded_pipeline(settings, llm, args.loop) as embedded:
+            async with (
+                open_toolbox(args.tools) as tools,
+                embedded_pipeline(settings, llm, args.loop, tools) as embedded,
+            ):
                 return await _serve_on(embedded, http, listening, args.loop)
         finally:
             await llm.aclose()

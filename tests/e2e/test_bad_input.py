@@ -140,3 +140,68 @@ def test_control_the_same_command_with_good_input_publishes(
     body = json.loads(bus.entries("requests")[0][1]["body"])
     assert body["request"] == "Explain tides" and body["rules"][0]["id"] == "r1"
     ask.kill()
+
+
+#: Attached files past the limits, or not text: (settings, files to write, words of the refusal).
+FILES = {
+    "over AEON_MAX_FILE_BYTES": (
+        {"AEON_MAX_FILE_BYTES": "200"},
+        {"big.txt": b"x" * 201},
+        "file {dir}/big.txt is 201 bytes; the limit is 200 (AEON_MAX_FILE_BYTES)",
+    ),
+    "over AEON_MAX_FILES_BYTES together": (
+        {"AEON_MAX_FILES_BYTES": "300"},
+        {"a.txt": b"a" * 200, "b.txt": b"b" * 200},
+        "the attached files hold 400 bytes together; the limit is 300 (AEON_MAX_FILES_BYTES)",
+    ),
+    "more than AEON_MAX_FILES": (
+        {"AEON_MAX_FILES": "1"},
+        {"a.txt": b"a", "b.txt": b"b"},
+        "2 files attached; the limit is 1 (AEON_MAX_FILES)",
+    ),
+    "binary (NUL bytes)": (
+        {},
+        {"app.bin": b"\x7fELF\x02\x01\x01\x00\x00\x00"},
+        "file {dir}/app.bin is not text: it holds 7 control character(s) such as '\\x7f'",
+    ),
+    "not utf-8": (
+        {},
+        {"latin.txt": b"caf\xe9 au lait"},
+        "file {dir}/latin.txt is not text (not valid UTF-8): attach text files only",
+    ),
+    "missing": ({}, {}, "cannot read file {dir}/gone.txt: No such file or directory"),
+}
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("settings, files, message", FILES.values(), ids=FILES.keys())
+def test_bad_files_are_refused_before_publishing(
+    procs: Processes,
+    bus: Bus,
+    env: dict[str, str],
+    tmp_path: Path,
+    settings: dict[str, str],
+    files: dict[str, bytes],
+    message: str,
+) -> None:
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+    options = [item for name in files or ["gone.txt"] for item in ("--file", str(tmp_path / name))]
+    ask = procs.run_aeon({**env, **settings}, "ask", "Explain tides", *options, timeout=20)
+    _assert_refused(ask, bus, message.format(dir=tmp_path))
+    assert bus.xlen("requests") == 0
+
+
+@pytest.mark.timeout(30)
+def test_an_attached_file_is_published_with_the_request(
+    procs: Processes, bus: Bus, env: dict[str, str], tmp_path: Path
+) -> None:
+    """What the file refusals are measured against: a text file within the limits goes out
+    in the request's event, named as given."""
+    notes = tmp_path / "notes.md"
+    notes.write_text("Tides: high < low? & so on\n", encoding="utf-8")
+    ask = procs.aeon(env, "ask", "Explain tides", "--file", str(notes))  # no worker: it waits
+    wait_until(lambda: bus.xlen("requests") == 1, 15, "the request to be published")
+    body = json.loads(bus.entries("requests")[0][1]["body"])
+    assert body["files"] == [{"path": str(notes), "content": "Tides: high < low? & so on\n"}]
+    ask.kill()

@@ -15,10 +15,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
 import pytest
 import redis
 from e2e_support import Bus, Processes, child_env, wait_until
 from http_support import Server, expected_kinds
+
+from aeonloop.bus.compact import unpack
 
 pytestmark = pytest.mark.e2e
 
@@ -219,6 +222,76 @@ def test_max_ttl_at_the_cap_or_null_is_taken(stack: Stack, max_ttl: int | None) 
     assert reply.status == 202, reply
     assert stack.bus.xlen("requests") == before + 1
     _answered(stack.server, reply.body["correlation_id"])
+
+
+#: Attached files past the server's limits (the defaults), or not text: 413 past a limit on
+#: bytes, else 422, naming the field and the limit.
+BAD_FILES = [
+    (
+        [{"path": "big.txt", "content": "x" * 200_001}],
+        413,
+        "files",
+        "file big.txt is 200,001 bytes; the limit is 200,000 (AEON_MAX_FILE_BYTES)",
+    ),
+    (
+        [{"path": n, "content": "x" * 190_000} for n in "abc"],
+        413,
+        "files",
+        "570,000 bytes together; the limit is 500,000 (AEON_MAX_FILES_BYTES)",
+    ),
+    (
+        [{"path": "app.bin", "content": "\u007fELF\u0000\u0000"}],
+        422,
+        "files",
+        "file app.bin is not text: it holds 3 control character(s) such as '\\x7f'",
+    ),
+    (
+        [{"path": f"{n}.txt", "content": ""} for n in range(11)],
+        422,
+        "files",
+        "11 files attached; the limit is 10 (AEON_MAX_FILES)",
+    ),
+    ([{"path": "a.txt"}], 422, "files.0.content", "is required"),
+]
+
+
+@pytest.mark.parametrize(
+    ("files", "status", "field", "words"),
+    BAD_FILES,
+    ids=["file-too-large", "files-too-large", "binary", "too-many", "no-content"],
+)
+def test_bad_files_are_413_or_422_and_nothing_is_published(
+    stack: Stack, files: list[dict], status: int, field: str, words: str
+) -> None:
+    before = stack.bus.xlen("requests")
+    reply = stack.server.post("/v1/runs", {"request": "Review these", "files": files})
+    assert reply.status == status, reply
+    assert reply.body["error"] == ("too_large" if status == 413 else "bad_input")
+    assert (reply.body["field"], words in reply.body["reason"]) == (field, True), reply.body
+    assert stack.bus.xlen("requests") == before
+
+
+def test_an_attached_file_reaches_the_steps_and_is_stored_once(stack: Stack) -> None:
+    """The offline model's steps name the files they were given; the file's text rides in the
+    request's entry and in the run's `files` record, and in no later event."""
+    content = "High tide at 06:12 < low tide at 12:30 & so on."
+    files = [{"path": "tides.md", "content": content}]
+    reply = stack.server.post("/v1/runs", {"request": "Explain the tide table", "files": files})
+    assert reply.status == 202, reply
+    cid = reply.body["correlation_id"]
+    _answered(stack.server, cid)
+
+    runs = stack.bus.keys.run_records(cid)
+    records = {k.decode(): unpack(v) for k, v in stack.bus.redis.hgetall(runs).items()}
+    assert orjson.loads(records["files"]) == files
+    assert b"It had the attached file(s) to work from: tides.md" in records["outputs:1"]
+    carried = [
+        stream
+        for stream in ("requests", "profiled", "passes", "pass-completed", "loop-exited", "answers")
+        for _, fields in stack.bus.entries(stream)
+        if fields["cid"].decode() == cid and b"06:12" in fields["body"]
+    ]
+    assert carried == ["requests"]
 
 
 def test_a_body_that_is_not_json_or_too_large_is_refused(stack: Stack) -> None:

@@ -30,6 +30,8 @@ ARTIFACTS = Path(__file__).with_name("artifacts")
 DESKTOP = (1366, 900)
 PHONE = (390, 844)
 REQUEST = "Explain how photosynthesis works, then rewrite it for a 10-year-old"
+#: A request whose offline plan calls a tool of each of two servers.
+TWO_TOOLS = "Use the tools add with a=2 b=3 and web_lookup with key=tides, then explain the results"
 #: A rule no offline answer meets: the loop cannot converge, and the answer is degraded.
 IMPOSSIBLE_RULE = [
     {
@@ -371,3 +373,47 @@ def test_the_webhooks_outcome_ends_the_run_on_the_page(
         assert driver.find_element(By.CSS_SELECTOR, ".run-head .chip").text == "answered"
     finally:
         receiver.close()
+
+
+def test_a_run_that_calls_two_tools_shows_each_call(
+    browser: object, procs: Processes, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A worker with two MCP servers (the SDK's test server over stdio, and over HTTP with its
+    tools named web_...): the plan marks the tool steps, and the pass shows each call."""
+    from mcp_fixtures import http_server, stdio_entry
+    from selenium.webdriver.common.by import By
+
+    with http_server(MCP_TEST_PREFIX="web_") as url:
+        config = tmp_path / "mcp.json"
+        servers = {"calc": stdio_entry(), "facts": {"url": url}}
+        config.write_text(json.dumps({"mcpServers": servers}), encoding="utf-8")
+        tooled = {**env, "AEON_LLM_DELAY_MS": "150", "AEON_MCP_CONFIG": str(config)}
+        procs.worker(tooled)
+        server = Server(procs, tooled)
+        driver = browser
+        driver.get(f"http://{server.host}:{server.port}/")
+        _submit(driver, TWO_TOOLS)
+        _wait(
+            driver,
+            lambda d: d.find_elements(By.CSS_SELECTOR, '#run .step[data-kind="answer"]'),
+            90,
+            "the answer on the page",
+        )
+    plan = driver.find_element(By.CSS_SELECTOR, '#run .step[data-kind="plan"]')
+    assert [chip.text for chip in plan.find_elements(By.CSS_SELECTOR, ".chip.tool")] == [
+        "tool add",
+        "tool web_lookup",
+    ]
+    first = driver.find_elements(By.CSS_SELECTOR, '#run .step[data-kind="pass"]')[0]
+    for details in first.find_elements(By.CSS_SELECTOR, ".outputs details"):
+        if not details.get_attribute("open"):
+            details.click()  # open each step, as a person reading the calls would
+    calls = first.find_elements(By.CSS_SELECTOR, ".tool-call")
+    said = [call.text for call in calls]
+    assert len(calls) == 2, said
+    assert "tool add" in said[0] and '{"a":2,"b":3}' in said[0] and "ok" in said[0]
+    assert "tool web_lookup" in said[1] and "ok" in said[1]
+    outputs = [pre.text for pre in first.find_elements(By.CSS_SELECTOR, ".outputs pre")]
+    assert outputs[:2] == ["5", "the answer to tides is 42"]  # the results, as the steps' outputs
+    path = _screenshot(driver, "run-page-tools", DESKTOP)
+    print(f"\nscreenshot: {path}")

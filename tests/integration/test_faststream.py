@@ -3,7 +3,8 @@
 - A request published by FastStream (its own envelope) is answered; a FastStream subscriber on
   the answers stream receives the typed FinalAnswerReady with the request's correlation id in
   FastStream's message context. Through `AeonStreams.submit`, and through a bare
-  `broker.publish(...)` with nothing of Aeon's but the stream name.
+  `broker.publish(...)` with nothing of Aeon's but the stream name. A request's files are kept
+  as the run's record; a binary one is refused by `submit` before anything is published.
 - A malformed FastStream message is dead-lettered at once with a clear reason, like any poison,
   and its run (named by FastStream's correlation id) is answered, degraded.
 """
@@ -15,20 +16,23 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import orjson
 import pytest
 from faststream import Context
 from faststream.redis import RedisBroker
 from redis.asyncio import Redis
 
+from aeonloop.bus.compact import unpack
 from aeonloop.bus.consumer import Route
 from aeonloop.bus.delivery import Delivery
-from aeonloop.bus.keys import Keys
+from aeonloop.bus.keys import FILES_RECORD, Keys
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
+from aeonloop.exceptions import BadInput
 from aeonloop.gateway.cli.dlq import replay
 from aeonloop.gateway.faststream_interop import AeonStreams
 from aeonloop.llm.offline import OfflineLLM
-from aeonloop.phases.events import FinalAnswerReady, PlanReady, RequestSubmitted
+from aeonloop.phases.events import AttachedFile, FinalAnswerReady, PlanReady, RequestSubmitted
 from aeonloop.phases.worker import make_worker
 
 
@@ -86,6 +90,33 @@ async def test_a_request_submitted_through_faststream_is_answered_to_a_faststrea
     assert answer.correlation_id == cid
     assert answer.result.status == "converged"
     assert "offline model" in answer.result.final_answer.answer_text
+
+
+async def test_a_request_with_a_file_through_faststream_is_answered_with_the_file_kept(
+    settings: BusSettings,
+) -> None:
+    files = [AttachedFile(path="tides.md", content="High water < 06:12 & low at noon")]
+    async with aeon_workers(settings) as redis, faststream_app(settings) as (aeon, received):
+        cid = await aeon.submit(RequestSubmitted.new("Explain this table", timeout=30, files=files))
+        await until(lambda: cid in received)
+        kept = await redis.hget(Keys(settings.prefix).run_records(cid), FILES_RECORD)
+    assert received[cid].result.status == "converged"
+    assert orjson.loads(unpack(kept)) == [file.model_dump() for file in files]
+
+
+async def test_a_binary_file_is_refused_by_submit_before_anything_is_published(
+    settings: BusSettings,
+) -> None:
+    files = [AttachedFile(path="logo.png", content="\x89PNG\r\n\x1a\n\x00")]
+    request = RequestSubmitted.new("What is in this image?", timeout=30, files=files)
+    async with faststream_app(settings) as (aeon, _):
+        with pytest.raises(BadInput, match=r"file logo\.png is not text"):
+            await aeon.submit(request)
+    redis = Redis.from_url(settings.redis_url)
+    try:
+        assert await redis.xlen(Keys(settings.prefix).stream(RequestSubmitted.STREAM, 0)) == 0
+    finally:
+        await redis.aclose()
 
 
 async def test_a_bare_faststream_publish_is_answered_too(settings: BusSettings) -> None:

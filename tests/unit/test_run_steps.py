@@ -31,7 +31,14 @@ from aeonloop.phases.events import (
     Usage,
     WebhookSettled,
 )
-from aeonloop.phases.models import ExecutionPass, FinalAnswer, Plan, PlanStep, TaskProfile
+from aeonloop.phases.models import (
+    ExecutionPass,
+    FinalAnswer,
+    Plan,
+    PlanStep,
+    TaskProfile,
+    ToolCall,
+)
 
 
 def _journey() -> dict[str, Event]:
@@ -43,7 +50,9 @@ def _journey() -> dict[str, Event]:
     run.plan = Plan(
         goal="explain tides",
         steps=[
-            PlanStep(step_id="s1", description="say what pulls"),
+            PlanStep(
+                step_id="s1", description="say what pulls", tool="lookup", arguments={"q": "tide"}
+            ),
             PlanStep(step_id="s2", description="say it simply"),
         ],
     )
@@ -56,6 +65,16 @@ def _journey() -> dict[str, Event]:
         executed_step_ids=["s1"],
         failed_steps={"s2": "the LLM call failed"},
         score=0.5,
+        tool_calls=[
+            ToolCall(
+                step_id="s1",
+                tool="lookup",
+                arguments={"q": "tide"},
+                outcome="ok",
+                seconds=0.25,
+                excerpt="The moon pulls the sea.",
+            )
+        ],
     )
     run.add_pass(record)
     completed = planned.child(PassCompleted, run=run.model_copy(deep=True), execution_pass=record)
@@ -144,9 +163,30 @@ def test_a_pass_shows_each_step_it_ran_with_the_output_kept_or_why_not() -> None
         "status": "done",
         "why": None,
         "output": "The moon pulls the sea.",
+        "tool_call": {
+            "tool": "lookup",
+            "arguments": {"q": "tide"},
+            "outcome": "ok",
+            "seconds": 0.25,
+            "excerpt": "The moon pulls the sea.",
+            "repaired": None,
+        },
     }
     assert failed["status"] == "failed" and failed["why"] == "the LLM call failed"
-    assert failed["output"] is None
+    assert failed["output"] is None and failed["tool_call"] is None
+
+
+def test_the_plan_shows_which_steps_call_a_tool() -> None:
+    (plan,) = [s for s in run_steps(_journey()["planned"], None) if s.kind == "plan"]
+    assert plan.data["files"] == []
+    tool_step, reasoning_step = plan.data["steps"]
+    assert tool_step == {
+        "step_id": "s1",
+        "description": "say what pulls",
+        "tool": "lookup",
+        "arguments": {"q": "tide"},
+    }
+    assert reasoning_step == {"step_id": "s2", "description": "say it simply"}
 
 
 def test_the_exit_comes_from_the_loop_or_else_from_the_answer() -> None:
@@ -265,3 +305,10 @@ def test_a_watched_run_keeps_the_newest_state_and_its_answer() -> None:
         "answer@8-0",
     ]
     assert wire_steps(RunView(None, None, answer, "9-0"))[-1].event_id == "answer@9-0"
+
+
+def test_the_plan_names_the_files_the_request_attached() -> None:
+    planned = _journey()["planned"]
+    planned.run.file_paths = ["notes/tides.md", "data.csv"]
+    (plan,) = [s for s in run_steps(planned, None) if s.kind == "plan"]
+    assert plan.data["files"] == ["notes/tides.md", "data.csv"]

@@ -1,4 +1,5 @@
-"""The request's cap on passes against AEON_MAX_PASSES: one cap, refused in one line above it.
+"""Checks of a request's options: the cap on passes against AEON_MAX_PASSES (one cap, refused
+in one line above it), and the tools a request narrows its run to.
 
 `aeon ask --max-ttl`, the HTTP API's `max_ttl` and `AeonClient.submit(max_ttl=...)` all check
 with `check_max_ttl`; the end-to-end refusals (exit 2, 422) are in tests/e2e.
@@ -8,10 +9,20 @@ from __future__ import annotations
 
 import pytest
 
+from aeonloop.bus.settings import BusSettings
+from aeonloop.gateway.client import AeonClient
 from aeonloop.gateway.http.api import _checked
 from aeonloop.gateway.http.errors import ApiError
-from aeonloop.gateway.validation import BadInput, check_max_ttl
-from aeonloop.webhooks import WebhookSettings
+from aeonloop.gateway.validation import (
+    BadInput,
+    FileSettings,
+    check_max_ttl,
+    check_tools,
+    unknown_tools,
+)
+from aeonloop.phases.deps import LoopSettings
+
+LIMITS = FileSettings(max_files=2, max_file_bytes=100, max_files_bytes=150)
 
 
 @pytest.mark.parametrize("asked", [1, 5, 8])
@@ -39,13 +50,47 @@ def test_a_cap_below_one_is_refused(asked: int) -> None:
         check_max_ttl(asked, 8)
 
 
-def test_the_http_body_is_checked_against_the_servers_cap() -> None:
-    assert _checked({"request": "Explain tides"}, 8, WebhookSettings())["max_ttl"] is None
-    assert (
-        _checked({"request": "Explain tides", "max_ttl": 20}, 20, WebhookSettings())["max_ttl"]
-        == 20
+def _client(max_passes: int) -> AeonClient:
+    """A client as the HTTP API holds one (not connected: checking a body needs no Redis)."""
+    return AeonClient(
+        settings=BusSettings(), loop=LoopSettings(max_passes=max_passes), file_limits=LIMITS
     )
+
+
+def test_the_http_body_is_checked_against_the_servers_cap() -> None:
+    assert _checked({"request": "Explain tides"}, _client(8))["max_ttl"] is None
+    assert _checked({"request": "Explain tides", "max_ttl": 20}, _client(20))["max_ttl"] == 20
     with pytest.raises(ApiError) as refused:
-        _checked({"request": "Explain tides", "max_ttl": 9}, 8, WebhookSettings())
+        _checked({"request": "Explain tides", "max_ttl": 9}, _client(8))
     assert (refused.value.status, refused.value.field) == (422, "max_ttl")
     assert "above AEON_MAX_PASSES=8" in refused.value.reason
+
+
+def test_a_requests_tools_are_names_each_once() -> None:
+    assert check_tools(None) is None
+    assert check_tools([]) == []
+    assert check_tools(["add", " lookup ", "add"]) == ["add", "lookup"]
+    for bad in (["two words"], [""], ["x" * 129], ["tab\there"]):
+        with pytest.raises(BadInput, match="is not a tool name"):
+            check_tools(bad)
+    with pytest.raises(BadInput, match="a request may name at most 100"):
+        check_tools([f"t{n}" for n in range(101)])
+
+
+def test_a_narrowing_that_names_a_tool_no_server_offers_is_refused_where_known() -> None:
+    unknown_tools(["add"], ["add", "lookup"])
+    unknown_tools(None, [])
+    with pytest.raises(BadInput) as refused:
+        unknown_tools(["add", "weather"], ["add", "lookup"])
+    assert str(refused.value) == "no tool named weather is configured; the tools: add, lookup"
+    with pytest.raises(BadInput, match=r"the tools: none \(AEON_MCP_CONFIG is unset\)"):
+        unknown_tools(["add"], [])
+
+
+def test_the_http_bodys_tools_are_checked() -> None:
+    assert _checked({"request": "Explain tides"}, _client(8))["tools"] is None
+    body = {"request": "Explain tides", "tools": ["lookup"]}
+    assert _checked(body, _client(8))["tools"] == ["lookup"]
+    with pytest.raises(ApiError) as refused:
+        _checked({"request": "Explain tides", "tools": ["no such"]}, _client(8))
+    assert (refused.value.status, refused.value.field) == (422, "tools")

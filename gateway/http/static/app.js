@@ -450,11 +450,23 @@ const RENDER = {
   plan(d) {
     return card("Plan", el("span", { class: "chip", text: `${d.steps.length} steps` }),
       el("p", { class: "goal", text: d.goal }),
+      d.files && d.files.length ? el("p", { class: "files" }, "Files: ",
+        ...d.files.map((path) => el("code", { text: path }))) : null,
       el("ol", { class: "plan-steps" },
-        d.steps.map((s) => el("li", {}, el("code", { text: s.step_id }), " ", s.description))));
+        d.steps.map((s) => el("li", {}, el("code", { text: s.step_id }), " ", s.description,
+          s.tool ? el("span", { class: "chip tool", text: `tool ${s.tool}` }) : null))));
   },
 
   pass(d) {
+    // A tool step's call: which tool, with what, how it went, how long, and (when the step
+    // kept no output to show below it, e.g. a failed call) what it said.
+    const toolCall = (c, said) => el("div", { class: "tool-call" },
+      el("span", { class: "chip tool", text: `tool ${c.tool}` }),
+      el("code", { text: JSON.stringify(c.arguments) }),
+      el("span", { class: `chip ${c.outcome === "ok" ? "good" : "bad"}`, text: c.outcome }),
+      el("span", { class: "secs", text: `${c.seconds.toFixed(2)} s` }),
+      c.repaired ? el("span", { class: "chip warn", text: `repaired: ${c.repaired}` }) : null,
+      said && c.excerpt ? el("div", { class: "excerpt", text: c.excerpt }) : null);
     const verdict = d.converged
       ? el("span", { class: "chip good", text: "converged" })
       : el("span", { class: "chip", text: "not converged" });
@@ -465,6 +477,7 @@ const RENDER = {
           el("span", { class: "desc", text: s.description || "" }),
           el("span", { class: `chip ${chip}`, text: s.status })),
         s.why ? el("div", { class: "why", text: s.why }) : null,
+        s.tool_call ? toolCall(s.tool_call, !s.output) : null,
         s.output ? el("pre", { text: s.output }) : null);
     }));
     const evidence = el("div", { class: "evidence" },
