@@ -8,9 +8,16 @@
   `{"correlation_id", "result"}`, signed by the Standard Webhooks spec (the `standardwebhooks`
   package: `webhook-id`, the answer's event id, the same on every try; `webhook-timestamp`;
   `webhook-signature`). A try that fails (no 2xx, a redirect, which is never followed, no
-  answer within AEON_WEBHOOK_TIMEOUT_S) raises, and the bus tries again with backoff, up to
-  AEON_HANDLER_ATTEMPTS; after the last try the answer goes to dead letters, the reason named.
-  At least once: a worker killed mid-delivery leaves the entry to be claimed and sent again.
+  answer within AEON_WEBHOOK_TIMEOUT_S) raises, and the bus tries again, AEON_WEBHOOK_ATTEMPTS
+  tries in all, waiting AEON_WEBHOOK_BACKOFF_S after the first and twice as long after each
+  next (the route's own bound: a receiver that is down is not the pipeline's failure, and
+  deserves longer than a phase's retries); after the last try the answer goes to dead
+  letters, the reason named. At least once: a worker killed mid-delivery leaves the entry to
+  be claimed and sent again.
+- The outcome is kept on the run, and told: the commit that acks the answer's entry writes
+  the run record `webhook` (keys.WEBHOOK_RECORD, kept as long as the answer) and publishes a
+  `WebhookSettled` (delivered or failed, with the tries) that gateways follow, in one script:
+  exactly one outcome per run, however often the entry was delivered.
 - Allowed: host names (`hooks.example.com`, `*.example.com`), over https only, whose addresses
   are all public; or origins (`http://127.0.0.1:9000`), exactly: the only way to allow plain
   http, or a private or loopback address. The addresses are checked when the answer is sent,
@@ -25,19 +32,20 @@ import socket
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 import orjson
-from pydantic import Field, field_validator
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import NoDecode
 
 from aeonloop.bus.consumer import Route
 from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.bus.delivery import Delivery
-from aeonloop.bus.keys import ANSWERS
+from aeonloop.bus.keys import ANSWERS, WEBHOOK_RECORD
+from aeonloop.bus.records import RedisRunRecords, RunRecord
 from aeonloop.exceptions import BadInput, WebhookFailed
-from aeonloop.phases.events import FinalAnswerReady
+from aeonloop.phases.events import FinalAnswerReady, WebhookSettled
 from aeonloop.settings import AeonSettings
 
 #: The group that delivers webhooks (Keys.group names it `phase-webhooks`).
@@ -53,6 +61,10 @@ class WebhookSettings(AeonSettings):
     webhook_allowed_hosts: Rules = ()
     #: Seconds one try may take.
     webhook_timeout_s: Annotated[float, Field(gt=0, le=300, allow_inf_nan=False)] = 10.0
+    #: Tries of one answer's POST before it goes to dead letters.
+    webhook_attempts: Annotated[int, Field(ge=1, le=20)] = 5
+    #: Seconds between the first two tries; doubled after each further one.
+    webhook_backoff_s: Annotated[float, Field(ge=0, le=60, allow_inf_nan=False)] = 1.0
 
     @field_validator("webhook_allowed_hosts", mode="before")
     @classmethod
@@ -110,13 +122,14 @@ class WebhookSettings(AeonSettings):
             return f"{host} is a private or loopback address; allow its origin to call it"
         return None
 
-    def checked(self, url: str | None) -> str | None:
-        """`url` if a request may name it; BadInput saying why not."""
+    def checked(self, url: str | None, name: str = "webhook_url") -> str | None:
+        """`url` if a request may name it; BadInput saying why not, naming the field or
+        option (`name`) it came in."""
         if url is None:
             return None
         reason = self.refusal(url)
         if reason is not None:
-            raise BadInput(f"webhook_url: {reason}")
+            raise BadInput(f"{name}: {reason}")
         return url
 
     def _names(self) -> list[str]:
@@ -193,10 +206,14 @@ def route(settings: WebhookSettings) -> Route:
             "webhook-signature": signer.sign(event.event_id, now, body.decode()),
         }
         await asyncio.to_thread(_post, url, body, headers, settings.webhook_timeout_s)
-        return []
+        return settled(event, "delivered", delivery.tries)
 
     def give_up(dead: DeadLetter, delivery: Delivery) -> list[Any]:
-        return []  # the dead letter is the record: the run has its answer already
+        # The run has its answer already: only the outcome is told; the dead letter keeps it.
+        event = dead.event
+        if not isinstance(event, FinalAnswerReady) or not event.webhook_url:
+            return []
+        return settled(event, "failed", delivery.tries, dead.reason)
 
     return Route(
         stream=ANSWERS,
@@ -204,7 +221,34 @@ def route(settings: WebhookSettings) -> Route:
         types={FinalAnswerReady.__name__: FinalAnswerReady},
         handle=deliver,
         give_up=give_up,
+        attempts=settings.webhook_attempts,
+        backoff_s=settings.webhook_backoff_s,
     )
+
+
+def settled(
+    answer: FinalAnswerReady,
+    outcome: Literal["delivered", "failed"],
+    tries: int,
+    reason: str = "",
+) -> list[WebhookSettled | RunRecord]:
+    """The outcome of `answer`'s webhook, as its run keeps it and as gateways are told it."""
+    told = answer.child(
+        WebhookSettled, outcome=outcome, tries=tries, webhook_id=answer.event_id, reason=reason
+    )
+    kept = RunRecord(answer.correlation_id, WEBHOOK_RECORD, told.to_json())
+    return [kept, told]
+
+
+async def outcome(records: RedisRunRecords, correlation_id: str) -> WebhookSettled | None:
+    """The outcome of the run's webhook as the run keeps it; None until the webhooks group is
+    done with it (or when the run named none, or it was written by a version this one cannot
+    read)."""
+    (kept,) = await records.read(correlation_id, [WEBHOOK_RECORD])
+    try:
+        return None if kept is None else WebhookSettled.model_validate_json(kept)
+    except ValidationError:
+        return None
 
 
 def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> None:

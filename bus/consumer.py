@@ -99,6 +99,11 @@ class Route:
     #: The run records (bus.records) the handler will read for an event: read with its lock,
     #: in the same round trip, and handed to the handler in its `Delivery`.
     records: Callable[[Any], Sequence[str]] | None = None
+    #: Tries of a failing handler within one delivery, and the first wait between two (it
+    #: doubles): None takes AEON_HANDLER_ATTEMPTS and AEON_RETRY_BACKOFF_S. A route whose
+    #: tries depend on something outside Aeon (a webhook's receiver) sets its own.
+    attempts: int | None = None
+    backoff_s: float | None = None
 
 
 #: An entry in hand: its shard and its id (ids are unique only within one shard's stream).
@@ -125,10 +130,16 @@ class Entry:
     def ref(self) -> Ref:
         return (self.shard, self.entry_id)
 
-    def told(self, retry: bool = False) -> Delivery:
+    def told(self, attempt: int = 1) -> Delivery:
         """What its handler (or its route's give_up) is told of this delivery: it may have been
-        handled before when it was claimed from another consumer, or is a retry."""
-        return Delivery(self.claimed_from is not None or retry, MappingProxyType(self.records))
+        handled before when it was claimed from another consumer, or is a retry (`attempt`,
+        within this delivery, past the first); it is the event's try number `tries`, counting
+        one for each earlier delivery (each was cut short, or it would not be delivered again)."""
+        return Delivery(
+            self.claimed_from is not None or attempt > 1,
+            MappingProxyType(self.records),
+            tries=self.deliveries - 1 + attempt,
+        )
 
 
 class Pause(Protocol):
@@ -588,13 +599,15 @@ class Consumer:
             )
             delivery.deliveries -= 1  # this one is not an attempt: the dead letter counts those
             event = await self._reload(delivery) or event
-            return await self._give_up(delivery, event, reason, lock_key, hop)
+            # Each earlier delivery made a try: `told(1)` counts them all (deliveries - 1 + 1).
+            return await self._give_up(delivery, event, reason, lock_key, hop, attempts=1)
         with hop.handling():
             outputs, error = await self._handle_with_retries(delivery, event)
         if error:
-            reason = f"handler failed {self._settings.handler_attempts} times: {error}"
+            attempts = self._attempts
+            reason = f"handler failed {attempts} times: {error}"
             event = await self._reload(delivery) or event
-            return await self._give_up(delivery, event, reason, lock_key, hop)
+            return await self._give_up(delivery, event, reason, lock_key, hop, attempts)
         try:
             with hop.committing() as trace:
                 await self._commit(delivery, outputs, lock_key, trace=trace)
@@ -610,8 +623,11 @@ class Consumer:
     async def _handle_with_retries(
         self, delivery: Entry, event: Any
     ) -> tuple[Sequence[Output], str]:
-        """The handler's outputs, or the last error after `handler_attempts` tries."""
-        attempts = self._settings.handler_attempts
+        """The handler's outputs, or the last error after the route's attempts."""
+        attempts = self._attempts
+        backoff_s = self.route.backoff_s
+        if backoff_s is None:
+            backoff_s = self._settings.retry_backoff_s
         error_text = ""
         for attempt in range(1, attempts + 1):
             if attempt > 1 and self._metrics is not None:
@@ -621,7 +637,7 @@ class Consumer:
                     event = await self._reload(delivery)
                     if event is None:
                         return (), "the entry left the stream before it could be retried"
-                return await self.route.handle(event, delivery.told(retry=attempt > 1)), ""
+                return await self.route.handle(event, delivery.told(attempt)), ""
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # a handler bug or an outage; retried, then dead-lettered
@@ -637,8 +653,13 @@ class Consumer:
                     error_text,
                 )
                 if attempt < attempts:
-                    await asyncio.sleep(self._settings.retry_backoff_s * 2 ** (attempt - 1))
+                    await asyncio.sleep(backoff_s * 2 ** (attempt - 1))
         return (), error_text
+
+    @property
+    def _attempts(self) -> int:
+        """Tries of a failing handler within one delivery: the route's, else the bus's."""
+        return self.route.attempts or self._settings.handler_attempts
 
     async def _give_up(
         self,
@@ -647,8 +668,10 @@ class Consumer:
         reason: str,
         lock_key: str | None,
         hop: Hop | None = None,
+        attempts: int = 0,
     ) -> str:
-        """Dead-letter the entry and commit what carries its run on; returns `reason`."""
+        """Dead-letter the entry and commit what carries its run on; returns `reason`.
+        `attempts`: the handler's tries in this delivery (none when it was not called)."""
         dead = DeadLetter(
             stream=self.route.stream,
             group=self._group,
@@ -659,7 +682,7 @@ class Consumer:
             event=event,
         )
         try:  # give_up may use the run's records read with the lock
-            outputs = list(self.route.give_up(dead, delivery.told()))
+            outputs = list(self.route.give_up(dead, delivery.told(attempts)))
         except Exception as error:  # give_up must never keep an entry from leaving
             log.error("%s: give_up failed for %s: %s", self._group, dead.entry_id, error)
             outputs = []

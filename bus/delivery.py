@@ -10,6 +10,9 @@ argument, not something a handler would have to know to look for elsewhere. It i
 - `records`: the run records the route names for the event (`Route.records`), read in the round
   trip that locked it (docs/delivery.md, "Handling one entry"), by (correlation id, name). A
   hop that needs its run's history so costs no round trip more than one that does not.
+- `tries`: which try of the event this is, counted over its deliveries (one for each earlier
+  delivery, cut short, plus this delivery's tries); given up on, the tries made in all. A
+  handler whose tries are seen outside (a webhook's) can say how many it took.
 
 The phases' wiring turns it into the handler's dependencies (phases.deps.PhaseDeps.delivered),
 so handlers stay `(event, deps) -> list[Event]` and never see the bus.
@@ -33,3 +36,5 @@ class Delivery:
     redelivered: bool = False
     #: The run records read with the event's lock, by (correlation id, name).
     records: Mapping[tuple[str, str], bytes] = field(default_factory=lambda: NOTHING_READ)
+    #: The event's try this is, over its deliveries (given up on: the tries made).
+    tries: int = 1

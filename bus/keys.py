@@ -40,6 +40,11 @@ DEAD_LETTER = "dead-letter"
 #: The logical name of the stream of runs paused for their plan's approval: no group reads
 #: it; an approval, or the sweeper (a cancel, the deadline), takes a run out (bus.approvals).
 AWAITING_APPROVAL = "awaiting-approval"
+#: The logical name of the stream of webhook outcomes (a run's answer POSTed, or given up on):
+#: no group reads it; gateways follow it, as they follow answers, and workers trim it alike.
+WEBHOOK_OUTCOMES = "webhook-outcomes"
+#: The run record (bus.records) that keeps a run's webhook outcome as long as its answer.
+WEBHOOK_RECORD = "webhook"
 #: The run record (`Keys.run_records`) holding the files its request attached, written once by
 #: the commit of Phase A's hop (phases.history.file_records).
 FILES_RECORD = "files"

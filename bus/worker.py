@@ -15,7 +15,7 @@ from aeonloop.bus.cancels import RedisCancels
 from aeonloop.bus.commit import Committer
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.consumer import Consumer, Pause, Route
-from aeonloop.bus.keys import ANSWERS, Keys
+from aeonloop.bus.keys import ANSWERS, WEBHOOK_OUTCOMES, Keys
 from aeonloop.bus.layout import agree_on_shards
 from aeonloop.bus.memo import RedisMemo
 from aeonloop.bus.records import RedisRunRecords
@@ -95,13 +95,13 @@ class BusWorker:
             log.info("worker %s stopped; events handled: %s", self.settings.consumer_name, counts)
 
     async def trim_once(self) -> int:
-        """Trim this worker's streams and the answers streams (bus.retention); returns the
-        entries removed."""
+        """Trim this worker's streams, and the streams no group reads (answers, webhook
+        outcomes: bus.retention); returns the entries removed."""
         grouped = [key for c in self.consumers for key in self.keys.streams(c.route.stream)]
         return await trim_all(
             self.redis,
             grouped,
-            self.keys.streams(ANSWERS),
+            [*self.keys.streams(ANSWERS), *self.keys.streams(WEBHOOK_OUTCOMES)],
             self.settings.stream_keep_s * 1000,
         )
 

@@ -39,13 +39,15 @@ from typing import Any, Self
 from redis.asyncio.cluster import PipelineCommand
 from redis.exceptions import ResponseError
 
+from aeonloop import webhooks
 from aeonloop.bus import approvals as bus_approvals
 from aeonloop.bus.cancels import CancelOutcome, request_cancel
 from aeonloop.bus.codec import encode, text
 from aeonloop.bus.compact import unpack
 from aeonloop.bus.connection import RedisClient, connect, is_cluster
-from aeonloop.bus.keys import ANSWERS, Keys
+from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, WEBHOOK_OUTCOMES, Keys
 from aeonloop.bus.layout import agree_on_shards
+from aeonloop.bus.records import RedisRunRecords
 from aeonloop.bus.redis_errors import FAILING_OVER, TRANSIENT
 from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import AnswerTimeout
@@ -70,6 +72,7 @@ from aeonloop.phases.events import (
     FinalAnswerReady,
     PlanAwaitingApproval,
     RequestSubmitted,
+    WebhookSettled,
 )
 from aeonloop.phases.models import Plan, Rule
 from aeonloop.telemetry import tracing
@@ -187,8 +190,8 @@ class AeonClient:
         """The streams each reader follows: all of them in one XREAD, or on a cluster, one
         XREAD per shard (a shard's streams share its slot)."""
         names = (ANSWERS, *PROGRESS_STREAMS)
-        if self._also is not None:
-            names = (RequestSubmitted.STREAM, *names)
+        if self._also is not None:  # the HTTP run feed: requests, pauses, webhook outcomes too
+            names = (RequestSubmitted.STREAM, *names, AWAITING_APPROVAL, WEBHOOK_OUTCOMES)
         shards = [tuple(self.keys.stream(n, s) for n in names) for s in range(self.keys.shards)]
         if is_cluster(self.redis):
             return shards
@@ -395,6 +398,11 @@ class AeonClient:
     async def cancel_requested(self, correlation_id: str) -> bool:
         """Whether the run was cancelled (its answer may still be on its way)."""
         return bool(await self.redis.exists(self.keys.cancel(correlation_id)))
+
+    async def webhook(self, correlation_id: str) -> WebhookSettled | None:
+        """What became of the run's webhook (aeonloop.webhooks): None until the webhooks group
+        is done with it, and for a run that named none."""
+        return await webhooks.outcome(RedisRunRecords(self.redis, self.keys), correlation_id)
 
     async def fetch(self, correlation_id: str) -> ExecutionResult | None:
         """A stored answer, whenever it was produced (until it expires)."""

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, ClassVar, TypeVar
+from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from aeonloop.bus.codec import derived_id
-from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL
+from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, WEBHOOK_OUTCOMES
 from aeonloop.phases.models import (
     DEFAULT_MAX_PASSES,
     MAX_TTL_CAP,
@@ -358,6 +358,19 @@ class FinalAnswerReady(Event):
     webhook_url: str | None = None
 
 
+class WebhookSettled(Event):
+    """The webhooks group is done with a run's answer (aeonloop.webhooks): `delivered` (a 2xx)
+    or `failed` (given up on: the answer is in dead letters, `reason` says why). `tries`
+    counts the POSTs made, one for each earlier delivery cut short (a worker killed mid-way);
+    `webhook_id` is the `webhook-id` every try carried."""
+
+    STREAM: ClassVar[str] = WEBHOOK_OUTCOMES
+    outcome: Literal["delivered", "failed"]
+    tries: int
+    webhook_id: str
+    reason: str = ""
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.__name__: cls
     for cls in (
@@ -369,5 +382,6 @@ EVENT_TYPES: dict[str, type[Event]] = {
         PassCompleted,
         LoopExited,
         FinalAnswerReady,
+        WebhookSettled,
     )
 }

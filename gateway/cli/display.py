@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aeonloop.phases import render
+from aeonloop.phases.events import WebhookSettled
 from aeonloop.phases.models import FinalAnswer
 
 NO_ANSWER = "No final answer available"
@@ -47,8 +48,13 @@ def render_human(result: Mapping[str, Any] | None) -> str:
     return "\n".join(lines)
 
 
-def render_json(result: Mapping[str, Any] | None, correlation_id: str) -> str:
-    """FR-045: the execution result's fields and `final_answer` as a top-level key, all fields.
+def render_json(
+    result: Mapping[str, Any] | None,
+    correlation_id: str,
+    webhook: Mapping[str, Any] | None = None,
+) -> str:
+    """FR-045: the execution result's fields and `final_answer` as a top-level key, all fields;
+    `webhook`, the outcome of the run's webhook (a WebhookSettled), when there is one.
 
     Without an answer, `final_answer` is null and `message` says so (FR-046).
     """
@@ -59,7 +65,17 @@ def render_json(result: Mapping[str, Any] | None, correlation_id: str) -> str:
     else:
         data.update({k: v for k, v in (result or {}).items() if k != "final_answer"})
         data["final_answer"] = {name: answer.get(name) for name in FinalAnswer.model_fields}
+    if webhook is not None:
+        data["webhook"] = dict(webhook)
     return json.dumps(data, indent=2, ensure_ascii=False, default=str)
+
+
+def webhook_line(webhook: WebhookSettled) -> str:
+    """One line of what became of a run's webhook."""
+    tries = f"{webhook.tries} {'try' if webhook.tries == 1 else 'tries'}"
+    if webhook.outcome == "delivered":
+        return f"webhook delivered after {tries} (webhook-id {webhook.webhook_id})"
+    return f"webhook failed after {tries} (webhook-id {webhook.webhook_id}): {webhook.reason}"
 
 
 def metadata_summary(result: Mapping[str, Any], answer: Mapping[str, Any]) -> str:

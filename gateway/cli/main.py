@@ -42,10 +42,11 @@ from aeonloop.exceptions import (
     UsageError,
 )
 from aeonloop.gateway.cli import dlq, status
-from aeonloop.gateway.cli.display import render_human, render_json
+from aeonloop.gateway.cli.display import render_human, render_json, webhook_line
 from aeonloop.gateway.client import ANSWER_GRACE_S, DEFAULT_TIMEOUT_S, AeonClient, Progress
 from aeonloop.gateway.embedded import embedded_pipeline
 from aeonloop.gateway.http import serve
+from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.validation import (
     FileSettings,
@@ -63,7 +64,7 @@ from aeonloop.llm.base import LLMAdapter
 from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.phases import approvals, render
 from aeonloop.phases.deps import LoopSettings
-from aeonloop.phases.events import AttachedFile, ExecutionResult
+from aeonloop.phases.events import AttachedFile, ExecutionResult, WebhookSettled
 from aeonloop.phases.worker import PHASES, make_worker
 from aeonloop.settings import LogSettings
 from aeonloop.telemetry import metrics, tracing
@@ -71,6 +72,7 @@ from aeonloop.telemetry.metrics import MetricsSettings
 from aeonloop.telemetry.tracing import TracingSettings
 from aeonloop.tools.base import Toolbox
 from aeonloop.tools.config import ToolSettings, open_toolbox
+from aeonloop.webhooks import WebhookSettings
 
 EXIT_ANSWERED = 0
 EXIT_DEGRADED = 1
@@ -182,6 +184,7 @@ async def ask(args: argparse.Namespace) -> int:
     """Publish one request and wait for its answer; with no AEON_REDIS_URL, on a private stack."""
     request = check_request(args.request)
     check_max_ttl(args.max_ttl, args.loop.max_passes)  # before anything starts; submit checks too
+    WebhookSettings.from_env().checked(args.webhook_url, "--webhook-url")  # likewise
     rules = load_rules(args.rules) if args.rules else []
     files = read_files(args.file, args.file_limits)
     settings: BusSettings = args.settings
@@ -227,6 +230,7 @@ async def _ask_on(
             approve_plan=args.approve_plan,
             files=files,
             tools=args.tool_names,
+            webhook_url=args.webhook_url,
         )
         _status(f"request {correlation_id} submitted")
         if args.approve_plan:
@@ -298,18 +302,29 @@ def _read_json(path: str, option: str) -> object:
 
 
 async def answer(args: argparse.Namespace) -> int:
+    """Print a stored answer, and what became of the run's webhook once that is known."""
     settings = _request_server(args, "answer")
     async with AeonClient(settings=settings) as client:
         result = await client.fetch(args.correlation_id)
+        webhook = await client.webhook(args.correlation_id) if result else None
     if result is None:
         _status(f"no answer stored for {args.correlation_id} (not finished, expired or unknown)")
-    return _print_result(result, args.correlation_id, args.json)
+    if webhook is not None and not args.json:
+        _status(webhook_line(webhook))
+    return _print_result(result, args.correlation_id, args.json, webhook)
 
 
 async def cancel(args: argparse.Namespace) -> int:
-    """Cancel a run: 0 when the cancel is recorded, 1 when the run already has its answer."""
+    """Cancel a run: 0 when the cancel is recorded, 1 when the run already has its answer, 2
+    (nothing written) when Aeon knows no such run (the HTTP API's 404: RunFeed.known)."""
     settings = _request_server(args, "cancel")
     async with AeonClient(settings=settings) as client:
+        feed = RunFeed(client.redis, client.keys)
+        if not await feed.known(args.correlation_id, scan_limit=None):
+            raise BadInput(
+                f"no run {args.correlation_id}: unknown here, or its answer expired (answers "
+                "are kept AEON_ANSWER_TTL_S) and its events are gone; nothing was cancelled"
+            )
         outcome = await client.cancel(args.correlation_id)
     if outcome is CancelOutcome.ANSWERED:
         _status(f"{args.correlation_id} already has its answer; nothing to cancel")
@@ -321,9 +336,15 @@ async def cancel(args: argparse.Namespace) -> int:
     return EXIT_ANSWERED
 
 
-def _print_result(result: ExecutionResult | None, correlation_id: str, as_json: bool) -> int:
+def _print_result(
+    result: ExecutionResult | None,
+    correlation_id: str,
+    as_json: bool,
+    webhook: WebhookSettled | None = None,
+) -> int:
     data = result.model_dump(mode="json") if result else None
-    print(render_json(data, correlation_id) if as_json else render_human(data))
+    told = webhook.model_dump(mode="json") if webhook else None
+    print(render_json(data, correlation_id, told) if as_json else render_human(data))
     if result is None:
         return EXIT_TIMEOUT
     return EXIT_DEGRADED if result.degraded else EXIT_ANSWERED
@@ -511,6 +532,12 @@ def _parser() -> argparse.ArgumentParser:
         "--approve-plan",
         action="store_true",
         help="show the plan once it is made and ask on the terminal before it runs",
+    )
+    p.add_argument(
+        "--webhook-url",
+        metavar="URL",
+        help="POST the answer here when the run ends, signed (needs AEON_WEBHOOK_SECRET and "
+        "AEON_WEBHOOK_ALLOWED_HOSTS allowing it)",
     )
 
     p = _command(commands, "answer", answer, "fetch the stored answer of a request", "WARNING")

@@ -53,11 +53,12 @@ from aeonloop.gateway.http.models import (
     Run,
     RunRequest,
     StepEvent,
+    WebhookOutcome,
     links,
 )
 from aeonloop.gateway.http.openapi import openapi_document
 from aeonloop.gateway.http.run_feed import RunFeed, RunView, WireStep, stream_steps, wire_steps
-from aeonloop.gateway.http.run_steps import ANSWERED, EventId, degraded_because
+from aeonloop.gateway.http.run_steps import EventId, degraded_because, webhook_data
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.validation import (
     check_files,
@@ -199,13 +200,13 @@ class HttpApi:
         """202 once the cancel is recorded (again is the same); 409 when the run already has
         its answer, which stays; 404 when it is unknown here."""
         correlation_id = _correlation_id(request)
-        view = await self.feed.view(correlation_id)
-        if view is None:
+        if not await self.feed.known(correlation_id):
             raise _unknown(correlation_id)
-        if view.answer is None:
+        view = await self.feed.view(correlation_id)
+        if view is None or view.answer is None:
             outcome = await self.client.cancel(correlation_id)
             if outcome is CancelOutcome.REQUESTED:
-                return _accepted(correlation_id, "cancelling", view.request)
+                return _accepted(correlation_id, "cancelling", view and view.request)
         raise ApiError(
             409, "id", f"run {correlation_id} already has its answer; there is nothing to cancel"
         )
@@ -219,8 +220,7 @@ class HttpApi:
             request.headers
         ):
             plan = _approval(await self._body(request))
-        view = await self.feed.view(correlation_id)
-        if view is None:
+        if not await self.feed.known(correlation_id):
             raise _unknown(correlation_id)
         if not await self.client.approve(correlation_id, plan):
             raise ApiError(
@@ -229,7 +229,8 @@ class HttpApi:
                 f"run {correlation_id} is not awaiting approval (not yet, or no longer: "
                 "approved, cancelled, or past its deadline)",
             )
-        return _accepted(correlation_id, "running", view.request)
+        view = await self.feed.view(correlation_id)
+        return _accepted(correlation_id, "running", view and view.request)
 
     async def recent(self, request: Request) -> Response:
         limit = _whole(request.query_params.get("limit", "20"), "limit", 1, MAX_RECENT)
@@ -249,7 +250,7 @@ class HttpApi:
         except BaseException:
             watch.release()
             raise
-        if after is not None and after.order >= ANSWERED:
+        if after is not None and after.order >= watch.run.view.last_order:
             watch.release()
             return Response(status_code=204)  # all sent: an EventSource stops reconnecting
 
@@ -398,7 +399,7 @@ def _unknown(correlation_id: str) -> ApiError:
 def _accepted(
     correlation_id: str,
     state: str,
-    request: str,
+    request: str | None,
     headers: dict[str, str] | None = None,
     **fields: Any,
 ) -> Response:
@@ -434,10 +435,21 @@ def _run_response(
         result=view.answer,
         degraded_because=degraded_because(view.answer) if view.answer else [],
         progress=None if view.answer else _progress(wire_steps(view)),
+        webhook=_webhook(view),
         links=links(correlation_id),
     )
     status = 202 if state in ("running", "cancelling") else 200
     return json_response(run.model_dump(mode="json"), status, headers)
+
+
+def _webhook(view: RunView) -> WebhookOutcome | None:
+    """The webhook of an answered run that named one: `pending` until the webhooks group is
+    done with it, then its outcome."""
+    if not (view.answer and view.webhook_named):
+        return None
+    if view.webhook is None:
+        return WebhookOutcome(outcome="pending")
+    return WebhookOutcome.model_validate(webhook_data(view.webhook))
 
 
 def _progress(steps: list[WireStep]) -> Progress:

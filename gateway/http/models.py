@@ -144,6 +144,38 @@ class Approval(BaseModel):
     )
 
 
+#: A step's kind: the SSE `event:` field of `/v1/runs/{id}/events`.
+StepKind = Literal[
+    "profile",
+    "awaiting_approval",
+    "plan",
+    "pass",
+    "exit",
+    "answer",
+    "no_answer",
+    "webhook_delivered",
+    "webhook_failed",
+]
+_STEP_KIND_WORDS = (
+    "a stream ends after `answer` (or, when the run named a webhook, after its outcome: "
+    "`webhook_delivered` or `webhook_failed`), or after `no_answer` once the run's deadline "
+    "passed without one"
+)
+
+
+class WebhookOutcome(BaseModel):
+    """What became of the webhook an answered run named (aeonloop.webhooks)."""
+
+    outcome: Literal["pending", "delivered", "failed"] = Field(
+        description="pending: not POSTed yet, or being tried again; delivered: a try got a 2xx; "
+        "failed: every try failed (AEON_WEBHOOK_ATTEMPTS), the answer is in dead letters"
+    )
+    tries: int | None = Field(None, description="POSTs made, once delivered or failed")
+    webhook_id: str | None = Field(None, description="the `webhook-id` header of every try")
+    reason: str = Field("", description="why the last try failed, when it failed")
+    at: str | None = Field(None, description="when the outcome was recorded (ISO 8601)")
+
+
 class Links(BaseModel):
     self: str
     events: str
@@ -158,10 +190,7 @@ class Progress(BaseModel):
 class StepEvent(BaseModel):
     """One step of a run, as each Server-Sent Event of `/v1/runs/{id}/events` carries it."""
 
-    kind: Literal["profile", "plan", "pass", "exit", "answer", "no_answer"] = Field(
-        description="the SSE `event:` field; a stream ends after `answer`, or after `no_answer` "
-        "once the run's deadline passed without one"
-    )
+    kind: StepKind = Field(description=f"the SSE `event:` field; {_STEP_KIND_WORDS}")
     id: str = Field(
         description="the SSE `id:` field, `<step>@<Redis entry id>`; send it back as "
         "Last-Event-ID to continue after it"
@@ -173,10 +202,7 @@ class EventFrame(BaseModel):
     """One Server-Sent Event of `/v1/runs/{id}/events` as it is on the wire: SSE's fields,
     each a line `name: value`, the frame ending with an empty line."""
 
-    event: Literal["profile", "plan", "pass", "exit", "answer", "no_answer"] = Field(
-        description="the step's kind; a stream ends after `answer`, or after `no_answer` once "
-        "the run's deadline passed without one"
-    )
+    event: StepKind = Field(description=f"the step's kind; {_STEP_KIND_WORDS}")
     id: str = Field(
         description="`<step>@<Redis entry id>`; send it back as Last-Event-ID to continue after it"
     )
@@ -204,6 +230,9 @@ class Run(BaseModel):
     )
     progress: Progress | None = None
     plan: Plan | None = Field(None, description="the plan awaiting approval, when it is")
+    webhook: WebhookOutcome | None = Field(
+        None, description="once answered, the outcome of the webhook the run named, if any"
+    )
     links: Links
 
 

@@ -41,17 +41,20 @@ from datetime import UTC, datetime
 import orjson
 from pydantic import ValidationError
 
+from aeonloop import webhooks
 from aeonloop.bus.codec import text
 from aeonloop.bus.compact import unpack
 from aeonloop.bus.connection import RedisClient
-from aeonloop.bus.keys import ANSWERS, Keys
+from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, Keys
 from aeonloop.bus.records import RedisRunRecords
 from aeonloop.bus.redis_errors import TRANSIENT
 from aeonloop.exceptions import ForeignEventId
 from aeonloop.gateway.client import PROGRESS_STREAMS, answer_due_by
 from aeonloop.gateway.http.run_steps import (
+    ANSWERED,
     BEFORE_ANY_STEP,
     TYPE_RANK,
+    WEBHOOK_SETTLED,
     EventId,
     Order,
     Step,
@@ -60,6 +63,7 @@ from aeonloop.gateway.http.run_steps import (
     progress_rank,
     request_of,
     run_steps,
+    webhook_url_of,
 )
 from aeonloop.phases import history
 from aeonloop.phases.events import (
@@ -70,6 +74,7 @@ from aeonloop.phases.events import (
     LoopExited,
     RequestSubmitted,
     RunState,
+    WebhookSettled,
 )
 from aeonloop.phases.history import RunRecords
 
@@ -84,8 +89,11 @@ INDEX_SIZE = 100_000
 SCAN_LIMIT = 1_000
 SCAN_PAGE = 250
 SCAN_MARGIN_MS = 1_000
+#: How long a run's event stream waits, after the answer, for the outcome of its webhook (the
+#: webhooks group may be down, or not run at all): then it ends without it.
+WEBHOOK_WAIT_S = 600.0
 #: The streams a run's progress is in, in the order its events go through them.
-STATE_STREAMS = (RequestSubmitted.STREAM, *PROGRESS_STREAMS)
+STATE_STREAMS = (RequestSubmitted.STREAM, *PROGRESS_STREAMS, AWAITING_APPROVAL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,16 +118,24 @@ SUBMITTED = _Where((-1, 0, 0), None, None)
 
 @dataclass(frozen=True, slots=True)
 class RunView:
-    """A run as read back: its newest progress event (and the entry it came from), its answer."""
+    """A run as read back: its newest progress event (and the entry it came from), its answer,
+    and its webhook's outcome when it named one (`webhook_named`) and that has come."""
 
     state: Event | None
     state_at: str | None
     answer: ExecutionResult | None
     answer_at: str | None = None
+    webhook_named: bool = False
+    webhook: WebhookSettled | None = None
 
     @property
     def request(self) -> str | None:
         return request_of(self.state)
+
+    @property
+    def last_order(self) -> Order:
+        """The order of the step this run's event stream ends with, once answered."""
+        return WEBHOOK_SETTLED if self.webhook_named else ANSWERED
 
     def seconds_to_give_up(self) -> float | None:
         """Seconds until this run, unanswered, counts as never to be answered (0 or less: it
@@ -150,7 +166,8 @@ def wire_steps(view: RunView) -> list[WireStep]:
     were worked out from (the answer's own when no progress event is known): a place in the
     run's shard at or before everything that follows them."""
     entry_id = view.state_at or view.answer_at or "0-0"
-    return [_wire(step, entry_id) for step in run_steps(view.state, view.answer)]
+    steps = run_steps(view.state, view.answer, view.webhook)
+    return [_wire(step, entry_id) for step in steps]
 
 
 def _wire(step: Step, entry_id: str) -> WireStep:
@@ -185,7 +202,8 @@ class WatchedRun:
         answer, answer_at = self.view.answer, self.view.answer_at
         if answer is None and view.answer is not None:
             answer, answer_at = view.answer, view.answer_at
-        new = RunView(state, state_at, answer, answer_at)
+        named = self.view.webhook_named or view.webhook_named
+        new = RunView(state, state_at, answer, answer_at, named, self.view.webhook or view.webhook)
         if new != self.view:
             self.view = new
             self.version += 1
@@ -271,7 +289,36 @@ class RunFeed:
         run = getattr(state, "run", None)
         if isinstance(run, RunState):
             await _load_history(self.records, correlation_id, run)
-        return RunView(state, state_at, answered.result if answered else None)
+        named = bool(webhook_url_of(state) or (answered and answered.webhook_url))
+        webhook = (
+            await webhooks.outcome(self.records, correlation_id) if named and answered else None
+        )
+        return RunView(state, state_at, answered.result if answered else None, None, named, webhook)
+
+    async def known(self, correlation_id: str, scan_limit: int | None = SCAN_LIMIT) -> bool:
+        """Whether Aeon knows run `correlation_id`: `view` finds it (its answer, or where this
+        process saw it), it has a cancel mark or records, or an entry of its shard's streams
+        is its (the newest `scan_limit` of each; None: all of them). False is the HTTP API's
+        404 for a cancel or an approval, and `aeon cancel`'s exit 2: nothing is written for a
+        run nobody submitted."""
+        if await self.view(correlation_id) is not None:
+            return True
+        keys = self._keys
+        marks = (keys.cancel(correlation_id), keys.run_records(correlation_id))
+        if await self._redis.exists(*marks):
+            return True
+        wanted = correlation_id.encode()
+        for name in STATE_STREAMS:
+            key, high, scanned = keys.stream_of(name, correlation_id), "+", 0
+            while scan_limit is None or scanned < scan_limit:
+                entries = await self._redis.xrevrange(key, high, "-", count=SCAN_PAGE)
+                if any(fields.get(b"cid") == wanted for _entry, fields in entries):
+                    return True
+                scanned += len(entries)
+                if len(entries) < SCAN_PAGE:
+                    break
+                high = b"(" + entries[-1][0]
+        return False
 
     def stop_streams(self) -> None:
         """End every event stream after the step it is sending, now and from now on: the
@@ -315,7 +362,7 @@ class RunFeed:
         come while this process was not reading."""
         answered = await self._stored_answer(run.correlation_id)
         if answered is not None:
-            run.offer(RunView(None, None, answered.result))
+            run.offer(RunView(None, None, answered.result, None, bool(answered.webhook_url)))
 
     async def recent(self, limit: int) -> list[tuple[RequestSubmitted, ExecutionResult | None]]:
         """The newest `limit` requests over every shard, newest first, each with its answer if
@@ -441,9 +488,11 @@ class RunFeed:
             return
         event = _decode(fields)
         if isinstance(event, FinalAnswerReady):
-            run.offer(RunView(None, None, event.result, entry_id))
+            run.offer(RunView(None, None, event.result, entry_id, bool(event.webhook_url)))
+        elif isinstance(event, WebhookSettled):
+            run.offer(RunView(None, None, None, None, True, event))
         elif event is not None:
-            run.offer(RunView(event, entry_id, None))
+            run.offer(RunView(event, entry_id, None, None, bool(webhook_url_of(event))))
 
     def _remember(self, correlation_id: str, where: _Where) -> None:
         self._index[correlation_id] = where
@@ -499,8 +548,9 @@ class Watch:
 
 
 async def stream_steps(watch: Watch, after: EventId | None) -> AsyncIterator[WireStep]:
-    """The run's steps after `after`, as they come, ending with the answer; lets the watch go
-    at the end."""
+    """The run's steps after `after`, as they come, ending with the answer, or with its
+    webhook's outcome when it named one (or WEBHOOK_WAIT_S after the answer, if none comes);
+    lets the watch go at the end."""
     run, feed = watch.run, watch.feed
     sent = after.order if after is not None else BEFORE_ANY_STEP
     feed.open_streams += 1
@@ -515,10 +565,16 @@ async def stream_steps(watch: Watch, after: EventId | None) -> AsyncIterator[Wir
                 if step.order > sent:
                     sent = step.order
                     yield step
-                    if step.kind == "answer":
-                        return
+            if run.view.answer is not None and sent >= run.view.last_order:
+                return
             if run.stopping:
                 return
+            if run.view.answer is not None:  # answered: only the webhook's outcome is to come
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(run.changed(version), WEBHOOK_WAIT_S)
+                if run.version == version:
+                    return
+                continue
             give_up_in = run.view.seconds_to_give_up()
             if give_up_in is not None and give_up_in <= 0:
                 try:

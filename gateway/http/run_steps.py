@@ -7,9 +7,12 @@ reading only the newest. The steps are a pure function of (newest run event, ans
 is what makes the event stream resumable: the steps after a given one are the same whichever
 process works them out, and whenever.
 
-Each step has a key that orders it among the run's steps (`profile` < `plan` < `pass-1` <
-`pass-2` … < `exit` < `answer`). On the wire a step's id is `<key>@<entry id>`: the key says
-which steps the reader has, the Redis stream entry id says where in the run's shard the
+Each step has a key that orders it among the run's steps (`profile` < `awaiting_approval` (a
+run paused for its plan's approval, while it is: the plan it would run) < `plan` (the plan it
+runs, once approved) < `pass-1` <
+`pass-2` … < `exit` < `answer` < `webhook`: a run that named a webhook ends with its outcome,
+`webhook_delivered` or `webhook_failed`). On the wire a step's id is `<key>@<entry id>`: the
+key says which steps the reader has, the Redis stream entry id says where in the run's shard the
 newest event it was made from sits, so a process that never saw the run can find the rest
 from there (gateway.http.run_feed).
 """
@@ -28,33 +31,52 @@ from aeonloop.phases.events import (
     LoopExited,
     PassCompleted,
     PassRequested,
+    PlanAwaitingApproval,
     PlanReady,
     RequestSubmitted,
     RunState,
     TaskProfiled,
+    WebhookSettled,
 )
 from aeonloop.phases.models import ExecutionPass, ToolCall
 
-StepKind = Literal["profile", "plan", "pass", "exit", "answer", "no_answer"]
+StepKind = Literal[
+    "profile",
+    "awaiting_approval",
+    "plan",
+    "pass",
+    "exit",
+    "answer",
+    "no_answer",
+    "webhook_delivered",
+    "webhook_failed",
+]
 #: A run ends with its answer, or, past its deadline without one, with `no_answer`: either is
 #: its last step.
 _KIND_ORDER: dict[str, int] = {
     "profile": 0,
-    "plan": 1,
-    "pass": 2,
-    "exit": 3,
-    "answer": 4,
-    "no_answer": 4,
+    "awaiting_approval": 1,
+    "plan": 2,
+    "pass": 3,
+    "exit": 4,
+    "answer": 5,
+    "no_answer": 5,
+    "webhook": 6,
+    "webhook_delivered": 6,
+    "webhook_failed": 6,
 }
 #: Where a reader is in a run: the key of the last step it has.
 Order = tuple[int, int]
 BEFORE_ANY_STEP: Order = (-1, 0)
 ANSWERED: Order = (_KIND_ORDER["answer"], 0)
+#: The step after which a run that named a webhook has nothing more to say.
+WEBHOOK_SETTLED: Order = (_KIND_ORDER["webhook"], 0)
 #: A step's id as this API gives it out: each part of the entry id at most 19 digits, so never
 #: past the 64 bits Redis takes (a larger one would read as Redis failing). The OpenAPI document
 #: gives it as Last-Event-ID's pattern.
 EVENT_ID_PATTERN = (
-    r"(profile|plan|pass-([1-9]\d{0,5})|exit|answer|no_answer)@((\d{1,19})-(\d{1,19}))"
+    r"(profile|awaiting_approval|plan|pass-([1-9]\d{0,5})|exit|answer|no_answer|webhook)"
+    r"@((\d{1,19})-(\d{1,19}))"
 )
 _EVENT_ID = re.compile(EVENT_ID_PATTERN)
 
@@ -64,6 +86,7 @@ TYPE_RANK: dict[str, int] = {
     RequestSubmitted.__name__: 0,
     TaskProfiled.__name__: 1,
     PlanReady.__name__: 2,
+    PlanAwaitingApproval.__name__: 2,  # the same run as the PlanReady its approval makes
     PassRequested.__name__: 3,
     PassCompleted.__name__: 3,
     LoopExited.__name__: 4,
@@ -79,6 +102,8 @@ class Step:
 
     @property
     def key(self) -> str:
+        if self.kind.startswith("webhook_"):
+            return "webhook"
         return f"pass-{self.number}" if self.kind == "pass" else self.kind
 
     @property
@@ -134,15 +159,28 @@ def request_of(event: Event | None) -> str | None:
     return None
 
 
-def run_steps(state: Event | None, answer: ExecutionResult | None) -> list[Step]:
-    """Every step of a run whose newest progress event is `state` (None: none known) and whose
-    result is `answer` (None: not answered yet), in order."""
+def webhook_url_of(event: Event | None) -> str | None:
+    """Where the run's answer is POSTed, if `event` says (aeonloop.webhooks)."""
+    if isinstance(event, RequestSubmitted):
+        return event.webhook_url
+    run = getattr(event, "run", None)
+    return run.webhook_url if isinstance(run, RunState) else None
+
+
+def run_steps(
+    state: Event | None, answer: ExecutionResult | None, webhook: WebhookSettled | None = None
+) -> list[Step]:
+    """Every step of a run whose newest progress event is `state` (None: none known), whose
+    result is `answer` (None: not answered yet) and whose webhook's outcome is `webhook`, in
+    order."""
     run = getattr(state, "run", None)
     steps: list[Step] = []
     if isinstance(run, RunState):
         if run.profile is not None:
             steps.append(_profile(run))
-        if run.plan is not None:
+        if isinstance(state, PlanAwaitingApproval):
+            steps.append(_awaiting_approval(state))  # its plan step comes once it is approved
+        elif run.plan is not None:
             steps.append(_plan(run))
         steps += [_pass(run, record) for record in run.passes]
     if isinstance(state, LoopExited):
@@ -151,7 +189,20 @@ def run_steps(state: Event | None, answer: ExecutionResult | None) -> list[Step]
         steps.append(_exit_of_answer(answer))
     if answer is not None:
         steps.append(Step("answer", 0, answer_data(answer)))
+        if webhook is not None:
+            steps.append(Step(f"webhook_{webhook.outcome}", 0, webhook_data(webhook)))
     return steps
+
+
+def webhook_data(webhook: WebhookSettled) -> dict[str, Any]:
+    """A webhook's outcome as the API shows it (its run's status, its event stream)."""
+    return {
+        "outcome": webhook.outcome,
+        "tries": webhook.tries,
+        "webhook_id": webhook.webhook_id,
+        "reason": webhook.reason,
+        "at": webhook.created_at.isoformat(),
+    }
 
 
 def _profile(run: RunState) -> Step:
@@ -189,6 +240,24 @@ def _plan(run: RunState) -> Step:
             ],
             #: The request's attached files, by path: context the plan and steps were given.
             "files": list(run.file_paths),
+        },
+    )
+
+
+def _awaiting_approval(paused: PlanAwaitingApproval) -> Step:
+    """The run paused for its plan's approval: the plan as an approval may edit it (`goal`,
+    `steps` with `step_id` and `description`), and the deadline it waits until at most."""
+    plan = paused.run.plan
+    assert plan is not None
+    return Step(
+        "awaiting_approval",
+        0,
+        {
+            "plan": {
+                "goal": plan.goal,
+                "steps": [{"step_id": s.step_id, "description": s.description} for s in plan.steps],
+            },
+            "deadline": paused.deadline.isoformat(),
         },
     )
 

@@ -96,3 +96,32 @@ def test_aeon_ask_approve_plan_asks_on_the_terminal(procs: Processes, env: dict[
     assert "approve this plan? [y/N]" in done.stderr and "plan approved" in done.stderr
     assert json.loads(done.stdout)["status"] == "converged"
     assert time.monotonic() - started < 60
+
+
+def test_the_event_stream_says_when_a_run_awaits_approval_with_its_plan(
+    procs: Processes, env: dict[str, str], bus: Bus
+) -> None:
+    """A reader needs no polling: `awaiting_approval` comes with the plan to approve, and once
+    approved the stream goes on (resumed after it) with the plan as approved, to the answer."""
+    procs.worker(env)
+    server = Server(procs, env)
+    cid = server.submit("Explain tides", approve_plan=True)
+    paused = server.events(cid, stop_after=2)
+    assert [e.kind for e in paused.events] == ["profile", "awaiting_approval"]
+    step = paused.events[-1]
+    assert step.id.startswith("awaiting_approval@")
+    assert step.data["plan"]["steps"] and step.data["plan"]["goal"]
+    assert step.data["plan"] == {
+        "goal": _paused(server, cid)["plan"]["goal"],
+        "steps": [
+            {"step_id": s["step_id"], "description": s["description"]}
+            for s in _paused(server, cid)["plan"]["steps"]
+        ],
+    }
+    edited = {"goal": "a short answer", "steps": [{"step_id": "one", "description": "Say it"}]}
+    assert server.post(f"/v1/runs/{cid}/approve", {"plan": edited}).status == 202
+    rest = server.events(cid, last_event_id=step.id)
+    assert rest.ended and rest.kinds[0] == "plan" and rest.kinds[-1] == "answer", rest.kinds
+    assert rest.events[0].data["goal"] == "a short answer"
+    assert "awaiting_approval" not in rest.kinds
+    assert_answered_once(bus, [cid])

@@ -102,3 +102,25 @@ def _llm_calls(port: int) -> float:
         for line in text.splitlines()
         if line.startswith("aeon_llm_calls_total")
     )
+
+
+def test_aeon_cancel_of_an_id_aeon_never_saw_is_exit_2_and_writes_nothing(
+    procs: Processes, env: dict[str, str], bus: Bus
+) -> None:
+    """Like the HTTP API's 404 (RunFeed.known decides both): one line, exit 2, no cancel mark;
+    while a run submitted elsewhere, which this command never saw, is cancelled."""
+    unknown = procs.run_aeon(env, "cancel", "no-such-run", timeout=30)
+    assert unknown.returncode == 2, unknown.tail()
+    lines = unknown.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no run no-such-run" in lines[0], unknown.stderr
+    assert "Traceback" not in unknown.output
+    assert not bus.redis.exists(bus.keys.cancel("no-such-run"))
+
+    slow = {**env, "AEON_LLM_DELAY_MS": SLOW_MS}
+    procs.worker(slow)
+    server = Server(procs, slow)
+    cid = server.submit("Explain tides")
+    known = procs.run_aeon(env, "cancel", cid, timeout=30)
+    assert known.returncode == 0, known.tail()
+    assert _answer(bus, cid, 20)["status"] == "cancelled"
+    assert_answered_once(bus, [cid])

@@ -5,6 +5,7 @@ that says what is served. The fuzzer itself runs in .ci/run."""
 
 from __future__ import annotations
 
+import re
 import socket
 import time
 
@@ -109,6 +110,10 @@ def test_a_whole_number_written_with_a_fraction_is_taken(server: Server) -> None
     assert (half.status, half.body["field"]) == (422, "max_ttl")
 
 
+def fields_of(schemas: dict, name: str) -> dict:
+    return schemas[name]["properties"]
+
+
 def test_the_openapi_document_says_what_is_served(server: Server) -> None:
     document = server.get("/openapi.json").body
     schemas = document["components"]["schemas"]
@@ -118,7 +123,17 @@ def test_the_openapi_document_says_what_is_served(server: Server) -> None:
     assert schemas["RunRequest"]["properties"]["max_ttl"]["maximum"] == 8  # AEON_MAX_PASSES
     events = document["paths"]["/v1/runs/{correlation_id}/events"]["get"]
     header = next(p for p in events["parameters"] if p["name"] == "Last-Event-ID")
-    assert header["schema"]["pattern"].startswith("^(profile|plan|pass-")
+    pattern = re.compile(header["schema"]["pattern"])
+    for step in ("profile", "awaiting_approval", "plan", "pass-2", "exit", "answer", "webhook"):
+        assert pattern.fullmatch(f"{step}@1732300000000-0"), step
+    assert not pattern.fullmatch("pass@1732300000000-0")
+    assert set(fields_of(schemas, "EventFrame")["event"]["enum"]) >= {
+        "awaiting_approval",
+        "webhook_delivered",
+        "webhook_failed",
+    }
+    outcome = fields_of(schemas, "WebhookOutcome")["outcome"]["enum"]
+    assert outcome == ["pending", "delivered", "failed"]
     frame = events["responses"]["200"]["content"]["text/event-stream"]["schema"]["$ref"]
     fields = schemas[frame.rsplit("/", 1)[1]]["properties"]
     assert set(fields) == {"event", "id", "data", "retry"}

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from e2e_support import Processes
 from http_support import Server
+from webhook_support import Receiver, hooked
 
 pytestmark = pytest.mark.e2e
 
@@ -343,6 +344,35 @@ def test_a_person_reviews_edits_and_approves_the_plan(
     assert "an edited goal" in plan_step.get_attribute("textContent")  # it may still fade in
     assert not driver.find_element(By.ID, "approval").is_displayed()
     print(f"\nscreenshot: {path}")
+
+
+def test_the_webhooks_outcome_ends_the_run_on_the_page(
+    browser: object, procs: Processes, env: dict[str, str]
+) -> None:
+    """A run that named a webhook (its receiver fails once) shows, after its answer, what
+    became of it: delivered, after two tries."""
+    from selenium.webdriver.common.by import By
+
+    receiver = Receiver()
+    try:
+        on = hooked(env, receiver, attempts=3)
+        procs.worker(on)
+        server = Server(procs, on)
+        cid = server.submit("Explain tides", webhook_url=receiver.hook("/page", failures=1))
+        driver = browser
+        driver.get(f"http://{server.host}:{server.port}/#/runs/{cid}")
+        card = _wait(
+            driver,
+            lambda d: d.find_element(By.CSS_SELECTOR, '#run .step[data-kind="webhook_delivered"]'),
+            60,
+            "the webhook's outcome on the page",
+        )
+        text = card.get_attribute("textContent")
+        assert "delivered" in text and "tries 2" in text, text
+        assert driver.find_elements(By.CSS_SELECTOR, '#run .step[data-kind="answer"]')
+        assert driver.find_element(By.CSS_SELECTOR, ".run-head .chip").text == "answered"
+    finally:
+        receiver.close()
 
 
 def test_a_run_that_calls_two_tools_shows_each_call(

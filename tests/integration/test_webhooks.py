@@ -1,6 +1,7 @@
 """Webhooks through the real bus, to a real receiver on loopback: signed by the Standard
 Webhooks spec (checked with the `standardwebhooks` package), tried again with the same
-webhook-id until it lands, dead-lettered after the last try; and which URLs may be named."""
+webhook-id until it lands, dead-lettered after the last try (AEON_WEBHOOK_ATTEMPTS), the
+outcome kept on the run and published; and which URLs may be named."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import pytest
 from redis.asyncio import Redis
 from standardwebhooks import Webhook
 
-from aeonloop.bus.keys import Keys
+from aeonloop.bus.keys import WEBHOOK_OUTCOMES, WEBHOOK_RECORD, Keys
+from aeonloop.bus.records import RedisRunRecords
 from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import BadInput
 from aeonloop.gateway.client import AeonClient
 from aeonloop.llm.offline import OfflineLLM
 from aeonloop.phases.deps import LoopSettings
+from aeonloop.phases.events import WebhookSettled
 from aeonloop.phases.worker import make_worker
 from aeonloop.webhooks import WebhookSettings
 
@@ -57,11 +60,25 @@ def hooks(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
     receiver = Receiver(failures=2)
     monkeypatch.setenv("AEON_WEBHOOK_SECRET", SECRET)
     monkeypatch.setenv("AEON_WEBHOOK_ALLOWED_HOSTS", f"{receiver.origin},hooks.example.com")
+    monkeypatch.setenv("AEON_WEBHOOK_ATTEMPTS", "4")
+    monkeypatch.setenv("AEON_WEBHOOK_BACKOFF_S", "0.05")
     yield receiver
     receiver.close()
 
 
-async def run_with_webhook(settings: BusSettings, url: str) -> str:
+async def settled(redis: Redis, keys: Keys, cid: str, within_s: float = 60) -> WebhookSettled:
+    """The run's webhook outcome as its record keeps it, once the webhooks group is done."""
+    records = RedisRunRecords(redis, keys)
+    async with asyncio.timeout(within_s):
+        while True:
+            (kept,) = await records.read(cid, [WEBHOOK_RECORD])
+            if kept is not None:
+                return WebhookSettled.model_validate_json(kept)
+            await asyncio.sleep(0.05)
+
+
+async def run_with_webhook(settings: BusSettings, url: str) -> tuple[str, WebhookSettled]:
+    """A run that names `url`, to its webhook's outcome."""
     redis = Redis.from_url(settings.redis_url)
     worker = make_worker(redis, settings, OfflineLLM(), loop=LoopSettings())
     await worker.start()
@@ -70,18 +87,30 @@ async def run_with_webhook(settings: BusSettings, url: str) -> str:
         async with AeonClient(settings=settings) as client:
             cid = await client.submit("Explain tides", timeout=30, webhook_url=url)
             await client.wait(cid, 30)
-            await asyncio.sleep(2)  # the deliveries, with the bus's backoff between tries
-        return cid
+        return cid, await settled(redis, Keys(settings.prefix, settings.shards), cid)
     finally:
         worker.stop()
         await asyncio.wait_for(running, 15)
         await redis.aclose()
 
 
+async def published(settings: BusSettings, cid: str) -> list[WebhookSettled]:
+    """The run's outcomes on the webhook outcomes stream, as gateways read them."""
+    keys = Keys(settings.prefix, settings.shards)
+    async with Redis.from_url(settings.redis_url) as redis:
+        entries = await redis.xrange(keys.stream_of(WEBHOOK_OUTCOMES, cid))
+    return [
+        WebhookSettled.model_validate_json(fields[b"body"])
+        for _, fields in entries
+        if fields[b"cid"] == cid.encode()
+    ]
+
+
 async def test_a_receiver_that_fails_twice_gets_one_delivery_id_three_tries(
     settings: BusSettings, hooks: Receiver
 ) -> None:
-    cid = await run_with_webhook(settings, f"{hooks.origin}/hook?token=t")
+    cid, outcome = await run_with_webhook(settings, f"{hooks.origin}/hook?token=t")
+    assert (outcome.outcome, outcome.tries) == ("delivered", 3)
     assert len(hooks.tries) == 3
     ids = {headers["webhook-id"] for headers, _ in hooks.tries}
     assert len(ids) == 1
@@ -91,19 +120,25 @@ async def test_a_receiver_that_fails_twice_gets_one_delivery_id_three_tries(
     assert payload["result"]["status"] == "converged"
     with pytest.raises(Exception, match="signature"):
         Webhook("whsec_" + "A" * 32).verify(body, headers)
+    assert outcome.webhook_id == headers["webhook-id"]
+    assert await published(settings, cid) == [outcome]
 
 
-async def test_after_the_last_try_the_answer_goes_to_dead_letters(
+async def test_after_the_webhooks_own_attempts_the_answer_goes_to_dead_letters(
     settings: BusSettings, hooks: Receiver
 ) -> None:
-    hooks.failures = 100
-    cid = await run_with_webhook(settings, f"{hooks.origin}/hook")
-    assert len(hooks.tries) == settings.handler_attempts
+    hooks.failures = 4  # AEON_WEBHOOK_ATTEMPTS, not AEON_HANDLER_ATTEMPTS
+    assert settings.handler_attempts != 4
+    cid, outcome = await run_with_webhook(settings, f"{hooks.origin}/hook")
+    assert len(hooks.tries) == 4
+    assert (outcome.outcome, outcome.tries) == ("failed", 4)
+    assert "answered 500" in outcome.reason
     keys = Keys(settings.prefix, settings.shards)
     async with Redis.from_url(settings.redis_url) as redis:
         dead = await redis.xrange(keys.dead_letter(keys.shard_of(cid)))
     reasons = [fields[b"reason"].decode() for _, fields in dead]
-    assert any("answered 500" in reason for reason in reasons), reasons
+    assert len(reasons) == 1 and "answered 500" in reasons[0], reasons
+    assert await published(settings, cid) == [outcome]
 
 
 @pytest.mark.parametrize(

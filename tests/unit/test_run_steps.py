@@ -10,7 +10,9 @@ from aeonloop.gateway.http.run_feed import RunView, WatchedRun, wire_steps
 from aeonloop.gateway.http.run_steps import (
     ANSWERED,
     BEFORE_ANY_STEP,
+    WEBHOOK_SETTLED,
     EventId,
+    Step,
     degraded_because,
     progress_rank,
     request_of,
@@ -22,10 +24,12 @@ from aeonloop.phases.events import (
     LoopExited,
     PassCompleted,
     PassRequested,
+    PlanAwaitingApproval,
     PlanReady,
     RequestSubmitted,
     TaskProfiled,
     Usage,
+    WebhookSettled,
 )
 from aeonloop.phases.models import (
     ExecutionPass,
@@ -121,6 +125,34 @@ def test_the_newest_event_alone_gives_every_step_so_far() -> None:
     assert orders == sorted(orders) and orders[0] > BEFORE_ANY_STEP and orders[-1] == ANSWERED
 
 
+def test_a_paused_run_shows_the_plan_to_approve_and_its_plan_step_only_once_approved() -> None:
+    run = _journey()
+    paused = run["profiled"].child(PlanAwaitingApproval, run=run["planned"].run)
+    steps = run_steps(paused, None)
+    assert [step.key for step in steps] == ["profile", "awaiting_approval"]
+    assert steps[-1].data["plan"] == {
+        "goal": "explain tides",
+        "steps": [
+            {"step_id": "s1", "description": "say what pulls"},
+            {"step_id": "s2", "description": "say it simply"},
+        ],
+    }
+    assert steps[-1].order < run_steps(run["planned"], None)[-1].order  # then `plan` is new
+
+
+def test_a_run_that_named_a_webhook_ends_with_its_outcome() -> None:
+    exited = _journey()["exited"]
+    settled = exited.child(
+        WebhookSettled, outcome="failed", tries=5, webhook_id="e1", reason="answered 500"
+    )
+    steps = run_steps(exited, _answer(), settled)
+    assert [step.key for step in steps][-2:] == ["answer", "webhook"]
+    last = steps[-1]
+    assert (last.kind, last.order) == ("webhook_failed", WEBHOOK_SETTLED)
+    assert last.data["tries"] == 5 and last.data["reason"] == "answered 500"
+    assert run_steps(exited, None, settled)[-1].kind == "exit"  # never before the answer
+
+
 def test_a_pass_shows_each_step_it_ran_with_the_output_kept_or_why_not() -> None:
     (step,) = [s for s in run_steps(_journey()["completed"], None) if s.kind == "pass"]
     assert step.data["pass"] == 1 and step.data["score"] == 0.5 and not step.data["converged"]
@@ -183,10 +215,21 @@ def test_progress_ranks_order_a_runs_events() -> None:
 
 def test_event_ids_parse_back_to_their_place() -> None:
     event_id = EventId.parse("pass-12@1732300000000-3")
-    assert event_id.order == (2, 12) and event_id.entry_id == "1732300000000-3"
-    assert EventId.parse("profile@1-0").order < EventId.parse("plan@1-0").order
-    assert EventId.parse("pass-99@1-0").order < EventId.parse("exit@1-0").order
+    assert event_id.order == Step("pass", 12, {}).order and event_id.entry_id == "1732300000000-3"
+    order = [
+        "profile",
+        "awaiting_approval",
+        "plan",
+        "pass-1",
+        "pass-99",
+        "exit",
+        "answer",
+        "webhook",
+    ]
+    orders = [EventId.parse(f"{key}@1-0").order for key in order]
+    assert orders == sorted(orders) and len(set(orders)) == len(orders)
     assert EventId.parse("answer@5-0").order == ANSWERED
+    assert EventId.parse("webhook@5-0").order == WEBHOOK_SETTLED
     # 19 digits a part: the pattern the OpenAPI document gives, below Redis's 64-bit limit.
     assert EventId.parse(f"plan@{'9' * 19}-{'9' * 19}").entry_id.startswith("9999")
 

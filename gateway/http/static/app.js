@@ -11,10 +11,15 @@
 function badge(kind, data) {
   if (kind === "pass") return String(data.pass);
   if (kind === "exit") return data.reason === "converged" ? "✓" : "!";
-  return { profile: "A", plan: "B", answer: "E", no_answer: "!" }[kind];
+  return {
+    profile: "A", plan: "B", awaiting_approval: "?", answer: "E", no_answer: "!",
+    webhook_delivered: "↗", webhook_failed: "!",
+  }[kind];
 }
-// A run's stream ends with one of these.
+// A run is over with one of these; a run that named a webhook then says what became of it,
+// and its stream ends there (the server ends it, and a reconnect is 204).
 const LAST_STEPS = new Set(["answer", "no_answer"]);
+const WEBHOOK_STEPS = new Set(["webhook_delivered", "webhook_failed"]);
 // Refusals that trying again will not change (a token is asked for; the run is not there).
 const FINAL_REFUSALS = new Set([400, 401, 404, 422]);
 const RETRY_MS = 1000;
@@ -204,9 +209,10 @@ async function follow(id, view, signal) {
           lastId = event.id;
           tries = 0;
           view.add(event.event, event.data);
-          return LAST_STEPS.has(event.event);
+          return event.event === "no_answer" || WEBHOOK_STEPS.has(event.event);
         });
         if (finished) return;
+        if (view.finished) continue; // answered: the webhook's outcome, or a 204, is next
       }
     } catch (error) {
       if (signal.aborted) return;
@@ -249,28 +255,10 @@ class RunView {
     this.id = id;
     if (request) this.setQuestion(request);
     else this.loadQuestion();
-    this.watchApproval();
   }
 
-  // A run submitted with approve_plan pauses after its plan: ask the server until it has
-  // paused (or gone on), and show the plan with Approve, Edit and (the run's) Cancel.
-  async watchApproval() {
-    while (!this.finished) {
-      let run = null;
-      try {
-        run = await api(`/v1/runs/${encodeURIComponent(this.id)}`);
-      } catch {
-        return;
-      }
-      if (run.state === "awaiting_approval") {
-        this.showPlanForApproval(run.plan);
-        return;
-      }
-      if (run.state !== "running" || this.started) return;
-      await sleep(500);
-    }
-  }
-
+  // A run submitted with approve_plan pauses after its plan (its `awaiting_approval` event):
+  // show the plan with Approve, Edit and (the run's) Cancel.
   showPlanForApproval(plan) {
     this.status.className = "chip warn";
     this.status.textContent = "awaiting approval";
@@ -356,13 +344,21 @@ class RunView {
   }
 
   add(kind, data) {
+    if (kind === "awaiting_approval") {
+      this.showPlanForApproval(data.plan);
+      this.pending.querySelector(".badge").textContent = "?";
+      this.pending.querySelector(".card").textContent = "Waiting for the plan's approval…";
+      return;
+    }
     const render = RENDER[kind];
     if (!render) return;
+    this.approval.hidden = true; // approved (or cancelled): it went on
     const item = el("li", { class: "step", "data-kind": kind },
       el("span", { class: "badge", text: badge(kind, data) }),
       render(data));
     if (kind === "answer" && data.degraded) item.classList.add("degraded");
-    this.pending.before(item);
+    if (this.pending.isConnected) this.pending.before(item);
+    else this.timeline.append(item); // after the answer: the webhook's outcome
     if (this.question.hidden && this.asked === 1) this.loadQuestion();
     this.setPending(kind, data);
   }
@@ -374,7 +370,7 @@ class RunView {
       pass: data.converged ? ["✓", "Converged; wrapping up…"] : [String(data.pass + 1), `Running pass ${data.pass + 1}…`],
       exit: ["E", "Writing the answer…"],
     }[kind];
-    if (kind === "plan") this.started = true;
+    if (WEBHOOK_STEPS.has(kind)) return; // after the answer: the run's state stays as it is
     if (LAST_STEPS.has(kind)) {
       this.finished = true;
       this.approval.hidden = true;
@@ -398,6 +394,7 @@ class RunView {
   }
 
   reconnecting() {
+    if (this.finished) return; // answered: only the webhook's outcome may still come
     this.status.className = "chip live";
     this.status.textContent = "reconnecting";
   }
@@ -429,6 +426,11 @@ function facts(pairs) {
 function list(title, items) {
   if (!items || !items.length) return null;
   return el("div", {}, el("p", { text: title }), el("ul", {}, items.map((i) => el("li", { text: i }))));
+}
+
+function webhookCard(d, chip, words) {
+  return card("Webhook", el("span", { class: `chip ${chip}`, text: words }),
+    facts([["tries", d.tries], ["webhook-id", d.webhook_id], ["why", d.reason]]));
 }
 
 const RENDER = {
@@ -498,6 +500,14 @@ const RENDER = {
     return card("Loop ended", el("span", { class: `chip ${good ? "good" : "warn"}`, text: d.reason }),
       el("p", { class: "exit-words", text: d.words + (d.detail ? ` (${d.detail})` : "") }),
       facts([["passes", d.passes], ["pass budget left", d.ttl_remaining], ["refinement actions", d.refinements]]));
+  },
+
+  webhook_delivered(d) {
+    return webhookCard(d, "good", "delivered");
+  },
+
+  webhook_failed(d) {
+    return webhookCard(d, "bad", "failed");
   },
 
   no_answer(d) {
