@@ -10,8 +10,9 @@ the request, equals MCP_TEST_EXPECTED) and, with MCP_TEST_EXTRA_TOOLS=1, `image(
 MCP_TEST_PREFIX goes before every tool's name.
 
 Every call appends a JSON line to the file MCP_TEST_CALLS names, if set: the tool, its
-arguments and the request's `_meta` (the idempotency key Aeon sends), so a test can count calls
-and read what reached the server.
+arguments, the request's `_meta` (the idempotency key Aeon sends), the caller's pid (over
+stdio, the worker that started the server) and the time, so a test can count calls, read what
+reached the server, and see a call in flight.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import os
 import socket
 import sys
+import time
 from typing import Any
 
 import uvicorn
@@ -42,7 +44,9 @@ def _record(tool: str, arguments: dict[str, Any], ctx: Context) -> None:
     if not path:
         return
     meta = dict(ctx.request_context.meta or {})
-    line = json.dumps({"tool": PREFIX + tool, "arguments": arguments, "meta": meta}, default=str)
+    # The caller: over stdio, the process that started this server (a worker); and when.
+    said = {"tool": PREFIX + tool, "arguments": arguments, "meta": meta}
+    line = json.dumps({**said, "caller": os.getppid(), "at": time.time()}, default=str)
     with open(path, "a", encoding="utf-8") as calls:
         calls.write(line + "\n")
 
