@@ -371,6 +371,11 @@ def test_the_webhooks_outcome_ends_the_run_on_the_page(
         assert "delivered" in text and "tries 2" in text, text
         assert driver.find_elements(By.CSS_SELECTOR, '#run .step[data-kind="answer"]')
         assert driver.find_element(By.CSS_SELECTOR, ".run-head .chip").text == "answered"
+        driver.execute_script("arguments[0].scrollIntoView()", card)
+        ARTIFACTS.mkdir(exist_ok=True)
+        path = ARTIFACTS / "run-page-webhook.png"  # the card alone: the outcome, after the answer
+        card.screenshot(str(path))
+        print(f"\nscreenshot: {path}")
     finally:
         receiver.close()
 
