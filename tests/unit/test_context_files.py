@@ -1,6 +1,6 @@
 """Files as context: the gateway's checks, where the contents are kept, which prompts carry them,
 and how they are clipped to the context budget (no Redis: the end-to-end proofs are in
-tests/e2e/test_context_files.py)."""
+tests/e2e/test_attached_files.py)."""
 
 from __future__ import annotations
 
