@@ -119,8 +119,10 @@ async def test_other_content_is_described(tmp_path: Path) -> None:
     assert result.text == "a picture\n[image/png, 100 bytes]"
 
 
-async def test_calls_are_counted_by_tool_and_outcome(both: McpToolbox) -> None:
-    metrics.record()
+async def test_calls_are_counted_by_tool_and_outcome(
+    both: McpToolbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(metrics, "_enabled", True)  # recording on for this test alone
 
     def count(tool: str, outcome: str) -> float:
         labels = {"tool": tool, "outcome": outcome}
