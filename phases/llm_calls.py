@@ -292,8 +292,9 @@ class LLMSession:
         for the call at its most (`call_cost`); else RunStopped, and nothing is sent."""
         if self.check_cancelled is not None:
             await self.check_cancelled()
-        cost = call_cost(call)
         limit = self.usage.token_budget
+        # Priced only for a run with a budget: pricing renders the whole prompt once more.
+        cost = 0 if limit is None else call_cost(call)
         spent = self.usage.total_tokens + self._reserved
         if limit is not None and spent + cost > limit:
             raise BudgetExhausted(call.prompt_id.value, spent, cost, limit)

@@ -12,7 +12,7 @@ import time
 from redis.asyncio import Redis
 from test_pipeline import NO_ISSUES, PLAN, add_a_step, assessment, pipeline
 
-from aeonloop.bus.cancels import CancelOutcome
+from aeonloop.bus.cancels import CancelOutcome, RedisCancels
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings
 from aeonloop.llm.base import LLMCall
@@ -131,3 +131,30 @@ async def test_the_workers_default_budget_applies_when_a_request_sets_none(
     assert result.final_answer.metadata["reason"] == "budget_exhausted"
     assert llm.calls == []
     assert result.usage.total_tokens == 0
+
+
+async def test_lookups_asked_at_once_are_read_together_and_each_is_right(
+    settings: BusSettings,
+) -> None:
+    """A worker's cancel lookups of one moment go to Redis in one pipeline: each asker still
+    gets its own run's mark, read after it asked (a mark set before a lookup is seen)."""
+    redis = Redis.from_url(settings.redis_url)
+    keys = Keys(settings.prefix)
+    cancels = RedisCancels(redis, keys)
+    try:
+        marked = {f"run-{n}" for n in range(0, 60, 3)}
+        for cid in marked:
+            await redis.set(keys.cancel(cid), "1")
+        pipelines = []
+        pipeline = redis.pipeline
+        redis.pipeline = lambda **kw: pipelines.append(kw) or pipeline(**kw)  # counted
+        before = (await redis.info("commandstats")).get("cmdstat_exists", {}).get("calls", 0)
+        runs = [f"run-{n}" for n in range(60)]
+        seen = await asyncio.gather(*(cancels.cancelled(cid) for cid in runs))
+        after = (await redis.info("commandstats"))["cmdstat_exists"]["calls"]
+        assert {cid for cid, mark in zip(runs, seen, strict=True) if mark} == marked
+        assert after - before == 60 and len(pipelines) == 1  # one EXISTS each, in one pipeline
+        await redis.set(keys.cancel("run-1"), "1")
+        assert await cancels.cancelled("run-1")  # asked after the mark: sees it
+    finally:
+        await redis.aclose()
