@@ -88,10 +88,7 @@ class RedisCancels:
         await asyncio.sleep(0)  # the lookups asked at this moment join this read
         asked, self._asked, self._reader = self._asked, [], None
         try:
-            pipe = self._redis.pipeline(transaction=False)
-            for correlation_id, _ in asked:
-                pipe.exists(self._keys.cancel(correlation_id))
-            marks = await pipe.execute()
+            marks = await self._marks([correlation_id for correlation_id, _ in asked])
         except TRANSIENT as error:
             log.info("cancels of %d run(s) not read (%s)", len(asked), type(error).__name__)
             marks = [0] * len(asked)
@@ -107,6 +104,15 @@ class RedisCancels:
         for (_, answer), marked in zip(asked, marks, strict=True):
             if not answer.done():  # its asker may have been cancelled meanwhile
                 answer.set_result(bool(marked))
+
+    async def _marks(self, runs: list[str]) -> list[int]:
+        """Each run's mark (1 or 0): one command for one run, else one pipeline."""
+        if len(runs) == 1:  # a pipeline costs more than the command it would carry
+            return [await self._redis.exists(self._keys.cancel(runs[0]))]
+        pipe = self._redis.pipeline(transaction=False)
+        for correlation_id in runs:
+            pipe.exists(self._keys.cancel(correlation_id))
+        return list(await pipe.execute())
 
     @contextlib.asynccontextmanager
     async def watch(self, correlation_id: str) -> AsyncIterator[asyncio.Event]:
@@ -131,10 +137,7 @@ class RedisCancels:
             if not runs:
                 return
             try:
-                pipe = self._redis.pipeline(transaction=False)
-                for correlation_id in runs:
-                    pipe.exists(self._keys.cancel(correlation_id))
-                marks = await pipe.execute()
+                marks = await self._marks(runs)
             except TRANSIENT as error:
                 log.info("cancels not read (%s); reading again", type(error).__name__)
                 continue
