@@ -25,8 +25,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel
 
 from aeonloop.bus.keys import memo_key, memo_scope
@@ -91,6 +89,11 @@ def invented_tools(plan: Plan, specs: Sequence[ToolSpec]) -> list[ValidationIssu
 
 def schema_errors(spec: ToolSpec, arguments: dict[str, Any]) -> str | None:
     """Why `arguments` break the tool's input schema (None: they do not)."""
+    # Imported here: jsonschema and its dependencies weigh about 10 MB and 30 ms in every
+    # worker, and only a run whose plan calls a tool needs them.
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     try:
         validator = Draft202012Validator(spec.input_schema)
         errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
