@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from aeonloop.gateway.client import DEFAULT_TIMEOUT_S
+from aeonloop.gateway.http.run_steps import StepKind  # the SSE `event:` field's values
 from aeonloop.gateway.validation import FileSettings
 from aeonloop.phases.events import (
     DEFAULT_THRESHOLD,
@@ -144,18 +145,6 @@ class Approval(BaseModel):
     )
 
 
-#: A step's kind: the SSE `event:` field of `/v1/runs/{id}/events`.
-StepKind = Literal[
-    "profile",
-    "awaiting_approval",
-    "plan",
-    "pass",
-    "exit",
-    "answer",
-    "no_answer",
-    "webhook_delivered",
-    "webhook_failed",
-]
 _STEP_KIND_WORDS = (
     "a stream ends after `answer` (or, when the run named a webhook, after its outcome: "
     "`webhook_delivered` or `webhook_failed`), or after `no_answer` once the run's deadline "

@@ -40,6 +40,7 @@ from aeonloop.phases.events import (
 )
 from aeonloop.phases.models import ExecutionPass, ToolCall
 
+#: A step's kind: the SSE `event:` field of `/v1/runs/{id}/events` (gateway.http.models).
 StepKind = Literal[
     "profile",
     "awaiting_approval",
