@@ -22,10 +22,10 @@ import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
@@ -75,6 +75,7 @@ from aeonloop.phases.models import Plan
 from aeonloop.telemetry.http import RequestMetrics, scrape
 
 log = logging.getLogger("aeon.http")
+B = TypeVar("B", bound=BaseModel)
 
 STATIC = Path(__file__).with_name("static")
 #: A correlation id as Aeon makes them (32 hex digits) or a producer may choose them.
@@ -293,12 +294,7 @@ def _checked(data: Any, client: AeonClient) -> dict[str, Any]:
     """The submit's arguments from a request body, checked as `aeon ask` checks its input
     against the client's limits (AEON_MAX_PASSES, the webhooks allowed, the files' limits);
     ApiError names the first field at fault: 413 for one past a limit on bytes, else 422."""
-    try:
-        body = RunRequest.model_validate(data)
-    except ValidationError as error:
-        problem = error.errors(include_url=False)[0]
-        field = ".".join(str(part) for part in problem["loc"]) or "body"
-        raise ApiError(422, field, _plain(problem)) from None
+    body = _body(RunRequest, data)
     checks = {
         "request": lambda: check_request(body.request),
         "rules": lambda: [] if body.rules is None else parse_rules(body.rules, source="rules"),
@@ -326,13 +322,18 @@ def _status_of(error: BadInput) -> int:
 
 def _approval(data: Any) -> Plan | None:
     """The plan an approval's body carries, if any; ApiError(422) naming what is wrong."""
+    body = _body(Approval, data)
+    return approvals.plan_from_output(body.plan) if body.plan is not None else None
+
+
+def _body(model: type[B], data: Any) -> B:
+    """`data` read as the body `model` says; ApiError(422) naming the first field at fault."""
     try:
-        body = Approval.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as error:
         problem = error.errors(include_url=False)[0]
         field = ".".join(str(part) for part in problem["loc"]) or "body"
         raise ApiError(422, field, _plain(problem)) from None
-    return approvals.plan_from_output(body.plan) if body.plan is not None else None
 
 
 def _plain(problem: Any) -> str:
