@@ -25,6 +25,7 @@ from aeonloop.phases.events import (
     MAX_TIMEOUT_S,
     MAX_TOKEN_BUDGET,
     MAX_TOOLS,
+    TOOL_NAME_PATTERN,
     AttachedFile,
 )
 from aeonloop.phases.models import MAX_TTL_CAP, Rule
@@ -32,7 +33,7 @@ from aeonloop.settings import AeonSettings
 
 MAX_RULES = 100
 MAX_RULES_FILE_BYTES = 1_000_000
-_TOOL_NAME = re.compile(r"[^\s\x00-\x1f\x7f]{1,128}")
+_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 _ALLOWED_CONTROLS = {"\n", "\r", "\t"}
 #: A file may also hold form feeds: source files use them to break pages.
 _ALLOWED_IN_FILES = {*_ALLOWED_CONTROLS, "\f"}
@@ -206,9 +207,9 @@ def check_tools(names: Sequence[str] | None) -> list[str] | None:
     every tool the deployment has; [] allows none."""
     if names is None:
         return None
+    if len(names) > MAX_TOOLS:
+        raise BadInput(f"{len(names)} tools named; a request may name at most {MAX_TOOLS}")
     wanted = list(dict.fromkeys(name.strip() for name in names))
-    if len(wanted) > MAX_TOOLS:
-        raise BadInput(f"{len(wanted)} tools named; a request may name at most {MAX_TOOLS}")
     for name in wanted:
         if not _TOOL_NAME.fullmatch(name):
             raise BadInput(

@@ -51,8 +51,10 @@ MAX_FILES_CAP = 100
 MAX_FILE_PATH_CHARS = 1_000
 #: The most tool names a request may narrow its tools to.
 MAX_TOOLS = 100
-#: A tool's name, as a request names it (MCP servers name tools in far fewer characters).
-ToolName = Annotated[str, Field(min_length=1, max_length=128)]
+#: A tool's name, as a request names it: no spaces or control characters, at most 128 (MCP
+#: servers name tools in far fewer).
+TOOL_NAME_PATTERN = r"^[^\s\x00-\x1f\x7f]{1,128}$"
+ToolName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
 
 E = TypeVar("E", bound="Event")
 

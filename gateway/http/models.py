@@ -119,9 +119,9 @@ class RunRequest(BaseModel):
     )
     tools: list[ToolName] | None = Field(
         None,
+        max_length=MAX_TOOLS,
         description="the tools the run's steps may call, by name: narrows the server's (its "
         "AEON_MCP_CONFIG servers'), never adds one; omitted or null: all of them, []: none",
-        json_schema_extra={"maxItems": MAX_TOOLS},
     )
     files: list[AttachedFile] = Field(
         default_factory=list,

@@ -91,6 +91,14 @@ def test_the_http_bodys_tools_are_checked() -> None:
     assert _checked({"request": "Explain tides"}, _client(8))["tools"] is None
     body = {"request": "Explain tides", "tools": ["lookup"]}
     assert _checked(body, _client(8))["tools"] == ["lookup"]
+    with pytest.raises(ApiError) as refused:  # the schema's pattern says it, so the body's
+        _checked({"request": "Explain tides", "tools": ["add", "no such"]}, _client(8))
+    assert (refused.value.status, refused.value.field) == (422, "tools.1")
+
+
+def test_more_tools_than_the_schema_allows_are_refused_even_when_repeated() -> None:
     with pytest.raises(ApiError) as refused:
-        _checked({"request": "Explain tides", "tools": ["no such"]}, _client(8))
+        _checked({"request": "Explain tides", "tools": ["add"] * 101}, _client(8))
     assert (refused.value.status, refused.value.field) == (422, "tools")
+    with pytest.raises(BadInput, match="101 tools named; a request may name at most 100"):
+        check_tools(["add"] * 101)
