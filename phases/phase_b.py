@@ -51,7 +51,7 @@ async def handle(event: TaskProfiled, deps: PhaseDeps) -> list[Event]:
     run = event.run
     files = await history.load_files(deps.records, event.correlation_id, run)
     session = deps.session(event.correlation_id, run.usage, event.deadline, files)
-    tools = deps.tool_runner(run).specs
+    tools = tool_calls.available(deps.tools, run.tools)
     try:
         plan = await generate_plan(session, run, tools)
     except (LLMFailure, ValidationError) as error:

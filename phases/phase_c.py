@@ -41,7 +41,7 @@ from aeonloop.phases.models import (
     ToolCall,
 )
 from aeonloop.phases.planning import adopt, refine, refinement_budget, validate
-from aeonloop.phases.tool_calls import NO_TOOLS, ToolRunner, run_tool_step
+from aeonloop.phases.tool_calls import ToolRunner, run_tool_step
 from aeonloop.prompts.clipping import STORED_MARKER, clip
 from aeonloop.prompts.registry import (
     ConvergenceAssessmentInput,
@@ -103,8 +103,8 @@ async def execute(
     plan: Plan,
     number: int,
     output_chars: int,
-    parallel: int = 1,
-    tools: ToolRunner = NO_TOOLS,
+    parallel: int,
+    tools: ToolRunner,
 ) -> ExecutionPass:
     """Run every step not done yet; one that does not complete is "failed".
 

@@ -40,7 +40,7 @@ from aeonloop.prompts.registry import (
     RepairToolCallInput,
     ToolOffer,
 )
-from aeonloop.tools.base import NoTools, Toolbox, ToolResult, ToolSpec
+from aeonloop.tools.base import Toolbox, ToolResult, ToolSpec
 
 #: Characters of a result (or of why there is none) a ToolCall keeps for display.
 EXCERPT_CHARS = 300
@@ -119,10 +119,6 @@ class ToolRunner:
 
     def spec(self, name: str) -> ToolSpec | None:
         return next((spec for spec in self.specs if spec.name == name), None)
-
-
-#: The runner of a run with no tools: a step naming one gets the missing-tool repair.
-NO_TOOLS = ToolRunner(NoTools(), (), 30.0)
 
 
 @dataclass(frozen=True)
