@@ -63,8 +63,8 @@ from aeonloop.gateway.validation import (
     check_token_budget,
     check_tools,
 )
+from aeonloop.limits import LoopSettings
 from aeonloop.phases import approvals
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import (
     DEFAULT_THRESHOLD,
     EVENT_TYPES,

@@ -30,8 +30,8 @@ from aeonloop.exceptions import (
     RunCancelled,
     RunStopped,
 )
+from aeonloop.limits import LoopSettings
 from aeonloop.phases import evaluation
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import Event, LoopExited, RequestSubmitted, RunState, utcnow
 from aeonloop.phases.models import AnswerReason, ExecutionPass, ExitReason, Plan
 

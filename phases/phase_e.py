@@ -39,7 +39,7 @@ from aeonloop.bus.keys import memo_scope
 from aeonloop.contracts import AttachedFile, Usage
 from aeonloop.exceptions import LLMUnreachable, RunStopped
 from aeonloop.llm.base import LLMAdapter
-from aeonloop.llm.session import DictMemo, LLMSession, as_json_text
+from aeonloop.llm.session import DictMemo, LLMSession
 from aeonloop.phases import exits, history, render
 from aeonloop.phases.cancels import until_cancelled
 from aeonloop.phases.deps import PhaseDeps
@@ -58,6 +58,7 @@ from aeonloop.phases.models import (
     Plan,
     RuleFinding,
 )
+from aeonloop.phases.render import as_json_text
 from aeonloop.prompts.clipping import clip
 from aeonloop.prompts.registry import (
     AnswerSynthesisInput,

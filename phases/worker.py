@@ -20,6 +20,7 @@ from aeonloop.bus.records import RunRecord
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
 from aeonloop.exceptions import LLMUnreachable, RunStopped
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.phases import (
     approvals,
@@ -32,7 +33,7 @@ from aeonloop.phases import (
     phase_e,
 )
 from aeonloop.phases.cancels import until_cancelled
-from aeonloop.phases.deps import LoopSettings, PhaseDeps
+from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import (
     Event,
     LoopExited,
@@ -45,8 +46,6 @@ from aeonloop.phases.events import (
 )
 from aeonloop.prompts.registry import default_registry
 from aeonloop.tools.base import NoTools, Toolbox
-from aeonloop.webhooks import WebhookSettings
-from aeonloop.webhooks import route as webhook_route
 
 log = logging.getLogger("aeon.phases")
 
@@ -110,12 +109,14 @@ def make_worker(
     llm: LLMAdapter,
     phases: Iterable[str] = PHASES,
     loop: LoopSettings | None = None,
-    webhooks: WebhookSettings | None = None,
     tools: Toolbox | None = None,
+    routes: Iterable[Route] = (),
 ) -> BusWorker:
     """A bus worker running the named phases with `llm` and `tools` (connected by the caller,
-    for the worker's life: tools.config.open_toolbox), memoising replies in Redis; it reads
-    no new work while the LLM server is away (llm.outage)."""
+    for the worker's life: tools.toolbox.open_toolbox), memoising replies in Redis; it reads
+    no new work while the LLM server is away (llm.outage). `routes` run beside the phases':
+    the processes that start workers add the webhooks group there (webhooks.worker_routes),
+    which reads the phases' answers, so the phases do not import it back."""
     worker = BusWorker(redis, settings, pauses=[llm.outage] if llm.outage else [])
     deps = PhaseDeps(
         llm=llm,
@@ -131,9 +132,7 @@ def make_worker(
         redis, worker.keys, worker.cancels, settings.stream_maxlen, settings.max_event_bytes
     )
     worker.background.append(sweeper.run)
-    hooks = webhooks or WebhookSettings.from_env()
-    if hooks.enabled:
-        worker.add([webhook_route(hooks)])
+    worker.add(list(routes))
     return worker
 
 

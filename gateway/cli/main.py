@@ -61,10 +61,10 @@ from aeonloop.gateway.validation import (
     read_files,
     unknown_tools,
 )
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.phases import approvals, render
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import ExecutionResult, WebhookSettled
 from aeonloop.phases.worker import PHASES, make_worker
 from aeonloop.settings import LogSettings
@@ -72,8 +72,9 @@ from aeonloop.telemetry import metrics, tracing
 from aeonloop.telemetry.metrics import MetricsSettings
 from aeonloop.telemetry.tracing import TracingSettings
 from aeonloop.tools.base import Toolbox
-from aeonloop.tools.config import ToolSettings, open_toolbox
-from aeonloop.webhooks import WebhookSettings
+from aeonloop.tools.config import ToolSettings
+from aeonloop.tools.toolbox import open_toolbox
+from aeonloop.webhooks import WebhookSettings, worker_routes
 
 EXIT_ANSWERED = 0
 EXIT_DEGRADED = 1
@@ -393,7 +394,9 @@ async def _work(
     try:
         await redis.ping()
         metrics.serve(observing)  # before the consumers exist: they bind their series
-        running = make_worker(redis, settings, llm, phases, args.loop, tools=tools)
+        running = make_worker(
+            redis, settings, llm, phases, args.loop, tools=tools, routes=worker_routes()
+        )
         if metrics.enabled():
             sampling = _sample_metrics(redis, settings, observing)
         tune_gc()

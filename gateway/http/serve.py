@@ -31,10 +31,10 @@ from aeonloop.gateway.embedded import embedded_pipeline
 from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.validation import as_option
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.factory import ready_adapter
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.telemetry import metrics
-from aeonloop.tools.config import open_toolbox
+from aeonloop.tools.toolbox import open_toolbox
 
 log = logging.getLogger("aeon.http")
 

@@ -20,7 +20,7 @@ from aeonloop.gateway.validation import (
     check_tools,
     unknown_tools,
 )
-from aeonloop.phases.deps import LoopSettings
+from aeonloop.limits import LoopSettings
 
 LIMITS = FileSettings(max_files=2, max_file_bytes=100, max_files_bytes=150)
 
