@@ -1,7 +1,7 @@
 """The Python client: publish requests, await their answers, follow their progress.
 
     import asyncio
-    from aeonloop.gateway.client import AeonClient
+    from aeonloop import AeonClient
 
     async def main() -> None:
         async with AeonClient("redis://localhost:6379/0") as client:
