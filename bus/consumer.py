@@ -66,6 +66,11 @@ class Pause(Protocol):
 
 
 class Consumer:
+    """One route's consumer: the read loop, and the parts it hands each entry to.
+
+    The parts share this consumer's state by reference (its entries in flight, its stopping
+    flag, the write gate), so each can be read on its own while they still act as one."""
+
     def __init__(
         self,
         redis: RedisClient,
