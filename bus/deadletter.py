@@ -25,7 +25,7 @@ class DeadLetter:
     entry_id: str
     fields: Fields
     reason: str
-    #: Attempts at the event that started its handler (see bus.consumer).
+    #: Attempts at the event that started its handler (see bus.retry).
     attempts: int
     #: The decoded event when the entry decoded; None for entries that are not events at all.
     event: Any | None = None

@@ -51,7 +51,7 @@ FILES_RECORD = "files"
 
 
 class LockState(StrEnum):
-    """What a consumer finds when it locks an event (bus.consumer).
+    """What a consumer finds when it locks an event (bus.locking).
 
     DONE is also the value an event's lock keeps once the event is handled: the dedupe mark.
     """
