@@ -331,7 +331,8 @@ class JsonCheck(_Check):
     surrounding whitespace and one enclosing Markdown code fence (```json ... ```) allowed. With
     `json_schema`, the value must also validate against that JSON Schema (its own `$schema`, or
     Draft 2020-12); the schema's `pattern` and `patternProperties` run under the same time bound
-    as every other pattern."""
+    as every other pattern. A `$ref` is resolved within the schema alone: one to another document
+    is never fetched, and fails the check."""
 
     type: Literal["json"] = "json"
     json_schema: dict[str, Any] | None = Field(
@@ -520,10 +521,16 @@ def _run_json(check: JsonCheck, text: str, timeout: float) -> CheckOutcome:
         value = json.loads(body)
     except ValueError as exc:
         return CheckOutcome(False, f"not valid JSON: {exc}")
+    except RecursionError:
+        return CheckOutcome(False, "not valid JSON here: nested too deeply to read")
     if check.json_schema is None:
         return CheckOutcome(True, f"valid JSON ({type(value).__name__})")
-    validator = _bounded_validator(check.json_schema, timeout)
-    error = _best_error(validator, value)
+    try:
+        error = _best_error(_bounded_validator(check.json_schema, timeout), value)
+    except RecursionError:
+        return CheckOutcome(False, "valid JSON, but nested too deeply to check against the schema")
+    except _unresolvable() as exc:  # a $ref to another document: nothing is fetched
+        return CheckOutcome(False, f"the schema cannot be used: {_clip(str(exc))}")
     if error is None:
         return CheckOutcome(True, "valid JSON matching the schema")
     where = "/".join(str(p) for p in error.absolute_path) or "the value"
@@ -801,6 +808,14 @@ def _bounded_validator(schema: dict[str, Any], timeout: float) -> Any:
         cls, {"pattern": pattern, "patternProperties": pattern_properties}
     )
     return bounded(schema)
+
+
+def _unresolvable() -> type[Exception]:
+    """What jsonschema raises for a `$ref` it cannot resolve: a pointer to nowhere, or another
+    document, which it never fetches."""
+    from referencing.exceptions import Unresolvable
+
+    return Unresolvable
 
 
 def _best_error(validator: Any, value: Any) -> Any:

@@ -185,8 +185,11 @@ def score_results(rules: list[Rule], results: list[RuleResult], threshold: float
 
 
 def _finding(rule: Rule, result: RuleResult) -> RuleFinding:
+    """A failed rule as the answer names it; a rule the request's own text implied says so."""
     expected = rule.check.expected if isinstance(rule.check, RuleCheck) else ""
     message = rule.description or expected or rule.check_text()
+    if rule.origin == "request":
+        message = f"{message} (stated in the request)"
     return RuleFinding(id=rule.id, severity=rule.severity, message=f"{message}: {result.details}")
 
 

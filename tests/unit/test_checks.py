@@ -301,6 +301,21 @@ def test_a_json_schemas_patterns_are_bounded_too() -> None:
     assert not outcome.held and "time bound" in outcome.details
 
 
+def test_json_refs_are_resolved_in_the_schema_alone() -> None:
+    inner = {"$defs": {"n": {"type": "integer"}}, "properties": {"a": {"$ref": "#/$defs/n"}}}
+    assert run_check(JsonCheck(json_schema=inner), '{"a": 1}').held
+    assert not run_check(JsonCheck(json_schema=inner), '{"a": "x"}').held
+    for ref in ("https://example.org/schema.json", "#/$defs/nowhere"):
+        outcome = run_check(JsonCheck(json_schema={"$ref": ref}), '{"a": 1}')
+        assert not outcome.held and outcome.details.startswith("the schema cannot be used")
+
+
+def test_json_nested_past_the_interpreters_depth_fails_without_raising() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    outcome = run_check(JsonCheck(), deep)
+    assert not outcome.held and "nested too deeply" in outcome.details
+
+
 def test_an_unsound_json_schema_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="not a sound JSON Schema"):
         parse_check({"type": "json", "json_schema": {"type": 5}})
