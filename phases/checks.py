@@ -42,11 +42,10 @@ What the counts count (the Markdown an LLM writes, read line by line):
 from __future__ import annotations
 
 import json
-import math
 import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import regex
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
@@ -392,16 +391,9 @@ Check = Annotated[
     | LanguageCheck,
     Field(discriminator="type"),
 ]
-CHECK_TYPES: tuple[str, ...] = (
-    "pattern",
-    "phrase_count",
-    "count",
-    "starts_with",
-    "ends_with",
-    "forbidden_words",
-    "case",
-    "json",
-    "language",
+#: The vocabulary's `type`s, in the union's order.
+CHECK_TYPES: tuple[str, ...] = tuple(
+    model.model_fields["type"].default for model in get_args(get_args(Check)[0])
 )
 _CHECK: TypeAdapter[Check] = TypeAdapter(Check)
 
@@ -879,6 +871,9 @@ _STOPWORDS: dict[str, frozenset[str]] = {
 }
 #: Fewer words than this and the language is not told (too little to go on).
 MIN_WORDS_FOR_LANGUAGE = 4
+#: The share of a text's words a profile's common words must make for the text to read as its
+#: language: in ordinary prose they make a quarter to a half; in a list of names, almost none.
+MIN_COMMON_SHARE = 0.1
 _LATIN_WORD = regex.compile(r"\p{Latin}+(?:['’]\p{Latin}+)*")
 _SCRIPTS: tuple[tuple[str, regex.Pattern[str]], ...] = (
     ("ko", regex.compile(r"\p{Hangul}")),
@@ -925,7 +920,7 @@ def detect_language(text: str) -> LanguageGuess:
         for code, common in _STOPWORDS.items()
     }
     best = max(shares, key=lambda code: shares[code])
-    if shares[best] < 0.1 or math.isclose(shares[best], 0.0):
+    if shares[best] < MIN_COMMON_SHARE:
         return LanguageGuess(None, "too few common words of any language it knows")
     return LanguageGuess(best)
 

@@ -415,7 +415,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], str]] = {
 
 
 def test_every_type_has_an_example() -> None:
-    assert set(EXAMPLES) == set(CHECK_TYPES)
+    assert set(EXAMPLES) == set(CHECK_TYPES) and len(CHECK_TYPES) == 9
 
 
 @pytest.mark.parametrize("kind", CHECK_TYPES)
@@ -423,6 +423,7 @@ def test_describe_is_one_line_and_a_check_round_trips(kind: str) -> None:
     data, described = EXAMPLES[kind]
     check = parse_check(data)
     assert check.describe() == described
+    assert run_check(check, "Some text.").details  # every type has its runner
     assert parse_check(check.model_dump()) == check
     assert parse_check(json.loads(check.model_dump_json())) == check
 
