@@ -736,17 +736,37 @@ def _validator_class(schema: dict[str, Any]) -> Any:
     return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
 
 
+#: How deeply a check's JSON Schema may nest: far beyond any schema written for an answer, and
+#: well within what jsonschema can check without running out of Python's stack.
+MAX_SCHEMA_DEPTH = 32
+
+
 def _check_schema(schema: dict[str, Any]) -> None:
-    """ValueError when the schema is not a sound JSON Schema, or a pattern in it does not
-    compile."""
+    """ValueError when the schema is nested too deeply, is not a sound JSON Schema, or has a
+    pattern that does not compile."""
     import jsonschema
 
+    depth = _depth(schema)
+    if depth > MAX_SCHEMA_DEPTH:
+        raise ValueError(f"'json_schema' nests {depth} levels deep; at most {MAX_SCHEMA_DEPTH}")
     try:
         _validator_class(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise ValueError(f"'json_schema' is not a sound JSON Schema: {exc.message}") from None
     for pattern in _schema_patterns(schema):
         compile_pattern(pattern)
+
+
+def _depth(value: Any) -> int:
+    """How many objects and arrays deep `value` nests (counted without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _schema_patterns(schema: Any) -> Iterator[str]:

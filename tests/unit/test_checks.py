@@ -316,6 +316,16 @@ def test_json_nested_past_the_interpreters_depth_fails_without_raising() -> None
     assert not outcome.held and "nested too deeply" in outcome.details
 
 
+def test_a_json_schema_nested_too_deeply_is_a_value_error() -> None:
+    schema: dict[str, Any] = {}
+    inner = schema
+    for _ in range(1000):
+        inner["items"] = {}
+        inner = inner["items"]
+    with pytest.raises(ValueError, match="'json_schema' nests 1001 levels deep; at most 32"):
+        parse_check({"type": "json", "json_schema": schema})
+
+
 def test_an_unsound_json_schema_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="not a sound JSON Schema"):
         parse_check({"type": "json", "json_schema": {"type": 5}})
