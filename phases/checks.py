@@ -7,9 +7,10 @@ writes a command: nothing here runs one. Every check is plain data with a one-li
 for display, and `run_check` gives its outcome on a text, synchronously and purely.
 
 Every regular expression, the user's or the model's, runs with the `regex` package under a time
-bound (`bounded_search`): a pattern that backtracks without end becomes a failed check saying it
-ran out of time, never a stalled worker. Patterns see at most `PATTERN_INPUT_CHARS` characters of
-the text (the first ones); a check on a longer text says how much it searched.
+bound (`bounded_search`), which all the patterns of one check share (`TimeBudget`): a pattern
+that backtracks without end becomes a failed check saying it ran out of time, never a stalled
+worker. Patterns see at most `PATTERN_INPUT_CHARS` characters of the text (the first ones); a
+check on a longer text says how much it searched.
 
 What the counts count (the Markdown an LLM writes, read line by line):
 
@@ -42,6 +43,7 @@ What the counts count (the Markdown an LLM writes, read line by line):
 from __future__ import annotations
 
 import json
+import time
 import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -122,6 +124,21 @@ def bounded_findall(
         return list(compiled.finditer(_bounded(text), concurrent=True, timeout=timeout))
     except TimeoutError:
         raise PatternTimedOut(timeout) from None
+
+
+class TimeBudget:
+    """The time one check's patterns may take together: each is given what is left, and none
+    starts once it is spent (`PatternTimedOut`)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._ends = time.monotonic() + seconds
+
+    def left(self) -> float:
+        left = self._ends - time.monotonic()
+        if left <= 0:
+            raise PatternTimedOut(self.seconds)
+        return left
 
 
 def _compiled(pattern: str | regex.Pattern[str], case_sensitive: bool) -> regex.Pattern[str]:
@@ -427,17 +444,19 @@ def _first_problem(error: ValidationError) -> str:
 def run_check(
     check: Check, text: str, *, timeout: float = DEFAULT_PATTERN_TIMEOUT_S
 ) -> CheckOutcome:
-    """The check's outcome on `text`: synchronous, pure, bounded (patterns by `timeout`). The
-    details say what was found and what was wanted."""
+    """The check's outcome on `text`: synchronous, pure, bounded. All the patterns the check runs
+    (one, or a forbidden word each, or a JSON Schema's) share `timeout`: running out of it fails
+    the check. The details say what was found and what was wanted."""
     try:
-        return _RUNNERS[check.type](check, text, timeout)
-    except PatternTimedOut as exc:
-        return CheckOutcome(False, f"{check.describe()}: the pattern {exc}; the check fails")
+        return _RUNNERS[check.type](check, text, TimeBudget(timeout))
+    except PatternTimedOut:
+        ran_out = f"ran out of its {timeout:g} s time bound"
+        return CheckOutcome(False, f"{check.describe()}: the pattern {ran_out}; the check fails")
 
 
-def _run_pattern(check: PatternCheck, text: str, timeout: float) -> CheckOutcome:
+def _run_pattern(check: PatternCheck, text: str, budget: TimeBudget) -> CheckOutcome:
     match = bounded_search(
-        check.pattern, text, case_sensitive=check.case_sensitive, timeout=timeout
+        check.pattern, text, case_sensitive=check.case_sensitive, timeout=budget.left()
     )
     searched = _searched(text)
     if match is not None:
@@ -447,12 +466,12 @@ def _run_pattern(check: PatternCheck, text: str, timeout: float) -> CheckOutcome
     return CheckOutcome(not check.present, missing)
 
 
-def _run_phrase_count(check: PhraseCountCheck, text: str, timeout: float) -> CheckOutcome:
-    count = len(_occurrences(check.phrase, text, check.case_sensitive, check.whole_word, timeout))
+def _run_phrase_count(check: PhraseCountCheck, text: str, budget: TimeBudget) -> CheckOutcome:
+    count = len(_occurrences(check.phrase, text, check.case_sensitive, check.whole_word, budget))
     return _counted(check, count, f"{_quote(check.phrase)} {count} time(s)", _searched(text))
 
 
-def _run_count(check: CountCheck, text: str, timeout: float) -> CheckOutcome:
+def _run_count(check: CountCheck, text: str, budget: TimeBudget) -> CheckOutcome:
     count = count_units(check.unit, text)
     return _counted(check, count, f"{count} {_UNIT_NAMES[check.unit]}")
 
@@ -461,13 +480,13 @@ def _counted(check: _Range, count: int, found: str, searched: str = "") -> Check
     return CheckOutcome(check.within(count), f"{found}, wanted {check.wanted()}{searched}")
 
 
-def _run_starts_with(check: StartsWithCheck, text: str, timeout: float) -> CheckOutcome:
+def _run_starts_with(check: StartsWithCheck, text: str, budget: TimeBudget) -> CheckOutcome:
     start = text.lstrip()[: len(check.text)]
     held = _same(start, check.text, check.case_sensitive)
     return CheckOutcome(held, f"starts with {_quote(start)}, wanted {_quote(check.text)}")
 
 
-def _run_ends_with(check: EndsWithCheck, text: str, timeout: float) -> CheckOutcome:
+def _run_ends_with(check: EndsWithCheck, text: str, budget: TimeBudget) -> CheckOutcome:
     stripped = text.rstrip()
     end = stripped[max(0, len(stripped) - len(check.text)) :]
     held = _same(end, check.text, check.case_sensitive)
@@ -478,11 +497,11 @@ def _same(found: str, wanted: str, case_sensitive: bool) -> bool:
     return found == wanted if case_sensitive else found.casefold() == wanted.casefold()
 
 
-def _run_forbidden_words(check: ForbiddenWordsCheck, text: str, timeout: float) -> CheckOutcome:
+def _run_forbidden_words(check: ForbiddenWordsCheck, text: str, budget: TimeBudget) -> CheckOutcome:
     found = {
         word: n
         for word in check.words
-        if (n := len(_occurrences(word, text, check.case_sensitive, True, timeout)))
+        if (n := len(_occurrences(word, text, check.case_sensitive, True, budget)))
     }
     searched = _searched(text)
     if not found:
@@ -493,7 +512,7 @@ def _run_forbidden_words(check: ForbiddenWordsCheck, text: str, timeout: float) 
     return CheckOutcome(False, f"found {listed}{searched}")
 
 
-def _run_case(check: CaseCheck, text: str, timeout: float) -> CheckOutcome:
+def _run_case(check: CaseCheck, text: str, budget: TimeBudget) -> CheckOutcome:
     cased = [c for c in text if c.isupper() or c.islower()]
     if not cased:
         return CheckOutcome(False, f"no cased letters to judge, wanted all {check.case} case")
@@ -507,7 +526,7 @@ def _run_case(check: CaseCheck, text: str, timeout: float) -> CheckOutcome:
     )
 
 
-def _run_json(check: JsonCheck, text: str, timeout: float) -> CheckOutcome:
+def _run_json(check: JsonCheck, text: str, budget: TimeBudget) -> CheckOutcome:
     body = _unfenced(text)
     try:
         value = json.loads(body)
@@ -518,7 +537,7 @@ def _run_json(check: JsonCheck, text: str, timeout: float) -> CheckOutcome:
     if check.json_schema is None:
         return CheckOutcome(True, f"valid JSON ({type(value).__name__})")
     try:
-        error = _best_error(_bounded_validator(check.json_schema, timeout), value)
+        error = _best_error(_bounded_validator(check.json_schema, budget), value)
     except RecursionError:
         return CheckOutcome(False, "valid JSON, but nested too deeply to check against the schema")
     except _unresolvable() as exc:  # a $ref to another document: nothing is fetched
@@ -529,7 +548,7 @@ def _run_json(check: JsonCheck, text: str, timeout: float) -> CheckOutcome:
     return CheckOutcome(False, f"valid JSON, but at {where}: {_clip(error.message)}")
 
 
-def _run_language(check: LanguageCheck, text: str, timeout: float) -> CheckOutcome:
+def _run_language(check: LanguageCheck, text: str, budget: TimeBudget) -> CheckOutcome:
     guess = detect_language(text)
     wanted = describe_language(check.code)
     if guess.code is None:
@@ -553,12 +572,12 @@ _RUNNERS: dict[str, Any] = {
 
 
 def _occurrences(
-    phrase: str, text: str, case_sensitive: bool, whole_word: bool, timeout: float
+    phrase: str, text: str, case_sensitive: bool, whole_word: bool, budget: TimeBudget
 ) -> list[regex.Match[str]]:
     """Non-overlapping occurrences of the literal phrase (whole words: not touching \\w)."""
     literal = regex.escape(phrase.strip())
     pattern = rf"(?<!\w){literal}(?!\w)" if whole_word else literal
-    return bounded_findall(pattern, text, case_sensitive=case_sensitive, timeout=timeout)
+    return bounded_findall(pattern, text, case_sensitive=case_sensitive, timeout=budget.left())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -783,9 +802,11 @@ def _schema_patterns(schema: Any) -> Iterator[str]:
             yield from _schema_patterns(item)
 
 
-def _bounded_validator(schema: dict[str, Any], timeout: float) -> Any:
-    """A validator whose `pattern` and `patternProperties` run under the time bound (jsonschema's
-    own use Python's `re`, unbounded)."""
+def _bounded_validator(schema: dict[str, Any], budget: TimeBudget) -> Any:
+    """A validator whose `pattern` and `patternProperties` run under the check's time bound
+    (jsonschema's own use Python's `re`, unbounded). Running out of time raises
+    `PatternTimedOut` out of the validation, failing the whole check: an error yielded instead
+    would read as "valid" under a `not`."""
     import jsonschema
 
     cls = _validator_class(schema)
@@ -793,12 +814,7 @@ def _bounded_validator(schema: dict[str, Any], timeout: float) -> Any:
     def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Iterator[Any]:
         if not validator.is_type(instance, "string"):
             return
-        try:
-            found = bounded_search(patrn, instance, timeout=timeout)
-        except PatternTimedOut as exc:
-            yield jsonschema.ValidationError(f"pattern /{_clip(patrn)}/ {exc}")
-            return
-        if found is None:
+        if bounded_search(patrn, instance, timeout=budget.left()) is None:
             yield jsonschema.ValidationError(f"{_quote(instance)} does not match /{_clip(patrn)}/")
 
     def pattern_properties(
@@ -808,12 +824,7 @@ def _bounded_validator(schema: dict[str, Any], timeout: float) -> Any:
             return
         for patrn, subschema in patterns.items():
             for key, value in instance.items():
-                try:
-                    found = bounded_search(patrn, key, timeout=timeout)
-                except PatternTimedOut as exc:
-                    yield jsonschema.ValidationError(f"pattern /{_clip(patrn)}/ {exc}")
-                    return
-                if found is not None:
+                if bounded_search(patrn, key, timeout=budget.left()) is not None:
                     yield from validator.descend(value, subschema, path=key, schema_path=patrn)
 
     bounded = jsonschema.validators.extend(
