@@ -142,6 +142,29 @@ def test_every_post_of_a_worker_killed_mid_delivery_is_counted_and_bounded(
     assert_answered_once(bus, [landed, spent])
 
 
+def test_a_replayed_webhook_gets_its_tries_again(
+    procs: Processes, env: dict[str, str], bus: Bus, receiver: Receiver
+) -> None:
+    """Its POSTs are counted against AEON_WEBHOOK_ATTEMPTS over every delivery; `aeon dlq
+    replay` starts the count again, so a receiver fixed since is sent the answer."""
+    on = hooked(env, receiver, ATTEMPTS)
+    procs.worker(on)
+    server = Server(procs, on)
+    cid = server.submit(webhook_url=receiver.hook("/later", failures=ATTEMPTS))
+    assert _settled(server, cid)["outcome"] == "failed"
+    (dead,) = [row for row in bus.dead_letters() if row["cid"] == cid]
+    replayed = procs.run_aeon(on, "dlq", "replay", dead["id"], timeout=30)
+    assert replayed.returncode == 0, replayed.tail()
+
+    def delivered() -> dict | None:
+        webhook = server.get(f"/v1/runs/{cid}").body["webhook"]
+        return webhook if webhook["outcome"] == "delivered" else None
+
+    shown = wait_until(delivered, 60, "the replayed webhook delivered")
+    assert shown["tries"] == 1
+    assert len(receiver.hooks["/later"].tries) == ATTEMPTS + 1
+
+
 def test_aeon_ask_webhook_url_is_sent_and_refused_when_it_may_not_be(
     procs: Processes, env: dict[str, str], receiver: Receiver
 ) -> None:
