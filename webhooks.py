@@ -23,7 +23,7 @@
   http, or a private or loopback address. The addresses are checked when the answer is sent,
   so a name that later resolves to a private address is refused then. A URL with a user name
   or password (`user:password@host`) is never allowed, and no line Aeon writes shows one, nor
-  a URL's query (`_redacted`).
+  a URL's query (`settings.bare_url`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from aeonloop.bus.keys import ANSWERS, WEBHOOK_RECORD, WEBHOOK_TRIES_RECORD, Key
 from aeonloop.bus.records import RedisRunRecords, RunRecord
 from aeonloop.exceptions import BadInput, WebhookFailed
 from aeonloop.phases.events import FinalAnswerReady, WebhookSettled
-from aeonloop.settings import AeonSettings
+from aeonloop.settings import AeonSettings, bare_url
 
 #: The group that delivers webhooks (Keys.group names it `phase-webhooks`).
 GROUP = "webhooks"
@@ -114,7 +114,7 @@ class WebhookSettings(AeonSettings):
         parts = urlsplit(url)
         host = (parts.hostname or "").lower()
         if parts.scheme not in ("http", "https") or not host:
-            return f"{_redacted(url)[:200]!r} is not an http(s) URL"
+            return f"{bare_url(url)[:200]!r} is not an http(s) URL"
         if "@" in parts.netloc:
             # urllib would take `user:password@host` for the host name, so it would never be
             # sent, and the password would be in every line that names the URL.
@@ -293,15 +293,8 @@ def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Non
         with _OPENER.open(request, timeout=timeout) as response:
             status = response.status
     except urllib.error.HTTPError as error:
-        raise WebhookFailed(f"{_redacted(url)} answered {error.code}") from None
+        raise WebhookFailed(f"{bare_url(url)} answered {error.code}") from None
     except (urllib.error.URLError, OSError) as error:
-        raise WebhookFailed(f"{_redacted(url)} could not be reached: {error}") from None
+        raise WebhookFailed(f"{bare_url(url)} could not be reached: {error}") from None
     if not 200 <= status < 300:
-        raise WebhookFailed(f"{_redacted(url)} answered {status}")
-
-
-def _redacted(url: str) -> str:
-    """The URL as logs, dead letters and outcomes may show it: without its user name and
-    password (`user:password@`) and its query, either of which may hold a receiver's secret."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+        raise WebhookFailed(f"{bare_url(url)} answered {status}")
