@@ -31,7 +31,6 @@ from redis.exceptions import (
     DataError,
     NoPermissionError,
 )
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from aeonloop.bus.redis_errors import NoGreeting
 from aeonloop.bus.settings import BusSettings, redact
@@ -97,31 +96,30 @@ class _BoundedGreeting:
 
     Aeon sets no socket_timeout (see `_options`), so without this a server that accepts the
     connection and never answers (an HTTP server waiting for a request line) would hold every
-    command, and `aeon ask` or `aeon status` with it, forever. redis-py's read timeout is its
-    own `socket_timeout`, so it is set for the greeting only and put back after it. The PING
-    makes the bound hold whatever redis-py's greeting sends. A server that stays silent is
-    `NoGreeting`: a RedisTimeoutError, so a worker reconnecting to a Redis under load waits
-    and tries again as for any timeout, and the CLI says the URL points at another kind of
-    server (bus.redis_errors.not_redis)."""
+    command, and `aeon ask` or `aeon status` with it, forever. Not redis-py's socket_timeout
+    for the greeting either: it bounds each send with wait_for, which on Python 3.11 can
+    swallow a cancellation (a reader stopped while its first connection was greeted went on
+    reading), so the greeting is bounded by asyncio.timeout. The PING makes the bound hold
+    whatever redis-py's greeting sends. A server that stays silent is `NoGreeting`: a
+    RedisTimeoutError, so a worker reconnecting to a Redis under load waits and tries again
+    as for any timeout, and the CLI says the URL points at another kind of server
+    (bus.redis_errors.not_redis)."""
 
     async def on_connect(self) -> None:
-        kept = self.socket_timeout  # type: ignore[has-type]
-        bound = kept or self.socket_connect_timeout  # type: ignore[attr-defined]
-        self.socket_timeout = bound
+        bound = self.socket_timeout or self.socket_connect_timeout  # type: ignore[attr-defined]
         # The PING is the greeting's health check: redis-py's own would be retried (by the
         # cluster client's Retry) from inside this greeting, one nested greeting per try.
         interval = self.health_check_interval  # type: ignore[attr-defined]
         self.next_health_check = asyncio.get_running_loop().time() + interval
         try:
-            await super().on_connect()  # type: ignore[misc]
-            await self.send_command("PING", check_health=False)  # type: ignore[attr-defined]
-            await self.read_response()  # type: ignore[attr-defined]
-        except RedisTimeoutError as error:
+            async with asyncio.timeout(bound):
+                await super().on_connect()  # type: ignore[misc]
+                await self.send_command("PING", check_health=False)  # type: ignore[attr-defined]
+                await self.read_response()  # type: ignore[attr-defined]
+        except TimeoutError as error:
             raise NoGreeting(
                 f"no reply to a Redis greeting within {bound:g} s of connecting"
             ) from error
-        finally:
-            self.socket_timeout = kept
 
 
 class _TcpConnection(_HiredisPacking, _BoundedGreeting, Connection):
