@@ -133,7 +133,7 @@ def make_worker(
     worker.background.append(sweeper.run)
     hooks = webhooks or WebhookSettings.from_env()
     if hooks.enabled:
-        worker.add([webhook_route(hooks)])
+        worker.add([webhook_route(hooks, redis, worker.keys)])
     return worker
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from aeonloop.bus.connection import RedisClient, connect
 from aeonloop.bus.deadletter import original_fields
-from aeonloop.bus.keys import Keys
+from aeonloop.bus.keys import WEBHOOK_TRIES_RECORD, Keys
 from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import BadInput
 from aeonloop.gateway.validation import as_option, check_stream_id
@@ -100,6 +100,9 @@ async def replay(args: argparse.Namespace) -> int:
         pipe = redis.pipeline(transaction=False)  # one shard: one slot, written in this order
         if event_id:
             pipe.delete(keys.lock(shard, group, event_id))
+        cid = record.get(b"cid", b"").decode()
+        if cid:  # a replayed webhook gets AEON_WEBHOOK_ATTEMPTS tries again
+            pipe.hdel(keys.run_records(cid, shard), WEBHOOK_TRIES_RECORD)
         pipe.xadd(source, original_fields(record))
         pipe.xdel(keys.dead_letter(shard), args.entry_id)
         new_id = (await pipe.execute())[-2]
