@@ -11,9 +11,9 @@ What comes back is made into an answer the caller can trust to be one:
   that refuses it (by what it says, whatever the status: llama-cpp-python answers HTTP 500) gets
   `json_object` with the schema attached, which llama.cpp's and llama-cpp-python's servers turn
   into a grammar (with ranges it can enforce: llm.schemas), then plain `json_object`, then no
-  `response_format`. Each step down happens once per server and model in a process (an adapter
-  for a pair another has stepped down starts where it left off: `_LEARNT`), and is logged once,
-  at INFO: it is how such a server works, not a fault to warn about on every `aeon ask`.
+  `response_format`. Each step down happens once per adapter (one per model per process) and is
+  logged once, at INFO: it is how such a server works (llama-cpp-python refuses json_schema on
+  every run), not a fault to warn about on every `aeon ask`.
 - Bounded replies: every call sends a reply budget, the prompt contract's own
   (`LLMCall.max_tokens`) unless AEON_LLM_MAX_TOKENS sets one for all.
 - Reasoning is not the answer: `<think>` blocks in the content (llm.reasoning) and the separate
@@ -98,8 +98,6 @@ _CONTEXT_LIMIT = re.compile(
 )
 _FORMAT_ERROR = re.compile(r"response_format|json_schema|json_object|structured|grammar", re.I)
 _MAX_TOKENS_NAME_ERROR = re.compile(r"max_completion_tokens", re.IGNORECASE)
-#: The response_format each (base URL, model) was stepped down to in this process.
-_LEARNT: dict[tuple[str, str], ResponseFormat] = {}
 
 
 class _RetryLater(LLMError):
@@ -138,12 +136,9 @@ class OpenAIAdapter:
         self.max_tokens = max_tokens
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
-        self._server = (base_url, model)
         #: The response_format JSON prompts ask for now; only ever steps down.
         self.response_format: ResponseFormat = (
-            _LEARNT.get(self._server, "json_schema")
-            if structured_output == "auto"
-            else structured_output
+            "json_schema" if structured_output == "auto" else structured_output
         )
         self._max_tokens_name = "max_tokens"
         self._secret = api_key or ""
@@ -297,7 +292,7 @@ class OpenAIAdapter:
                 exc.status_code,
                 _SAID[lower],
             )
-            self.response_format = _LEARNT[self._server] = lower
+            self.response_format = lower
             return True
         if "max_tokens" in options and _MAX_TOKENS_NAME_ERROR.search(text):
             self._max_tokens_name = "max_completion_tokens"
