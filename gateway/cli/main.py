@@ -93,6 +93,8 @@ EXIT_SIGNAL_BASE = 128
 log = logging.getLogger("aeon")
 #: How often `aeon ask --approve-plan` looks whether its run has paused for approval.
 _PAUSE_POLL_S = 0.2
+#: How long its question waits, once the run has paused, for the run's earlier progress lines.
+_LINES_WAIT_S = 5.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -286,13 +288,17 @@ async def _review_plan(
     run waits for `aeon approve` from elsewhere.
 
     The pause is found by polling, which may beat the reader of the progress streams to A's
-    line: the question waits for that line, and prints B's itself (the paused plan is on no
-    stream this client reads), so the lines come in the run's order."""
+    line: the question waits for that line (_LINES_WAIT_S at most: it must not hang on a line
+    that was lost), and prints B's itself (the paused plan is on no stream this client reads),
+    so the lines come in the run's order."""
     deadline = time.monotonic() + timeout
-    while (paused := await client.awaiting(correlation_id)) is None or "A" not in shown.phases:
+    while (paused := await client.awaiting(correlation_id)) is None:
         if time.monotonic() > deadline or await client.fetch(correlation_id) is not None:
             return
         await asyncio.sleep(_PAUSE_POLL_S)
+    waited = time.monotonic() + _LINES_WAIT_S
+    while "A" not in shown.phases and time.monotonic() < waited:
+        await asyncio.sleep(_PAUSE_POLL_S / 4)
     assert paused.run.plan is not None  # Phase B pauses a run only with its plan
     for progress in progress_of(paused):
         shown(progress)
