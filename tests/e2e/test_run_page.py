@@ -171,9 +171,10 @@ def test_a_person_submits_watches_the_passes_arrive_and_reads_the_answer(
     closed[0].find_element(By.CSS_SELECTOR, "summary").click()
     assert closed[0].get_attribute("open")
     assert closed[0].find_element(By.CSS_SELECTOR, ".toggle").text.startswith("hide ")
-    # Watched live, the Plan card is B's plan: a step added after pass 1 is not in it.
+    # The Plan card counts B's steps (a reader who connected after pass 1's refinement also
+    # reads ", 1 added later").
     live_plan = steps("plan")[0].find_element(By.CSS_SELECTOR, ".card-head .chip").text
-    assert live_plan == "2 steps planned", live_plan
+    assert live_plan.startswith("2 steps planned"), live_plan
 
     desktop = _screenshot(driver, "run-page-desktop", DESKTOP)
     phone = _screenshot(driver, "run-page-phone", PHONE)
