@@ -8,6 +8,8 @@ a single key written under the prefix (so no request reached the requests stream
 from __future__ import annotations
 
 import json
+import os
+import pty
 import subprocess
 from pathlib import Path
 
@@ -167,6 +169,24 @@ def test_a_request_on_stdin_is_published_as_it_was_piped(
         ask.kill()
         ask.wait(10)
         ask.stderr.close()
+
+
+@pytest.mark.timeout(30)
+def test_no_request_on_a_terminal_says_how_to_give_one(bus: Bus, env: dict[str, str]) -> None:
+    """Stdin a terminal (a pseudo-terminal here): `aeon ask` with no request does not sit
+    waiting for input nobody knows it wants; it says how to give one."""
+    terminal, child = pty.openpty()
+    try:
+        ask = subprocess.run(
+            [*aeon_argv(), "ask"], env=env, stdin=child, capture_output=True, timeout=20
+        )
+    finally:
+        os.close(terminal)
+        os.close(child)
+    lines = ask.stderr.decode().strip().splitlines()
+    assert ask.returncode == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("aeon: no request: give it, e.g. aeon ask"), lines
+    assert not bus.has_keys(), "something was written to Redis"
 
 
 STDIN_REQUESTS = {
