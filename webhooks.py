@@ -124,8 +124,17 @@ class WebhookSettings(AeonSettings):
             )
         if _origin(parts) in self.webhook_allowed_hosts:
             return None
-        if parts.scheme != "https":
-            return "only https is allowed, unless AEON_WEBHOOK_ALLOWED_HOSTS names the origin"
+        if parts.scheme != "https":  # name what is allowed: "unless it names" read as if unset
+            origins = [rule for rule in self.webhook_allowed_hosts if "://" in rule]
+            allowed = (
+                f"the origins it allows are {', '.join(origins)}"
+                if origins
+                else "it names no origin (such as http://127.0.0.1:9000), only https hosts"
+            )
+            return (
+                f"only https is allowed for {_origin(parts)}, an origin "
+                f"AEON_WEBHOOK_ALLOWED_HOSTS does not name: {allowed}"
+            )
         if not any(_host_matches(host, rule) for rule in self._names()):
             return f"{host} is not in AEON_WEBHOOK_ALLOWED_HOSTS"
         if _is_address(host) and not _public(host):

@@ -84,7 +84,7 @@ async def list_dead(args: argparse.Namespace) -> int:
         where = f"  shard {row['shard']}" if keys.shards > 1 else ""
         print(
             f"{row['id']}{where}  {row['group']}  {row['type']}  cid={row['cid']}  "
-            f"attempts={row['attempts']}  from {row['source_stream']} {row['entry_id']}\n"
+            f"deliveries={row['deliveries']}  from {row['source_stream']} {row['entry_id']}\n"
             f"    {row['reason']}"
         )
     return 0
@@ -138,9 +138,13 @@ async def _open(settings: BusSettings) -> tuple[Keys, RedisClient]:
 
 
 def _row(shard: int, entry_id: bytes, fields: dict[bytes, bytes]) -> dict[str, str]:
+    """A dead letter as listed. Its `attempts` field counts deliveries (bus.deadletter), and is
+    listed as `deliveries`: a reason such as "handler failed 3 times" counts the handler's tries
+    within one delivery, and `attempts=1` beside it read as a contradiction."""
     row = {k.decode(): v.decode("utf-8", "replace") for k, v in fields.items() if k != b"body"}
     row["id"] = entry_id.decode()
     row["shard"] = str(shard)
+    row["deliveries"] = row.pop("attempts", "")
     return {key: row.get(key, "") for key in _COLUMNS}
 
 
@@ -158,7 +162,7 @@ _COLUMNS = (
     "entry_id",
     "type",
     "cid",
-    "attempts",
+    "deliveries",
     "failed_at",
     "reason",
 )

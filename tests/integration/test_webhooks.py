@@ -178,6 +178,21 @@ def test_host_names_origins_and_wildcards() -> None:
     assert "webhooks are off" in (WebhookSettings().refusal("https://a.example.org") or "")
 
 
+def test_a_url_refused_for_plain_http_names_the_origins_that_are_allowed() -> None:
+    """Issue 35: the allowed host on another port was refused with "unless
+    AEON_WEBHOOK_ALLOWED_HOSTS names the origin", which read as if it were unset."""
+    rules = WebhookSettings(
+        webhook_secret=SECRET,
+        webhook_allowed_hosts="hooks.example.com,http://127.0.0.1:9000,http://localhost:9100",
+    )
+    said = rules.refusal("http://127.0.0.1:9001/h") or ""
+    assert said.startswith("only https is allowed for http://127.0.0.1:9001"), said
+    assert "the origins it allows are http://127.0.0.1:9000, http://localhost:9100" in said
+    names_only = WebhookSettings(webhook_secret=SECRET, webhook_allowed_hosts="hooks.example.com")
+    said = names_only.refusal("http://hooks.example.com/h") or ""
+    assert "it names no origin" in said and "http://hooks.example.com:80" in said, said
+
+
 async def test_a_gateway_refuses_a_webhook_before_publishing(
     settings: BusSettings, hooks: Receiver
 ) -> None:
