@@ -254,9 +254,8 @@ async def attempt_step(
     if reply.refused or is_refusal(reply.text):
         said = summaries.first_line(reply.text)
         return StepOutcome(output, failed=f"the model refused the step ({said})")
-    echoed = instruction_echo(reply.text)
-    if echoed is not None:
-        return StepOutcome(output, failed=f"the reply repeats Aeon's own instructions ({echoed!r})")
+    if instruction_echo(reply.text) is not None:  # not quoted: notes reach the answer
+        return StepOutcome(output, failed="the reply repeats Aeon's own instructions")
     if is_blocked_reply(output):
         return StepOutcome(output, blocked=output.strip())
     return StepOutcome(output)

@@ -152,12 +152,13 @@ def _unusable(value: Any, path: str, registry: PromptRegistry | None) -> str | N
             f"{path} is {value!r}, not a clean id: write each id alone, exactly as the prompt "
             "gives it, with nothing around it"
         )
-    echoed = instruction_echo(value, registry)
-    if echoed is None:
+    if instruction_echo(value, registry) is None:
         return None
+    # Not quoted: the reason reaches the run's notes and a host-made answer, which must not
+    # carry Aeon's text either; the repair is shown the rejected reply itself.
     return (
-        f"{path} repeats the prompt's own instruction or example text ({echoed!r}) instead of "
-        "content written for this request"
+        f"{path} repeats the prompt's own instruction or example text instead of content "
+        "written for this request"
     )
 
 
