@@ -220,22 +220,23 @@ class LLMSession:
     ) -> T:
         """A reply validated against `model`: as sent, else repaired locally, else by one call."""
         reply = await self._reply(prompt_id, data, scope, context, model)
+        request = _request_of(data)
         try:
-            return self._accept(prompt_id, reply, model)
+            return self._accept(prompt_id, reply, model, request)
         except _UNUSABLE as error:
             first_error = error
-        repaired = await self._repair(prompt_id, data, reply.text, first_error, scope, model)
+        repaired = await self._repair(prompt_id, request, reply.text, first_error, scope, model)
         try:
-            return self._accept(prompt_id, repaired, model)
+            return self._accept(prompt_id, repaired, model, request)
         except _UNUSABLE as error:
             raise LLMOutputError(prompt_id, error) from first_error
 
-    def _accept(self, prompt_id: PromptId, reply: Reply, model: type[T]) -> T:
+    def _accept(self, prompt_id: PromptId, reply: Reply, model: type[T], request: str) -> T:
         """The reply as `model`: strictly, else after the local repairs; never a cut reply,
         and never one whose words are Aeon's own (prompts.echo: a field that repeats the
         prompt's instruction or example text, an id that is not clean)."""
         output = self._validated(prompt_id, reply, model)
-        problem = unusable_reply(output, self.registry)
+        problem = unusable_reply(output, self.registry, request=request)
         if problem is not None:
             raise UnusableReply(prompt_id, problem)
         return output
@@ -258,7 +259,7 @@ class LLMSession:
     async def _repair(
         self,
         prompt_id: PromptId,
-        data: InputSource,
+        request: str,
         reply: str,
         error: Exception,
         scope: str,
@@ -267,7 +268,7 @@ class LLMSession:
         """The one repair call, shown the request too: a field that repeats the prompt's own
         text can only be rewritten by a model that knows what it was written for."""
         repair_input = RepairJSONInput(
-            request=_request_of(data),
+            request=request,
             expected_schema=self.registry.output_schema(prompt_id),
             malformed_output=reply or "(empty)",
             error=_short(error),

@@ -254,7 +254,8 @@ async def attempt_step(
     if reply.refused or is_refusal(reply.text):
         said = summaries.first_line(reply.text)
         return StepOutcome(output, failed=f"the model refused the step ({said})")
-    if instruction_echo(reply.text) is not None:  # not quoted: notes reach the answer
+    request = build(0).request  # its words in the reply are the user's, not Aeon's
+    if instruction_echo(reply.text, request=request) is not None:  # unquoted: notes reach E
         return StepOutcome(output, failed="the reply repeats Aeon's own instructions")
     if is_blocked_reply(output):
         return StepOutcome(output, blocked=output.strip())

@@ -27,9 +27,10 @@ fewer than MIN_WORDS words is never a copy: "Paris", "s1" or "moderate" may well
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from string import Formatter
@@ -75,19 +76,27 @@ class _Corpus:
     phrases: tuple[str, ...]
 
 
-def instruction_echo(text: str, registry: PromptRegistry | None = None) -> str | None:
+def instruction_echo(
+    text: str, registry: PromptRegistry | None = None, *, request: str = ""
+) -> str | None:
     """The instruction or example text `text` repeats, when more than MOSTLY of its words are
-    Aeon's own prompt text (the phrase it copies most of); None when it is the model's own."""
+    Aeon's own prompt text (the phrase it copies most of); None when it is the model's own.
+
+    Words the `request` has in the same run are the user's, not Aeon's: a user who asks about
+    what an example happens to be about gets answers that use the same words.
+    """
     words = _words(text)
     if len(words) < MIN_WORDS:
         return None
     corpus = _corpus(registry or default_registry())
+    users = _runs(_words(request))
     copied = [False] * len(words)
     hits: Counter[int] = Counter()
     for size, table in ((SPAN, corpus.windows), *((n, corpus.short) for n in _SHORT_SIZES)):
         for start in range(len(words) - size + 1):
-            phrase = table.get(words[start : start + size])
-            if phrase is not None:
+            window = words[start : start + size]
+            phrase = table.get(window)
+            if phrase is not None and window not in users:
                 copied[start : start + size] = [True] * size
                 hits[phrase] += 1
     if sum(copied) <= MOSTLY * len(words):
@@ -95,7 +104,9 @@ def instruction_echo(text: str, registry: PromptRegistry | None = None) -> str |
     return _quoted(corpus.phrases[hits.most_common(1)[0][0]])
 
 
-def quoted_instruction(text: str, registry: PromptRegistry | None = None) -> str | None:
+def quoted_instruction(
+    text: str, registry: PromptRegistry | None = None, *, request: str = ""
+) -> str | None:
     """The instruction text any paragraph of `text` mostly repeats (None: none does).
 
     Stricter than `instruction_echo` on the whole: an answer the host prefixed with its own
@@ -103,10 +114,10 @@ def quoted_instruction(text: str, registry: PromptRegistry | None = None) -> str
     is a copy. What a published answer is held to.
     """
     for paragraph in re.split(r"\n\s*\n", text):
-        echoed = instruction_echo(paragraph, registry)
+        echoed = instruction_echo(paragraph, registry, request=request)
         if echoed is not None:
             return echoed
-    return instruction_echo(text, registry)
+    return instruction_echo(text, registry, request=request)
 
 
 def is_id_field(name: str) -> bool:
@@ -120,26 +131,29 @@ def clean_id(value: str) -> bool:
     return bool(value) and _ID_BREAKERS.search(value) is None
 
 
-def unusable_reply(output: BaseModel, registry: PromptRegistry | None = None) -> str | None:
+def unusable_reply(
+    output: BaseModel, registry: PromptRegistry | None = None, *, request: str = ""
+) -> str | None:
     """Why a reply that fits its output model is still not the model's answer: the first field
-    that repeats Aeon's instruction or example text, or holds an id that is not clean; None
-    when every field is the model's own."""
-    return _unusable(dump_model(output), "", registry)
+    that repeats Aeon's instruction or example text (words of the `request` aside), or holds an
+    id that is not clean; None when every field is the model's own."""
+    echo = functools.partial(instruction_echo, registry=registry, request=request)
+    return _unusable(dump_model(output), "", echo)
 
 
-def _unusable(value: Any, path: str, registry: PromptRegistry | None) -> str | None:
+def _unusable(value: Any, path: str, echo: Callable[[str], str | None]) -> str | None:
     name = path.rsplit(".", 1)[-1].split("[", 1)[0]
     if name in DATA_FIELDS:
         return None
     if isinstance(value, dict):
         for key, item in value.items():
-            found = _unusable(item, f"{path}.{key}" if path else str(key), registry)
+            found = _unusable(item, f"{path}.{key}" if path else str(key), echo)
             if found:
                 return found
         return None
     if isinstance(value, list):
         for index, item in enumerate(value):
-            found = _unusable(item, f"{path}[{index}]", registry)
+            found = _unusable(item, f"{path}[{index}]", echo)
             if found:
                 return found
         return None
@@ -152,7 +166,7 @@ def _unusable(value: Any, path: str, registry: PromptRegistry | None) -> str | N
             f"{path} is {value!r}, not a clean id: write each id alone, exactly as the prompt "
             "gives it, with nothing around it"
         )
-    if instruction_echo(value, registry) is None:
+    if echo(value) is None:
         return None
     # Not quoted: the reason reaches the run's notes and a host-made answer, which must not
     # carry Aeon's text either; the repair is shown the rejected reply itself.
@@ -187,6 +201,15 @@ def _corpus(registry: PromptRegistry) -> _Corpus:
         for start in range(len(words) - SPAN + 1):
             windows.setdefault(words[start : start + SPAN], index)
     return _Corpus(windows, short, tuple(phrases))
+
+
+def _runs(words: tuple[str, ...]) -> frozenset[tuple[str, ...]]:
+    """Every window of `words` the matching looks up: of SPAN words, and of each short size."""
+    return frozenset(
+        words[start : start + size]
+        for size in (SPAN, *_SHORT_SIZES)
+        for start in range(len(words) - size + 1)
+    )
 
 
 def _phrases(registry: PromptRegistry) -> Iterator[str]:

