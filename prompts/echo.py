@@ -9,10 +9,13 @@ Aeon's own text for the model's work and published it. Two readings stop that:
 - `instruction_echo(text)`: the instruction text a reply repeats, when most of it (more than
   MOSTLY of its words) is Aeon's own prompt text. A step output or an answer like that is not
   work (phases.phase_c fails the step; a JSON field like that makes its reply unusable).
+  `quoted_instruction(text)` asks the same of each paragraph: what a published answer, which
+  may open with the host's own account of the run, is held to.
 - `unusable_reply(output)`: why a validated JSON reply is still unusable: a field that repeats
   Aeon's text, or an id (a field named `*_id`, `*_ids` or `depends_on`) that is not a clean id.
-  The session (llm.session / phases.llm_calls) gives such a reply the one repair call any
-  unusable reply gets.
+  The session (llm.session) gives such a reply the one repair call any unusable reply gets.
+
+Each takes the run's `request`: words it has are the user's, whatever Aeon's text says too.
 
 Aeon's text is read from the registry itself, never retyped here: each user prompt's fixed text
 (its template without the fields it is rendered with), each system template file, each reply
@@ -32,7 +35,6 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from string import Formatter
 from typing import Any
 
@@ -52,7 +54,7 @@ MOSTLY = 0.5
 #: Fields that are data for something else, not the model's words: a tool step's arguments,
 #: which the tool's own schema judges (their keys may well end in `_id`).
 DATA_FIELDS = frozenset({"arguments"})
-#: Characters of the echoed instruction a reason quotes.
+#: Characters of the echoed instruction `instruction_echo` gives back.
 QUOTE_CHARS = 160
 
 _WORD = re.compile(r"\w+")
@@ -184,7 +186,7 @@ def _unusable(value: Any, path: str, echo: Callable[[str], str | None]) -> str |
 _SHORT_SIZES = tuple(range(MIN_WORDS, SPAN))
 
 
-@lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=4)
 def _corpus(registry: PromptRegistry) -> _Corpus:
     """Aeon's text as windows; example values first, so a copy is named after its example."""
     windows: dict[tuple[str, ...], int] = {}
