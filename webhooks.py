@@ -182,6 +182,13 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirects)
 
 
+def worker_routes(settings: WebhookSettings | None = None) -> list[Route]:
+    """What a worker runs beside its phases (phases.worker.make_worker's `routes`): the
+    webhooks group when webhooks are on (`settings`, else the environment's), else nothing."""
+    hooks = settings or WebhookSettings.from_env()
+    return [route(hooks)] if hooks.enabled else []
+
+
 def route(settings: WebhookSettings) -> Route:
     """The webhooks group's route on the answers stream."""
     from standardwebhooks import Webhook

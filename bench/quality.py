@@ -26,8 +26,8 @@ from typing import Any
 from aeonloop.bus.connection import connect
 from aeonloop.bus.settings import BusSettings
 from aeonloop.gateway.client import AeonClient
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.factory import LLMSettings, ready_adapter
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.evaluation import evaluate_rules
 from aeonloop.phases.models import Rule
 from aeonloop.phases.worker import PHASES, make_worker
@@ -66,10 +66,11 @@ async def _held(rules: list[Rule], text: str) -> tuple[int, bool]:
 
 
 async def _plain(client: Any, model: str, case: Case) -> dict[str, Any]:
+    content = plain_call(case.request, [rule.description for rule in case.rules])
     started = time.perf_counter()
     reply = await client.chat.completions.create(
         model=model,
-        messages=[{"role": "user", "content": plain_call(case.request, case.rules)}],
+        messages=[{"role": "user", "content": content}],
         max_tokens=PLAIN_MAX_TOKENS,
     )
     seconds = time.perf_counter() - started

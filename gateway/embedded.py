@@ -18,11 +18,12 @@ from collections.abc import AsyncIterator
 
 from aeonloop.bus.connection import connect
 from aeonloop.bus.settings import BusSettings
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.worker import PHASES, make_worker
 from aeonloop.servers.embedded import RedisServer
 from aeonloop.tools.base import Toolbox
+from aeonloop.webhooks import worker_routes
 
 log = logging.getLogger("aeon")
 
@@ -40,7 +41,7 @@ async def embedded_pipeline(
         server.remove_files()
         settings = settings.with_(redis_url=server.url)
         redis = await connect(settings, consumers=len(PHASES) * settings.shards)
-        worker = make_worker(redis, settings, llm, loop=loop, tools=tools)
+        worker = make_worker(redis, settings, llm, loop=loop, tools=tools, routes=worker_routes())
         await worker.start()
         running = asyncio.create_task(worker.run(), name="embedded-worker")
         try:

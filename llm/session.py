@@ -43,6 +43,7 @@ from aeonloop.exceptions import (
     TruncatedReply,
     UnusableReply,
 )
+from aeonloop.limits import DEFAULT_CONTEXT_TOKENS
 from aeonloop.llm import observed
 from aeonloop.llm.base import LLMAdapter, LLMCall, LLMReply
 from aeonloop.llm.lenient import lenient_candidates, schema_of
@@ -69,7 +70,6 @@ InputSource = PromptInput | Callable[[int | None], PromptInput]
 CHARS_PER_TOKEN = 3
 #: Tokens of the window kept free for the reply: a quarter of it, at most this many.
 REPLY_RESERVE_TOKENS = 4096
-DEFAULT_CONTEXT_TOKENS = 32_768
 
 
 def prompt_budget_chars(context_tokens: int) -> int:
@@ -477,9 +477,3 @@ def _request_of(data: InputSource) -> str:
 def _short(error: Exception, limit: int = 1_000) -> str:
     text = str(error)
     return text if len(text) <= limit else text[:limit] + "…"
-
-
-def as_json_text(value: BaseModel | dict | list) -> str:
-    """Compact JSON of a model or structure, for prompt fields that carry an artifact."""
-    data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-    return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()

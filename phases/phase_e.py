@@ -40,11 +40,11 @@ from pydantic import BaseModel
 
 from aeonloop.bus.keys import memo_scope
 from aeonloop.contracts import AttachedFile, Usage
-from aeonloop.exceptions import LLMUnreachable, RunStopped
+from aeonloop.exceptions import RunStopped
 from aeonloop.llm.base import LLMAdapter
-from aeonloop.llm.session import DictMemo, LLMSession, as_json_text
+from aeonloop.llm.session import DictMemo, LLMSession
 from aeonloop.phases import exits, history, render
-from aeonloop.phases.cancels import until_cancelled
+from aeonloop.phases.cancels import Stopped, unless_stopped
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import (
     Event,
@@ -61,6 +61,7 @@ from aeonloop.phases.models import (
     Plan,
     RuleFinding,
 )
+from aeonloop.phases.render import as_json_text
 from aeonloop.prompts.clipping import clip
 from aeonloop.prompts.registry import (
     AnswerSynthesisInput,
@@ -204,14 +205,13 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
         answer = degraded_answer(phase_e_input, without, context)
     else:
         session = deps.session(cid, usage, event.deadline, files)
-        try:
-            work = synthesize(phase_e_input, session, context)
-            answer = await until_cancelled(deps.cancels, cid, work)
-        except LLMUnreachable:  # the deadline came while the LLM server was away
-            answer = degraded_answer(phase_e_input, AnswerReason.DEADLINE_EXCEEDED, context)
-        except RunStopped as error:  # cancelled, or the budget cannot pay for synthesis
-            reason = exits.synthesis_stopped(error)
-            answer = degraded_answer(phase_e_input, reason, context, error)
+        work = synthesize(phase_e_input, session, context)
+        done = await unless_stopped(deps.cancels, cid, work)
+        if isinstance(done, Stopped):
+            reason = exits.synthesis_stopped(done.error)
+            answer = degraded_answer(phase_e_input, reason, context, done.error)
+        else:
+            answer = done
     return [answer_event(event, phase_e_input, answer, usage)]
 
 

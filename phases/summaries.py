@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from aeonloop.llm.session import as_json_text
 from aeonloop.phases.models import (
     CritiqueIssue,
     Evaluation,
@@ -22,6 +21,7 @@ from aeonloop.phases.models import (
     RuleFinding,
     TaskProfile,
 )
+from aeonloop.phases.render import as_json_text
 from aeonloop.prompts.clipping import clip
 
 

@@ -51,20 +51,21 @@ from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.validation import (
     FileSettings,
+    RequestLimits,
     as_option,
-    check_max_ttl,
-    check_request,
     check_timeout,
     check_token_budget,
     check_tools,
+    checked_request,
     load_rules,
+    port_option,
     read_files,
     unknown_tools,
 )
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.phases import approvals, render
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import ExecutionResult, WebhookSettled
 from aeonloop.phases.worker import PHASES, make_worker
 from aeonloop.settings import LogSettings
@@ -72,8 +73,9 @@ from aeonloop.telemetry import metrics, tracing
 from aeonloop.telemetry.metrics import MetricsSettings
 from aeonloop.telemetry.tracing import TracingSettings
 from aeonloop.tools.base import Toolbox
-from aeonloop.tools.config import ToolSettings, open_toolbox
-from aeonloop.webhooks import WebhookSettings
+from aeonloop.tools.config import ToolSettings
+from aeonloop.tools.toolbox import open_toolbox
+from aeonloop.webhooks import WebhookSettings, worker_routes
 
 EXIT_ANSWERED = 0
 EXIT_DEGRADED = 1
@@ -183,9 +185,18 @@ def _run(work: Awaitable[int]) -> int:
 
 async def ask(args: argparse.Namespace) -> int:
     """Publish one request and wait for its answer; with no AEON_REDIS_URL, on a private stack."""
-    request = check_request(args.request)
-    check_max_ttl(args.max_ttl, args.loop.max_passes)  # before anything starts; submit checks too
-    WebhookSettings.from_env().checked(args.webhook_url, "--webhook-url")  # likewise
+    # Checked as submit checks it, but before anything starts (the embedded stack, the model).
+    limits = RequestLimits(args.loop.max_passes, WebhookSettings.from_env(), args.file_limits)
+    request = checked_request(
+        limits,
+        args.request,
+        max_ttl=args.max_ttl,
+        timeout=args.timeout,
+        token_budget=args.token_budget,
+        webhook_url=args.webhook_url,
+        tools=args.tool_names,
+        names={"webhook_url": "--webhook-url"},
+    )["request"]
     rules = load_rules(args.rules) if args.rules else []
     files = read_files(args.file, args.file_limits)
     settings: BusSettings = args.settings
@@ -393,7 +404,9 @@ async def _work(
     try:
         await redis.ping()
         metrics.serve(observing)  # before the consumers exist: they bind their series
-        running = make_worker(redis, settings, llm, phases, args.loop, tools=tools)
+        running = make_worker(
+            redis, settings, llm, phases, args.loop, tools=tools, routes=worker_routes()
+        )
         if metrics.enabled():
             sampling = _sample_metrics(redis, settings, observing)
         tune_gc()
@@ -563,7 +576,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--metrics-port",
-        type=as_option(_port, int, "a port number"),
+        type=port_option(),
         help="serve Prometheus metrics on this port (AEON_METRICS_PORT)",
     )
 
@@ -595,12 +608,6 @@ def _command(
     parser = commands.add_parser(name, help=help_text, description=help_text)
     parser.set_defaults(command=run, command_name=name, default_log_level=log_level)
     return parser
-
-
-def _port(value: int) -> int:
-    if not 1 <= value <= 65535:
-        raise BadInput(f"{value} is not a port number from 1 to 65535")
-    return value
 
 
 def _at_least_one(value: int) -> int:

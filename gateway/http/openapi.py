@@ -25,7 +25,7 @@ from aeonloop.gateway.http.models import (
     StepEvent,
 )
 from aeonloop.gateway.http.run_steps import EVENT_ID_PATTERN
-from aeonloop.phases.models import DEFAULT_MAX_PASSES
+from aeonloop.limits import DEFAULT_MAX_PASSES
 
 _REF = "#/components/schemas/{model}"
 #: What the API takes is described as validated, what it returns as serialized.

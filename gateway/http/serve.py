@@ -30,11 +30,11 @@ from aeonloop.gateway.client import AeonClient
 from aeonloop.gateway.embedded import embedded_pipeline
 from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
-from aeonloop.gateway.validation import as_option
+from aeonloop.gateway.validation import port_option
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.factory import ready_adapter
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.telemetry import metrics
-from aeonloop.tools.config import open_toolbox
+from aeonloop.tools.toolbox import open_toolbox
 
 log = logging.getLogger("aeon.http")
 
@@ -50,14 +50,9 @@ def add_commands(commands: argparse._SubParsersAction, command: Callable[..., An
     p.add_argument("--host", help="the address to listen on (AEON_HTTP_HOST, 127.0.0.1)")
     p.add_argument(
         "--port",
-        type=as_option(_port, int, "a port number from 0 (any free one) to 65535"),
+        type=port_option(lowest=0),
         help="the port (AEON_HTTP_PORT, 8080); 0 takes any free one",
     )
-
-
-def _port(value: int) -> int:
-    """A port number, within the bounds AEON_HTTP_PORT has."""
-    return HttpSettings(http_port=value).http_port
 
 
 async def serve(args: argparse.Namespace) -> int:

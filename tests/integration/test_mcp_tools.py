@@ -17,8 +17,9 @@ from prometheus_client import REGISTRY
 from aeonloop.exceptions import ToolCallFailed, ToolsNotReady
 from aeonloop.telemetry import metrics, tracing
 from aeonloop.tools.base import NoTools
-from aeonloop.tools.config import HttpServer, StdioServer, ToolSettings, open_toolbox
+from aeonloop.tools.config import HttpServer, StdioServer, ToolSettings
 from aeonloop.tools.mcp import IDEMPOTENCY_META_KEY, McpToolbox, connect
+from aeonloop.tools.toolbox import open_toolbox
 
 pytestmark = pytest.mark.timeout(90)
 

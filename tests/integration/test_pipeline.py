@@ -18,10 +18,10 @@ from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings
 from aeonloop.gateway.client import AeonClient
 from aeonloop.gateway.progress import Progress
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter, LLMCall, LLMError
 from aeonloop.llm.offline import OfflineLLM
 from aeonloop.llm.scripted import ScriptedLLM
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import ExecutionResult
 from aeonloop.phases.worker import make_worker
 from aeonloop.prompts.registry import PromptId

@@ -15,9 +15,9 @@ from test_pipeline import NO_ISSUES, PLAN, add_a_step, assessment, pipeline
 from aeonloop.bus.cancels import CancelOutcome, RedisCancels
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMCall
 from aeonloop.llm.scripted import ScriptedLLM
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.prompts.registry import REPLY_TOKENS, PromptId
 
 #: How long each slowed call takes: long enough that a cancel lands inside one.

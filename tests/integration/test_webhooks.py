@@ -19,11 +19,11 @@ from aeonloop.bus.records import RedisRunRecords
 from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import BadInput
 from aeonloop.gateway.client import AeonClient
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.offline import OfflineLLM
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import WebhookSettled
 from aeonloop.phases.worker import make_worker
-from aeonloop.webhooks import WebhookSettings
+from aeonloop.webhooks import WebhookSettings, worker_routes
 
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
@@ -80,7 +80,7 @@ async def settled(redis: Redis, keys: Keys, cid: str, within_s: float = 60) -> W
 async def run_with_webhook(settings: BusSettings, url: str) -> tuple[str, WebhookSettled]:
     """A run that names `url`, to its webhook's outcome."""
     redis = Redis.from_url(settings.redis_url)
-    worker = make_worker(redis, settings, OfflineLLM(), loop=LoopSettings())
+    worker = make_worker(redis, settings, OfflineLLM(), loop=LoopSettings(), routes=worker_routes())
     await worker.start()
     running = asyncio.create_task(worker.run())
     try:

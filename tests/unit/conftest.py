@@ -17,11 +17,12 @@ import pytest
 
 from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.records import RunRecord
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMCall
 from aeonloop.llm.scripted import ScriptedLLM
 from aeonloop.llm.session import DictMemo
 from aeonloop.phases import history
-from aeonloop.phases.deps import LoopSettings, PhaseDeps
+from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import (
     Event,
     LoopExited,

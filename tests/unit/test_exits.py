@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 
 from aeonloop.bus.deadletter import DeadLetter
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMError
 from aeonloop.llm.session import LLMOutputError
 from aeonloop.phases import exits
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import (
     LoopExited,
     PassCompleted,

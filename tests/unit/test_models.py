@@ -7,8 +7,8 @@ import re
 import pytest
 from pydantic import ValidationError
 
+from aeonloop.limits import DEFAULT_MAX_PASSES
 from aeonloop.phases.models import (
-    DEFAULT_MAX_PASSES,
     Consistency,
     ConvergenceAssessment,
     Plan,

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from aeonloop.contracts import Usage
-from aeonloop.exceptions import BudgetExhausted, RunCancelled
+from aeonloop.exceptions import BudgetExhausted, LLMUnreachable, RunCancelled
 from aeonloop.llm.scripted import ScriptedLLM
 from aeonloop.llm.session import DictMemo, LLMSession, call_cost
 from aeonloop.phases import cancels, exits
@@ -207,3 +207,34 @@ def test_synthesis_stopped_says_why() -> None:
     assert exits.synthesis_stopped(RunCancelled("c")) is AnswerReason.CANCELLED
     stopped = BudgetExhausted("ANSWER_SYNTHESIS_USER", 1, 2, 3)
     assert exits.synthesis_stopped(stopped) is AnswerReason.BUDGET_EXHAUSTED
+    away = LLMUnreachable("the LLM server stayed away")
+    assert exits.synthesis_stopped(away) is AnswerReason.DEADLINE_EXCEEDED
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (LLMUnreachable("the LLM server stayed away"), ExitReason.DEADLINE_EXCEEDED),
+        (BudgetExhausted("PLAN_GENERATION_USER", 1, 2, 3), ExitReason.BUDGET_EXHAUSTED),
+        (RunCancelled("cid-1"), ExitReason.CANCELLED),
+    ],
+)
+async def test_work_stopped_is_handed_back_with_what_stopped_it(
+    error: Exception, reason: ExitReason
+) -> None:
+    """The one stop handling of the worker's hops and Phase E's synthesis: what stopped the
+    work comes back instead of its result, and phases.exits names the run's end from it."""
+
+    async def work() -> str:
+        raise error
+
+    done = await cancels.unless_stopped(cancels.DictCancels(), "cid-1", work())
+    assert isinstance(done, cancels.Stopped) and done.error is error
+    assert exits.interrupted(done.error).reason is reason
+
+
+async def test_work_not_stopped_gives_its_result() -> None:
+    async def work() -> str:
+        return "done"
+
+    assert await cancels.unless_stopped(cancels.DictCancels(), "cid-1", work()) == "done"

@@ -7,6 +7,8 @@ with `check_max_ttl`; the end-to-end refusals (exit 2, 422) are in tests/e2e.
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from aeonloop.bus.settings import BusSettings
@@ -18,9 +20,10 @@ from aeonloop.gateway.validation import (
     FileSettings,
     check_max_ttl,
     check_tools,
+    port_option,
     unknown_tools,
 )
-from aeonloop.phases.deps import LoopSettings
+from aeonloop.limits import LoopSettings
 
 LIMITS = FileSettings(max_files=2, max_file_bytes=100, max_files_bytes=150)
 
@@ -102,3 +105,15 @@ def test_more_tools_than_the_schema_allows_are_refused_even_when_repeated() -> N
     assert (refused.value.status, refused.value.field) == (422, "tools")
     with pytest.raises(BadInput, match="101 tools named; a request may name at most 100"):
         check_tools(["add"] * 101)
+
+
+def test_one_port_option_with_its_lowest_port() -> None:
+    """`aeon worker --metrics-port` (1 to 65535) and `aeon serve --port` (0: any free one)."""
+    metrics, http = port_option(), port_option(lowest=0)
+    assert metrics("9100") == 9100 and http("0") == 0
+    with pytest.raises(argparse.ArgumentTypeError, match="0 is not a port number from 1 to 65535"):
+        metrics("0")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"from 0 \(any free one\) to 65535"):
+        http("65536")
+    with pytest.raises(argparse.ArgumentTypeError, match="'x' is not a port number"):
+        http("x")
