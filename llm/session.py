@@ -14,7 +14,9 @@ Phases never build prompt text or parse replies themselves. This module is the o
 - reasoning never reaches this module: adapters keep it out of `LLMReply.text`;
 - a JSON reply goes through `validate_output` (the only JSON extraction); one that fails is
   first repaired locally (llm.lenient: lenient JSON, enum case), and only then gets the one
-  repair call to the LLM. A reply cut at the length limit is never accepted as complete;
+  repair call to the LLM. A reply cut at the length limit is never accepted as complete, nor
+  is one that fits its model but whose words are Aeon's own (prompts.echo: a field repeating the
+  prompt's instruction or example text, an id that is not clean): it gets the same repair call;
 - every reply is memoised per (run, phase, pass, step, prompt), with its truncated/refused
   flags, so a redelivered event does not pay for the same call again and decides the same way.
 """
@@ -39,12 +41,14 @@ from aeonloop.exceptions import (
     LLMError,
     LLMOutputError,
     TruncatedReply,
+    UnusableReply,
 )
 from aeonloop.limits import DEFAULT_CONTEXT_TOKENS
 from aeonloop.llm import observed
 from aeonloop.llm.base import LLMAdapter, LLMCall, LLMReply
 from aeonloop.llm.lenient import lenient_candidates, schema_of
 from aeonloop.prompts.clipping import clip
+from aeonloop.prompts.echo import unusable_reply
 from aeonloop.prompts.registry import (
     PromptId,
     PromptInput,
@@ -216,18 +220,28 @@ class LLMSession:
     ) -> T:
         """A reply validated against `model`: as sent, else repaired locally, else by one call."""
         reply = await self._reply(prompt_id, data, scope, context, model)
+        request = _request_of(data)
         try:
-            return self._accept(prompt_id, reply, model)
-        except (TruncatedReply, JSONExtractionError, ValidationError) as error:
+            return self._accept(prompt_id, reply, model, request)
+        except _UNUSABLE as error:
             first_error = error
-        repaired = await self._repair(prompt_id, reply.text, first_error, scope, model)
+        repaired = await self._repair(prompt_id, request, reply.text, first_error, scope, model)
         try:
-            return self._accept(prompt_id, repaired, model)
-        except (TruncatedReply, JSONExtractionError, ValidationError) as error:
+            return self._accept(prompt_id, repaired, model, request)
+        except _UNUSABLE as error:
             raise LLMOutputError(prompt_id, error) from first_error
 
-    def _accept(self, prompt_id: PromptId, reply: Reply, model: type[T]) -> T:
-        """The reply as `model`: strictly, else after the local repairs; never a cut reply."""
+    def _accept(self, prompt_id: PromptId, reply: Reply, model: type[T], request: str) -> T:
+        """The reply as `model`: strictly, else after the local repairs; never a cut reply,
+        and never one whose words are Aeon's own (prompts.echo: a field that repeats the
+        prompt's instruction or example text, an id that is not clean)."""
+        output = self._validated(prompt_id, reply, model)
+        problem = unusable_reply(output, self.registry, request=request)
+        if problem is not None:
+            raise UnusableReply(prompt_id, problem)
+        return output
+
+    def _validated(self, prompt_id: PromptId, reply: Reply, model: type[T]) -> T:
         if reply.truncated:
             raise TruncatedReply(prompt_id)
         try:
@@ -243,9 +257,18 @@ class LLMSession:
             raise error
 
     async def _repair(
-        self, prompt_id: PromptId, reply: str, error: Exception, scope: str, model: type[T]
+        self,
+        prompt_id: PromptId,
+        request: str,
+        reply: str,
+        error: Exception,
+        scope: str,
+        model: type[T],
     ) -> Reply:
+        """The one repair call, shown the request too: a field that repeats the prompt's own
+        text can only be rewritten by a model that knows what it was written for."""
         repair_input = RepairJSONInput(
+            request=request,
             expected_schema=self.registry.output_schema(prompt_id),
             malformed_output=reply or "(empty)",
             error=_short(error),
@@ -438,6 +461,17 @@ def _storable(text: str) -> str:
     """The reply as valid UTF-8: a lone surrogate (a model cutting an emoji in half) becomes '?'
     here, rather than making every event that carries it impossible to encode."""
     return text.encode("utf-8", "replace").decode("utf-8")
+
+
+#: What makes a JSON reply unusable: each gets the one repair call.
+_UNUSABLE = (TruncatedReply, JSONExtractionError, ValidationError, UnusableReply)
+
+
+def _request_of(data: InputSource) -> str:
+    """The request a prompt's input carries ('' for one without): built with no room for
+    outputs when it is a builder, since only the request is wanted."""
+    built = data if isinstance(data, PromptInput) else data(0)
+    return str(getattr(built, "request", "") or "")
 
 
 def _short(error: Exception, limit: int = 1_000) -> str:

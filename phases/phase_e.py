@@ -6,7 +6,10 @@ Every accepted request must end with exactly one FinalAnswer, so nothing here ma
 
 - The normal path asks the model (ANSWER_SYNTHESIS_USER through an LLMSession, so the reply is
   validated, repaired at most once and memoised) and the host adds what the model is not asked
-  for: `ttl_exhausted`, `metadata`, and which step ids really exist.
+  for: `ttl_exhausted`, `metadata`, and which step ids really exist. An answer that is Aeon's
+  own prompt text (the format's example, its instructions: prompts.echo) is an unusable reply
+  to the session, so it is repaired once and otherwise replaced by the host's answer below:
+  a copy is a failed answer, never a published one.
 - An upstream run that did not go well (no pass ran, TTL exhausted, data missing, or the loop
   exited before converging) is still answered by the model, from whatever is available, but the
   answer is degraded: `metadata["degraded"]` is True, `metadata["reason"]` says why, and

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from aeonloop.phases.models import Plan, PlanStep, with_sound_dependencies
 from aeonloop.prompts.registry import PlanBody, PlanStepOutput
+from aeonloop.prompts.replies import names_no_tool
 
 MAX_STEP_ID = 64  # PlanStep.step_id's limit
 
@@ -50,12 +51,16 @@ def step_from_output(
     step: PlanStepOutput, step_id: str | None = None, renamed: Mapping[str, str] | None = None
 ) -> PlanStep:
     """The domain step of a model's step: under `step_id` if given, its dependencies' ids
-    passed through `renamed` (ids made unique), and its tool call if it names one."""
+    passed through `renamed` (ids made unique), and its tool call if it names one. A tool named
+    as no tool ("none", "null", "n/a", empty) makes a reasoning step: no model means a tool
+    called "none", and treating it as one sent each such step to the missing-tool repair and
+    showed it as an unknown tool (issue 32)."""
     names = renamed or {}
+    tool = None if names_no_tool(step.tool) else step.tool
     return PlanStep(
         step_id=step_id or step.step_id,
         description=step.description,
         depends_on=None if step.depends_on is None else [names.get(d, d) for d in step.depends_on],
-        tool=step.tool or None,
-        arguments=step.arguments if step.tool else None,
+        tool=tool,
+        arguments=step.arguments if tool else None,
     )
