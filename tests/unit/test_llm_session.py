@@ -13,9 +13,7 @@ import pytest
 
 from aeonloop.contracts import Usage
 from aeonloop.llm.base import ContextLengthError, LLMReply, TokenUsage
-from aeonloop.llm.scripted import ScriptedLLM
 from aeonloop.llm.session import (
-    DictMemo,
     LLMOutputError,
     LLMSession,
     Reply,
@@ -28,6 +26,7 @@ from aeonloop.prompts.registry import (
     TaskProfileInferenceInput,
     TaskProfileOutput,
 )
+from aeonloop.testing import DictMemo, ScriptedLLM
 
 PROFILE = PromptId.TASKPROFILE_INFERENCE_USER
 REPAIR = PromptId.SUPERVISOR_REPAIR_JSON_USER
