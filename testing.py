@@ -113,7 +113,9 @@ class AeonTestStack:
         self._owns_llm = llm is None
         self.llm: LLMAdapter = llm if llm is not None else OfflineLLM()
         self._owns_prefix = settings is None
-        self._settings = settings or quick_settings(redis_url)
+        #: As given (or made): each start begins from them, so a stack can be started again.
+        self._given = settings or quick_settings(redis_url)
+        self._settings = self._given
         self.loop = loop or LoopSettings()
         self.tools = tools
         self._client: AeonClient | None = None
@@ -201,6 +203,7 @@ class AeonTestStack:
         """Start a private Redis if the settings name none, stopped last on exit; on a server
         the stack was given, its own prefix is cleared after the workers stop. The model the
         stack made is closed after all."""
+        self._settings = self._given
         if self._owns_llm:
             self._exits.push_async_callback(self.llm.aclose)
         if self._settings.redis_url is None:

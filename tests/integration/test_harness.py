@@ -113,3 +113,11 @@ def test_the_example_in_the_docs_passes_as_a_user_runs_it(tmp_path: Path) -> Non
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4 passed" in done.stdout, done.stdout
+
+
+async def test_a_stack_can_be_started_again() -> None:
+    stack = AeonTestStack()
+    for _ in range(2):
+        async with stack:
+            result = await stack.client.ask("Explain tides", timeout=60)
+        assert result.status == "converged"
