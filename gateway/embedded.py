@@ -59,7 +59,7 @@ async def in_process_workers(
     (aeonloop.testing), which may bring its own Redis."""
     redis = await connect(settings, consumers=len(PHASES) * settings.shards)
     try:
-        worker = make_worker(redis, settings, llm, loop=loop, tools=tools, routes=worker_routes())
+        worker = make_worker(redis, settings, llm, loop=loop, tools=tools, routes=worker_routes)
         await worker.start()
     except BaseException:
         await redis.aclose()
