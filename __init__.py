@@ -4,6 +4,7 @@ The distribution and this import package are `aeonloop` (the name `aeon` on PyPI
 another project); the command and the product are `aeon`. The repository's top folders are the
 package's subpackages, read as the pipeline from the outside in:
 
+    testing.py  a whole Aeon in one line for tests: Redis, workers, a client (AeonTestStack)
     gateway/    how requests come in and answers go out: CLI, HTTP, Python client, FastStream
     phases/     the pipeline: A profile, B plan, the C-loop with D, E answer
     llm/        the LLM call: the session, local JSON repair, the adapters
@@ -28,8 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-#: Each public name and the module that defines it. The harness for users' tests
-#: (`aeonloop.testing`) will join these when it exists.
+#: Each public name and the module that defines it (or, for the test harness, offers it).
 _PUBLIC: dict[str, str] = {
     # The Python client and what it returns.
     "AeonClient": "aeonloop.gateway.client",
@@ -47,6 +47,9 @@ _PUBLIC: dict[str, str] = {
     "AeonStreams": "aeonloop.gateway.faststream_interop",
     "RequestSubmitted": "aeonloop.phases.events",
     "FinalAnswerReady": "aeonloop.phases.events",
+    # The harness for users' tests: a whole stack in one line, and a model they script.
+    "AeonTestStack": "aeonloop.testing",
+    "ScriptedLLM": "aeonloop.testing",
     # The errors a caller of the above catches (the whole tree: docs/architecture.md, "Errors").
     "AeonError": "aeonloop.exceptions",
     "UsageError": "aeonloop.exceptions",
@@ -63,6 +66,7 @@ __all__ = [
     "AeonClient",
     "AeonError",
     "AeonStreams",
+    "AeonTestStack",
     "AnswerTimeout",
     "AttachedFile",
     "BadInput",
@@ -76,6 +80,7 @@ __all__ = [
     "Progress",
     "RequestSubmitted",
     "Rule",
+    "ScriptedLLM",
     "SettingsError",
     "TooLarge",
     "Usage",
@@ -100,6 +105,7 @@ if TYPE_CHECKING:
     from aeonloop.gateway.progress import Progress
     from aeonloop.phases.events import ExecutionResult, FinalAnswerReady, RequestSubmitted
     from aeonloop.phases.models import ExitReason, FinalAnswer, Plan, Rule
+    from aeonloop.testing import AeonTestStack, ScriptedLLM
 
 
 def __getattr__(name: str) -> Any:

@@ -142,19 +142,6 @@ class FirstDeliveryMemo:
         await self._memo.put(key, value, until)
 
 
-class DictMemo:
-    """An in-process memo: for tests and for one-shot runs that need no sharing."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, str] = {}
-
-    async def get(self, key: str) -> str | None:
-        return self.values.get(key)
-
-    async def put(self, key: str, value: str, until: datetime | None = None) -> None:
-        self.values[key] = value
-
-
 @dataclass(frozen=True)
 class Reply:
     """A reply's answer text (reasoning removed) and how the model ended it."""

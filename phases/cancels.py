@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -39,32 +39,6 @@ class Cancels(Protocol):
     def watch(self, correlation_id: str) -> contextlib.AbstractAsyncContextManager[asyncio.Event]:
         """An event set once run `correlation_id` is seen cancelled, while the context lasts."""
         ...
-
-
-class DictCancels:
-    """Cancels kept in this process: for tests and one-shot runs."""
-
-    def __init__(self) -> None:
-        self.runs: set[str] = set()
-        self._watched: dict[str, asyncio.Event] = {}
-
-    def cancel(self, correlation_id: str) -> None:
-        self.runs.add(correlation_id)
-        if correlation_id in self._watched:
-            self._watched[correlation_id].set()
-
-    async def cancelled(self, correlation_id: str) -> bool:
-        return correlation_id in self.runs
-
-    @contextlib.asynccontextmanager
-    async def watch(self, correlation_id: str) -> AsyncIterator[asyncio.Event]:
-        seen = self._watched.setdefault(correlation_id, asyncio.Event())
-        if correlation_id in self.runs:
-            seen.set()
-        try:
-            yield seen
-        finally:
-            self._watched.pop(correlation_id, None)
 
 
 async def check(cancels: Cancels, correlation_id: str) -> None:

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from aeonloop.bus.delivery import Delivery
+from aeonloop.bus.in_process import DictCancels, DictMemo, DictRunRecords
 from aeonloop.contracts import AttachedFile, Usage
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.llm.session import (
-    DictMemo,
     FirstDeliveryMemo,
     LLMSession,
     Memo,
@@ -33,7 +33,7 @@ from aeonloop.llm.session import (
 from aeonloop.phases import cancels as run_cancels
 from aeonloop.phases import tool_calls
 from aeonloop.phases.events import RunState
-from aeonloop.phases.history import DictRunRecords, ReadAhead, RunRecords
+from aeonloop.phases.history import ReadAhead, RunRecords
 from aeonloop.phases.tool_calls import ToolRunner
 from aeonloop.prompts.registry import PromptRegistry
 from aeonloop.tools.base import NoTools, Toolbox
@@ -48,7 +48,7 @@ class PhaseDeps:
     records: RunRecords = field(default_factory=DictRunRecords)
     settings: LoopSettings = field(default_factory=LoopSettings)
     #: Where cancels are looked up (phases.cancels).
-    cancels: run_cancels.Cancels = field(default_factory=run_cancels.DictCancels)
+    cancels: run_cancels.Cancels = field(default_factory=DictCancels)
     #: The tools steps may call (tools/): the MCP servers AEON_MCP_CONFIG names, else none.
     tools: Toolbox = field(default_factory=NoTools)
 

@@ -38,11 +38,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from aeonloop.bus.in_process import DictMemo
 from aeonloop.bus.keys import memo_scope
 from aeonloop.contracts import AttachedFile, Usage
 from aeonloop.exceptions import RunStopped
 from aeonloop.llm.base import LLMAdapter
-from aeonloop.llm.session import DictMemo, LLMSession
+from aeonloop.llm.session import LLMSession
 from aeonloop.phases import exits, history, render
 from aeonloop.phases.cancels import Stopped, unless_stopped
 from aeonloop.phases.deps import PhaseDeps

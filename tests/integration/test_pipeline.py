@@ -1,7 +1,8 @@
 """Whole runs through the real bus: gateway client → A → B → C/D loop → E → answer.
 
-The workers run in this process (the multi-process proofs are in tests/e2e); the Redis is real,
-and the LLM is scripted per PromptId so each scenario of the loop is forced on purpose.
+The workers run in this process, in the harness users' tests run on (aeonloop.testing; the
+multi-process proofs are in tests/e2e); the Redis is real, and the LLM is scripted per PromptId
+so each scenario of the loop is forced on purpose.
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ from aeonloop.gateway.progress import Progress
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter, LLMCall, LLMError
 from aeonloop.llm.offline import OfflineLLM
-from aeonloop.llm.scripted import ScriptedLLM
 from aeonloop.phases.events import ExecutionResult
-from aeonloop.phases.worker import make_worker
 from aeonloop.prompts.registry import PromptId
+from aeonloop.testing import AeonTestStack, ScriptedLLM
 
 
 def assessment(score: float, converged: bool = False) -> str:
@@ -75,17 +75,10 @@ def add_a_step() -> Callable[[LLMCall], str]:
 async def pipeline(
     settings: BusSettings, llm: LLMAdapter, loop: LoopSettings | None = None
 ) -> AsyncIterator[AeonClient]:
-    redis = Redis.from_url(settings.redis_url)
-    worker = make_worker(redis, settings, llm, loop=loop or LoopSettings())
-    await worker.start()
-    running = asyncio.create_task(worker.run())
-    try:
-        async with AeonClient(settings=settings) as client:
-            yield client
-    finally:
-        worker.stop()
-        await asyncio.wait_for(running, 15)
-        await redis.aclose()
+    """The client of a whole pipeline on `settings` (aeonloop.testing), its keys left for the
+    test to look at (the `redis_prefix` fixture clears them)."""
+    async with AeonTestStack(llm, settings=settings, loop=loop) as stack:
+        yield stack.client
 
 
 async def ask(settings: BusSettings, llm: LLMAdapter, request: str, **options) -> ExecutionResult:

@@ -18,8 +18,8 @@ from aeonloop.bus.settings import BusSettings
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMCall
 from aeonloop.llm.offline import OfflineLLM
-from aeonloop.llm.scripted import ScriptedLLM
 from aeonloop.prompts.registry import REPLY_TOKENS, PromptId
+from aeonloop.testing import ScriptedLLM
 
 #: How long each slowed call takes: long enough that a cancel lands inside one.
 SLOW_S = 1.5

@@ -21,11 +21,9 @@ from aeonloop.bus.records import RedisRunRecords
 from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import BadInput
 from aeonloop.gateway.client import AeonClient
-from aeonloop.limits import LoopSettings
-from aeonloop.llm.offline import OfflineLLM
 from aeonloop.phases.events import RequestSubmitted, WebhookSettled
-from aeonloop.phases.worker import make_worker
-from aeonloop.webhooks import WebhookSettings, worker_routes
+from aeonloop.testing import AeonTestStack
+from aeonloop.webhooks import WebhookSettings
 
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
@@ -81,19 +79,10 @@ async def settled(redis: Redis, keys: Keys, cid: str, within_s: float = 60) -> W
 
 async def run_with_webhook(settings: BusSettings, url: str) -> tuple[str, WebhookSettled]:
     """A run that names `url`, to its webhook's outcome."""
-    redis = Redis.from_url(settings.redis_url)
-    worker = make_worker(redis, settings, OfflineLLM(), loop=LoopSettings(), routes=worker_routes)
-    await worker.start()
-    running = asyncio.create_task(worker.run())
-    try:
-        async with AeonClient(settings=settings) as client:
-            cid = await client.submit("Explain tides", timeout=30, webhook_url=url)
-            await client.wait(cid, 30)
-        return cid, await settled(redis, Keys(settings.prefix, settings.shards), cid)
-    finally:
-        worker.stop()
-        await asyncio.wait_for(running, 15)
-        await redis.aclose()
+    async with AeonTestStack(settings=settings) as stack:
+        cid = await stack.client.submit("Explain tides", timeout=30, webhook_url=url)
+        await stack.client.wait(cid, 30)
+        return cid, await settled(stack.client.redis, stack.client.keys, cid)
 
 
 async def published(settings: BusSettings, cid: str) -> list[WebhookSettled]:
@@ -231,19 +220,12 @@ async def test_a_published_webhook_url_with_a_password_is_never_shown(
     url = hooks.origin.replace("://", f"://alice:{PASSWORD}@") + "/hook?token=t0ken"
     event = RequestSubmitted.new("Explain tides", timeout=30, webhook_url=url)
     keys = Keys(settings.prefix, settings.shards)
-    redis = Redis.from_url(settings.redis_url)
-    worker = make_worker(redis, settings, OfflineLLM(), loop=LoopSettings(), routes=worker_routes)
-    await worker.start()
-    running = asyncio.create_task(worker.run())
-    try:
+    async with AeonTestStack(settings=settings) as stack:
         cid = event.correlation_id
+        redis = stack.client.redis
         await redis.xadd(keys.stream_of(RequestSubmitted.STREAM, cid), encode(event))
         outcome = await settled(redis, keys, cid)
         dead = await redis.xrange(keys.dead_letter(keys.shard_of(cid)))
-    finally:
-        worker.stop()
-        await asyncio.wait_for(running, 15)
-        await redis.aclose()
     assert (outcome.outcome, outcome.tries) == ("failed", 0)
     assert "may not carry a user name or password" in outcome.reason
     assert hooks.tries == []

@@ -14,9 +14,7 @@ import pytest
 from aeonloop.contracts import Usage
 from aeonloop.exceptions import UnusableReply
 from aeonloop.llm.base import ContextLengthError, LLMReply, TokenUsage
-from aeonloop.llm.scripted import ScriptedLLM
 from aeonloop.llm.session import (
-    DictMemo,
     LLMOutputError,
     LLMSession,
     Reply,
@@ -32,6 +30,7 @@ from aeonloop.prompts.registry import (
     TaskProfileInferenceInput,
     TaskProfileOutput,
 )
+from aeonloop.testing import DictMemo, ScriptedLLM
 
 PROFILE = PromptId.TASKPROFILE_INFERENCE_USER
 REPAIR = PromptId.SUPERVISOR_REPAIR_JSON_USER
