@@ -22,12 +22,9 @@ from typing import Annotated
 from pydantic import Field
 
 from aeonloop.bus.delivery import Delivery
+from aeonloop.contracts import AttachedFile, Usage
 from aeonloop.llm.base import LLMAdapter
-from aeonloop.phases import cancels as run_cancels
-from aeonloop.phases import tool_calls
-from aeonloop.phases.events import AttachedFile, RunState, Usage
-from aeonloop.phases.history import DictRunRecords, ReadAhead, RunRecords
-from aeonloop.phases.llm_calls import (
+from aeonloop.llm.session import (
     DEFAULT_CONTEXT_TOKENS,
     DictMemo,
     FirstDeliveryMemo,
@@ -36,6 +33,10 @@ from aeonloop.phases.llm_calls import (
     file_context,
     prompt_budget_chars,
 )
+from aeonloop.phases import cancels as run_cancels
+from aeonloop.phases import tool_calls
+from aeonloop.phases.events import RunState
+from aeonloop.phases.history import DictRunRecords, ReadAhead, RunRecords
 from aeonloop.phases.models import DEFAULT_MAX_PASSES, MAX_TTL_CAP
 from aeonloop.phases.tool_calls import ToolRunner
 from aeonloop.prompts.registry import PromptRegistry

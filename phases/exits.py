@@ -174,7 +174,7 @@ def cancelled(correlation_id: str) -> Exit:
 
 
 def stopped(error: RunStopped) -> Exit:
-    """A hop that could start no further LLM call (phases.llm_calls): the run was cancelled, or
+    """A hop that could start no further LLM call (llm.session): the run was cancelled, or
     its token budget cannot pay for the call it needed next."""
     if isinstance(error, BudgetExhausted):
         return Exit(ExitReason.BUDGET_EXHAUSTED, str(error))

@@ -24,7 +24,7 @@ written only for passes the input event's history did not hold yet, so each is w
 per run, and a redelivered hop writes the same bytes under the same names.
 
 A third record, `files` (bus.keys.FILES_RECORD), holds the files the request attached, for the
-prompts that take them as context (phases.llm_calls.WITH_FILES): Phase B (the plan), C (the
+prompts that take them as context (llm.session.WITH_FILES): Phase B (the plan), C (the
 steps) and E (the answer) name it in their routes when their run has files
 (`RunState.file_paths`), and read it with `load_files`. See `file_records` for who writes it.
 """
@@ -38,8 +38,9 @@ import orjson
 
 from aeonloop.bus.keys import FILES_RECORD
 from aeonloop.bus.records import RunRecord
+from aeonloop.contracts import AttachedFile
 from aeonloop.exceptions import HistoryMissing
-from aeonloop.phases.events import AttachedFile, Event, RequestSubmitted, RunState
+from aeonloop.phases.events import Event, RequestSubmitted, RunState
 from aeonloop.phases.models import ExecutionPass
 
 

@@ -26,10 +26,10 @@ from typing import cast
 
 from aeonloop.bus.keys import memo_scope
 from aeonloop.exceptions import LLMFailure
+from aeonloop.llm.session import LLMSession
 from aeonloop.phases import evaluation, exits, history, render, summaries
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
 from aeonloop.phases.events import Event, PassCompleted, PassRequested, PlanReady, RunState
-from aeonloop.phases.llm_calls import LLMSession
 from aeonloop.phases.models import (
     ConvergenceAssessment,
     CritiqueIssue,

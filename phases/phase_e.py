@@ -36,21 +36,20 @@ from typing import Any
 from pydantic import BaseModel
 
 from aeonloop.bus.keys import memo_scope
+from aeonloop.contracts import AttachedFile, Usage
 from aeonloop.exceptions import LLMUnreachable, RunStopped
 from aeonloop.llm.base import LLMAdapter
+from aeonloop.llm.session import DictMemo, LLMSession, as_json_text
 from aeonloop.phases import exits, history, render
 from aeonloop.phases.cancels import until_cancelled
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import (
-    AttachedFile,
     Event,
     ExecutionResult,
     FinalAnswerReady,
     LoopExited,
-    Usage,
     utcnow,
 )
-from aeonloop.phases.llm_calls import DictMemo, LLMSession, as_json_text
 from aeonloop.phases.models import (
     AnswerReason,
     ExecutionPass,

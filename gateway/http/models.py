@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from aeonloop.contracts import MAX_TOKEN_BUDGET, AttachedFile
 from aeonloop.gateway.client import DEFAULT_TIMEOUT_S
 from aeonloop.gateway.http.run_steps import StepKind  # the SSE `event:` field's values
 from aeonloop.gateway.validation import FileSettings
@@ -14,9 +15,7 @@ from aeonloop.phases.events import (
     DEFAULT_THRESHOLD,
     MAX_REQUEST_CHARS,
     MAX_TIMEOUT_S,
-    MAX_TOKEN_BUDGET,
     MAX_TOOLS,
-    AttachedFile,
     ExecutionResult,
     ToolName,
 )
