@@ -637,13 +637,7 @@ def _length(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
 def _mention(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
     phrase = m.group(1) or m.group(2)
     least = _TIMES.get((m.group(3) or "once").lower(), 1)
-    check = {
-        "type": "phrase_count",
-        "phrase": phrase,
-        "min": least,
-        "max": None,
-        "case_sensitive": False,
-    }
+    check = {"type": "phrase_count", "phrase": phrase, "min": least, "max": None}
     said = f"mentions {phrase}" + ("" if least == 1 else f" at least {least} times")
     return f"mentions-{_slug(phrase)}", said, check
 
@@ -677,7 +671,7 @@ def _case(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
 
 @_stated(r"\b(?:as|in|valid)\s+JSON\b")
 def _json_answer(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
-    return "json", "valid JSON", {"type": "json", "schema": None}
+    return "json", "valid JSON", {"type": "json", "json_schema": None}
 
 
 def _count(unit: str, low: int | None, high: int | None) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from pydantic.json_schema import SkipJsonSchema
 from aeonloop.bus.codec import derived_id
 from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, WEBHOOK_OUTCOMES
 from aeonloop.contracts import MAX_TOKEN_BUDGET, AttachedFile, Usage
+from aeonloop.phases.checks import Check
 from aeonloop.phases.models import (
     DEFAULT_MAX_PASSES,
     MAX_TTL_CAP,
@@ -98,6 +99,15 @@ class RunState(BaseModel):
     #: The tools its steps may call, by name, narrowing the deployment's (None: all of them).
     #: A name no configured server offers adds nothing.
     tools: list[ToolName] | None = Field(None, max_length=MAX_TOOLS)
+    #: The checks PREPARE made (phases.verification), by rule id: for each rule whose check is
+    #: in words, and each rule the request implies (in `rules`, origin "request").
+    prepared: dict[str, list[Check]] = Field(default_factory=dict)
+    #: Phase A wrote a plain draft answer; its text is a record of the run's history
+    #: (phases.history, DRAFT_RECORD), read by Phase E, which may publish it.
+    has_draft: bool = False
+    #: The draft's text once in hand (the hop that wrote it, or Phase E once it read it); not
+    #: sent.
+    draft: SkipJsonSchema[str | None] = Field(None, exclude=True)
 
     @model_validator(mode="after")
     def _count_inline_passes(self) -> RunState:

@@ -622,15 +622,17 @@ _PLAN_FIELDS = """\
 _CHECK_TYPES = """\
 - {"type": "pattern", "pattern": "<regular expression>", "present": true}: the pattern occurs
   (present false: it must not occur).
-- {"type": "phrase_count", "phrase": "<word or phrase>", "min": 1, "max": null,
-  "case_sensitive": false}: how often the phrase occurs, within min and max (null: no bound).
-- {"type": "count", "unit": "words", "min": null, "max": 99}: the number of words, sentences,
-  paragraphs, lines, bullets, sections or placeholders, within min and max.
+- {"type": "phrase_count", "phrase": "<word or phrase>", "min": 1, "max": null}: how often the
+  phrase occurs as whole words, in any case, within min and max (null: no bound).
+- {"type": "count", "unit": "words", "min": null, "max": 99}: how many words, sentences,
+  paragraphs, lines, bullets, numbered_items, sections (Markdown headings), placeholders or
+  characters the answer has, within min and max.
 - {"type": "starts_with", "text": "<text>"} and {"type": "ends_with", "text": "<text>"}.
 - {"type": "forbidden_words", "words": ["<word>"]}: none of the words occurs.
-- {"type": "case", "case": "lower"}: all lower (or "upper") case.
-- {"type": "json", "schema": null}: the answer is valid JSON (matching the schema, if given).
-- {"type": "language", "language": "en"}: the answer is written in that language (ISO 639-1)."""
+- {"type": "case", "case": "lower"}: every letter is lower (or "upper") case.
+- {"type": "json", "json_schema": null}: the answer is valid JSON (matching the JSON Schema, if
+  given).
+- {"type": "language", "code": "en"}: the answer is written in that language (ISO 639-1 code)."""
 
 
 def _literal(text: str) -> str:
@@ -648,13 +650,7 @@ _PREPARE_EXAMPLE: dict[str, Any] = {
         {
             "rule_id": "r-example-mentions",
             "description": "names the river Zambezi at least once",
-            "check": {
-                "type": "phrase_count",
-                "phrase": "Zambezi",
-                "min": 1,
-                "max": None,
-                "case_sensitive": False,
-            },
+            "check": {"type": "phrase_count", "phrase": "Zambezi", "min": 1, "max": None},
         },
     ]
 }

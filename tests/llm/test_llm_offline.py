@@ -427,7 +427,6 @@ async def test_answer_confidence_follows_the_run(make_call, fields, confidence):
                         "phrase": "Darjeeling",
                         "min": 2,
                         "max": None,
-                        "case_sensitive": False,
                     },
                 },
             ],
