@@ -2,7 +2,7 @@
 
 docs/architecture.md, "Verified answers", is the design; in short:
 
-- **PREPARE** (seed 004), in Phase A beside the profile and the draft: one call turns every rule
+- **PREPARE** (docs/requirements.md, PREPARE), in Phase A beside the profile and the draft: one call turns every rule
   whose check is in words, and every checkable constraint the request states itself, into
   concrete checks of the host's vocabulary (phases.checks). A check maps to one rule id; one
   the request implies becomes a rule of its own, `origin="request"`. A check the host cannot
@@ -47,7 +47,7 @@ from aeonloop.prompts.replies import is_blocked_reply, is_refusal
 
 PREPARE_SCOPE = memo_scope("a", "prepare")
 DRAFT_SCOPE = memo_scope("a", "draft")
-#: The most issues a critique may name (seed 004, CRITIQUE).
+#: The most issues a critique may name (docs/requirements.md, CRITIQUE).
 MAX_CRITIQUE_ISSUES = 5
 #: The most checks PREPARE may add to a run: they ride in every event of the run.
 MAX_PREPARED_CHECKS = 20
@@ -212,8 +212,8 @@ def best(candidates: Sequence[Candidate]) -> Candidate:
 
 
 def tied_issues(issues: list[CritiqueIssue], failed_ids: set[str]) -> list[CritiqueIssue]:
-    """At most five issues, each tied to a rule that failed; anything else is dropped (seed 004,
-    CRITIQUE)."""
+    """At most five issues, each tied to a rule that failed; anything else is dropped
+    (docs/requirements.md, CRITIQUE)."""
     return [issue for issue in issues if issue.rule_id in failed_ids][:MAX_CRITIQUE_ISSUES]
 
 
