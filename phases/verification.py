@@ -2,11 +2,12 @@
 
 docs/architecture.md, "Verified answers", is the design; in short:
 
-- **PREPARE** (docs/requirements.md, PREPARE), in Phase A beside the profile and the draft: one call turns every rule
-  whose check is in words, and every checkable constraint the request states itself, into
-  concrete checks of the host's vocabulary (phases.checks). A check maps to one rule id; one
-  the request implies becomes a rule of its own, `origin="request"`. A check the host cannot
-  run (malformed, a pattern that does not compile) is dropped with a note, and the run goes on.
+- **PREPARE** (docs/requirements.md, PREPARE), in Phase A beside the profile and the draft:
+  one call turns every rule whose check is in words, and every checkable constraint the request
+  states itself, into concrete checks of the host's vocabulary (phases.checks). A check maps to
+  one rule id; one the request implies becomes a rule of its own, `origin="request"`. A check
+  the host cannot run (malformed, a pattern that does not compile) is dropped with a note, and
+  the run goes on.
 - **The draft**, also in Phase A: the request answered as one plain call would. It is the first
   candidate answer, so the published answer never holds fewer fail-severity checks than one
   call's (`best`).

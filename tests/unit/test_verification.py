@@ -329,6 +329,7 @@ async def test_a_redelivered_answer_hop_makes_no_second_critique_or_refinement(
     calls = len(h.llm.calls)
     (again,) = await phase_e.handle(delivered(trail[-1]), h.deps)
     assert len(h.llm.calls) == calls
+
     def checked(out: FinalAnswerReady) -> tuple[Any, ...]:
         meta = out.result.final_answer.metadata
         return out.result.final_answer.answer_text, meta["answered_by"], meta["checks"]
