@@ -9,10 +9,30 @@ from typing import Any
 
 import pytest
 
-from aeonloop.phases import phase_a, phase_e, verification
+from aeonloop.bus.keys import DRAFT_RECORD
+from aeonloop.contracts import Usage
+from aeonloop.gateway.cli.display import render_human
+from aeonloop.gateway.http.run_steps import answer_data
+from aeonloop.phases import exits, history, phase_a, phase_e, render, verification
 from aeonloop.phases.checks import CountCheck, PatternCheck, PhraseCountCheck, parse_check
-from aeonloop.phases.events import FinalAnswerReady, LoopExited, TaskProfiled
-from aeonloop.phases.models import ExitReason, Rule, RuleCheck
+from aeonloop.phases.events import (
+    ExecutionResult,
+    FinalAnswerReady,
+    LoopExited,
+    RunState,
+    TaskProfiled,
+    utcnow,
+)
+from aeonloop.phases.models import (
+    AnswerReason,
+    Evaluation,
+    ExitReason,
+    FinalAnswer,
+    Rule,
+    RuleCheck,
+    RuleFinding,
+    TaskProfile,
+)
 from aeonloop.prompts.registry import PromptId
 
 INFER = PromptId.TASKPROFILE_INFERENCE_USER
@@ -360,3 +380,122 @@ def test_only_checks_that_ask_for_presence_judge_a_pass(check, on_material) -> N
     assert verification.asks_presence(made) is on_material
     kept = verification.on_material({"r": [made, PatternCheck(pattern="x")]})
     assert len(kept["r"]) == (2 if on_material else 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# How the run ends, its history, and how the checks are shown.
+# ---------------------------------------------------------------------------------------------
+
+
+def _judged(failed: bool) -> Evaluation:
+    finding = RuleFinding(id="request.bullets", severity="fail", message="exactly 3 bullets")
+    return Evaluation(score=0.0 if failed else 1.0, passed=not failed, failed=[finding] * failed)
+
+
+@pytest.mark.parametrize(
+    ("depth", "tool", "tools_available", "failed", "approve", "ends"),
+    [
+        (1, "none", True, False, False, True),
+        (2, "moderate", False, False, False, True),  # no tools here: the loop has none either
+        (2, "moderate", True, False, False, False),
+        (3, "none", False, False, False, False),
+        (1, "none", False, True, False, False),
+        (1, "none", False, False, True, False),
+    ],
+)
+def test_when_the_draft_is_enough(depth, tool, tools_available, failed, approve, ends) -> None:
+    run = RunState(
+        request="r",
+        profile=TaskProfile(reasoning_depth=depth, expected_tool_usage=tool),
+        approve_plan=approve,
+    )
+    end = exits.draft_suffices(run, _judged(failed), tools_available=tools_available)
+    assert (end is not None) is ends
+    if end is not None:
+        assert end.reason is ExitReason.CONVERGED
+
+
+def test_a_default_profile_never_ends_the_run_on_the_draft() -> None:
+    run = RunState(request="r", profile=TaskProfile(reasoning_depth=1), profile_is_default=True)
+    assert exits.draft_suffices(run, _judged(False), tools_available=False) is None
+
+
+def test_what_an_answer_is_when_checked() -> None:
+    reason = exits.answer_reason
+    assert reason("converged", 0, 0, ["plan_state"], has_draft=True) is AnswerReason.CONVERGED
+    assert reason("converged", 0, 0, [], has_draft=False) is AnswerReason.NO_PASSES
+    assert reason("converged", 2, 1, [], checks_failed=True) is AnswerReason.CHECKS_FAILED
+    assert reason("stagnated", 2, 1, [], checks_failed=True) is AnswerReason.NOT_CONVERGED
+
+
+async def test_the_draft_is_a_record_of_the_history_phase_e_reads() -> None:
+    run = RunState(request="r", has_draft=True)
+    run.draft = "A plain draft."
+    event = LoopExited(
+        correlation_id="run-1", deadline=utcnow(), reason=ExitReason.CONVERGED, run=run
+    )
+    (record,) = history.new_records([event], kept=0)
+    assert (record.name, record.value) == (DRAFT_RECORD, b'"A plain draft."')
+    wire = LoopExited.model_validate_json(event.model_dump_json())
+    assert wire.run.draft is None and wire.run.has_draft  # not carried: read from the record
+    assert DRAFT_RECORD in history.records_for_e(wire)
+    records = history.DictRunRecords()
+    records.write([record])
+    await history.load_draft(records, "run-1", wire.run)
+    assert wire.run.draft == "A plain draft."
+
+
+CHECKED = {
+    "answered_by": "refinement:1",
+    "checks": [
+        {
+            "id": "request.bullets",
+            "origin": "request",
+            "severity": "fail",
+            "description": "exactly 3 bullet points",
+            "verdict": "fail",
+            "details": "2 bullet line(s), wanted exactly 3",
+        },
+        {
+            "id": "r.city",
+            "origin": "rules",
+            "severity": "fail",
+            "description": "mentions Lisbon",
+            "verdict": "pass",
+            "details": "found",
+        },
+    ],
+}
+NOT_HELD = (
+    "check request.bullets (from the request) did not hold: exactly 3 bullet points: "
+    "2 bullet line(s), wanted exactly 3"
+)
+
+
+def test_the_checks_are_worded_in_one_place() -> None:
+    assert render.checks_line(CHECKED) == (
+        "1 of 2 check(s) held; answered by the answer as refined in round 1"
+    )
+    assert render.checks_not_held(CHECKED) == [NOT_HELD]
+    assert render.checks_line({"answered_by": "answer", "checks": []}) == ""
+    lines = render.ending_lines("converged", {**CHECKED, "reason": "checks_failed"})
+    assert NOT_HELD in lines  # the answer's checks, not the last pass's failed rules
+
+
+def test_the_cli_and_the_api_name_the_checks_that_did_not_hold() -> None:
+    result = ExecutionResult(
+        status=ExitReason.CONVERGED,
+        degraded=False,
+        total_passes=1,
+        total_refinements=0,
+        ttl_remaining=3,
+        usage=Usage(),
+        elapsed_seconds=1.0,
+        final_answer=FinalAnswer(answer_text="- a\n- b", metadata=CHECKED),
+    )
+    shown = render_human(result.model_dump(mode="json"))
+    assert "Checks: 1 of 2 check(s) held; answered by the answer as refined in round 1" in shown
+    assert f"  - {NOT_HELD}" in shown
+    assert "  - check r.city held: mentions Lisbon" in shown
+    data = answer_data(result)
+    assert data["checks_not_held"] == [NOT_HELD] and data["checks"].startswith("1 of 2")
