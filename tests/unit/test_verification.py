@@ -499,3 +499,26 @@ def test_the_cli_and_the_api_name_the_checks_that_did_not_hold() -> None:
     assert "  - check r.city held: mentions Lisbon" in shown
     data = answer_data(result)
     assert data["checks_not_held"] == [NOT_HELD] and data["checks"].startswith("1 of 2")
+
+
+async def test_the_draft_stands_in_when_the_answer_cannot_be_had(
+    harness, replies, make_request, drive
+) -> None:
+    """Synthesis fails (its reply unusable even after the repair): the host would summarise
+    the run's data; the draft, one call's answer, is published instead, still degraded."""
+    h = harness(
+        loop_script(
+            replies,
+            **{
+                DRAFT: THREE,
+                SYNTH: "not json at all",
+                PromptId.SUPERVISOR_REPAIR_JSON_USER: "still not json",
+            },
+        )
+    )
+    out = await answered(h, make_request, drive)
+    final = out.result.final_answer
+    assert out.result.degraded and final.metadata["reason"] == "invalid_llm_output"
+    assert final.metadata["answered_by"] == "draft"
+    assert final.answer_text.endswith(f"plain draft answer (one call).\n\n{THREE}")
+    assert [c["verdict"] for c in final.metadata["checks"]] == ["pass"]
