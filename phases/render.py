@@ -250,6 +250,7 @@ def ending_lines(status: str, metadata: Mapping[str, Any]) -> list[str]:
     checks = checks_of(metadata)
     if checks:  # what the published answer held, which is what the reader gets
         lines += [check_line(check) for check in checks if not _held(check)]
+        lines += [never_held_line(rule_id) for rule_id in _never_held(metadata)]
     else:
         lines += [
             failed_rule_line(finding) for finding in findings_of(metadata.get("failed_rules"))
@@ -332,6 +333,20 @@ def checks_line(metadata: Mapping[str, Any]) -> str:
     ran = [check for check in checks if check.get("verdict") != "skipped"]
     held = f"{sum(1 for c in ran if _held(c))} of {len(ran)} check(s) held"
     return "; ".join(part for part in (held, by) if part)
+
+
+def never_held_line(rule_id: str) -> str:
+    """A check no candidate held, the draft included: more likely the check is wrong than
+    every answer."""
+    return (
+        f"no answer the run had held check {rule_id}, not even the plain draft: the check may "
+        "ask for what no answer can give"
+    )
+
+
+def _never_held(metadata: Mapping[str, Any]) -> list[str]:
+    value = metadata.get("checks_never_held")
+    return [str(item) for item in value] if isinstance(value, list) else []
 
 
 def checks_held(metadata: Mapping[str, Any]) -> list[Mapping[str, Any]]:

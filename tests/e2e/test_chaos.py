@@ -57,7 +57,9 @@ def test_answers_checked_critiqued_and_refined_under_kills_are_answered_once(
     offline model behind the scripted one prepares it as a check, and refines the answer to
     meet it, so every run goes through critique and refinement while workers die."""
     request = "Name three kinds of tea in three bullet points, then say which is strongest"
-    submitted, dead = _killed_under_load(procs, bus, env, tmp_path, request)
+    # Slower calls than the first run's: the burst outlasts a worker's restart on a loaded
+    # machine, so the kills land while answers are being critiqued and refined.
+    submitted, dead = _killed_under_load(procs, bus, env, tmp_path, request, delay_ms=150)
     answers = {cid: bus.stored_answer(cid) for cid in submitted}
     refined = 0
     for cid, result in answers.items():
@@ -73,11 +75,16 @@ def test_answers_checked_critiqued_and_refined_under_kills_are_answered_once(
 
 
 def _killed_under_load(
-    procs: Processes, bus: Bus, env: dict[str, str], tmp_path: Path, request: str
+    procs: Processes,
+    bus: Bus,
+    env: dict[str, str],
+    tmp_path: Path,
+    request: str,
+    delay_ms: int = 40,
 ) -> tuple[list[str], set[str]]:
     """40 requests, the victim SIGKILLed three times while it holds entries: every request is
     answered exactly once. The submitted ids, and those of runs that were dead-lettered."""
-    worker_env = scripted_llm(env, tmp_path)
+    worker_env = scripted_llm(env, tmp_path, delay_ms)
 
     def start(name: str) -> Worker:
         return procs.worker(worker_env, "--concurrency", "4", name=name)
