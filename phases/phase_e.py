@@ -266,6 +266,10 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     without = exits.answer_without_model(event, await deps.cancels.cancelled(cid))
     if without is not None:
         answer = degraded_answer(phase_e_input, without, context)
+        if without is AnswerReason.DEADLINE_EXCEEDED and event.run and event.run.draft:
+            # No model call may start, but one was made in time: the reader gets it.
+            checked = await verification.draft_only(event.run, event.run.draft, deps.settings)
+            answer = draft_instead(phase_e_input, answer, checked)
     else:
         session = deps.session(cid, usage, event.deadline, files)
         try:

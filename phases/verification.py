@@ -95,26 +95,32 @@ def adopt_prepared(run: RunState, output: PrepareChecksOutput) -> None:
         except ValueError as error:
             run.notes.append(f"phase A: a prepared check for {rule_id} was dropped: {error}")
             continue
-        rule = by_id.get(rule_id)
+        rule = by_id.get(rule_id) or by_id.get(request_id(rule_id))
         if rule is not None and not isinstance(rule.check, str):
             run.notes.append(
                 f"phase A: a prepared check for {rule_id} was dropped: that rule has its own check"
             )
             continue
         if rule is None:
-            rule = request_rule(rule_id, item.description, check)
+            rule = request_rule(rule_id, item.description)
             by_id[rule.id] = rule
             run.rules.append(rule)
         run.prepared.setdefault(rule.id, []).append(check)
         kept += 1
 
 
-def request_rule(rule_id: str, description: str, check: Check) -> Rule:
+def request_id(rule_id: str) -> str:
+    """The id of a rule the request implies: `request.<name>`, at most 128 characters."""
+    name = rule_id if rule_id.startswith(REQUEST_PREFIX) else REQUEST_PREFIX + rule_id
+    return name[:128]
+
+
+def request_rule(rule_id: str, description: str) -> Rule:
     """A rule the request implies: fail-severity (the request asked for it in so many words),
     under `request.<name>`, its check in words being what PREPARE said it checks."""
-    name = rule_id if rule_id.startswith(REQUEST_PREFIX) else REQUEST_PREFIX + rule_id
+    name = request_id(rule_id)
     words = description.strip() or f"the request's constraint {name}"
-    return Rule(id=name[:128], description=words, severity="fail", check=words, origin="request")
+    return Rule(id=name, description=words, severity="fail", check=words, origin="request")
 
 
 async def draft(session: LLMSession, run: RunState) -> Reply:

@@ -120,6 +120,18 @@ async def test_prepare_from_the_requests_own_constraints(harness, replies, make_
     assert out.run.prepared == {"request.bullets": [CountCheck(unit="bullets", min=3, max=3)]}
 
 
+async def test_two_checks_of_one_constraint_make_one_rule(harness, replies, make_request) -> None:
+    """A constraint named without the prefix, twice: one rule, request.<name>, both checks."""
+    reply = prepared(
+        ("length", {"type": "count", "unit": "words", "min": 10}),
+        ("length", {"type": "count", "unit": "words", "max": 99}),
+    )
+    h = harness({INFER: replies.profile(), PREPARE: reply, DRAFT: "x"})
+    (out,) = await phase_a.handle(make_request(), h.deps)
+    assert [rule.id for rule in out.run.rules] == ["request.length"]
+    assert len(out.run.prepared["request.length"]) == 2
+
+
 async def test_prepare_from_both(harness, replies, make_request) -> None:
     rules = [
         Rule(id="r.city", check="mentions Lisbon"),
@@ -523,3 +535,18 @@ async def test_the_draft_stands_in_when_the_answer_cannot_be_had(
     assert final.metadata["answered_by"] == "draft"
     assert final.answer_text.endswith(f"plain draft answer (one call).\n\n{THREE}")
     assert [c["verdict"] for c in final.metadata["checks"]] == ["pass"]
+
+
+async def test_the_draft_stands_in_when_the_deadline_passed(
+    harness, replies, make_request, drive
+) -> None:
+    """Past the deadline no model call starts; the draft was made in time, and is published."""
+    h = harness(loop_script(replies, **{DRAFT: THREE}))
+    trail = await drive(make_request(), h.deps)
+    late = trail[-1].model_copy(update={"deadline": utcnow()})
+    calls = len(h.llm.calls)
+    (out,) = await phase_e.handle(late, h.deps)
+    assert len(h.llm.calls) == calls  # no synthesis, no critique
+    final = out.result.final_answer
+    assert final.metadata["reason"] == "deadline_exceeded" and out.result.degraded
+    assert final.metadata["answered_by"] == "draft" and final.answer_text.endswith(THREE)
