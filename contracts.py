@@ -1,22 +1,17 @@
-"""What more than one layer holds to, kept below all of them: a request's limits and the two
-small models the LLM session shares with a run.
+"""The two small models the LLM session shares with a run, kept below both.
 
 The LLM session (llm/) counts a run's tokens into its `Usage` and renders the files a request
 attached (`AttachedFile`); the phases carry both in their events and the gateways read them
 from an answer or build them into a request. Defined here, beside the settings, so that llm/
 needs nothing from phases/ and a gateway that reads an answer loads no pipeline
-(docs/architecture.md, "Layers"). Only Pydantic and the standard library are imported.
+(docs/architecture.md, "Layers"). Only Pydantic and the limits they hold to are imported.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-#: The largest token budget a run may have: far above any run's use, and within the 64-bit
-#: integers every JSON encoder on the way takes.
-MAX_TOKEN_BUDGET = 10**12
-#: The longest path an attached file may be named by.
-MAX_FILE_PATH_CHARS = 1_000
+from aeonloop.limits import MAX_FILE_PATH_CHARS, MAX_TOKEN_BUDGET
 
 
 class Usage(BaseModel):

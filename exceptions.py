@@ -158,6 +158,15 @@ class TruncatedReply(ReplyError):
         super().__init__(f"{prompt_id!s}: the reply was cut off at the model's length limit")
 
 
+class UnusableReply(ReplyError):
+    """A reply that fits its output model but is not the model's answer: a field repeats the
+    prompt's own instruction or example text, or an id is not a clean id (prompts.echo)."""
+
+    def __init__(self, prompt_id: object, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"{prompt_id!s}: {reason}")
+
+
 class LLMOutputError(ReplyError):
     """The LLM's reply could not be turned into the prompt's output model, even after repair."""
 

@@ -16,22 +16,20 @@ The figures are recorded, not targets: they say what the loop gains on that mode
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from aeonloop.bus.connection import connect
 from aeonloop.bus.settings import BusSettings
 from aeonloop.gateway.client import AeonClient
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.factory import LLMSettings, ready_adapter
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.evaluation import evaluate_rules
 from aeonloop.phases.models import Rule
-from aeonloop.phases.worker import PHASES, make_worker
 from aeonloop.prompts.baseline import plain_call
+from aeonloop.testing import AeonTestStack
 from bench.context import BenchContext
 
 CASES = Path(__file__).resolve().parent / "quality_cases.json"
@@ -66,10 +64,11 @@ async def _held(rules: list[Rule], text: str) -> tuple[int, bool]:
 
 
 async def _plain(client: Any, model: str, case: Case) -> dict[str, Any]:
+    content = plain_call(case.request, [rule.description for rule in case.rules])
     started = time.perf_counter()
     reply = await client.chat.completions.create(
         model=model,
-        messages=[{"role": "user", "content": plain_call(case.request, case.rules)}],
+        messages=[{"role": "user", "content": content}],
         max_tokens=PLAIN_MAX_TOKENS,
     )
     seconds = time.perf_counter() - started
@@ -124,28 +123,19 @@ async def run_quality(ctx: BenchContext) -> dict[str, Any]:
     plain = AsyncOpenAI(base_url=ctx.llm_url, api_key="none", max_retries=2)
     prefix = ctx.new_prefix("quality")
     settings = BusSettings(redis_url=ctx.redis_url, prefix=prefix)
-    redis = await connect(settings, consumers=len(PHASES))
-    worker = make_worker(redis, settings, llm, loop=LoopSettings.from_env())
     rows: list[dict[str, Any]] = []
     try:
-        await worker.start()
-        running = asyncio.create_task(worker.run())
-        try:
-            async with AeonClient(settings=settings) as gateway:
-                for case in cases:
-                    rows.append(
-                        {
-                            "case": case.id,
-                            "rules": len(case.rules),
-                            "plain": await _plain(plain, ctx.model, case),
-                            "loop": await _looped(gateway, case),
-                        }
-                    )
-        finally:
-            worker.stop()
-            await running
+        async with AeonTestStack(llm, settings=settings, loop=LoopSettings.from_env()) as stack:
+            for case in cases:
+                rows.append(
+                    {
+                        "case": case.id,
+                        "rules": len(case.rules),
+                        "plain": await _plain(plain, ctx.model, case),
+                        "loop": await _looped(stack.client, case),
+                    }
+                )
     finally:
-        await redis.aclose()
         await llm.aclose()
         await plain.close()
         await ctx.clean(prefix)

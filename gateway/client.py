@@ -1,7 +1,7 @@
 """The Python client: publish requests, await their answers, follow their progress.
 
     import asyncio
-    from aeonloop.gateway.client import AeonClient
+    from aeonloop import AeonClient
 
     async def main() -> None:
         async with AeonClient("redis://localhost:6379/0") as client:
@@ -55,16 +55,12 @@ from aeonloop.exceptions import AnswerTimeout
 from aeonloop.gateway.progress import Progress, progress_of
 from aeonloop.gateway.validation import (
     FileSettings,
+    RequestLimits,
     check_event_size,
-    check_files,
-    check_max_ttl,
-    check_request,
-    check_timeout,
-    check_token_budget,
-    check_tools,
+    checked_request,
 )
+from aeonloop.limits import LoopSettings
 from aeonloop.phases import approvals
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import (
     DEFAULT_THRESHOLD,
     EVENT_TYPES,
@@ -149,6 +145,11 @@ class AeonClient:
         self.keys = Keys(self.settings.prefix, self.settings.shards)
         self._waiters: dict[str, _Waiter] = {}
         self._readers: StreamReaders | None = None
+
+    @property
+    def limits(self) -> RequestLimits:
+        """What this client holds a request to (gateway.validation.request_checks)."""
+        return RequestLimits(self.max_passes, self.webhooks, self.file_limits)
 
     async def __aenter__(self) -> Self:
         if self._redis is None:
@@ -252,17 +253,18 @@ class AeonClient:
         The client watches the run, keeping its answer until `wait` takes it. `watch=False`
         (without `on_progress`) keeps nothing, for a caller that will not wait on this client:
         a watched run nobody waits for is kept for the life of the client."""
+        checked = checked_request(
+            self.limits,
+            request,
+            max_ttl=max_ttl,
+            timeout=timeout,
+            token_budget=token_budget,
+            webhook_url=webhook_url,
+            files=files or [],
+            tools=tools,
+        )
         event = RequestSubmitted.new(
-            check_request(request),
-            timeout=check_timeout(timeout),
-            rules=rules,
-            max_ttl=check_max_ttl(max_ttl, self.max_passes),
-            threshold=threshold,
-            token_budget=check_token_budget(token_budget),
-            approve_plan=approve_plan,
-            webhook_url=self.webhooks.checked(webhook_url),
-            files=check_files(files or [], self.file_limits),
-            tools=check_tools(tools),
+            **checked, rules=rules, threshold=threshold, approve_plan=approve_plan
         )
         body = encode(event)
         check_event_size(len(body["body"]), self.settings.max_event_bytes)

@@ -18,11 +18,13 @@ from collections.abc import AsyncIterator
 
 from aeonloop.bus.connection import connect
 from aeonloop.bus.settings import BusSettings
+from aeonloop.bus.worker import BusWorker
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.worker import PHASES, make_worker
 from aeonloop.servers.embedded import RedisServer
 from aeonloop.tools.base import Toolbox
+from aeonloop.webhooks import worker_routes
 
 log = logging.getLogger("aeon")
 
@@ -39,20 +41,38 @@ async def embedded_pipeline(
     try:
         server.remove_files()
         settings = settings.with_(redis_url=server.url)
-        redis = await connect(settings, consumers=len(PHASES) * settings.shards)
-        worker = make_worker(redis, settings, llm, loop=loop, tools=tools)
-        await worker.start()
-        running = asyncio.create_task(worker.run(), name="embedded-worker")
-        try:
+        async with in_process_workers(settings, llm, loop, tools):
             yield settings
-        except BaseException:
-            running.cancel()  # interrupted: nothing in flight is worth waiting for
-            raise
-        finally:
-            worker.stop()
-            (ended,) = await asyncio.gather(running, return_exceptions=True)
-            await redis.aclose()
-            if isinstance(ended, Exception):  # say why the answer never came
-                log.error("the embedded workers stopped: %s", ended)
     finally:
         server.close()
+
+
+@contextlib.asynccontextmanager
+async def in_process_workers(
+    settings: BusSettings,
+    llm: LLMAdapter,
+    loop: LoopSettings | None = None,
+    tools: Toolbox | None = None,
+) -> AsyncIterator[BusWorker]:
+    """Workers for every phase (and the webhooks group) in this process, reading the Redis
+    `settings` name, while the context lasts: the embedded pipeline's, and the test harness's
+    (aeonloop.testing), which may bring its own Redis."""
+    redis = await connect(settings, consumers=len(PHASES) * settings.shards)
+    try:
+        worker = make_worker(redis, settings, llm, loop=loop, tools=tools, routes=worker_routes)
+        await worker.start()
+    except BaseException:
+        await redis.aclose()
+        raise
+    running = asyncio.create_task(worker.run(), name="embedded-worker")
+    try:
+        yield worker
+    except BaseException:
+        running.cancel()  # interrupted: nothing in flight is worth waiting for
+        raise
+    finally:
+        worker.stop()
+        (ended,) = await asyncio.gather(running, return_exceptions=True)
+        await redis.aclose()
+        if isinstance(ended, Exception):  # say why the answer never came
+            log.error("the embedded workers stopped: %s", ended)

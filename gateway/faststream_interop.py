@@ -4,8 +4,7 @@ typed events they are, with the run's correlation id in FastStream's message con
     from faststream import Context, FastStream
     from faststream.redis import RedisBroker
 
-    from aeonloop.gateway.faststream_interop import AeonStreams
-    from aeonloop.phases.events import FinalAnswerReady, RequestSubmitted
+    from aeonloop import AeonStreams, FinalAnswerReady, RequestSubmitted
 
     broker = RedisBroker("redis://localhost:6379/0")
     aeon = AeonStreams(broker)  # AEON_PREFIX and AEON_SHARDS from the environment, as Aeon's own

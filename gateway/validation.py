@@ -1,6 +1,10 @@
 """Bad input is refused at the gateway, with a message a person can act on, before anything is
 published: an empty, oversized or binary request, a rules file that does not parse or breaks
 the rule schema, or attached files past AEON_MAX_FILES and the byte limits, or not text.
+
+A request's fields are checked by one function, `request_checks`, whichever gateway took it:
+the Python client's `submit`, `aeon ask` (before it starts anything) and the HTTP API (which
+names the field at fault) all call it.
 """
 
 from __future__ import annotations
@@ -11,23 +15,30 @@ import math
 import os
 import re
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from aeonloop.contracts import MAX_FILE_PATH_CHARS, MAX_TOKEN_BUDGET, AttachedFile
+from aeonloop.contracts import AttachedFile
 from aeonloop.exceptions import BadInput, TooLarge
-from aeonloop.phases.events import (
+from aeonloop.limits import (
+    MAX_FILE_PATH_CHARS,
     MAX_FILES_CAP,
     MAX_REQUEST_CHARS,
     MAX_TIMEOUT_S,
+    MAX_TOKEN_BUDGET,
     MAX_TOOLS,
+    MAX_TTL_CAP,
     TOOL_NAME_PATTERN,
 )
-from aeonloop.phases.models import MAX_TTL_CAP, Rule
+from aeonloop.phases.models import Rule
 from aeonloop.settings import AeonSettings
+
+if TYPE_CHECKING:
+    from aeonloop.webhooks import WebhookSettings
 
 MAX_RULES = 100
 MAX_RULES_FILE_BYTES = 1_000_000
@@ -247,6 +258,51 @@ def check_timeout(timeout: float) -> float:
     return timeout
 
 
+@dataclass(frozen=True)
+class RequestLimits:
+    """What a gateway holds a request to beyond the caps every request has (aeonloop.limits):
+    the deployment's AEON_MAX_PASSES, the webhooks it allows and the files it takes."""
+
+    max_passes: int
+    webhooks: WebhookSettings
+    files: FileSettings
+
+
+def request_checks(
+    limits: RequestLimits,
+    request: str,
+    *,
+    max_ttl: int | None = None,
+    timeout: float,
+    token_budget: int | None = None,
+    webhook_url: str | None = None,
+    files: Sequence[AttachedFile] = (),
+    tools: Sequence[str] | None = None,
+    names: Mapping[str, str] | None = None,
+) -> dict[str, Callable[[], Any]]:
+    """Each field of a request and its check, by field, in the order a gateway makes them:
+    each returns the field's value as RequestSubmitted.new takes it, or raises BadInput
+    (TooLarge past a limit on bytes). Kept as checks, not run, so the HTTP API can name the
+    field at fault; `names` are how the caller's messages name a field (`--webhook-url`)."""
+    named = names or {}
+    return {
+        "request": lambda: check_request(request),
+        "max_ttl": lambda: check_max_ttl(max_ttl, limits.max_passes),
+        "timeout": lambda: check_timeout(timeout),
+        "token_budget": lambda: check_token_budget(token_budget),
+        "webhook_url": lambda: limits.webhooks.checked(
+            webhook_url, named.get("webhook_url", "webhook_url")
+        ),
+        "files": lambda: check_files(files, limits.files),
+        "tools": lambda: check_tools(tools),
+    }
+
+
+def checked_request(limits: RequestLimits, request: str, **fields: Any) -> dict[str, Any]:
+    """A request's fields, every one checked (`request_checks`); the first at fault raises."""
+    return {field: check() for field, check in request_checks(limits, request, **fields).items()}
+
+
 def check_stream_id(entry_id: str) -> str:
     """A Redis stream entry id as Redis prints it, e.g. 1732300000000-0."""
     if not _STREAM_ID.fullmatch(entry_id):
@@ -306,3 +362,16 @@ def as_option(check: Callable[[T], T], kind: Callable[[str], T], what: str) -> C
             raise argparse.ArgumentTypeError(reason) from None
 
     return parse
+
+
+def port_option(lowest: int = 1) -> Callable[[str], int]:
+    """An argparse type for a port number from `lowest` to 65535; a lowest of 0 lets 0 ask
+    for any free port (`aeon serve --port`, as AEON_HTTP_PORT does)."""
+    bounds = f"from {lowest}{' (any free one)' if lowest == 0 else ''} to 65535"
+
+    def port(value: int) -> int:
+        if not lowest <= value <= 65535:
+            raise BadInput(f"{value} is not a port number {bounds}")
+        return value
+
+    return as_option(port, int, f"a port number {bounds}")

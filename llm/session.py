@@ -14,7 +14,9 @@ Phases never build prompt text or parse replies themselves. This module is the o
 - reasoning never reaches this module: adapters keep it out of `LLMReply.text`;
 - a JSON reply goes through `validate_output` (the only JSON extraction); one that fails is
   first repaired locally (llm.lenient: lenient JSON, enum case), and only then gets the one
-  repair call to the LLM. A reply cut at the length limit is never accepted as complete;
+  repair call to the LLM. A reply cut at the length limit is never accepted as complete, nor
+  is one that fits its model but whose words are Aeon's own (prompts.echo: a field repeating the
+  prompt's instruction or example text, an id that is not clean): it gets the same repair call;
 - every reply is memoised per (run, phase, pass, step, prompt), with its truncated/refused
   flags, so a redelivered event does not pay for the same call again and decides the same way.
 """
@@ -39,11 +41,14 @@ from aeonloop.exceptions import (
     LLMError,
     LLMOutputError,
     TruncatedReply,
+    UnusableReply,
 )
+from aeonloop.limits import DEFAULT_CONTEXT_TOKENS
 from aeonloop.llm import observed
 from aeonloop.llm.base import LLMAdapter, LLMCall, LLMReply
 from aeonloop.llm.lenient import lenient_candidates, schema_of
 from aeonloop.prompts.clipping import clip
+from aeonloop.prompts.echo import unusable_reply
 from aeonloop.prompts.registry import (
     PromptId,
     PromptInput,
@@ -65,7 +70,6 @@ InputSource = PromptInput | Callable[[int | None], PromptInput]
 CHARS_PER_TOKEN = 3
 #: Tokens of the window kept free for the reply: a quarter of it, at most this many.
 REPLY_RESERVE_TOKENS = 4096
-DEFAULT_CONTEXT_TOKENS = 32_768
 
 
 def prompt_budget_chars(context_tokens: int) -> int:
@@ -143,19 +147,6 @@ class FirstDeliveryMemo:
         await self._memo.put(key, value, until)
 
 
-class DictMemo:
-    """An in-process memo: for tests and for one-shot runs that need no sharing."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, str] = {}
-
-    async def get(self, key: str) -> str | None:
-        return self.values.get(key)
-
-    async def put(self, key: str, value: str, until: datetime | None = None) -> None:
-        self.values[key] = value
-
-
 @dataclass(frozen=True)
 class Reply:
     """A reply's answer text (reasoning removed) and how the model ended it."""
@@ -221,18 +212,28 @@ class LLMSession:
     ) -> T:
         """A reply validated against `model`: as sent, else repaired locally, else by one call."""
         reply = await self._reply(prompt_id, data, scope, context, model)
+        request = _request_of(data)
         try:
-            return self._accept(prompt_id, reply, model)
-        except (TruncatedReply, JSONExtractionError, ValidationError) as error:
+            return self._accept(prompt_id, reply, model, request)
+        except _UNUSABLE as error:
             first_error = error
-        repaired = await self._repair(prompt_id, reply.text, first_error, scope, model)
+        repaired = await self._repair(prompt_id, request, reply.text, first_error, scope, model)
         try:
-            return self._accept(prompt_id, repaired, model)
-        except (TruncatedReply, JSONExtractionError, ValidationError) as error:
+            return self._accept(prompt_id, repaired, model, request)
+        except _UNUSABLE as error:
             raise LLMOutputError(prompt_id, error) from first_error
 
-    def _accept(self, prompt_id: PromptId, reply: Reply, model: type[T]) -> T:
-        """The reply as `model`: strictly, else after the local repairs; never a cut reply."""
+    def _accept(self, prompt_id: PromptId, reply: Reply, model: type[T], request: str) -> T:
+        """The reply as `model`: strictly, else after the local repairs; never a cut reply,
+        and never one whose words are Aeon's own (prompts.echo: a field that repeats the
+        prompt's instruction or example text, an id that is not clean)."""
+        output = self._validated(prompt_id, reply, model)
+        problem = unusable_reply(output, self.registry, request=request)
+        if problem is not None:
+            raise UnusableReply(prompt_id, problem)
+        return output
+
+    def _validated(self, prompt_id: PromptId, reply: Reply, model: type[T]) -> T:
         if reply.truncated:
             raise TruncatedReply(prompt_id)
         try:
@@ -248,9 +249,18 @@ class LLMSession:
             raise error
 
     async def _repair(
-        self, prompt_id: PromptId, reply: str, error: Exception, scope: str, model: type[T]
+        self,
+        prompt_id: PromptId,
+        request: str,
+        reply: str,
+        error: Exception,
+        scope: str,
+        model: type[T],
     ) -> Reply:
+        """The one repair call, shown the request too: a field that repeats the prompt's own
+        text can only be rewritten by a model that knows what it was written for."""
         repair_input = RepairJSONInput(
+            request=request,
             expected_schema=self.registry.output_schema(prompt_id),
             malformed_output=reply or "(empty)",
             error=_short(error),
@@ -445,12 +455,17 @@ def _storable(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
+#: What makes a JSON reply unusable: each gets the one repair call.
+_UNUSABLE = (TruncatedReply, JSONExtractionError, ValidationError, UnusableReply)
+
+
+def _request_of(data: InputSource) -> str:
+    """The request a prompt's input carries ('' for one without): built with no room for
+    outputs when it is a builder, since only the request is wanted."""
+    built = data if isinstance(data, PromptInput) else data(0)
+    return str(getattr(built, "request", "") or "")
+
+
 def _short(error: Exception, limit: int = 1_000) -> str:
     text = str(error)
     return text if len(text) <= limit else text[:limit] + "…"
-
-
-def as_json_text(value: BaseModel | dict | list) -> str:
-    """Compact JSON of a model or structure, for prompt fields that carry an artifact."""
-    data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-    return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()

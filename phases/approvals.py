@@ -29,7 +29,7 @@ from aeonloop.phases import exits
 from aeonloop.phases.cancels import Cancels
 from aeonloop.phases.events import LoopExited, PlanAwaitingApproval, PlanReady
 from aeonloop.phases.models import Plan
-from aeonloop.phases.phase_b import plan_from_output
+from aeonloop.phases.plans import plan_from_output
 from aeonloop.prompts.registry import PlanBody
 
 log = logging.getLogger("aeon.phases")

@@ -9,6 +9,9 @@ hop and never pays for a call after it:
 - while a call is in flight (`until_cancelled`): the hop's work is abandoned as soon as the mark
   is seen, and the hop ends the run from what it was given.
 
+`unless_stopped` runs a hop's work so (the worker's hops, Phase E's synthesis), and hands back
+what stopped it instead of its result; phases.exits says what each stop means for the run.
+
 The mark stays until the run's answer expires, so a worker that dies mid-hop leaves the run to
 one that finds the mark when it claims the event.
 """
@@ -17,10 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from aeonloop.exceptions import RunCancelled
+from aeonloop.exceptions import LLMUnreachable, RunCancelled, RunStopped
 
 T = TypeVar("T")
 
@@ -35,32 +39,6 @@ class Cancels(Protocol):
     def watch(self, correlation_id: str) -> contextlib.AbstractAsyncContextManager[asyncio.Event]:
         """An event set once run `correlation_id` is seen cancelled, while the context lasts."""
         ...
-
-
-class DictCancels:
-    """Cancels kept in this process: for tests and one-shot runs."""
-
-    def __init__(self) -> None:
-        self.runs: set[str] = set()
-        self._watched: dict[str, asyncio.Event] = {}
-
-    def cancel(self, correlation_id: str) -> None:
-        self.runs.add(correlation_id)
-        if correlation_id in self._watched:
-            self._watched[correlation_id].set()
-
-    async def cancelled(self, correlation_id: str) -> bool:
-        return correlation_id in self.runs
-
-    @contextlib.asynccontextmanager
-    async def watch(self, correlation_id: str) -> AsyncIterator[asyncio.Event]:
-        seen = self._watched.setdefault(correlation_id, asyncio.Event())
-        if correlation_id in self.runs:
-            seen.set()
-        try:
-            yield seen
-        finally:
-            self._watched.pop(correlation_id, None)
 
 
 async def check(cancels: Cancels, correlation_id: str) -> None:
@@ -88,3 +66,20 @@ async def until_cancelled(cancels: Cancels, correlation_id: str, work: Awaitable
     with contextlib.suppress(asyncio.CancelledError):
         await task
     raise RunCancelled(correlation_id)
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A hop's work that did not run to its end, and why (`unless_stopped`)."""
+
+    error: LLMUnreachable | RunStopped
+
+
+async def unless_stopped(cancels: Cancels, correlation_id: str, work: Awaitable[T]) -> T | Stopped:
+    """What `work` gives, or what stopped it: a cancel seen while it ran (`until_cancelled`),
+    a run that may start no further LLM call (RunStopped: cancelled, or its budget spent), or
+    the LLM server away until the deadline (LLMUnreachable)."""
+    try:
+        return await until_cancelled(cancels, correlation_id, work)
+    except (LLMUnreachable, RunStopped) as error:
+        return Stopped(error)

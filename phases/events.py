@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -25,11 +25,18 @@ from pydantic.json_schema import SkipJsonSchema
 
 from aeonloop.bus.codec import derived_id
 from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, WEBHOOK_OUTCOMES
-from aeonloop.contracts import MAX_TOKEN_BUDGET, AttachedFile, Usage
+from aeonloop.contracts import AttachedFile, Usage
+from aeonloop.limits import (
+    DEFAULT_MAX_PASSES,
+    MAX_FILES_CAP,
+    MAX_REQUEST_CHARS,
+    MAX_TOKEN_BUDGET,
+    MAX_TOOLS,
+    MAX_TTL_CAP,
+    ToolName,
+)
 from aeonloop.phases.checks import Check
 from aeonloop.phases.models import (
-    DEFAULT_MAX_PASSES,
-    MAX_TTL_CAP,
     ExecutionPass,
     ExitReason,
     FinalAnswer,
@@ -40,18 +47,6 @@ from aeonloop.phases.models import (
 )
 
 DEFAULT_THRESHOLD = 0.8
-MAX_REQUEST_CHARS = 20_000
-#: The longest a request may run: a week, as long as its answer is kept by default.
-MAX_TIMEOUT_S = 7 * 24 * 3600
-#: The most files a request event may carry, whatever a producer sends: gateways hold requests
-#: to AEON_MAX_FILES, which may not be set above it (gateway.validation.FileSettings).
-MAX_FILES_CAP = 100
-#: The most tool names a request may narrow its tools to.
-MAX_TOOLS = 100
-#: A tool's name, as a request names it: no spaces or control characters, at most 128 (MCP
-#: servers name tools in far fewer).
-TOOL_NAME_PATTERN = r"^[^\s\x00-\x1f\x7f]{1,128}$"
-ToolName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
 
 E = TypeVar("E", bound="Event")
 
@@ -326,8 +321,8 @@ class FinalAnswerReady(Event):
 class WebhookSettled(Event):
     """The webhooks group is done with a run's answer (aeonloop.webhooks): `delivered` (a 2xx)
     or `failed` (given up on: the answer is in dead letters, `reason` says why). `tries`
-    counts the POSTs made, one for each earlier delivery cut short (a worker killed mid-way);
-    `webhook_id` is the `webhook-id` every try carried."""
+    counts the POSTs made, over every delivery (a worker killed mid-way included), at most
+    AEON_WEBHOOK_ATTEMPTS; `webhook_id` is the `webhook-id` every try carried."""
 
     STREAM: ClassVar[str] = WEBHOOK_OUTCOMES
     outcome: Literal["delivered", "failed"]

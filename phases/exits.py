@@ -30,8 +30,8 @@ from aeonloop.exceptions import (
     RunCancelled,
     RunStopped,
 )
+from aeonloop.limits import LoopSettings
 from aeonloop.phases import evaluation
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import Event, LoopExited, RequestSubmitted, RunState, utcnow
 from aeonloop.phases.models import AnswerReason, Evaluation, ExecutionPass, ExitReason, Plan
 
@@ -213,6 +213,11 @@ def stopped(error: RunStopped) -> Exit:
     raise TypeError(f"no exit for {type(error).__name__}")  # a new RunStopped must be named here
 
 
+def interrupted(error: LLMUnreachable | RunStopped) -> Exit:
+    """A hop whose work was stopped before its end (phases.cancels.unless_stopped)."""
+    return llm_away(error) if isinstance(error, LLMUnreachable) else stopped(error)
+
+
 def gave_up(group: str, why: str) -> Exit:
     """The bus gave up on one of the run's events (retries spent, or an entry it cannot read)."""
     return Exit(ExitReason.FAILED, f"{group} gave up: {why}")
@@ -283,11 +288,25 @@ def answer_without_model(
     return None
 
 
-def synthesis_stopped(error: RunStopped) -> AnswerReason:
-    """Why Phase E answered without the model when its synthesis call could not start."""
+def synthesis_stopped(error: LLMUnreachable | RunStopped) -> AnswerReason:
+    """Why Phase E answered without the model when its synthesis was stopped (phases.cancels.
+    unless_stopped): the deadline came while the LLM server was away, the budget cannot pay
+    for the call, or the run was cancelled."""
+    if isinstance(error, LLMUnreachable):
+        return AnswerReason.DEADLINE_EXCEEDED
     if isinstance(error, BudgetExhausted):
         return AnswerReason.BUDGET_EXHAUSTED
     return AnswerReason.CANCELLED
+
+
+def answered_status(loop_exit: ExitReason, answered: str) -> ExitReason:
+    """The answer's `ExecutionResult.status`, given why the loop ended and what the answer is
+    (its `metadata["reason"]`): the loop's exit, except for a run cancelled after the loop
+    ended but before its answer was written, which is answered `cancelled` as any cancelled
+    run is, so its status and its reason never disagree."""
+    if answered == AnswerReason.CANCELLED:
+        return ExitReason.CANCELLED
+    return loop_exit
 
 
 def converged(status: str) -> bool:

@@ -284,17 +284,3 @@ async def _fetch(
     if missing:
         raise HistoryMissing(correlation_id, missing)
     return {name: value for name, value in zip(wanted, values, strict=True) if value is not None}
-
-
-class DictRunRecords:
-    """Run records in a dict: for tests that chain handlers through the wire form."""
-
-    def __init__(self) -> None:
-        self.values: dict[tuple[str, str], bytes] = {}
-
-    def write(self, records: Sequence[RunRecord]) -> None:
-        for record in records:
-            self.values[(record.correlation_id, record.name)] = record.value
-
-    async def read(self, correlation_id: str, names: Sequence[str]) -> list[bytes | None]:
-        return [self.values.get((correlation_id, name)) for name in names]

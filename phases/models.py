@@ -22,6 +22,7 @@ from pydantic import (
 )
 from pydantic.json_schema import SkipJsonSchema
 
+from aeonloop.limits import DEFAULT_MAX_PASSES
 from aeonloop.phases.checks import Check, compile_pattern
 
 ToolUsage = Literal["none", "minimal", "moderate", "extensive"]
@@ -31,10 +32,6 @@ ConfidenceLevel = Literal["low", "medium", "high"]
 TOOL_WEIGHT: dict[str, float] = {"none": 0.5, "minimal": 0.75, "moderate": 1.0, "extensive": 1.5}
 BREADTH_WEIGHT: dict[str, float] = {"narrow": 0.75, "moderate": 1.0, "broad": 1.5}
 CONFIDENCE_WEIGHT: dict[str, float] = {"low": 0.75, "medium": 1.0, "high": 1.5}
-#: AEON_MAX_PASSES unless set: the most passes a run may take, whatever its request asks.
-DEFAULT_MAX_PASSES = 8
-#: The highest AEON_MAX_PASSES may be set (and so the most passes any request may allow itself).
-MAX_TTL_CAP = 100
 
 
 class Model(BaseModel):

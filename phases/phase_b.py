@@ -16,9 +16,10 @@ from pydantic import ValidationError
 
 from aeonloop.bus.keys import memo_scope
 from aeonloop.exceptions import LLMFailure
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.session import LLMSession
 from aeonloop.phases import exits, history, render, summaries, tool_calls
-from aeonloop.phases.deps import LoopSettings, PhaseDeps
+from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import (
     Event,
     LoopExited,
@@ -27,23 +28,15 @@ from aeonloop.phases.events import (
     RunState,
     TaskProfiled,
 )
-from aeonloop.phases.models import Plan, SemanticValidationReport, with_sound_dependencies
-from aeonloop.phases.planning import (
-    adopt,
-    refine,
-    refinement_budget,
-    step_from_output,
-    validate,
-)
+from aeonloop.phases.models import Plan, SemanticValidationReport
+from aeonloop.phases.planning import adopt, refine, refinement_budget, validate
+from aeonloop.phases.plans import plan_from_output
 from aeonloop.prompts.registry import (
-    PlanBody,
     PlanGenerationInput,
     PlanGenerationOutput,
     PromptId,
 )
 from aeonloop.tools.base import ToolSpec
-
-MAX_STEP_ID = 64  # PlanStep.step_id's limit
 
 
 async def handle(event: TaskProfiled, deps: PhaseDeps) -> list[Event]:
@@ -80,37 +73,6 @@ async def generate_plan(session: LLMSession, run: RunState, tools: Sequence[Tool
         PromptId.PLAN_GENERATION_USER, data, PlanGenerationOutput, scope=memo_scope("b", "plan")
     )
     return plan_from_output(output.plan)
-
-
-def plan_from_output(body: PlanBody) -> Plan:
-    """The domain plan; repeated or over-long step ids are made unique rather than fatal, and
-    dependencies the model got wrong (an unknown id, a cycle) are dropped rather than fatal
-    (models.with_sound_dependencies). A dependency names the first step of its id."""
-    ids = unique_step_ids([step.step_id for step in body.steps])
-    renamed: dict[str, str] = {}
-    for raw, step_id in zip(body.steps, ids, strict=True):
-        renamed.setdefault(raw.step_id, step_id)
-    steps = [
-        step_from_output(step, step_id, renamed)
-        for step_id, step in zip(ids, body.steps, strict=True)
-    ]
-    return Plan(goal=body.goal, steps=with_sound_dependencies(steps))
-
-
-def unique_step_ids(ids: list[str]) -> list[str]:
-    """Ids trimmed to the allowed length; a repeat gets `-2`, `-3`, ... so each id is unique."""
-    seen: set[str] = set()
-    result: list[str] = []
-    for raw in ids:
-        base = raw.strip()[:MAX_STEP_ID] or "step"
-        candidate, n = base, 1
-        while candidate in seen:
-            n += 1
-            suffix = f"-{n}"
-            candidate = base[: MAX_STEP_ID - len(suffix)] + suffix
-        seen.add(candidate)
-        result.append(candidate)
-    return result
 
 
 async def _validate_and_refine(

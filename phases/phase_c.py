@@ -26,9 +26,10 @@ from typing import cast
 
 from aeonloop.bus.keys import memo_scope
 from aeonloop.exceptions import LLMFailure
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.session import LLMSession
 from aeonloop.phases import evaluation, exits, history, render, summaries, verification
-from aeonloop.phases.deps import LoopSettings, PhaseDeps
+from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import Event, PassCompleted, PassRequested, PlanReady, RunState
 from aeonloop.phases.models import (
     ConvergenceAssessment,
@@ -43,6 +44,7 @@ from aeonloop.phases.models import (
 from aeonloop.phases.planning import adopt, refine, refinement_budget, validate
 from aeonloop.phases.tool_calls import ToolRunner, run_tool_step
 from aeonloop.prompts.clipping import STORED_MARKER, clip
+from aeonloop.prompts.echo import instruction_echo
 from aeonloop.prompts.registry import (
     ConvergenceAssessmentInput,
     ConvergenceAssessmentOutput,
@@ -238,7 +240,9 @@ async def attempt_step(
     scope: str,
     output_chars: int,
 ) -> StepOutcome:
-    """Run one step and judge its reply: only real work counts as done."""
+    """Run one step and judge its reply: only real work counts as done. A reply that is
+    mostly Aeon's own prompt text (prompts.echo) is the model copying its instructions, not
+    the step's work: the step failed, and runs again next pass."""
     try:
         reply = await session.text(PromptId.REASONING_STEP_USER, build, scope=scope)
     except LLMFailure as error:
@@ -249,6 +253,9 @@ async def attempt_step(
     if reply.refused or is_refusal(reply.text):
         said = summaries.first_line(reply.text)
         return StepOutcome(output, failed=f"the model refused the step ({said})")
+    request = build(0).request  # its words in the reply are the user's, not Aeon's
+    if instruction_echo(reply.text, request=request) is not None:  # unquoted: notes reach E
+        return StepOutcome(output, failed="the reply repeats Aeon's own instructions")
     if is_blocked_reply(output):
         return StepOutcome(output, blocked=output.strip())
     return StepOutcome(output)

@@ -6,7 +6,10 @@ Every accepted request must end with exactly one FinalAnswer, so nothing here ma
 
 - The normal path asks the model (ANSWER_SYNTHESIS_USER through an LLMSession, so the reply is
   validated, repaired at most once and memoised) and the host adds what the model is not asked
-  for: `ttl_exhausted`, `metadata`, and which step ids really exist.
+  for: `ttl_exhausted`, `metadata`, and which step ids really exist. An answer that is Aeon's
+  own prompt text (the format's example, its instructions: prompts.echo) is an unusable reply
+  to the session, so it is repaired once and otherwise replaced by the host's answer below:
+  a copy is a failed answer, never a published one.
 - An upstream run that did not go well (no pass ran, TTL exhausted, data missing, or the loop
   exited before converging) is still answered by the model, from whatever is available, but the
   answer is degraded: `metadata["degraded"]` is True, `metadata["reason"]` says why, and
@@ -35,14 +38,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from aeonloop.bus.in_process import DictMemo
 from aeonloop.bus.keys import memo_scope
 from aeonloop.contracts import AttachedFile, Usage
-from aeonloop.exceptions import LLMUnreachable, RunStopped
+from aeonloop.exceptions import RunStopped
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter
-from aeonloop.llm.session import DictMemo, LLMSession, as_json_text
+from aeonloop.llm.session import LLMSession
 from aeonloop.phases import exits, history, render, verification
-from aeonloop.phases.cancels import until_cancelled
-from aeonloop.phases.deps import LoopSettings, PhaseDeps
+from aeonloop.phases.cancels import Stopped, unless_stopped
+from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import (
     Event,
     ExecutionResult,
@@ -59,6 +64,7 @@ from aeonloop.phases.models import (
     Plan,
     RuleFinding,
 )
+from aeonloop.phases.render import as_json_text
 from aeonloop.prompts.clipping import clip
 from aeonloop.prompts.registry import (
     AnswerSynthesisInput,
@@ -272,14 +278,13 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
             answer = draft_instead(phase_e_input, answer, checked)
     else:
         session = deps.session(cid, usage, event.deadline, files)
-        try:
-            work = answer_run(event, phase_e_input, session, context, deps.settings)
-            answer = await until_cancelled(deps.cancels, cid, work)
-        except LLMUnreachable:  # the deadline came while the LLM server was away
-            answer = degraded_answer(phase_e_input, AnswerReason.DEADLINE_EXCEEDED, context)
-        except RunStopped as error:  # cancelled, or the budget cannot pay for synthesis
-            reason = exits.synthesis_stopped(error)
-            answer = degraded_answer(phase_e_input, reason, context, error)
+        work = answer_run(event, phase_e_input, session, context, deps.settings)
+        done = await unless_stopped(deps.cancels, cid, work)
+        if isinstance(done, Stopped):
+            reason = exits.synthesis_stopped(done.error)
+            answer = degraded_answer(phase_e_input, reason, context, done.error)
+        else:
+            answer = done
     return [answer_event(event, phase_e_input, answer, usage)]
 
 
@@ -571,7 +576,7 @@ def answer_event(
     usage_data = {**usage.model_dump(), "total_tokens": usage.total_tokens}
     answer = answer.model_copy(update={"metadata": {**answer.metadata, "usage": usage_data}})
     result = ExecutionResult(
-        status=event.reason,
+        status=exits.answered_status(event.reason, str(answer.metadata.get("reason", ""))),
         degraded=bool(answer.metadata.get("degraded", True)),
         total_passes=phase_e_input.total_passes,
         total_refinements=phase_e_input.total_refinements,

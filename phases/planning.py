@@ -8,25 +8,24 @@ refinement is bounded per pass and per run, and one that would empty the plan is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import ValidationError
 
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.session import LLMSession
 from aeonloop.phases import summaries
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import RunState
 from aeonloop.phases.models import (
     Plan,
-    PlanStep,
     RefinementAction,
     RefinementOutcome,
     SemanticValidationReport,
     apply_refinements,
 )
+from aeonloop.phases.plans import step_from_output
 from aeonloop.prompts.registry import (
-    PlanStepOutput,
     PromptId,
     RefinementActionOutput,
     RefinementInput,
@@ -123,21 +122,6 @@ def action_from_output(item: RefinementActionOutput) -> RefinementAction:
         target_step_id=item.target_step_id,
         new_step=step_from_output(new) if new else None,
         reason=item.reason,
-    )
-
-
-def step_from_output(
-    step: PlanStepOutput, step_id: str | None = None, renamed: Mapping[str, str] | None = None
-) -> PlanStep:
-    """The domain step of a model's step: under `step_id` if given, its dependencies' ids
-    passed through `renamed` (ids made unique), and its tool call if it names one."""
-    names = renamed or {}
-    return PlanStep(
-        step_id=step_id or step.step_id,
-        description=step.description,
-        depends_on=None if step.depends_on is None else [names.get(d, d) for d in step.depends_on],
-        tool=step.tool or None,
-        arguments=step.arguments if step.tool else None,
     )
 
 

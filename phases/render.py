@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import ValidationError
+import orjson
+from pydantic import BaseModel, ValidationError
 
 from aeonloop.phases.models import (
     AnswerReason,
@@ -397,3 +398,10 @@ def _sentence(line: str) -> str:
     text = line.strip()
     text = text[0].upper() + text[1:]
     return text if text.endswith((".", "!", "?")) else f"{text}."
+
+
+def as_json_text(value: BaseModel | dict | list) -> str:
+    """Compact JSON of a model or structure, for prompt fields that carry an artifact (a
+    profile, a plan, a tool call's arguments)."""
+    data = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()

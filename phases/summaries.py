@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from aeonloop.llm.session import as_json_text
 from aeonloop.phases.models import (
     CritiqueIssue,
     Evaluation,
@@ -23,6 +22,7 @@ from aeonloop.phases.models import (
     RuleFinding,
     TaskProfile,
 )
+from aeonloop.phases.render import as_json_text
 from aeonloop.prompts.clipping import clip
 
 
@@ -40,8 +40,9 @@ def _rule_line(rule: Rule) -> str:
     how = rule.check_text()
     expected = rule.check.expected if isinstance(rule.check, RuleCheck) else ""
     text = rule.description or expected or how
+    shown = text if text == how else f"{text} ({how})"
     origin = ", from the request" if rule.origin == "request" else ""
-    return f"- {rule.id} [{rule.severity}, weight {rule.weight}{origin}]: {text} ({how})"
+    return f"- {rule.id} [{rule.severity}, weight {rule.weight}{origin}]: {shown}"
 
 
 def profile_json(profile: TaskProfile) -> str:

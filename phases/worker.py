@@ -19,7 +19,7 @@ from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.records import RunRecord
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
-from aeonloop.exceptions import LLMUnreachable, RunStopped
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.phases import (
     approvals,
@@ -31,8 +31,8 @@ from aeonloop.phases import (
     phase_d,
     phase_e,
 )
-from aeonloop.phases.cancels import until_cancelled
-from aeonloop.phases.deps import LoopSettings, PhaseDeps
+from aeonloop.phases.cancels import Stopped, unless_stopped
+from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import (
     Event,
     LoopExited,
@@ -45,8 +45,6 @@ from aeonloop.phases.events import (
 )
 from aeonloop.prompts.registry import default_registry
 from aeonloop.tools.base import NoTools, Toolbox
-from aeonloop.webhooks import WebhookSettings
-from aeonloop.webhooks import route as webhook_route
 
 log = logging.getLogger("aeon.phases")
 
@@ -110,12 +108,15 @@ def make_worker(
     llm: LLMAdapter,
     phases: Iterable[str] = PHASES,
     loop: LoopSettings | None = None,
-    webhooks: WebhookSettings | None = None,
     tools: Toolbox | None = None,
+    routes: Callable[[BusWorker], Iterable[Route]] | None = None,
 ) -> BusWorker:
     """A bus worker running the named phases with `llm` and `tools` (connected by the caller,
-    for the worker's life: tools.config.open_toolbox), memoising replies in Redis; it reads
-    no new work while the LLM server is away (llm.outage)."""
+    for the worker's life: tools.toolbox.open_toolbox), memoising replies in Redis; it reads
+    no new work while the LLM server is away (llm.outage). `routes(worker)` run beside the
+    phases': the processes that start workers add the webhooks group there
+    (webhooks.worker_routes), which reads the phases' answers, so the phases do not import it
+    back."""
     worker = BusWorker(redis, settings, pauses=[llm.outage] if llm.outage else [])
     deps = PhaseDeps(
         llm=llm,
@@ -131,17 +132,17 @@ def make_worker(
         redis, worker.keys, worker.cancels, settings.stream_maxlen, settings.max_event_bytes
     )
     worker.background.append(sweeper.run)
-    hooks = webhooks or WebhookSettings.from_env()
-    if hooks.enabled:
-        worker.add([webhook_route(hooks)])
+    if routes is not None:
+        worker.add(list(routes(worker)))
     return worker
 
 
 def _stoppable(handler: Handler, deps: PhaseDeps) -> Callable[[Event, Delivery], Awaitable[list]]:
     """A phase that sees the deadline passed, or its run cancelled, sends the run to E instead
     of calling the LLM; so does one whose run is cancelled while it works (the work is then
-    abandoned, phases.cancels) or that may start no further call (its token budget is spent).
-    A run so stopped goes to E as the hop was given it (its usage aside): what the abandoned
+    abandoned, phases.cancels), that may start no further call (its token budget is spent), or
+    whose LLM server stayed away until the deadline (phases.cancels.unless_stopped). A run so
+    stopped goes to E as the hop was given it (its usage aside): what the abandoned
     work changed in place is not the run's. What the hop returns goes with the records of the
     passes it ran, and, for a request, of the files it attached (phases.history)."""
 
@@ -156,13 +157,12 @@ def _stoppable(handler: Handler, deps: PhaseDeps) -> Callable[[Event, Delivery],
             outputs: list[Event] = [exits.loop_exited(event, stop)]
         else:
             given = _as_given(event, deps)
-            try:
-                work = handler(event, deps.delivered(delivery))
-                outputs = await until_cancelled(deps.cancels, cid, work)
-            except LLMUnreachable as error:  # the deadline came while the LLM server was away
-                outputs = [exits.loop_exited(event, exits.llm_away(error))]
-            except RunStopped as error:
-                outputs = [exits.loop_exited(event, exits.stopped(error), run=given)]
+            work = handler(event, deps.delivered(delivery))
+            done = await unless_stopped(deps.cancels, cid, work)
+            if isinstance(done, Stopped):
+                outputs = [exits.loop_exited(event, exits.interrupted(done.error), run=given)]
+            else:
+                outputs = done
         records = [*history.file_records(event), *history.new_records(outputs, kept)]
         return [*records, *outputs]
 

@@ -217,6 +217,9 @@ class RefineAnswerInput(PromptInput):
 
 
 class RepairJSONInput(PromptInput):
+    #: The request the rejected reply was written for: a field that only repeated the prompt's
+    #: own text can be rewritten only with it in view.
+    request: str = ""
     expected_schema: str = Field(..., description="JSON schema the reply must satisfy")
     malformed_output: str
     error: str
@@ -281,23 +284,39 @@ class AnswerSynthesisInput(PromptInput):
 
 
 class TaskProfileOutput(PromptOutput):
-    reasoning_depth: int = Field(..., ge=1, le=5)
-    information_sufficiency: float = Field(..., ge=0.0, le=1.0)
-    expected_tool_usage: Literal["none", "minimal", "moderate", "extensive"]
-    output_breadth: Literal["narrow", "moderate", "broad"]
-    confidence_requirement: Literal["low", "medium", "high"]
-    raw_inference: str = ""
+    reasoning_depth: int = Field(
+        ..., ge=1, le=5, description="how many connected steps the request takes, 1 to 5"
+    )
+    information_sufficiency: float = Field(
+        ..., ge=0.0, le=1.0, description="share of what the answer needs that the request gives"
+    )
+    expected_tool_usage: Literal["none", "minimal", "moderate", "extensive"] = Field(
+        ..., description="how much the work depends on lookups, calculation or code"
+    )
+    output_breadth: Literal["narrow", "moderate", "broad"] = Field(
+        ..., description="how long and many-sided the answer must be"
+    )
+    confidence_requirement: Literal["low", "medium", "high"] = Field(
+        ..., description="how costly a wrong answer would be"
+    )
+    raw_inference: str = Field("", description="your reasons for these ratings of this request")
 
 
 class PlanStepOutput(PromptOutput):
-    step_id: str = Field(..., min_length=1)
-    description: str = Field(..., min_length=1)
+    step_id: str = Field(..., min_length=1, description="short id, unique in the plan, e.g. s1")
+    description: str = Field(
+        ..., min_length=1, description="the work this step does for this request"
+    )
     #: The ids of the steps whose outputs this one needs; omitted: every earlier step.
-    depends_on: list[str] | None = None
+    depends_on: list[str] | None = Field(
+        None, description="ids of the earlier steps whose outputs this step needs"
+    )
     #: A tool from the plan prompt's list that does this step; omitted: the model does it.
-    tool: str | None = None
+    tool: str | None = Field(None, description="a listed tool's name, or null for reasoning")
     #: The tool's arguments, an object matching its input schema.
-    arguments: dict[str, Any] | None = None
+    arguments: dict[str, Any] | None = Field(
+        None, description="the tool's arguments, matching its schema"
+    )
 
 
 #: A plan needs a step: said in the schema (`minItems`), not only by phase B after the fact, so
@@ -306,7 +325,7 @@ _AT_LEAST_ONE = {"min_length": 1} if PYDANTIC_V2 else {"min_items": 1}
 
 
 class PlanBody(PromptOutput):
-    goal: str
+    goal: str = Field(..., description="what the final answer to this request must achieve")
     steps: list[PlanStepOutput] = Field(..., **_AT_LEAST_ONE)
 
 
@@ -315,22 +334,22 @@ class PlanGenerationOutput(PromptOutput):
 
 
 class SemanticIssueOutput(PromptOutput):
-    kind: str = "semantic"
+    kind: str = Field("semantic", description="a short label for the kind of problem")
     severity: Literal["low", "medium", "high"] = "medium"
-    description: str = Field(..., min_length=1)
-    step_id: str | None = None
+    description: str = Field(..., min_length=1, description="what is wrong, and where")
+    step_id: str | None = Field(None, description="the step concerned, or null")
 
 
 class SemanticValidationOutput(PromptOutput):
     issues: list[SemanticIssueOutput]
-    summary: str = ""
+    summary: str = Field("", description="your verdict on this plan or these outputs")
 
 
 class RefinementActionOutput(PromptOutput):
     action_type: Literal["ADD", "MODIFY", "REMOVE", "REPLACE"]
-    target_step_id: str | None = None
+    target_step_id: str | None = Field(None, description="the step changed, or null for ADD")
     new_step: PlanStepOutput | None = None
-    reason: str = ""
+    reason: str = Field("", description="the listed issue this action fixes")
 
 
 class RefinementOutput(PromptOutput):
@@ -345,18 +364,24 @@ class ConsistencyOutput(PromptOutput):
 
 class ConvergenceAssessmentOutput(PromptOutput):
     converged: bool
-    completeness_score: float = Field(..., ge=0.0, le=1.0)
-    coherence_score: float = Field(..., ge=0.0, le=1.0)
+    completeness_score: float = Field(
+        ..., ge=0.0, le=1.0, description="share of what the request asks that is delivered"
+    )
+    coherence_score: float = Field(
+        ..., ge=0.0, le=1.0, description="how well the outputs fit together"
+    )
     consistency: ConsistencyOutput
-    reason_codes: list[str] = Field(default_factory=list)
-    summary: str = ""
+    reason_codes: list[str] = Field(
+        default_factory=list, description="short labels of what is still wrong"
+    )
+    summary: str = Field("", description="what these outputs deliver and what they lack")
 
 
 class CritiqueIssueOutput(PromptOutput):
-    rule_id: str
-    problem: str
-    fix_instruction: str
-    expected_effect: str = ""
+    rule_id: str = Field(..., description="the id of one failed rule, as listed")
+    problem: str = Field(..., description="what in this output makes the rule fail")
+    fix_instruction: str = Field(..., description="one specific change to this output")
+    expected_effect: str = Field("", description="what will pass after the change")
 
 
 class CritiqueOutput(PromptOutput):
@@ -387,10 +412,14 @@ class RepairedJSONOutput(PromptOutput):
 class FinalAnswerOutput(PromptOutput):
     """The model's part of a FinalAnswer; the host adds ttl_exhausted and metadata (FR-041)."""
 
-    answer_text: str = Field(..., min_length=1)
-    confidence: float = Field(..., ge=0.0, le=1.0)
-    used_step_ids: list[str]
-    notes: str | None = None
+    answer_text: str = Field(
+        ..., min_length=1, description="your answer to the request, written from the results"
+    )
+    confidence: float = Field(
+        ..., ge=0.0, le=1.0, description="how likely the answer is correct and complete"
+    )
+    used_step_ids: list[str] = Field(..., description="ids of the steps whose results it uses")
+    notes: str | None = Field(None, description="caveats for the reader, or null")
 
 
 # --------------------------------------------------------------------------------------------
@@ -526,13 +555,17 @@ def _json_user(
     """A JSON user prompt: the task, then the literal shape of the reply and its field rules.
 
     The example is serialised here (and checked against the output model at import), so the shape
-    the model is shown cannot drift from the shape `validate_output` accepts.
+    the model is shown cannot drift from the shape `validate_output` accepts. Its values answer
+    EXAMPLE_REQUEST, a request no run is about, so a model that copies them writes something
+    plainly wrong rather than something that reads like an answer (issue 32: small models copy
+    a format's example; prompts.echo catches the copy).
     """
     shape = json.dumps(example, indent=2).replace("{", "{{").replace("}", "}}")
     template = (
         f"{task}\n\n"
-        "Reply with only the JSON object, in exactly this shape (the values only illustrate the "
-        "types; write your own):\n"
+        "Reply with only the JSON object, in exactly this shape. The values below were written "
+        f'for another request ("{EXAMPLE_REQUEST}"), so none of them is right here: write your '
+        "own, for the request above.\n"
         f"{shape}\n\n"
         f"{field_rules}\n\n"
         "No text before or after the object, and no Markdown fences."
@@ -560,6 +593,10 @@ def _free_form(
     )
 
 
+#: The request every reply format's example answers: concrete, so the example reads as another
+#: request's reply, not as a template of this one's.
+EXAMPLE_REQUEST = "Compare the yearly running costs of a heat pump and a gas boiler"
+
 _PROFILE_SCALES = """\
 - reasoning_depth: integer 1 to 5. 1 = a fact or a single lookup; 3 = several connected steps;
   5 = long, multi-stage reasoning where later parts depend on earlier ones.
@@ -578,30 +615,30 @@ _PROFILE_EXAMPLE: dict[str, Any] = {
     "expected_tool_usage": "minimal",
     "output_breadth": "moderate",
     "confidence_requirement": "medium",
-    "raw_inference": "Several connected steps; the request gives most of the facts needed.",
+    "raw_inference": "Two cost estimates and a comparison; the energy prices must be assumed.",
 }
 
 _PLAN_EXAMPLE: dict[str, Any] = {
     "plan": {
-        "goal": "One sentence: what the final answer must achieve.",
+        "goal": "Say which heating system costs less to run per year, with the figures.",
         "steps": [
             {
                 "step_id": "s1",
-                "description": "What this step does and what it must produce.",
+                "description": "Estimate the heat pump's yearly electricity cost.",
                 "depends_on": [],
                 "tool": None,
                 "arguments": None,
             },
             {
                 "step_id": "s2",
-                "description": "Another piece of work that does not need s1.",
+                "description": "Estimate the gas boiler's yearly gas cost.",
                 "depends_on": [],
                 "tool": None,
                 "arguments": None,
             },
             {
                 "step_id": "s3",
-                "description": "Work that builds on the outputs of s1 and s2.",
+                "description": "Compare the costs from s1 and s2 and say which system is cheaper.",
                 "depends_on": ["s1", "s2"],
                 "tool": None,
                 "arguments": None,
@@ -735,17 +772,17 @@ def _definitions() -> list[PromptDefinition]:
                     {
                         "kind": "missing_coverage",
                         "severity": "high",
-                        "description": "Nothing covers the cost comparison the request asks for.",
+                        "description": "Nothing estimates the gas boiler's cost.",
                         "step_id": None,
                     },
                     {
                         "kind": "ordering",
                         "severity": "medium",
-                        "description": "s3 uses the totals that s4 computes.",
+                        "description": "s3 compares the totals that s4 computes later.",
                         "step_id": "s3",
                     },
                 ],
-                "summary": "One sentence: the overall verdict.",
+                "summary": "The plan misses the boiler's cost and runs s3 before s4.",
             },
             "- issues: list, empty when there is nothing to report. Each issue has kind (a short "
             'label: "missing_coverage", "irrelevant", "ordering", "contradiction", '
@@ -795,7 +832,7 @@ def _definitions() -> list[PromptDefinition]:
                     "answer_aligned": False,
                 },
                 "reason_codes": ["incomplete"],
-                "summary": "One or two sentences: what is done and what is still missing.",
+                "summary": "Both yearly costs are estimated; none says which is cheaper.",
             },
             "- completeness_score: number 0.0 to 1.0, the share of what the request asks for that "
             "the outputs actually deliver.\n"
@@ -827,9 +864,9 @@ def _definitions() -> list[PromptDefinition]:
                 "issues": [
                     {
                         "rule_id": "r1",
-                        "problem": "The output never states the total cost.",
-                        "fix_instruction": "Add a closing line with the total cost in euros.",
-                        "expected_effect": "Rule r1 passes.",
+                        "problem": "The comparison never states the yearly difference.",
+                        "fix_instruction": "Add a closing line with the difference in euros.",
+                        "expected_effect": "Rule r1 holds: the difference is stated.",
                     }
                 ]
             },
@@ -866,24 +903,24 @@ def _definitions() -> list[PromptDefinition]:
                         "target_step_id": None,
                         "new_step": {
                             "step_id": "s4",
-                            "description": "Compare the two totals.",
+                            "description": "Work out the yearly saving of the cheaper one.",
                             "depends_on": ["s1", "s2"],
                             "tool": None,
                             "arguments": None,
                         },
-                        "reason": "Nothing covers the comparison the request asks for.",
+                        "reason": "Nothing covers the saving the request asks for.",
                     },
                     {
                         "action_type": "MODIFY",
                         "target_step_id": "s2",
                         "new_step": {
                             "step_id": "s2",
-                            "description": "List the costs per year.",
+                            "description": "Estimate the boiler's cost from 1,200 m3 of gas.",
                             "depends_on": [],
                             "tool": None,
                             "arguments": None,
                         },
-                        "reason": "s2 was too vague to carry out.",
+                        "reason": "s2 gave no basis for its figure.",
                     },
                     {
                         "action_type": "REMOVE",
@@ -972,18 +1009,18 @@ def _definitions() -> list[PromptDefinition]:
             '"{parent_step_id}.2", and so on.',
             {
                 "plan": {
-                    "goal": "What the expanded step must produce.",
+                    "goal": "The heat pump's yearly running cost in euros.",
                     "steps": [
                         {
                             "step_id": "s2.1",
-                            "description": "The first part of the step's work.",
+                            "description": "Estimate the heat pump's yearly use in kWh.",
                             "depends_on": [],
                             "tool": None,
                             "arguments": None,
                         },
                         {
                             "step_id": "s2.2",
-                            "description": "The second part, using s2.1.",
+                            "description": "Multiply the use from s2.1 by the price.",
                             "depends_on": ["s2.1"],
                             "tool": None,
                             "arguments": None,
@@ -999,12 +1036,16 @@ def _definitions() -> list[PromptDefinition]:
             prompt_id=PromptId.SUPERVISOR_REPAIR_JSON_USER,
             template=(
                 "A reply that had to be a JSON object could not be used.\n\n"
+                "The request it was written for:\n{request}\n\n"
                 "Why it was rejected:\n{error}\n\n"
                 "The JSON schema the reply must satisfy:\n{expected_schema}\n\n"
                 "The rejected reply:\n{malformed_output}\n\n"
                 "Rewrite it as one JSON object that satisfies the schema. Keep the content of the "
                 "rejected reply; fix the syntax; add missing required fields with values that fit "
-                "that content; drop fields the schema does not have; use only allowed values.\n\n"
+                "that content; drop fields the schema does not have; use only allowed values. A "
+                "field that only repeats the instructions or an example is not content: write it "
+                "anew for the request above. Write each id alone, exactly as given, with no "
+                "punctuation around it.\n\n"
                 "Reply with only the JSON object: no text before or after it, and no Markdown "
                 "fences."
             ),
@@ -1068,7 +1109,8 @@ def _definitions() -> list[PromptDefinition]:
             "best answer the results support, and say plainly what is incomplete or uncertain. "
             "Never invent results that are not shown above.",
             {
-                "answer_text": "The answer itself, in Markdown if that helps the reader.",
+                "answer_text": "The heat pump: about 900 euros a year against 1,400 for "
+                "the gas boiler (s1, s2).",
                 "confidence": 0.8,
                 "used_step_ids": ["s1", "s2"],
                 "notes": None,

@@ -1,4 +1,5 @@
-"""Replies the host recognises by their words: a step the model says it cannot do, and refusals.
+"""Replies the host recognises by their words: a step the model says it cannot do, refusals, and
+a plan step's tool named as no tool at all.
 
 These are the other half of the prompts' protocol (REASONING_STEP_USER asks for "BLOCKED:"), and
 they are language, so they live with the prompts rather than in the phases.
@@ -23,6 +24,10 @@ _REFUSAL = re.compile(
     re.IGNORECASE,
 )
 REFUSAL_MAX_CHARS = 600
+#: How models name "no tool" in a plan step's `tool` instead of leaving it out or null (SmolLM2
+#: wrote `"tool": "none"`): each means the step is reasoning, compared ignoring case, spaces,
+#: `_` and `-`.
+_NO_TOOL = frozenset({"", "none", "null", "nil", "n/a", "na", "no", "notool", "nothing"})
 
 
 def is_blocked_reply(output: str) -> bool:
@@ -34,3 +39,11 @@ def is_refusal(output: str) -> bool:
     """A short reply that opens by declining the work (see _REFUSAL)."""
     text = output.strip().replace("\u2019", "'")
     return len(text) <= REFUSAL_MAX_CHARS and _REFUSAL.match(text) is not None
+
+
+def names_no_tool(tool: str | None) -> bool:
+    """Whether a plan step's `tool` says the step uses none (None, empty, "none", "null",
+    "n/a", "no tool"...): a reasoning step, not a call to an unknown tool."""
+    if tool is None:
+        return True
+    return re.sub(r"[\s_-]+", "", tool).casefold() in _NO_TOOL

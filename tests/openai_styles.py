@@ -6,7 +6,7 @@ it with a reply that fits, so a whole run can go through. A style then dresses t
 a given server or model does: reasoning blocks (DeepSeek-R1, Qwen3), a separate
 `reasoning_content` field (vLLM, DeepSeek's API), fences and prose, Python-ish JSON, the length
 limit, empty replies, rate limits, server errors, no structured output, no usage, refusals, and a
-small context window.
+small context window, and a model that copies its prompt's examples and instructions back.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ JSON_REPLIES: dict[PromptId, dict[str, Any]] = {
 }
 STEP_TEXT = "The Moon's gravity pulls the water facing it, so the sea bulges there: {step}."
 REFUSAL = "I'm sorry, but I can't help with that."
-_STEP_ID = re.compile(r"Your step \(([^)]+)\)")
+_STEP_ID = re.compile(r"Your step \(([^,)]+)")
 _TITLE = re.compile(r'"title": "(\w+)"')
 
 
@@ -260,6 +260,43 @@ def refuses_every_step(request: Request, reply: str) -> Planned:
     return ok(reply)
 
 
+def _copied(request: Request) -> str:
+    """What a model that copies its prompt writes (SmolLM2-135M, issue 32): for a JSON prompt the
+    last JSON object that starts a line of it (a reply format's example, which comes after the
+    prompt's material; in a repair, the rejected reply it was shown), else the prompt's opening
+    instructions."""
+    decoder = json.JSONDecoder()
+    found = None
+    for start in re.finditer(r"^\{", request.instructions, re.MULTILINE):
+        try:
+            found, _ = decoder.raw_decode(request.instructions, start.start())
+        except ValueError:
+            continue
+    if found is not None:
+        return json.dumps(found)
+    return request.instructions.split("\n\n", 1)[0]
+
+
+def echoes_always(request: Request, reply: str) -> Planned:
+    """Every reply copies the prompt: its example, its instructions, the reply it repairs."""
+    return ok(_copied(request))
+
+
+def echoes_sometimes(request: Request, reply: str) -> Planned:
+    """The copies of issue 32, once each: the plan is the format's example, the first step of
+    pass 1 its instructions, the answer cites `s1,`; asked again (a repair, the next pass),
+    the model writes its own."""
+    first = request.attempt == 1
+    if first and request.prompt_id == PromptId.PLAN_GENERATION_USER:
+        return ok(_copied(request))
+    first_pass = first and "pass 1 over the plan" in request.instructions
+    if request.prompt_id == PromptId.REASONING_STEP_USER and request.step_id == "s1" and first_pass:
+        return ok(_copied(request))
+    if first and request.prompt_id == PromptId.ANSWER_SYNTHESIS_USER:
+        return ok(json.dumps({**ANSWER, "used_step_ids": ["s1,", "s2"]}))
+    return ok(reply)
+
+
 CONTEXT_TOKENS = 8_192
 
 
@@ -301,6 +338,9 @@ CASES: dict[str, Case] = {
     "refuses-a-step-once": Case(refuses_a_step_once),
     "small-context-long-steps": Case(small_context, step_chars=24_000),
     "refuses-every-step": Case(refuses_every_step, answerable=False),
+    # Answerable, but only through repair calls and a second pass.
+    "echoes-sometimes": Case(echoes_sometimes, answerable=False),
+    "echoes-always": Case(echoes_always, answerable=False),
 }
 
 

@@ -17,8 +17,8 @@ import pytest
 from aeonloop.bus.settings import BusSettings
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.validation import FileSettings
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.factory import LLMSettings
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import RequestSubmitted
 from aeonloop.settings import AeonSettings, LogSettings
 from aeonloop.telemetry.metrics import MetricsSettings

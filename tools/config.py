@@ -10,15 +10,13 @@ An entry with `command` is started as a subprocess and spoken to over stdio; one
 reached over streamable HTTP. `env` values and `headers` are secrets: they are kept out of every
 repr, log line and error message, which name the server, the file and the field, never a value.
 
-This module does not import the MCP SDK: `open_toolbox` does, and only when a file is set, so a
-deployment without tools starts no slower.
+What connects them is tools/toolbox.py (`open_toolbox`); this module only reads the file, so
+the MCP client (tools/mcp.py) depends on it and not the other way round.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,7 +24,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from aeonloop.exceptions import ToolsNotReady
 from aeonloop.settings import AeonSettings
-from aeonloop.tools.base import NoTools, Toolbox
 
 Seconds = Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)]
 
@@ -139,21 +136,3 @@ def _problem(error: ValidationError) -> str:
     if problem["type"] == "string_pattern_mismatch":
         message = "must start with http:// or https://"
     return f'"{field}" {message}' if field else message
-
-
-@contextlib.asynccontextmanager
-async def open_toolbox(settings: ToolSettings) -> AsyncIterator[Toolbox]:
-    """The tools of the servers AEON_MCP_CONFIG names, connected for the life of the block
-    (ToolsNotReady if one cannot start or answer); NoTools when it is unset."""
-    if settings.mcp_config is None:
-        yield NoTools()
-        return
-    servers = load_servers(settings.mcp_config)
-    # Imported here: the SDK costs start-up that a deployment without tools never needs.
-    from aeonloop.tools.mcp import connect
-
-    toolbox = await connect(servers, settings.mcp_start_timeout_s)
-    try:
-        yield toolbox
-    finally:
-        await toolbox.aclose()

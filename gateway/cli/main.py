@@ -49,22 +49,24 @@ from aeonloop.gateway.embedded import embedded_pipeline
 from aeonloop.gateway.http import serve
 from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
+from aeonloop.gateway.progress import progress_of
 from aeonloop.gateway.validation import (
     FileSettings,
+    RequestLimits,
     as_option,
-    check_max_ttl,
-    check_request,
     check_timeout,
     check_token_budget,
     check_tools,
+    checked_request,
     load_rules,
+    port_option,
     read_files,
     unknown_tools,
 )
+from aeonloop.limits import MAX_REQUEST_CHARS, LoopSettings
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.phases import approvals, render
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import ExecutionResult, WebhookSettled
 from aeonloop.phases.worker import PHASES, make_worker
 from aeonloop.settings import LogSettings
@@ -72,8 +74,9 @@ from aeonloop.telemetry import metrics, tracing
 from aeonloop.telemetry.metrics import MetricsSettings
 from aeonloop.telemetry.tracing import TracingSettings
 from aeonloop.tools.base import Toolbox
-from aeonloop.tools.config import ToolSettings, open_toolbox
-from aeonloop.webhooks import WebhookSettings
+from aeonloop.tools.config import ToolSettings
+from aeonloop.tools.toolbox import open_toolbox
+from aeonloop.webhooks import WebhookSettings, worker_routes
 
 EXIT_ANSWERED = 0
 EXIT_DEGRADED = 1
@@ -88,6 +91,8 @@ EXIT_SIGNAL_BASE = 128
 log = logging.getLogger("aeon")
 #: How often `aeon ask --approve-plan` looks whether its run has paused for approval.
 _PAUSE_POLL_S = 0.2
+#: How long its question waits, once the run has paused, for the run's earlier progress lines.
+_LINES_WAIT_S = 5.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -183,9 +188,18 @@ def _run(work: Awaitable[int]) -> int:
 
 async def ask(args: argparse.Namespace) -> int:
     """Publish one request and wait for its answer; with no AEON_REDIS_URL, on a private stack."""
-    request = check_request(args.request)
-    check_max_ttl(args.max_ttl, args.loop.max_passes)  # before anything starts; submit checks too
-    WebhookSettings.from_env().checked(args.webhook_url, "--webhook-url")  # likewise
+    # Checked as submit checks it, but before anything starts (the embedded stack, the model).
+    limits = RequestLimits(args.loop.max_passes, WebhookSettings.from_env(), args.file_limits)
+    request = checked_request(
+        limits,
+        _request_text(args.request),
+        max_ttl=args.max_ttl,
+        timeout=args.timeout,
+        token_budget=args.token_budget,
+        webhook_url=args.webhook_url,
+        tools=args.tool_names,
+        names={"webhook_url": "--webhook-url"},
+    )["request"]
     rules = load_rules(args.rules) if args.rules else []
     files = read_files(args.file, args.file_limits)
     settings: BusSettings = args.settings
@@ -211,6 +225,22 @@ async def ask(args: argparse.Namespace) -> int:
         return EXIT_SIGNAL_BASE + signals[0]
 
 
+def _request_text(given: str | None) -> str:
+    """The request as given, or read from stdin for `-` and when none is given and stdin is not
+    a terminal: a request longer than an argument may be, or piped from another command."""
+    if given is not None and given != "-":
+        return given
+    if given is None and sys.stdin.isatty():
+        raise BadInput('no request: give it, e.g. aeon ask "Explain tides", or pipe it in')
+    # Bytes as UTF-8, binary kept as surrogates for check_request to refuse; a bound on what is
+    # read, so a stream of any length is refused as long without being held whole.
+    limit = 4 * MAX_REQUEST_CHARS + 1
+    data = sys.stdin.buffer.read(limit)
+    if len(data) >= limit:
+        raise BadInput(f"the request on stdin is over the {MAX_REQUEST_CHARS:,}-character limit")
+    return data.decode("utf-8", errors="surrogateescape")
+
+
 async def _ask_on(
     settings: BusSettings,
     request: str,
@@ -220,13 +250,14 @@ async def _ask_on(
     embedded: bool = False,
 ) -> int:
     limits = args.file_limits
+    shown = _Shown()
     async with AeonClient(settings=settings, loop=args.loop, file_limits=limits) as client:
         correlation_id = await client.submit(
             request,
             rules=rules,
             max_ttl=args.max_ttl,
             timeout=args.timeout,
-            on_progress=_print_progress,
+            on_progress=shown,
             token_budget=args.token_budget,
             approve_plan=args.approve_plan,
             files=files,
@@ -235,7 +266,7 @@ async def _ask_on(
         )
         _status(f"request {correlation_id} submitted")
         if args.approve_plan:
-            await _review_plan(client, correlation_id, args.timeout)
+            await _review_plan(client, correlation_id, args.timeout, shown)
         try:
             result = await client.wait(correlation_id, args.timeout + ANSWER_GRACE_S)
         except AnswerTimeout as error:
@@ -245,16 +276,39 @@ async def _ask_on(
     return _print_result(result, correlation_id, args.json)
 
 
-async def _review_plan(client: AeonClient, correlation_id: str, timeout: float) -> None:
+class _Shown:
+    """`aeon ask`'s progress callback: prints each line, and notes which phases it has shown."""
+
+    def __init__(self) -> None:
+        self.phases: set[str] = set()
+
+    def __call__(self, progress: Progress) -> None:
+        self.phases.add(progress.phase)
+        _status(progress.line)
+
+
+async def _review_plan(
+    client: AeonClient, correlation_id: str, timeout: float, shown: _Shown
+) -> None:
     """`aeon ask --approve-plan`: once the run pauses, show its plan and ask on the terminal;
     yes approves it, anything else cancels the run. With no answer to read (stdin closed), the
-    run waits for `aeon approve` from elsewhere."""
+    run waits for `aeon approve` from elsewhere.
+
+    The pause is found by polling, which may beat the reader of the progress streams to A's
+    line: the question waits for that line (_LINES_WAIT_S at most: it must not hang on a line
+    that was lost), and prints B's itself (the paused plan is on no stream this client reads),
+    so the lines come in the run's order."""
     deadline = time.monotonic() + timeout
     while (paused := await client.awaiting(correlation_id)) is None:
         if time.monotonic() > deadline or await client.fetch(correlation_id) is not None:
             return
         await asyncio.sleep(_PAUSE_POLL_S)
+    waited = time.monotonic() + _LINES_WAIT_S
+    while "A" not in shown.phases and time.monotonic() < waited:
+        await asyncio.sleep(_PAUSE_POLL_S / 4)
     assert paused.run.plan is not None  # Phase B pauses a run only with its plan
+    for progress in progress_of(paused):
+        shown(progress)
     _status(f"the plan, awaiting your approval:\n{render.plan_text(paused.run.plan)}")
     print("aeon: approve this plan? [y/N] ", end="", file=sys.stderr, flush=True)
     reply = await asyncio.to_thread(sys.stdin.readline)
@@ -351,10 +405,6 @@ def _print_result(
     return EXIT_DEGRADED if result.degraded else EXIT_ANSWERED
 
 
-def _print_progress(progress: Progress) -> None:
-    _status(progress.line)
-
-
 def _status(line: str) -> None:
     print(f"aeon: {line}", file=sys.stderr, flush=True)
 
@@ -393,7 +443,9 @@ async def _work(
     try:
         await redis.ping()
         metrics.serve(observing)  # before the consumers exist: they bind their series
-        running = make_worker(redis, settings, llm, phases, args.loop, tools=tools)
+        running = make_worker(
+            redis, settings, llm, phases, args.loop, tools=tools, routes=worker_routes
+        )
         if metrics.enabled():
             sampling = _sample_metrics(redis, settings, observing)
         tune_gc()
@@ -491,7 +543,12 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     p = _command(commands, "ask", ask, "ask a question and wait for the final answer", "WARNING")
-    p.add_argument("request", help="the request, in natural language")
+    p.add_argument(
+        "request",
+        nargs="?",
+        help="the request, in natural language; - (or none, with stdin not a terminal) reads "
+        "it from stdin",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--rules", metavar="FILE", help="JSON file of rules the answer must meet")
     p.add_argument(
@@ -563,7 +620,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--metrics-port",
-        type=as_option(_port, int, "a port number"),
+        type=port_option(),
         help="serve Prometheus metrics on this port (AEON_METRICS_PORT)",
     )
 
@@ -595,12 +652,6 @@ def _command(
     parser = commands.add_parser(name, help=help_text, description=help_text)
     parser.set_defaults(command=run, command_name=name, default_log_level=log_level)
     return parser
-
-
-def _port(value: int) -> int:
-    if not 1 <= value <= 65535:
-        raise BadInput(f"{value} is not a port number from 1 to 65535")
-    return value
 
 
 def _at_least_one(value: int) -> int:

@@ -65,15 +65,7 @@ from aeonloop.gateway.http.run_steps import (
     webhook_data,
 )
 from aeonloop.gateway.http.settings import HttpSettings
-from aeonloop.gateway.validation import (
-    check_files,
-    check_max_ttl,
-    check_request,
-    check_timeout,
-    check_token_budget,
-    check_tools,
-    parse_rules,
-)
+from aeonloop.gateway.validation import parse_rules, request_checks
 from aeonloop.phases import approvals
 from aeonloop.phases.events import ExecutionResult, RequestSubmitted
 from aeonloop.phases.models import Plan
@@ -300,24 +292,31 @@ def _checked(data: Any, client: AeonClient) -> dict[str, Any]:
     against the client's limits (AEON_MAX_PASSES, the webhooks allowed, the files' limits);
     ApiError names the first field at fault: 413 for one past a limit on bytes, else 422."""
     body = _body(RunRequest, data)
-    checks = {
-        "request": lambda: check_request(body.request),
-        "rules": lambda: [] if body.rules is None else parse_rules(body.rules, source="rules"),
-        "max_ttl": lambda: check_max_ttl(body.max_ttl, client.max_passes),
-        "timeout_s": lambda: check_timeout(body.timeout_s),
-        "token_budget": lambda: check_token_budget(body.token_budget),
-        "webhook_url": lambda: client.webhooks.checked(body.webhook_url),
-        "files": lambda: check_files(body.files, client.file_limits),
-        "tools": lambda: check_tools(body.tools),
-    }
+    checks = request_checks(
+        client.limits,
+        body.request,
+        max_ttl=body.max_ttl,
+        timeout=body.timeout_s,
+        token_budget=body.token_budget,
+        webhook_url=body.webhook_url,
+        files=body.files,
+        tools=body.tools,
+    )
+
+    def rules() -> list:
+        return [] if body.rules is None else parse_rules(body.rules, source="rules")
+
     checked: dict[str, Any] = {"threshold": body.threshold, "approve_plan": body.approve_plan}
-    for field, check in checks.items():
+    for field, check in {"request": checks["request"], "rules": rules, **checks}.items():
         try:
             checked[field] = check()
         except BadInput as error:
-            raise ApiError(_status_of(error), field, str(error)) from None
-    checked["timeout"] = checked.pop("timeout_s")
+            raise ApiError(_status_of(error), _BODY_FIELDS.get(field, field), str(error)) from None
     return checked
+
+
+#: The body's name of a field the checks name otherwise.
+_BODY_FIELDS = {"timeout": "timeout_s"}
 
 
 def _status_of(error: BadInput) -> int:

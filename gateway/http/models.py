@@ -7,19 +7,20 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from aeonloop.contracts import MAX_TOKEN_BUDGET, AttachedFile
+from aeonloop.contracts import AttachedFile
 from aeonloop.gateway.client import DEFAULT_TIMEOUT_S
 from aeonloop.gateway.http.run_steps import StepKind  # the SSE `event:` field's values
 from aeonloop.gateway.validation import FileSettings
-from aeonloop.phases.events import (
-    DEFAULT_THRESHOLD,
+from aeonloop.limits import (
+    DEFAULT_MAX_PASSES,
     MAX_REQUEST_CHARS,
     MAX_TIMEOUT_S,
+    MAX_TOKEN_BUDGET,
     MAX_TOOLS,
-    ExecutionResult,
     ToolName,
 )
-from aeonloop.phases.models import DEFAULT_MAX_PASSES, ExitReason, Plan
+from aeonloop.phases.events import DEFAULT_THRESHOLD, ExecutionResult
+from aeonloop.phases.models import ExitReason, Plan
 from aeonloop.prompts.registry import PlanBody
 
 #: The longest `?wait=` a submit may ask for; past it, follow the run's events instead.

@@ -30,11 +30,11 @@ from aeonloop.gateway.client import AeonClient
 from aeonloop.gateway.embedded import embedded_pipeline
 from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
-from aeonloop.gateway.validation import as_option
+from aeonloop.gateway.validation import port_option
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.factory import ready_adapter
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.telemetry import metrics
-from aeonloop.tools.config import open_toolbox
+from aeonloop.tools.toolbox import open_toolbox
 
 log = logging.getLogger("aeon.http")
 
@@ -50,14 +50,9 @@ def add_commands(commands: argparse._SubParsersAction, command: Callable[..., An
     p.add_argument("--host", help="the address to listen on (AEON_HTTP_HOST, 127.0.0.1)")
     p.add_argument(
         "--port",
-        type=as_option(_port, int, "a port number from 0 (any free one) to 65535"),
+        type=port_option(lowest=0),
         help="the port (AEON_HTTP_PORT, 8080); 0 takes any free one",
     )
-
-
-def _port(value: int) -> int:
-    """A port number, within the bounds AEON_HTTP_PORT has."""
-    return HttpSettings(http_port=value).http_port
 
 
 async def serve(args: argparse.Namespace) -> int:
@@ -122,6 +117,7 @@ async def _serve_on(
     from aeonloop.gateway.http.api import build_app
     from aeonloop.gateway.http.connections import bounded_h11
 
+    logging.getLogger("uvicorn.access").addFilter(WITHOUT_QUERY)
     # The client's reader blocks one connection per shard; it reads for the feed too.
     redis = await connect(settings, consumers=settings.shards)
     try:
@@ -150,6 +146,24 @@ async def _serve_on(
         await redis.aclose()
     log.info("stopped cleanly")
     return 0
+
+
+class _WithoutQuery(logging.Filter):
+    """uvicorn's access lines with each path's query string cut off: a client may put a secret
+    there (a token sent as `?token=...`, which the API refuses), and a log line must not keep
+    it. Every argument that is a path is cut, so no order of uvicorn's arguments is assumed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                arg.split("?", 1)[0] if isinstance(arg, str) and arg.startswith("/") else arg
+                for arg in record.args
+            )
+        return True
+
+
+#: The filter `aeon serve` puts on uvicorn's access logger (once: the same instance).
+WITHOUT_QUERY = _WithoutQuery()
 
 
 def _quiet_signals(server_class: type, on_stop: Callable[[], None]) -> type:

@@ -17,6 +17,7 @@ from e2e_support import Processes, child_env
 from openai_fake import FakeOpenAI, serve
 from openai_styles import CASES, CONTEXT_TOKENS, PipelineModel
 
+from aeonloop.prompts.echo import quoted_instruction
 from aeonloop.prompts.registry import PromptId, default_registry
 
 pytestmark = pytest.mark.e2e
@@ -90,6 +91,59 @@ def test_a_model_that_refuses_every_step_degrades_and_says_why(
     assert code == 1 and result["degraded"] is True
     notes = result["final_answer"]["metadata"]
     assert "refused" in json.dumps(notes)
+
+
+# -- a model that copies its prompt (issue 32) ---------------------------------------------------
+
+
+def never_publishes_aeons_text(result: dict) -> None:
+    """The published answer holds no paragraph of Aeon's prompt text, and no reply format's
+    example value."""
+    text = result["final_answer"]["answer_text"]
+    assert quoted_instruction(text) is None, text
+    registry = default_registry()
+    for prompt_id in PromptId:
+        example = registry.get_definition(prompt_id).example_output or {}
+        for value in json.dumps(example).split('"'):
+            assert len(value.split()) < 4 or value not in text, (value, text)
+
+
+@pytest.mark.timeout(120)
+def test_a_model_that_copies_its_prompt_sometimes_recovers_through_the_repairs(
+    procs: Processes, server: FakeOpenAI
+) -> None:
+    code, result, model = ask(procs, server, "echoes-sometimes")
+    report("echoes-sometimes", code, result, model)
+
+    assert code == 0, result
+    assert (result["status"], result["degraded"]) == ("converged", False)
+    never_publishes_aeons_text(result)
+    assert result["final_answer"]["answer_text"].startswith("Tides happen because")
+    assert result["final_answer"]["used_step_ids"] == ["s1", "s2"]
+    # The copied plan and the unclean id each took the one repair call; the copied step failed
+    # and ran again in pass 2.
+    assert result["usage"]["repair_calls"] == 2
+    repairs = [r for r in model.requests if r.prompt_id == PromptId.SUPERVISOR_REPAIR_JSON_USER]
+    assert "plan.goal repeats the prompt's own instruction" in repairs[0].instructions
+    assert "used_step_ids[0] is 's1,', not a clean id" in repairs[1].instructions
+    assert REQUEST in repairs[0].instructions  # the repair knows what the reply was for
+    first_pass = result["final_answer"]["metadata"]["execution_passes"][0]
+    assert first_pass["failed_steps"] == {"s1": "the reply repeats Aeon's own instructions"}
+
+
+@pytest.mark.timeout(120)
+def test_a_model_that_always_copies_its_prompt_ends_degraded_saying_why(
+    procs: Processes, server: FakeOpenAI
+) -> None:
+    code, result, model = ask(procs, server, "echoes-always")
+    report("echoes-always", code, result, model)
+
+    assert code == 1 and result["degraded"] is True, result
+    never_publishes_aeons_text(result)
+    metadata = result["final_answer"]["metadata"]
+    assert metadata["reason"] == "invalid_llm_output"
+    assert "answer_text repeats the prompt's own instruction" in metadata["error"]
+    assert "repeats the prompt's own instruction" in json.dumps(metadata["run_notes"])
 
 
 # -- what each style proves beyond the answer ----------------------------------------------------

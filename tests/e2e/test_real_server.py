@@ -6,9 +6,11 @@ port. Aeon runs against it with default settings: only the variables a user must
 it at a server (AEON_LLM, AEON_LLM_BASE_URL, AEON_LLM_MODEL, and the model's window).
 
 This is the server that first broke Aeon (issue 24): it refuses `json_schema` with HTTP 500.
-What these tests hold, for every run: the step down to its grammar mode happens once, every JSON
-call gets a usable reply without a repair call, no call times out, and each run ends by the
-loop's own decision, never `failed`. And an outage of the server spends no run.
+What these tests hold, for every run: the step down to its grammar mode happens once, no call
+times out, each run ends by the loop's own decision or, where the model's reply stays a copy of
+Aeon's own prompt text after its repair, `failed` saying so (issue 32: this model copies the
+reply formats' examples, which Aeon no longer takes for its work), and no published answer holds
+Aeon's prompt text. And an outage of the server spends no run.
 
 `.ci/run` installs both packages and sets AEON_TEST_REAL_LLM=required, so there the tier fails
 instead of skipping; elsewhere it skips, naming how to get it (docs/development.md).
@@ -31,6 +33,8 @@ from typing import Any
 
 import pytest
 from e2e_support import Proc, Processes, child_env, wait_until
+
+from aeonloop.prompts.echo import quoted_instruction
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real_llm]
 
@@ -127,15 +131,29 @@ def llm_env(llama: LlamaServer, redis_url: str | None = None, prefix: str | None
     return env
 
 
+#: How a result names a reply that stayed a copy of Aeon's prompt text (prompts.echo).
+COPIED = "repeats the prompt's own instruction or example text"
+
+
 def decided_by_the_loop(ask: Proc) -> dict[str, Any]:
-    """The run's result, checked against what every run through the real server must hold."""
+    """The run's result, checked against what every run through the real server must hold.
+
+    Issue 32 changed what that is: this model copies the reply formats' examples into its
+    replies, which Aeon now refuses. A copy gets the one repair call (so repair calls are no
+    longer zero here), and a reply that stays a copy fails its phase, which the result names.
+    Nothing else may fail a run: no timeout, no LLM error, no reply unusable for another reason.
+    """
     assert ask.returncode in (0, 1), ask.output
     result = json.loads(ask.stdout)
-    assert result["status"] in LOOP_DECIDED, result["status"]
-    assert result["usage"]["repair_calls"] == 0, "a JSON reply needed a repair call"
+    said = json.dumps(result)
+    if result["status"] not in LOOP_DECIDED:
+        assert result["status"] == "failed" and COPIED in said, result["status"]
     assert not result["usage"]["estimated"], "the server counted the tokens"
     metadata = result["final_answer"]["metadata"]
-    assert metadata.get("reason") not in {"llm_error", "invalid_llm_output"}, metadata
+    assert metadata.get("reason") != "llm_error", metadata
+    if metadata.get("reason") == "invalid_llm_output":
+        assert COPIED in metadata.get("error", ""), metadata
+    assert quoted_instruction(result["final_answer"]["answer_text"]) is None, "Aeon's own text"
     return result
 
 
@@ -152,7 +170,10 @@ def test_aeon_ask_embedded_through_the_real_server(procs: Processes, llama: Llam
     ask = procs.run_aeon(llm_env(llama), "ask", "--json", REQUEST, timeout=RUN_TIMEOUT_S)
 
     result = decided_by_the_loop(ask)
-    stepped_down_once(ask.stderr)
+    # The step down is said at INFO (issue 35: a WARNING on every `aeon ask` against this
+    # server), which `aeon ask` does not print by default; a worker logs it, once (below).
+    assert "refused response_format" not in ask.stderr, ask.stderr
+    assert "no reply within" not in ask.stderr, "a call timed out"
     assert result["final_answer"]["answer_text"].strip()
 
 
@@ -170,8 +191,9 @@ def test_a_worker_on_real_redis_and_a_server_killed_mid_run(
         procs.aeon(env, "ask", "--json", "--timeout", str(RUN_TIMEOUT_S), request, name="ask")
         for request in (REQUEST, "Why is the sky blue? Answer in two paragraphs.")
     ]
-    # Killed mid-run: once a run has its plan (its passes' calls are next, or under way).
-    wait_until(lambda: "B  planned" in asks[0].stderr, RUN_TIMEOUT_S / 3, "a run to be planned")
+    # Killed mid-run: once a run has its profile (its plan's call is next, or under way; a
+    # plan this model copies from the format's example ends the run there, issue 32).
+    wait_until(lambda: "A  profiled" in asks[0].stderr, RUN_TIMEOUT_S / 3, "a run to be profiled")
 
     llama.kill()
     worker.wait_for_output("cannot be reached", 60)
@@ -189,6 +211,35 @@ def test_a_worker_on_real_redis_and_a_server_killed_mid_run(
     assert log.count("cannot be reached") == 1, log
     assert log.count("answers again; work goes on") == 1, log
     stepped_down_once(log)
+
+
+#: What a new user tries first (issue 32): a fact one plain call answers in a sentence, and a
+#: request with three constraints it states itself.
+FIRST_REQUESTS = (
+    "What is the capital of France?",
+    "List three fruits as bullet points, in lower case, and write nothing else.",
+)
+
+
+@pytest.mark.timeout(len(FIRST_REQUESTS) * RUN_TIMEOUT_S + 120)
+def test_no_published_answer_repeats_aeons_instruction_text(
+    procs: Processes, llama: LlamaServer
+) -> None:
+    """Issue 32: this model copies what a prompt shows it, and Aeon published its own answer
+    format's example as the answer. Whatever a run comes to here, the answer it publishes holds
+    no paragraph of Aeon's prompt text (prompts.echo); a run that could not get past a copy ends
+    degraded, and says it was a copy."""
+    for request in FIRST_REQUESTS:
+        ask = procs.run_aeon(llm_env(llama), "ask", "--json", request, timeout=RUN_TIMEOUT_S)
+        result = decided_by_the_loop(ask)  # which holds the answer free of Aeon's text
+        usage = result["usage"]
+        print(
+            f"{request!r}: status={result['status']} degraded={result['degraded']} "
+            f"calls={usage['calls']} repair_calls={usage['repair_calls']} "
+            f"tokens={usage['prompt_tokens'] + usage['completion_tokens']} "
+            f"seconds={result.get('elapsed_seconds')} "
+            f"answer={result['final_answer']['answer_text']!r}"
+        )
 
 
 #: The quality harness's CI slice: its first cases, enough to prove it on the real model.

@@ -23,6 +23,7 @@ from faststream.redis import RedisBroker
 from redis.asyncio import Redis
 
 from aeonloop.bus.compact import unpack
+from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.consumer import Route
 from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.keys import FILES_RECORD, Keys
@@ -32,23 +33,15 @@ from aeonloop.contracts import AttachedFile
 from aeonloop.exceptions import BadInput
 from aeonloop.gateway.cli.dlq import replay
 from aeonloop.gateway.faststream_interop import AeonStreams
-from aeonloop.llm.offline import OfflineLLM
 from aeonloop.phases.events import FinalAnswerReady, PlanReady, RequestSubmitted
-from aeonloop.phases.worker import make_worker
+from aeonloop.testing import AeonTestStack
 
 
 @asynccontextmanager
-async def aeon_workers(settings: BusSettings) -> AsyncIterator[Redis]:
-    redis = Redis.from_url(settings.redis_url)
-    worker = make_worker(redis, settings, OfflineLLM())
-    await worker.start()
-    running = asyncio.create_task(worker.run())
-    try:
-        yield redis
-    finally:
-        worker.stop()
-        await asyncio.wait_for(running, 15)
-        await redis.aclose()
+async def aeon_workers(settings: BusSettings) -> AsyncIterator[RedisClient]:
+    """Aeon's workers on `settings` (the test harness, aeonloop.testing), and their Redis."""
+    async with AeonTestStack(settings=settings) as stack:
+        yield stack.client.redis
 
 
 @asynccontextmanager

@@ -1,7 +1,8 @@
 """Whole runs through the real bus: gateway client → A → B → C/D loop → E → answer.
 
-The workers run in this process (the multi-process proofs are in tests/e2e); the Redis is real,
-and the LLM is scripted per PromptId so each scenario of the loop is forced on purpose.
+The workers run in this process, in the harness users' tests run on (aeonloop.testing; the
+multi-process proofs are in tests/e2e); the Redis is real, and the LLM is scripted per PromptId
+so each scenario of the loop is forced on purpose.
 """
 
 from __future__ import annotations
@@ -18,13 +19,12 @@ from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings
 from aeonloop.gateway.client import AeonClient
 from aeonloop.gateway.progress import Progress
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter, LLMCall, LLMError
 from aeonloop.llm.offline import OfflineLLM
-from aeonloop.llm.scripted import ScriptedLLM
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import ExecutionResult
-from aeonloop.phases.worker import make_worker
 from aeonloop.prompts.registry import PromptId
+from aeonloop.testing import AeonTestStack, ScriptedLLM
 
 
 def assessment(score: float, converged: bool = False) -> str:
@@ -75,17 +75,10 @@ def add_a_step() -> Callable[[LLMCall], str]:
 async def pipeline(
     settings: BusSettings, llm: LLMAdapter, loop: LoopSettings | None = None
 ) -> AsyncIterator[AeonClient]:
-    redis = Redis.from_url(settings.redis_url)
-    worker = make_worker(redis, settings, llm, loop=loop or LoopSettings())
-    await worker.start()
-    running = asyncio.create_task(worker.run())
-    try:
-        async with AeonClient(settings=settings) as client:
-            yield client
-    finally:
-        worker.stop()
-        await asyncio.wait_for(running, 15)
-        await redis.aclose()
+    """The client of a whole pipeline on `settings` (aeonloop.testing), its keys left for the
+    test to look at (the `redis_prefix` fixture clears them)."""
+    async with AeonTestStack(llm, settings=settings, loop=loop) as stack:
+        yield stack.client
 
 
 async def ask(settings: BusSettings, llm: LLMAdapter, request: str, **options) -> ExecutionResult:
@@ -316,6 +309,49 @@ async def test_a_failed_rule_is_named_wherever_the_answer_is_shown(settings: Bus
     assert f"the loop {exit_words}" in because
     shown = render_human(result.model_dump(mode="json"))
     assert f"  - {named}" in shown and exit_words in shown
+
+
+#: "aaaa bbbb … zzzz" twenty times, then a `#` that `(\w+\s?)*#` reaches only after trying
+#: every way of splitting the words: minutes under `re`, its time bound under `regex`.
+CATASTROPHIC_TEXT = " ".join(c * 4 for c in "abcdefghijklmnopqrstuvwxyz") * 20 + "!#"
+
+
+async def test_a_catastrophic_pattern_fails_its_rule_and_the_worker_keeps_answering(
+    settings: BusSettings,
+) -> None:
+    """Two runs on one worker, one with a rule whose pattern backtracks without end on the
+    steps' output: the rule fails saying it ran out of time, that run is answered, and so is
+    the other. With the pattern run by `re` in the worker's loop, neither was."""
+    from aeonloop.gateway.validation import parse_rules
+
+    rules = parse_rules(
+        [
+            {
+                "id": "catastrophic",
+                "description": "has a hash after the words",
+                "check": {"type": "content", "search": r"(\w+\s?)*#"},
+            }
+        ]
+    )
+    llm = ScriptedLLM(
+        {
+            PromptId.PLAN_GENERATION_USER: PLAN,
+            PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
+            PromptId.REASONING_STEP_USER: CATASTROPHIC_TEXT,
+            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.99, converged=True),
+        }
+    )
+    loop = LoopSettings(max_passes=2, check_pattern_timeout_s=0.2)
+    async with pipeline(settings, llm, loop) as client:
+        slow, other = await asyncio.gather(
+            client.ask("Explain the alphabet", rules=rules, timeout=60),
+            client.ask("Explain the alphabet again", timeout=60),
+        )
+    assert (other.status, other.degraded) == ("converged", False)
+    assert slow.degraded and slow.status != "converged"
+    failed = slow.final_answer.metadata["failed_rules"]
+    assert [rule["id"] for rule in failed] == ["catastrophic"]
+    assert "ran out of its 0.2 s time bound; the check fails" in failed[0]["message"]
 
 
 async def test_many_requests_in_flight_each_get_their_own_answer(settings: BusSettings) -> None:

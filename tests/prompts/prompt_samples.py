@@ -88,6 +88,7 @@ SAMPLE_INPUTS: dict[type[PromptInput], dict[str, Any]] = {
         "failed_rules": "r1, fail, FAILED-MARK",
     },
     RepairJSONInput: {
+        "request": "REQUEST-MARK",
         "expected_schema": '{"type": "object", "title": "SCHEMA-MARK"}',
         "malformed_output": "{'MALFORMED-MARK': }",
         "error": "ERROR-MARK",

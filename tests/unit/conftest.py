@@ -17,11 +17,10 @@ import pytest
 
 from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.records import RunRecord
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMCall
-from aeonloop.llm.scripted import ScriptedLLM
-from aeonloop.llm.session import DictMemo
 from aeonloop.phases import history
-from aeonloop.phases.deps import LoopSettings, PhaseDeps
+from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import (
     Event,
     LoopExited,
@@ -33,6 +32,7 @@ from aeonloop.phases.events import (
 from aeonloop.phases.models import Plan, PlanStep, Rule, TaskProfile
 from aeonloop.phases.worker import build_routes
 from aeonloop.prompts.registry import PromptRegistry
+from aeonloop.testing import DictMemo, ScriptedLLM
 
 REQUEST = "Compare two ways to cache web pages and recommend one."
 

@@ -17,14 +17,13 @@ from aeonloop.exceptions import ApiError, BadInput, HistoryMissing, SettingsErro
 from aeonloop.gateway.client import AeonClient
 from aeonloop.gateway.http.api import _checked
 from aeonloop.gateway.validation import FileSettings, check_files, read_files
-from aeonloop.llm.scripted import ScriptedLLM
-from aeonloop.llm.session import DictMemo, LLMSession, file_context
+from aeonloop.limits import LoopSettings
+from aeonloop.llm.session import LLMSession, file_context
 from aeonloop.phases import history, phase_e
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import Event, LoopExited, RequestSubmitted
-from aeonloop.phases.history import DictRunRecords
 from aeonloop.prompts.clipping import CONTEXT_MARKER
 from aeonloop.prompts.registry import PromptId, PromptRegistry, ReasoningStepInput
+from aeonloop.testing import DictMemo, DictRunRecords, ScriptedLLM
 
 LIMITS = FileSettings(max_files=2, max_file_bytes=100, max_files_bytes=150)
 #: Text a prompt must escape: it would otherwise open or close elements of the prompt.

@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 
 from aeonloop.bus.deadletter import DeadLetter
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMError
 from aeonloop.llm.session import LLMOutputError
 from aeonloop.phases import exits
-from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import (
     LoopExited,
     PassCompleted,
@@ -235,6 +235,21 @@ def test_why_the_host_wrote_the_answer() -> None:
     )
     assert exits.synthesis_failure(PromptNotFoundError("X")) is AnswerReason.PROMPT_ERROR
     assert exits.synthesis_failure(RuntimeError("bug")) is AnswerReason.SYNTHESIS_ERROR
+
+
+@pytest.mark.parametrize("loop_exit", list(ExitReason))
+def test_a_cancelled_answer_is_answered_cancelled_whatever_the_loop_exit(
+    loop_exit: ExitReason,
+) -> None:
+    """Issue 35: a cancel after the loop converged, before the answer was written, gave status
+    `converged` beside reason `cancelled`. The status follows a cancelled answer."""
+    assert exits.answered_status(loop_exit, AnswerReason.CANCELLED) is ExitReason.CANCELLED
+
+
+@pytest.mark.parametrize("answered", [r for r in AnswerReason if r is not AnswerReason.CANCELLED])
+def test_any_other_answer_keeps_the_loops_exit_as_its_status(answered: AnswerReason) -> None:
+    for loop_exit in ExitReason:
+        assert exits.answered_status(loop_exit, answered) is loop_exit
 
 
 def test_no_model_call_for_a_late_exit() -> None:

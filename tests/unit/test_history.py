@@ -12,9 +12,10 @@ from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.records import RunRecord
 from aeonloop.phases import history, phase_c, phase_e, worker
 from aeonloop.phases.events import LoopExited, PassCompleted, PassRequested, RunState
-from aeonloop.phases.history import DictRunRecords, HistoryMissing
+from aeonloop.phases.history import HistoryMissing
 from aeonloop.phases.models import ExecutionPass
 from aeonloop.prompts.registry import PromptId
+from aeonloop.testing import DictRunRecords
 
 STEP = PromptId.REASONING_STEP_USER
 VALIDATE = PromptId.VALIDATION_SEMANTIC_USER

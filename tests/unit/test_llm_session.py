@@ -12,22 +12,25 @@ import json
 import pytest
 
 from aeonloop.contracts import Usage
+from aeonloop.exceptions import UnusableReply
 from aeonloop.llm.base import ContextLengthError, LLMReply, TokenUsage
-from aeonloop.llm.scripted import ScriptedLLM
 from aeonloop.llm.session import (
-    DictMemo,
     LLMOutputError,
     LLMSession,
     Reply,
     prompt_budget_chars,
 )
 from aeonloop.prompts.registry import (
+    PlanGenerationInput,
+    PlanGenerationOutput,
     PromptId,
     PromptRegistry,
     ReasoningStepInput,
+    RepairJSONInput,
     TaskProfileInferenceInput,
     TaskProfileOutput,
 )
+from aeonloop.testing import DictMemo, ScriptedLLM
 
 PROFILE = PromptId.TASKPROFILE_INFERENCE_USER
 REPAIR = PromptId.SUPERVISOR_REPAIR_JSON_USER
@@ -96,6 +99,74 @@ async def test_unusable_after_repair_is_an_output_error() -> None:
     s, _ = session({PROFILE: "no json", REPAIR: "still none"})
     with pytest.raises(LLMOutputError, match="unusable reply after one repair"):
         await profile(s)
+
+
+# ---- Aeon's own words are not the model's (issue 32) -------------------------------------------
+
+PLAN = PromptId.PLAN_GENERATION_USER
+PLAN_DATA = PlanGenerationInput(request="Explain tides at Brest")
+OWN_PLAN = {
+    "plan": {
+        "goal": "Explain the tides at Brest.",
+        "steps": [
+            {"step_id": "s1", "description": "Find the tidal range at Brest.", "depends_on": []},
+            {"step_id": "s2", "description": "Explain that range.", "depends_on": ["s1"]},
+        ],
+    }
+}
+
+
+async def plan(s: LLMSession) -> PlanGenerationOutput:
+    return await s.json(PLAN, PLAN_DATA, PlanGenerationOutput, scope="b")
+
+
+async def test_a_reply_copying_the_formats_example_gets_the_repair_call() -> None:
+    example = PromptRegistry().get_definition(PLAN).example_output
+    s, llm = session({PLAN: json.dumps(example), REPAIR: json.dumps(OWN_PLAN)})
+    assert (await plan(s)).plan.goal == "Explain the tides at Brest."
+    assert llm.calls == [PLAN, REPAIR]
+    assert s.usage.repair_calls == 1
+    # The repair is told what was wrong and what the reply was for.
+    repair = llm.history[1].input
+    assert isinstance(repair, RepairJSONInput)
+    assert repair.request == PLAN_DATA.request
+    assert "plan.goal repeats the prompt's own instruction or example text" in repair.error
+    assert example["plan"]["goal"] in repair.malformed_output
+
+
+async def test_an_id_that_is_not_clean_gets_the_repair_call() -> None:
+    unclean = json.loads(json.dumps(OWN_PLAN))
+    unclean["plan"]["steps"][1]["depends_on"] = ["s1,"]
+    s, llm = session({PLAN: json.dumps(unclean), REPAIR: json.dumps(OWN_PLAN)})
+    assert (await plan(s)).plan.steps[1].depends_on == ["s1"]
+    assert llm.calls == [PLAN, REPAIR]
+    assert "'s1,', not a clean id" in llm.history[1].input.error
+
+
+async def test_a_copy_after_the_repair_is_an_output_error_naming_it() -> None:
+    example = json.dumps(PromptRegistry().get_definition(PLAN).example_output)
+    s, llm = session({PLAN: example, REPAIR: example})
+    with pytest.raises(LLMOutputError, match="repeats the prompt's own instruction") as caught:
+        await plan(s)
+    assert isinstance(caught.value.error, UnusableReply)
+    assert llm.calls == [PLAN, REPAIR]
+
+
+async def test_a_locally_repaired_copy_still_gets_the_repair_call() -> None:
+    """The local repairs fix syntax; a copy that needed them is still a copy."""
+    example = PromptRegistry().get_definition(PLAN).example_output
+    s, llm = session({PLAN: json.dumps(example)[:-1] + ",}", REPAIR: json.dumps(OWN_PLAN)})
+    assert (await plan(s)).plan.goal == "Explain the tides at Brest."
+    assert llm.calls == [PLAN, REPAIR]
+
+
+async def test_a_repair_of_a_prompt_built_from_a_cap_is_shown_its_request() -> None:
+    def build(cap: int | None) -> PlanGenerationInput:
+        return PLAN_DATA
+
+    s, llm = session({PLAN: '{"plan": {}}', REPAIR: json.dumps(OWN_PLAN)})
+    await s.json(PLAN, build, PlanGenerationOutput, scope="b")
+    assert llm.history[1].input.request == PLAN_DATA.request
 
 
 async def test_json_calls_carry_the_output_schema() -> None:

@@ -12,9 +12,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.keys import Keys, memo_key, memo_scope, repair_scope
 from aeonloop.bus.memo import MEMO_MARGIN_S, RedisMemo, memo_ttl
-from aeonloop.llm.session import DictMemo
 from aeonloop.phases import phase_a
 from aeonloop.prompts.registry import PromptId
+from aeonloop.testing import DictMemo
 
 INFER = PromptId.TASKPROFILE_INFERENCE_USER
 PREPARE = PromptId.CHECKS_PREPARE_USER

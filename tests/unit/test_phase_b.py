@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aeonloop.llm.base import LLMError
-from aeonloop.phases import phase_b, planning
+from aeonloop.phases import phase_b, planning, plans
 from aeonloop.phases.events import LoopExited, PlanReady, RunState, TaskProfiled
 from aeonloop.phases.models import PlanStep, RefinementAction, TaskProfile
 from aeonloop.prompts.registry import PromptId, RefinementOutput
@@ -124,7 +124,7 @@ async def test_repeated_step_ids_are_made_unique(harness, replies, make_request)
 
 def test_unique_step_ids_trims_and_suffixes() -> None:
     long = "x" * 80
-    ids = phase_b.unique_step_ids([long, long, " ", "a", "a", "a-2"])
+    ids = plans.unique_step_ids([long, long, " ", "a", "a", "a-2"])
     assert ids[0] == "x" * 64
     assert ids[1] == "x" * 62 + "-2" and len(ids[1]) == 64
     assert ids[2:] == ["step", "a", "a-2", "a-2-2"]

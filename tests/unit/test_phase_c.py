@@ -19,7 +19,7 @@ from aeonloop.phases.models import (
     SemanticValidationReport,
     ValidationIssue,
 )
-from aeonloop.prompts.registry import PromptId
+from aeonloop.prompts.registry import PromptId, default_registry
 
 STEP = PromptId.REASONING_STEP_USER
 VALIDATE = PromptId.VALIDATION_SEMANTIC_USER
@@ -28,6 +28,8 @@ REFINE = PromptId.RECURSIVE_REFINEMENT_USER
 CRITIQUE = PromptId.RULE_CRITIQUE_USER
 REPAIR = PromptId.SUPERVISOR_REPAIR_JSON_USER
 UPDATE = PromptId.TASKPROFILE_UPDATE_USER
+#: What a model that copies its prompt writes for a step: the step prompt's own instructions.
+STEP_INSTRUCTIONS = default_registry().get_definition(STEP).template.split("\n\n")[0]
 
 
 def content_rule(rule_id: str, search: str, severity: str = "fail") -> Rule:
@@ -387,8 +389,9 @@ def test_pass_score_follows_the_deciding_evidence() -> None:
         (LLMReply("The tides rise and", TokenUsage(1, 1), "m", truncated=True), "length limit"),
         (LLMReply("I can't do that.", TokenUsage(1, 1), "m", refused=True), "refused"),
         ("I'm sorry, but I can't help with that request.", "refused"),
+        (STEP_INSTRUCTIONS, "repeats Aeon's own instructions"),
     ],
-    ids=["cut-at-length-limit", "refusal-field", "refusal-words"],
+    ids=["cut-at-length-limit", "refusal-field", "refusal-words", "its-instructions-copied"],
 )
 async def test_a_cut_or_refused_step_is_not_done(harness, replies, make_plan_ready, reply, why):
     def step(call: LLMCall):

@@ -33,6 +33,7 @@ from aeonloop.phases.models import (
     ValidationIssue,
 )
 from aeonloop.phases.phase_e import LOST_REQUEST, build_phase_e_input, execute_phase_e
+from aeonloop.prompts.echo import quoted_instruction
 from aeonloop.prompts.errors import PromptNotFoundError
 from aeonloop.prompts.registry import PromptId, PromptRegistry
 
@@ -196,6 +197,30 @@ async def test_answer_without_confidence_or_steps_is_repaired_not_accepted(harne
     assert_well_formed(answer)
     assert (answer.answer_text, answer.confidence, answer.used_step_ids) == ("Whole.", 0.8, ["s1"])
     assert h.llm.calls == [SYNTHESIS, REPAIR]
+
+
+async def test_an_answer_copying_the_formats_example_is_never_published(harness) -> None:
+    """Issue 32: SmolLM2 answered with the answer format's own example. A copy is unusable: it
+    gets the repair call, and a copy again is a failed answer, which the host writes instead
+    (degraded, saying why), never the copied text."""
+    example = PromptRegistry().get_definition(SYNTHESIS).example_output
+    copied = json.dumps({**example, "used_step_ids": ["s1"]})
+    h = harness({SYNTHESIS: copied, REPAIR: copied})
+    answer = await execute_phase_e(full_input(), h.llm, h.deps.registry)
+    assert_well_formed(answer)
+    assert h.llm.calls == [SYNTHESIS, REPAIR]
+    assert (answer.metadata["degraded"], answer.metadata["reason"]) == (True, "invalid_llm_output")
+    assert "answer_text repeats the prompt's own instruction" in answer.metadata["error"]
+    assert example["answer_text"] not in answer.answer_text
+    assert quoted_instruction(answer.answer_text) is None
+
+
+async def test_an_answer_copying_the_example_once_is_repaired(harness) -> None:
+    example = PromptRegistry().get_definition(SYNTHESIS).example_output
+    h = harness({SYNTHESIS: json.dumps(example), REPAIR: reply("Tides follow the Moon.", ["s1"])})
+    answer = await execute_phase_e(full_input(), h.llm, h.deps.registry)
+    assert (answer.answer_text, answer.metadata["degraded"]) == ("Tides follow the Moon.", False)
+    assert h.llm.history[1].input.request == full_input().request
 
 
 async def test_step_ids_the_run_does_not_have_are_dropped(harness) -> None:

@@ -11,8 +11,8 @@ import orjson
 from aeonloop.bus.records import RunRecord
 from aeonloop.gateway.http.run_feed import RunView, Watch, WatchedRun, stream_steps
 from aeonloop.phases.events import LoopExited, PassCompleted, RunState
-from aeonloop.phases.history import DictRunRecords
 from aeonloop.phases.models import ExecutionPass, Plan, PlanStep
+from aeonloop.testing import DictRunRecords
 
 DEADLINE = "2030-01-01T00:00:00Z"
 

@@ -11,9 +11,8 @@ import json
 import pytest
 
 from aeonloop.contracts import Usage
-from aeonloop.exceptions import BudgetExhausted, RunCancelled
-from aeonloop.llm.scripted import ScriptedLLM
-from aeonloop.llm.session import DictMemo, LLMSession, call_cost
+from aeonloop.exceptions import BudgetExhausted, LLMUnreachable, RunCancelled
+from aeonloop.llm.session import LLMSession, call_cost
 from aeonloop.phases import cancels, exits
 from aeonloop.phases.events import LoopExited, PlanReady, RunState, utcnow
 from aeonloop.phases.models import AnswerReason, ExitReason, Plan, PlanStep
@@ -24,6 +23,7 @@ from aeonloop.prompts.registry import (
     TaskProfileInferenceInput,
     TaskProfileOutput,
 )
+from aeonloop.testing import DictCancels, DictMemo, ScriptedLLM
 
 PROFILE = PromptId.TASKPROFILE_INFERENCE_USER
 GOOD = json.dumps(
@@ -39,9 +39,7 @@ GOOD = json.dumps(
 DATA = TaskProfileInferenceInput(request="Explain tides")
 
 
-def session(
-    usage: Usage, store: cancels.DictCancels | None = None
-) -> tuple[LLMSession, ScriptedLLM]:
+def session(usage: Usage, store: DictCancels | None = None) -> tuple[LLMSession, ScriptedLLM]:
     llm = ScriptedLLM({PROFILE: GOOD}, fallback=None)
     check = functools.partial(cancels.check, store, "run-1") if store else None
     made = LLMSession(llm, PromptRegistry(), DictMemo(), "run-1", usage, check_cancelled=check)
@@ -115,7 +113,7 @@ async def test_calls_side_by_side_are_paid_for_together() -> None:
 
 
 async def test_no_call_starts_once_the_run_is_cancelled() -> None:
-    store = cancels.DictCancels()
+    store = DictCancels()
     s, llm = session(Usage(), store)
     await profile(s)
     store.cancel("run-1")
@@ -125,7 +123,7 @@ async def test_no_call_starts_once_the_run_is_cancelled() -> None:
 
 
 async def test_work_in_flight_is_abandoned_when_the_run_is_cancelled() -> None:
-    store = cancels.DictCancels()
+    store = DictCancels()
     abandoned = asyncio.Event()
 
     async def work() -> str:
@@ -148,7 +146,7 @@ async def test_work_in_flight_is_abandoned_when_the_run_is_cancelled() -> None:
 
 
 async def test_work_that_ends_first_is_kept_and_other_runs_cancels_do_not_touch_it() -> None:
-    store = cancels.DictCancels()
+    store = DictCancels()
     store.cancel("another-run")
 
     async def work() -> str:
@@ -207,3 +205,34 @@ def test_synthesis_stopped_says_why() -> None:
     assert exits.synthesis_stopped(RunCancelled("c")) is AnswerReason.CANCELLED
     stopped = BudgetExhausted("ANSWER_SYNTHESIS_USER", 1, 2, 3)
     assert exits.synthesis_stopped(stopped) is AnswerReason.BUDGET_EXHAUSTED
+    away = LLMUnreachable("the LLM server stayed away")
+    assert exits.synthesis_stopped(away) is AnswerReason.DEADLINE_EXCEEDED
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (LLMUnreachable("the LLM server stayed away"), ExitReason.DEADLINE_EXCEEDED),
+        (BudgetExhausted("PLAN_GENERATION_USER", 1, 2, 3), ExitReason.BUDGET_EXHAUSTED),
+        (RunCancelled("cid-1"), ExitReason.CANCELLED),
+    ],
+)
+async def test_work_stopped_is_handed_back_with_what_stopped_it(
+    error: Exception, reason: ExitReason
+) -> None:
+    """The one stop handling of the worker's hops and Phase E's synthesis: what stopped the
+    work comes back instead of its result, and phases.exits names the run's end from it."""
+
+    async def work() -> str:
+        raise error
+
+    done = await cancels.unless_stopped(DictCancels(), "cid-1", work())
+    assert isinstance(done, cancels.Stopped) and done.error is error
+    assert exits.interrupted(done.error).reason is reason
+
+
+async def test_work_not_stopped_gives_its_result() -> None:
+    async def work() -> str:
+        return "done"
+
+    assert await cancels.unless_stopped(DictCancels(), "cid-1", work()) == "done"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from aeonloop.exceptions import SettingsError, ToolsNotReady
-from aeonloop.phases.deps import LoopSettings
+from aeonloop.limits import LoopSettings
 from aeonloop.tools.config import HttpServer, StdioServer, ToolSettings, load_servers
 
 SECRET = "ghp_not-a-real-token-but-secret"

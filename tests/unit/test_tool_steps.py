@@ -16,6 +16,7 @@ from aeonloop.llm.offline import _plan_for_request
 from aeonloop.phases import phase_b, phase_c
 from aeonloop.phases.events import LoopExited, PlanReady, TaskProfiled
 from aeonloop.phases.models import Plan, PlanStep
+from aeonloop.phases.render import pass_line
 from aeonloop.phases.tool_calls import offers
 from aeonloop.prompts.registry import PlanGenerationInput, PromptId
 from aeonloop.tools.base import ToolResult, ToolSpec
@@ -235,6 +236,34 @@ async def test_the_plan_prompt_lists_the_runs_tools_and_the_host_flags_invented_
     refine_input = h.llm.history[h.llm.calls.index(REFINE)].input
     assert "step s2 calls the tool 'weather', which is not available" in refine_input.issues
     assert "available tools: add, lookup" in refine_input.issues
+
+
+async def test_a_tool_named_none_is_a_reasoning_step_not_an_unknown_tool(
+    harness, replies, make_plan_ready
+) -> None:
+    """Issue 32: SmolLM2 wrote `"tool": "none"`, and each such step went to the missing-tool
+    repair and showed as `none unknown` in the progress line."""
+    said_none = ["none", "None", "null", "n/a", ""]
+    steps = [
+        {"step_id": f"s{i}", "description": f"think {i}", "tool": tool, "arguments": {}}
+        for i, tool in enumerate(said_none, 1)
+    ]
+    planned = json.dumps({"plan": {"goal": "g", "steps": steps}})
+    h = harness(script(replies, **{PLAN: planned}))
+    h.deps.tools = toolbox = RecordingToolbox()
+    ready = make_plan_ready("x")
+    ready.run.plan = None
+    event = TaskProfiled(correlation_id="run-1", deadline=ready.deadline, run=ready.run)
+    (planned_event,) = await phase_b.handle(event, h.deps)
+    plan = planned_event.run.plan
+    assert [(s.tool, s.arguments) for s in plan.steps] == [(None, None)] * len(said_none)
+    assert REFINE not in h.llm.calls  # no step calls a tool this run lacks: nothing to fix
+
+    (out,) = await phase_c.handle(planned_event, h.deps)
+    record = out.run.passes[0]
+    assert FIX_TOOL not in h.llm.calls and toolbox.calls == []
+    assert record.tool_calls == [] and len(record.executed_step_ids) == len(said_none)
+    assert "unknown" not in pass_line(record)
 
 
 def test_the_offline_model_plans_a_call_for_each_tool_the_request_names() -> None:

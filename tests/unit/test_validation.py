@@ -7,6 +7,8 @@ with `check_max_ttl`; the end-to-end refusals (exit 2, 422) are in tests/e2e.
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from aeonloop.bus.settings import BusSettings
@@ -19,9 +21,10 @@ from aeonloop.gateway.validation import (
     check_max_ttl,
     check_tools,
     parse_rules,
+    port_option,
     unknown_tools,
 )
-from aeonloop.phases.deps import LoopSettings
+from aeonloop.limits import LoopSettings
 
 LIMITS = FileSettings(max_files=2, max_file_bytes=100, max_files_bytes=150)
 
@@ -105,6 +108,18 @@ def test_more_tools_than_the_schema_allows_are_refused_even_when_repeated() -> N
         check_tools(["add"] * 101)
 
 
+def test_one_port_option_with_its_lowest_port() -> None:
+    """`aeon worker --metrics-port` (1 to 65535) and `aeon serve --port` (0: any free one)."""
+    metrics, http = port_option(), port_option(lowest=0)
+    assert metrics("9100") == 9100 and http("0") == 0
+    with pytest.raises(argparse.ArgumentTypeError, match="0 is not a port number from 1 to 65535"):
+        metrics("0")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"from 0 \(any free one\) to 65535"):
+        http("65536")
+    with pytest.raises(argparse.ArgumentTypeError, match="'x' is not a port number"):
+        http("x")
+
+
 @pytest.mark.parametrize(
     ("check", "words"),
     [
@@ -132,3 +147,17 @@ def test_rules_in_words_and_vocabulary_checks_are_taken() -> None:
         ]
     )
     assert rules[0].in_words and rules[1].check_text() == "exactly 3 bullet line(s)"
+
+
+def test_a_json_checks_schema_nested_past_its_bound_is_422() -> None:
+    schema: dict[str, object] = {}
+    inner = schema
+    for _ in range(1000):
+        inner["items"] = {}
+        inner = inner["items"]  # type: ignore[assignment]
+    check = {"type": "json", "json_schema": schema}
+    body = {"request": "ok", "rules": [{"id": "a", "check": check}]}
+    with pytest.raises(ApiError) as refused:
+        _checked(body, _client(8))
+    assert (refused.value.status, refused.value.field) == (422, "rules")
+    assert "'json_schema' nests 1001 levels deep; at most 32" in refused.value.reason
