@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from aeonloop.bus.in_process import DictRunRecords
 from aeonloop.bus.keys import DRAFT_RECORD
 from aeonloop.contracts import Usage
 from aeonloop.gateway.cli.display import render_human
@@ -452,7 +453,7 @@ async def test_the_draft_is_a_record_of_the_history_phase_e_reads() -> None:
     wire = LoopExited.model_validate_json(event.model_dump_json())
     assert wire.run.draft is None and wire.run.has_draft  # not carried: read from the record
     assert DRAFT_RECORD in history.records_for_e(wire)
-    records = history.DictRunRecords()
+    records = DictRunRecords()
     records.write([record])
     await history.load_draft(records, "run-1", wire.run)
     assert wire.run.draft == "A plain draft."
