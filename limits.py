@@ -70,5 +70,8 @@ class LoopSettings(AeonSettings):
     max_step_output_chars: Whole = 20_000
     #: The token budget of a run whose request sets none (AEON_RUN_TOKEN_BUDGET); None: no cap.
     run_token_budget: Whole | None = None
+    #: Rounds of critique and refinement the answer may get while a fail-severity check does
+    #: not hold on it (AEON_ANSWER_REFINE_ROUNDS; 0: the answer is checked, never refined).
+    answer_refine_rounds: Annotated[int, Field(ge=0, le=10)] = 2
     #: Seconds one tool call may take (never past the run's deadline); past it the step fails.
     tool_timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0

@@ -55,7 +55,10 @@ def progress_of(event: Event) -> list[Progress]:
         depth = profile.reasoning_depth if profile else "?"
         fallback = " (default profile)" if event.run.profile_is_default else ""
         budget = event.run.ttl_remaining
-        return [Progress(cid, "A", f"A  profiled: depth {depth}, pass budget {budget}{fallback}")]
+        checks = sum(len(made) for made in event.run.prepared.values())
+        prepared = f", {checks} check(s) prepared" if checks else ""
+        line = f"A  profiled: depth {depth}, pass budget {budget}{fallback}{prepared}"
+        return [Progress(cid, "A", line)]
     if isinstance(event, PlanAwaitingApproval):
         return [Progress(cid, "B", f"{_planned(event.run)}; awaiting approval")]
     if isinstance(event, PlanReady):

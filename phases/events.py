@@ -35,6 +35,7 @@ from aeonloop.limits import (
     MAX_TTL_CAP,
     ToolName,
 )
+from aeonloop.phases.checks import Check
 from aeonloop.phases.models import (
     ExecutionPass,
     ExitReason,
@@ -93,6 +94,15 @@ class RunState(BaseModel):
     #: The tools its steps may call, by name, narrowing the deployment's (None: all of them).
     #: A name no configured server offers adds nothing.
     tools: list[ToolName] | None = Field(None, max_length=MAX_TOOLS)
+    #: The checks PREPARE made (phases.verification), by rule id: for each rule whose check is
+    #: in words, and each rule the request implies (in `rules`, origin "request").
+    prepared: dict[str, list[Check]] = Field(default_factory=dict)
+    #: Phase A wrote a plain draft answer; its text is a record of the run's history
+    #: (phases.history, DRAFT_RECORD), read by Phase E, which may publish it.
+    has_draft: bool = False
+    #: The draft's text once in hand (the hop that wrote it, or Phase E once it read it); not
+    #: sent.
+    draft: SkipJsonSchema[str | None] = Field(None, exclude=True)
 
     @model_validator(mode="after")
     def _count_inline_passes(self) -> RunState:

@@ -63,6 +63,7 @@ JSON_REPLIES: dict[PromptId, dict[str, Any]] = {
     PromptId.CONVERGENCE_ASSESSMENT_USER: ASSESSMENT,
     PromptId.RECURSIVE_REFINEMENT_USER: {"actions": []},
     PromptId.RULE_CRITIQUE_USER: {"issues": []},
+    PromptId.CHECKS_PREPARE_USER: {"checks": []},
     PromptId.ANSWER_SYNTHESIS_USER: ANSWER,
 }
 STEP_TEXT = "The Moon's gravity pulls the water facing it, so the sea bulges there: {step}."
@@ -121,6 +122,8 @@ def answer_for(request: Request, step_chars: int = 0) -> str:
     if prompt_id == PromptId.REASONING_STEP_USER:
         text = STEP_TEXT.format(step=request.step_id)
         return (text + " More detail follows." * (step_chars // 20))[: max(step_chars, len(text))]
+    if prompt_id in (PromptId.ANSWER_DRAFT_USER, PromptId.ANSWER_REFINE_USER):
+        return str(ANSWER["answer_text"])  # an answer in prose: the plain draft, a refinement
     if prompt_id == PromptId.SUPERVISOR_REPAIR_JSON_USER:
         titles = [t for t in _TITLE.findall(request.instructions) if t in OUTPUT_OF]
         prompt_id = OUTPUT_OF[titles[-1]]
@@ -140,8 +143,14 @@ def plain(request: Request, reply: str) -> Planned:
     return ok(reply)
 
 
+#: The prompts whose reply is prose, not JSON: a step, the plain draft, a refined answer.
+PROSE = frozenset(
+    {PromptId.REASONING_STEP_USER, PromptId.ANSWER_DRAFT_USER, PromptId.ANSWER_REFINE_USER}
+)
+
+
 def _is_json(request: Request) -> bool:
-    return request.prompt_id != PromptId.REASONING_STEP_USER
+    return request.prompt_id not in PROSE
 
 
 def _draft(reply: str) -> str:

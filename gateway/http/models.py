@@ -214,8 +214,15 @@ class Run(BaseModel):
     degraded_because: list[str] = Field(
         default_factory=list,
         description="why the answer is degraded, one plain line each: how the loop ended in "
-        "words, the rules that failed in the last pass (id and message), the error, what is "
-        "missing, and the run's notes",
+        "words, the checks that did not hold on the answer (else the rules that failed in the "
+        "last pass: id and message), the error, what is missing, and the run's notes",
+    )
+    checks_not_held: list[str] = Field(
+        default_factory=list,
+        description="each check of the answer that did not hold on it, degraded or not, one "
+        "plain line each: its rule id (and `(from the request)` for a constraint the request "
+        "stated), what it asks, and what it found; every check with its verdict is in "
+        "`result.final_answer.metadata.checks`",
     )
     progress: Progress | None = None
     plan: Plan | None = Field(None, description="the plan awaiting approval, when it is")

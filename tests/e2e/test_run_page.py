@@ -228,7 +228,8 @@ def test_a_degraded_answer_says_why_in_plain_words(browser: object, server: Serv
     notice = answer.find_element(By.CSS_SELECTOR, ".notice")
     assert "Degraded answer" in notice.text
     assert "exited early, before converging" in notice.text
-    assert "failed rule cites-a-source: names its source" in notice.text
+    # Named as a check of the answer the reader gets (checked, critiqued and refined in vain).
+    assert "check cites-a-source did not hold: names its source" in notice.text
     assert driver.find_element(By.CSS_SELECTOR, ".run-head .chip").text == "answered, degraded"
     rules = driver.find_elements(By.CSS_SELECTOR, '#run .step[data-kind="pass"] .evidence')
     assert any("cites-a-source" in element.text for element in rules)
