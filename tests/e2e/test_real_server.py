@@ -233,3 +233,40 @@ def test_the_quality_harness_on_the_real_model(
         assert row["plain"]["calls"] == 1 and row["plain"]["completion_tokens"] > 0, row
         assert row["loop"]["calls"] > 1 and row["loop"]["prompt_tokens"] > 0, row
         assert row["loop"]["status"] in LOOP_DECIDED, row  # max_passes, or converged in one
+
+
+#: Checks PREPARE must make on the real model (issue 32): from what a request states itself,
+#: and from a rule whose check is in words only. (request, rules) each.
+STATED_CHECKS = {
+    "in-the-request": ("List three fruits as three bullet points.", []),
+    "in-words-and-in-the-request": (
+        "Name two planets, in one sentence of under 20 words.",
+        [{"id": "mars", "description": "Name Mars.", "check": "The answer names Mars."}],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(STATED_CHECKS))
+@pytest.mark.timeout(RUN_TIMEOUT_S + 120)
+def test_checks_in_words_and_in_the_request_on_the_real_model(
+    procs: Processes, llama: LlamaServer, tmp_path: Path, case: str
+) -> None:
+    """The run is answered, and its answer's metadata lists the checks PREPARE made: at least
+    one from the request's own constraints, and one for each rule in words, each with its
+    verdict on the published answer."""
+    request, rules = STATED_CHECKS[case]
+    argv = ["ask", "--json", request]
+    if rules:
+        path = tmp_path / "rules.json"
+        path.write_text(json.dumps(rules))
+        argv[2:2] = ["--rules", str(path)]
+    ask = procs.run_aeon(llm_env(llama), *argv, timeout=RUN_TIMEOUT_S)
+
+    result = decided_by_the_loop(ask)
+    answer = result["final_answer"]
+    assert answer["answer_text"].strip()
+    checks = answer["metadata"]["checks"]
+    assert any(check.get("origin") == "request" for check in checks), checks
+    for rule in rules:
+        assert any(check["rule_id"] == rule["id"] for check in checks), (rule, checks)
+    assert all(check["verdict"] in {"pass", "fail", "warn", "skipped"} for check in checks)
