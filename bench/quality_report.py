@@ -35,13 +35,15 @@ def _held(way: Mapping[str, Any] | None) -> str | None:
 
 
 def _get(way: Mapping[str, Any] | None, key: str) -> Any:
-    if way is None or "error" in way:
+    if way is None or "error" in way or (key not in way and key != "tokens"):
         return None
     return _tokens(way) if key == "tokens" else way[key]
 
 
-def _flips(total: Mapping[str, Any]) -> str:
-    share = total["cases_with_flips"] / total["cases"] if total["cases"] else 0.0
+def _flips(total: Mapping[str, Any]) -> str | None:
+    if "flips" not in total:
+        return None  # no plain call to compare with
+    share = total["cases_with_flips"] / total["cases_compared"]
     return f"{total['flips']} ({total['cases_with_flips']} cases, {share:.0%})"
 
 

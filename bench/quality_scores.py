@@ -149,8 +149,10 @@ def case_row(record: Mapping[str, Any]) -> dict[str, Any]:
                 row[BESTOF[column]]["capped"] = True  # the loop spent more than every sample
         if take is None:
             continue
-        lost = flips(samples[0], take) if samples else []
-        row[column] = _way(take, status=take.get("status"), flips=len(lost), flipped=lost)
+        row[column] = _way(take, status=take.get("status"))
+        if samples:  # flips need the plain call to compare with
+            lost = flips(samples[0], take)
+            row[column].update(flips=len(lost), flipped=lost)
         if column == "words":
             row[column]["agreement"] = agreement(take)
     return row
@@ -166,9 +168,11 @@ def total(rows: Sequence[Mapping[str, Any]], way: str) -> dict[str, Any]:
         **{key: sum(w[key] for w in ways) for key in COUNTED},
     }
     result["seconds"] = round(result["seconds"], 1)
-    if ways and "flips" in ways[0]:
-        result["flips"] = sum(w["flips"] for w in ways)
-        result["cases_with_flips"] = sum(1 for w in ways if w["flips"])
+    compared = [w for w in ways if "flips" in w]
+    if compared:
+        result["flips"] = sum(w["flips"] for w in compared)
+        result["cases_with_flips"] = sum(1 for w in compared if w["flips"])
+        result["cases_compared"] = len(compared)
     if ways and "agreement" in ways[0]:
         parts = [w["agreement"] for w in ways]
         result["agreement"] = {
