@@ -25,6 +25,7 @@ from aeonloop.bus.delivery import Delivery
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.phases import cancels as run_cancels
 from aeonloop.phases import tool_calls
+from aeonloop.phases.checks import DEFAULT_PATTERN_TIMEOUT_S
 from aeonloop.phases.events import AttachedFile, RunState, Usage
 from aeonloop.phases.history import DictRunRecords, ReadAhead, RunRecords
 from aeonloop.phases.llm_calls import (
@@ -58,6 +59,11 @@ class LoopSettings(AeonSettings):
     stagnation_epsilon: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.02
     allow_executable_checks: bool = False
     executable_check_timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
+    #: Seconds one pattern of a check (a rule's or a prepared one) may match before its check
+    #: fails (phases.checks.bounded_search): a pattern never holds a worker longer.
+    check_pattern_timeout_s: Annotated[float, Field(gt=0, le=60, allow_inf_nan=False)] = (
+        DEFAULT_PATTERN_TIMEOUT_S
+    )
     #: The model's context window in tokens: every prompt is fitted to it (AEON_LLM_CONTEXT_TOKENS).
     llm_context_tokens: Whole = DEFAULT_CONTEXT_TOKENS
     #: Characters of a step's output kept in the run's history; the rest is cut with a marker,

@@ -35,6 +35,10 @@ RULES = {
         json.dumps({"rules": [{**GOOD_RULE, "check": {"type": "content", "search": "(tide"}}]}),
         "'search' is not a valid regular expression",
     ),
+    "rules pattern check does not compile": (
+        json.dumps([{**GOOD_RULE, "check": {"type": "pattern", "pattern": "(tide"}}]),
+        "pattern /(tide/ does not compile",
+    ),
     "rules not a list": (json.dumps({"id": "r1"}), 'expected a list of rules or {"rules": [...]}'),
 }
 

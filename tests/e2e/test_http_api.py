@@ -181,6 +181,11 @@ BAD_BODIES = [
         "rules",
         "not a valid regular expression",
     ),
+    (
+        {"request": "ok", "rules": [{"id": "r", "check": {"type": "pattern", "pattern": "(x"}}]},
+        "rules",
+        "pattern /(x/ does not compile",
+    ),
     ({"request": "ok", "max_ttl": 9}, "max_ttl", "max TTL 9 is above AEON_MAX_PASSES=8"),
     ({"request": "ok", "max_ttl": 101}, "max_ttl", "max TTL 101 is above AEON_MAX_PASSES=8"),
     ({"request": "ok", "max_ttl": 0}, "max_ttl", "max TTL 0 is not a number of passes from 1 to 8"),

@@ -1,5 +1,5 @@
 """Checks of a request's options: the cap on passes against AEON_MAX_PASSES (one cap, refused
-in one line above it), and the tools a request narrows its run to.
+in one line above it), the tools a request narrows its run to, and its rules' patterns.
 
 `aeon ask --max-ttl`, the HTTP API's `max_ttl` and `AeonClient.submit(max_ttl=...)` all check
 with `check_max_ttl`; the end-to-end refusals (exit 2, 422) are in tests/e2e.
@@ -18,6 +18,7 @@ from aeonloop.gateway.validation import (
     FileSettings,
     check_max_ttl,
     check_tools,
+    parse_rules,
     unknown_tools,
 )
 from aeonloop.phases.deps import LoopSettings
@@ -102,3 +103,32 @@ def test_more_tools_than_the_schema_allows_are_refused_even_when_repeated() -> N
     assert (refused.value.status, refused.value.field) == (422, "tools")
     with pytest.raises(BadInput, match="101 tools named; a request may name at most 100"):
         check_tools(["add"] * 101)
+
+
+@pytest.mark.parametrize(
+    ("check", "words"),
+    [
+        ({"type": "content", "search": "(tide"}, "'search' is not a valid regular expression"),
+        ({"type": "pattern", "pattern": "(tide"}, "pattern /(tide/ does not compile"),
+        ({"type": "json", "json_schema": {"pattern": "(x"}}, "not a sound JSON Schema"),
+        # `re` knows no \p{...}; `regex`, which runs every pattern, does: its error is the one.
+        ({"type": "pattern", "pattern": r"\p{NoSuchProperty}"}, "unknown property"),
+    ],
+)
+def test_a_rules_pattern_that_does_not_compile_is_refused_in_one_line(
+    check: dict[str, object], words: str
+) -> None:
+    with pytest.raises(BadInput) as refused:
+        parse_rules([{"id": "r1", "check": check}])
+    message = str(refused.value)
+    assert "\n" not in message and words in message and "rule 0.check" in message
+
+
+def test_rules_in_words_and_vocabulary_checks_are_taken() -> None:
+    rules = parse_rules(
+        [
+            {"id": "short", "check": "the answer is under 100 words"},
+            {"id": "bullets", "check": {"type": "count", "unit": "bullets", "min": 3, "max": 3}},
+        ]
+    )
+    assert rules[0].in_words and rules[1].check_text() == "exactly 3 bullet line(s)"
