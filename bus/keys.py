@@ -48,6 +48,9 @@ WEBHOOK_RECORD = "webhook"
 #: The run record (`Keys.run_records`) holding the files its request attached, written once by
 #: the commit of Phase A's hop (phases.history.file_records).
 FILES_RECORD = "files"
+#: The run record holding the plain draft answer Phase A wrote (phases.history.new_records),
+#: which Phase E reads and may publish.
+DRAFT_RECORD = "draft"
 
 
 class LockState(StrEnum):

@@ -50,6 +50,7 @@ from aeonloop.bus.layout import agree_on_shards
 from aeonloop.bus.records import RedisRunRecords
 from aeonloop.bus.redis_errors import FAILING_OVER, TRANSIENT
 from aeonloop.bus.settings import BusSettings
+from aeonloop.contracts import AttachedFile
 from aeonloop.exceptions import AnswerTimeout
 from aeonloop.gateway.progress import Progress, progress_of
 from aeonloop.gateway.validation import (
@@ -67,7 +68,6 @@ from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import (
     DEFAULT_THRESHOLD,
     EVENT_TYPES,
-    AttachedFile,
     ExecutionResult,
     FinalAnswerReady,
     PlanAwaitingApproval,

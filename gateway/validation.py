@@ -17,16 +17,14 @@ from typing import Annotated, TypeVar
 
 from pydantic import Field, TypeAdapter, ValidationError
 
+from aeonloop.contracts import MAX_FILE_PATH_CHARS, MAX_TOKEN_BUDGET, AttachedFile
 from aeonloop.exceptions import BadInput, TooLarge
 from aeonloop.phases.events import (
-    MAX_FILE_PATH_CHARS,
     MAX_FILES_CAP,
     MAX_REQUEST_CHARS,
     MAX_TIMEOUT_S,
-    MAX_TOKEN_BUDGET,
     MAX_TOOLS,
     TOOL_NAME_PATTERN,
-    AttachedFile,
 )
 from aeonloop.phases.models import MAX_TTL_CAP, Rule
 from aeonloop.settings import AeonSettings

@@ -1,5 +1,5 @@
 """What one LLM call records: a span in the GenAI semantic conventions, and the LLM metrics
-(telemetry/). Every adapter's calls pass through `complete` (phases.llm_calls).
+(telemetry/). Every adapter's calls pass through `complete` (llm.session).
 
 The span `chat <model>` is a child of the hop's span. It carries the model asked for
 and the one that answered, the token counts, the finish reason, Aeon's prompt id, and an event

@@ -5,7 +5,7 @@ never wait for it to be delivered. They look for it in three places, so a run st
 hop and never pays for a call after it:
 
 - before a hop runs its handler (phases.worker), and before Phase E synthesises;
-- before every LLM call (phases.llm_calls: `LLMSession.check_cancelled`);
+- before every LLM call (llm.session: `LLMSession.check_cancelled`);
 - while a call is in flight (`until_cancelled`): the hop's work is abandoned as soon as the mark
   is seen, and the hop ends the run from what it was given.
 

@@ -22,13 +22,9 @@ from typing import Annotated
 from pydantic import Field
 
 from aeonloop.bus.delivery import Delivery
+from aeonloop.contracts import AttachedFile, Usage
 from aeonloop.llm.base import LLMAdapter
-from aeonloop.phases import cancels as run_cancels
-from aeonloop.phases import tool_calls
-from aeonloop.phases.checks import DEFAULT_PATTERN_TIMEOUT_S
-from aeonloop.phases.events import AttachedFile, RunState, Usage
-from aeonloop.phases.history import DictRunRecords, ReadAhead, RunRecords
-from aeonloop.phases.llm_calls import (
+from aeonloop.llm.session import (
     DEFAULT_CONTEXT_TOKENS,
     DictMemo,
     FirstDeliveryMemo,
@@ -37,6 +33,11 @@ from aeonloop.phases.llm_calls import (
     file_context,
     prompt_budget_chars,
 )
+from aeonloop.phases import cancels as run_cancels
+from aeonloop.phases import tool_calls
+from aeonloop.phases.checks import DEFAULT_PATTERN_TIMEOUT_S
+from aeonloop.phases.events import RunState
+from aeonloop.phases.history import DictRunRecords, ReadAhead, RunRecords
 from aeonloop.phases.models import DEFAULT_MAX_PASSES, MAX_TTL_CAP
 from aeonloop.phases.tool_calls import ToolRunner
 from aeonloop.prompts.registry import PromptRegistry
@@ -71,6 +72,9 @@ class LoopSettings(AeonSettings):
     max_step_output_chars: Whole = 20_000
     #: The token budget of a run whose request sets none (AEON_RUN_TOKEN_BUDGET); None: no cap.
     run_token_budget: Whole | None = None
+    #: Rounds of critique and refinement the answer may get while a fail-severity check does
+    #: not hold on it (AEON_ANSWER_REFINE_ROUNDS; 0: the answer is checked, never refined).
+    answer_refine_rounds: Annotated[int, Field(ge=0, le=10)] = 2
     #: Seconds one tool call may take (never past the run's deadline); past it the step fails.
     tool_timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0
 

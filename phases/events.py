@@ -25,6 +25,8 @@ from pydantic.json_schema import SkipJsonSchema
 
 from aeonloop.bus.codec import derived_id
 from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, WEBHOOK_OUTCOMES
+from aeonloop.contracts import MAX_TOKEN_BUDGET, AttachedFile, Usage
+from aeonloop.phases.checks import Check
 from aeonloop.phases.models import (
     DEFAULT_MAX_PASSES,
     MAX_TTL_CAP,
@@ -41,14 +43,9 @@ DEFAULT_THRESHOLD = 0.8
 MAX_REQUEST_CHARS = 20_000
 #: The longest a request may run: a week, as long as its answer is kept by default.
 MAX_TIMEOUT_S = 7 * 24 * 3600
-#: The largest token budget a run may have: far above any run's use, and within the 64-bit
-#: integers every JSON encoder on the way takes.
-MAX_TOKEN_BUDGET = 10**12
 #: The most files a request event may carry, whatever a producer sends: gateways hold requests
 #: to AEON_MAX_FILES, which may not be set above it (gateway.validation.FileSettings).
 MAX_FILES_CAP = 100
-#: The longest path an attached file may be named by.
-MAX_FILE_PATH_CHARS = 1_000
 #: The most tool names a request may narrow its tools to.
 MAX_TOOLS = 100
 #: A tool's name, as a request names it: no spaces or control characters, at most 128 (MCP
@@ -61,49 +58,6 @@ E = TypeVar("E", bound="Event")
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-class Usage(BaseModel):
-    """Token usage summed over a run's LLM calls, and what it took to get usable replies."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    calls: int = 0
-    #: Part of the counts was not reported by an LLM server (one sent no usage, or no server
-    #: was called: the offline and scripted models) and is estimated from text length.
-    estimated: bool = False
-    #: JSON replies made usable locally (lenient JSON, enum case), without an LLM call.
-    local_repairs: int = 0
-    #: Repair calls to the LLM (SUPERVISOR_REPAIR_JSON_USER); each is also one of `calls`.
-    repair_calls: int = 0
-    #: The most tokens (prompt and completion) the run may spend; None: no cap. No call starts
-    #: that what is left of it cannot pay for (phases.llm_calls).
-    token_budget: int | None = Field(None, ge=1, le=MAX_TOKEN_BUDGET)
-
-    @property
-    def total_tokens(self) -> int:
-        return self.prompt_tokens + self.completion_tokens
-
-    def add(self, prompt_tokens: int, completion_tokens: int, estimated: bool = False) -> None:
-        self.prompt_tokens += prompt_tokens
-        self.completion_tokens += completion_tokens
-        self.calls += 1
-        self.estimated = self.estimated or estimated
-
-
-class AttachedFile(BaseModel):
-    """A file a request attaches as context: the path its sender names it by, and its text.
-
-    Only the request event carries the contents; the run keeps them once, as a record of its
-    history (phases.history, written by Phase A's commit), and its later events carry only the
-    paths (`RunState.file_paths`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    path: str = Field(..., min_length=1, max_length=MAX_FILE_PATH_CHARS)
-    content: str
 
 
 class RunState(BaseModel):
@@ -145,6 +99,15 @@ class RunState(BaseModel):
     #: The tools its steps may call, by name, narrowing the deployment's (None: all of them).
     #: A name no configured server offers adds nothing.
     tools: list[ToolName] | None = Field(None, max_length=MAX_TOOLS)
+    #: The checks PREPARE made (phases.verification), by rule id: for each rule whose check is
+    #: in words, and each rule the request implies (in `rules`, origin "request").
+    prepared: dict[str, list[Check]] = Field(default_factory=dict)
+    #: Phase A wrote a plain draft answer; its text is a record of the run's history
+    #: (phases.history, DRAFT_RECORD), read by Phase E, which may publish it.
+    has_draft: bool = False
+    #: The draft's text once in hand (the hop that wrote it, or Phase E once it read it); not
+    #: sent.
+    draft: SkipJsonSchema[str | None] = Field(None, exclude=True)
 
     @model_validator(mode="after")
     def _count_inline_passes(self) -> RunState:
@@ -237,7 +200,7 @@ class RequestSubmitted(Event):
     #: The tools its steps may call, by name, narrowing the deployment's; None: all of them.
     tools: list[ToolName] | None = Field(None, max_length=MAX_TOOLS)
     #: Files given as context to the prompts that make the plan, the steps and the answer
-    #: (phases.llm_calls.WITH_FILES); gateways hold them to AEON_MAX_FILES and the byte limits.
+    #: (llm.session.WITH_FILES); gateways hold them to AEON_MAX_FILES and the byte limits.
     files: list[AttachedFile] = Field(default_factory=list, max_length=MAX_FILES_CAP)
 
     @classmethod

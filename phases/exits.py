@@ -33,7 +33,7 @@ from aeonloop.exceptions import (
 from aeonloop.phases import evaluation
 from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import Event, LoopExited, RequestSubmitted, RunState, utcnow
-from aeonloop.phases.models import AnswerReason, ExecutionPass, ExitReason, Plan
+from aeonloop.phases.models import AnswerReason, Evaluation, ExecutionPass, ExitReason, Plan
 
 #: How long Phase E has to answer a run known only by its correlation id (its deadline went
 #: with the event that could not be read).
@@ -46,6 +46,36 @@ class Exit:
 
     reason: ExitReason
     detail: str
+
+
+# ---------------------------------------------------------------------------------------------
+# Phase A: the draft is enough.
+# ---------------------------------------------------------------------------------------------
+
+#: The deepest a profile may judge a request for its plain draft to be enough: 1 is "a fact or
+#: a single lookup", 2 a little more; from 3 ("several connected steps") the loop's plan and
+#: passes have something to add that one call does not.
+DRAFT_MAX_DEPTH = 2
+
+
+def draft_suffices(run: RunState, judged: Evaluation, *, tools_available: bool) -> Exit | None:
+    """The run ends at Phase A, its draft to be published, when the draft holds every
+    fail-severity check, the profile asks for no more (depth at most DRAFT_MAX_DEPTH, and no
+    tool use where the run has tools), and nobody asked to see the plan first."""
+    profile = run.profile
+    if profile is None or run.profile_is_default or run.approve_plan or judged.failed:
+        return None
+    if profile.reasoning_depth > DRAFT_MAX_DEPTH:
+        return None
+    if tools_available and profile.expected_tool_usage != "none":
+        return None
+    checks = sum(1 for rule in run.rules if rule.severity == "fail")
+    held = f"held all {checks} fail-severity check(s)" if checks else "had no check to fail"
+    return Exit(
+        ExitReason.CONVERGED,
+        f"the plain draft {held}, and the profile asks for no more (reasoning depth "
+        f"{profile.reasoning_depth}, tool use {profile.expected_tool_usage})",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,7 +204,7 @@ def cancelled(correlation_id: str) -> Exit:
 
 
 def stopped(error: RunStopped) -> Exit:
-    """A hop that could start no further LLM call (phases.llm_calls): the run was cancelled, or
+    """A hop that could start no further LLM call (llm.session): the run was cancelled, or
     its token budget cannot pay for the call it needed next."""
     if isinstance(error, BudgetExhausted):
         return Exit(ExitReason.BUDGET_EXHAUSTED, str(error))
@@ -273,10 +303,26 @@ def ttl_spent(status: str, total_passes: int, ttl_remaining: int) -> bool:
     return ttl_remaining == 0 and total_passes > 0 and not converged(status)
 
 
+def answered_by_draft(status: str, total_passes: int, has_draft: bool) -> bool:
+    """Whether the run ended at Phase A on its draft (`draft_suffices`): converged before any
+    pass, which nothing else can do. Phase E then publishes the draft without synthesis."""
+    return has_draft and total_passes == 0 and converged(status)
+
+
 def answer_reason(
-    status: str, total_passes: int, ttl_remaining: int, missing: Sequence[str]
+    status: str,
+    total_passes: int,
+    ttl_remaining: int,
+    missing: Sequence[str],
+    *,
+    checks_failed: bool = False,
+    has_draft: bool = False,
 ) -> AnswerReason:
-    """Why an answer the model wrote is degraded; CONVERGED when it is not."""
+    """Why an answer the model wrote is degraded; CONVERGED when it is not. `checks_failed`:
+    a fail-severity check does not hold on the answer as published; `has_draft`: the run has
+    a draft, which a run that ended at Phase A publishes (`answered_by_draft`)."""
+    if answered_by_draft(status, total_passes, has_draft):
+        return AnswerReason.CHECKS_FAILED if checks_failed else AnswerReason.CONVERGED
     if total_passes == 0:
         return AnswerReason.NO_PASSES
     if ttl_spent(status, total_passes, ttl_remaining):
@@ -285,6 +331,8 @@ def answer_reason(
         return AnswerReason.INCOMPLETE_STATE
     if not converged(status):
         return AnswerReason.NOT_CONVERGED
+    if checks_failed:
+        return AnswerReason.CHECKS_FAILED
     return AnswerReason.CONVERGED
 
 

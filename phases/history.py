@@ -24,9 +24,13 @@ written only for passes the input event's history did not hold yet, so each is w
 per run, and a redelivered hop writes the same bytes under the same names.
 
 A third record, `files` (bus.keys.FILES_RECORD), holds the files the request attached, for the
-prompts that take them as context (phases.llm_calls.WITH_FILES): Phase B (the plan), C (the
+prompts that take them as context (llm.session.WITH_FILES): Phase B (the plan), C (the
 steps) and E (the answer) name it in their routes when their run has files
 (`RunState.file_paths`), and read it with `load_files`. See `file_records` for who writes it.
+
+A fourth, `draft` (bus.keys.DRAFT_RECORD), holds the plain draft answer Phase A wrote
+(phases.verification): written by the commit of A's hop (`new_records`, from the run in hand),
+read by Phase E alone (`records_for_e`, `load_draft`), since no other phase shows it to the model.
 """
 
 from __future__ import annotations
@@ -36,10 +40,11 @@ from typing import Any, Protocol
 
 import orjson
 
-from aeonloop.bus.keys import FILES_RECORD
+from aeonloop.bus.keys import DRAFT_RECORD, FILES_RECORD
 from aeonloop.bus.records import RunRecord
+from aeonloop.contracts import AttachedFile
 from aeonloop.exceptions import HistoryMissing
-from aeonloop.phases.events import AttachedFile, Event, RequestSubmitted, RunState
+from aeonloop.phases.events import Event, RequestSubmitted, RunState
 from aeonloop.phases.models import ExecutionPass
 
 
@@ -84,16 +89,22 @@ def kept_passes(run: RunState | None) -> int:
 
 
 def new_records(outputs: Sequence[Event], kept: int) -> list[RunRecord]:
-    """The records of the passes the outputs' runs ran beyond the `kept` ones, each once."""
+    """The records of the passes the outputs' runs ran beyond the `kept` ones, each once, and
+    of the draft a run has in hand that no event carries (the one Phase A just wrote: a run
+    decoded from an event holds none)."""
     records: dict[int, list[RunRecord]] = {}
+    drafts: dict[str, RunRecord] = {}
     for event in outputs:
         run = getattr(event, "run", None)
         if not isinstance(run, RunState):
             continue
+        if run.draft is not None:
+            value = orjson.dumps(run.draft)
+            drafts[event.correlation_id] = RunRecord(event.correlation_id, DRAFT_RECORD, value)
         for record in run.passes:
             if record.pass_number > kept and record.pass_number not in records:
                 records[record.pass_number] = _records(event.correlation_id, run, record)
-    return [record for pair in records.values() for record in pair]
+    return [*drafts.values(), *(record for pair in records.values() for record in pair)]
 
 
 def _records(correlation_id: str, run: RunState, record: ExecutionPass) -> list[RunRecord]:
@@ -150,12 +161,22 @@ def records_for_c(event: Event) -> list[str]:
 
 
 def records_for_e(event: Event) -> list[str]:
-    """What Phase E reads of its run's history: every pass record and output, and the attached
-    files."""
+    """What Phase E reads of its run's history: every pass record and output, the attached
+    files, and the draft."""
     run = getattr(event, "run", None)
     if not isinstance(run, RunState):
         return []
-    return [*_history_names(run), *_files_names(run)]
+    draft = [DRAFT_RECORD] if run.has_draft and run.draft is None else []
+    return [*_history_names(run), *_files_names(run), *draft]
+
+
+async def load_draft(records: RunRecords, correlation_id: str, run: RunState) -> None:
+    """Put the run's draft in `run.draft` (a no-op without one, or with it in hand);
+    HistoryMissing when its record is gone."""
+    if not run.has_draft or run.draft is not None:
+        return
+    fetched = await _fetch(records, correlation_id, [DRAFT_RECORD])
+    run.draft = str(orjson.loads(fetched[DRAFT_RECORD]))
 
 
 async def load_files(records: RunRecords, correlation_id: str, run: RunState) -> list[AttachedFile]:

@@ -519,6 +519,8 @@ class AnswerReason(StrEnum):
     TTL_EXHAUSTED = "ttl_exhausted"  # the loop spent its TTL before converging
     INCOMPLETE_STATE = "incomplete_state"  # some upstream artifacts are missing or empty
     NOT_CONVERGED = "not_converged"  # stagnated, max_passes, failed, ...: see the exit reason
+    CHECKS_FAILED = "checks_failed"  # the loop converged, but a fail-severity check of the
+    # answer does not hold (nor on any candidate: phases.verification)
     # The host assembled the answer without the model.
     LLM_ERROR = "llm_error"  # the adapter gave up on the synthesis call
     INVALID_LLM_OUTPUT = "invalid_llm_output"  # the reply stayed unusable after one repair

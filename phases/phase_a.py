@@ -1,24 +1,36 @@
-"""Phase A: infer the TaskProfile and allocate the run's TTL.
+"""Phase A: infer the TaskProfile and allocate the run's TTL; prepare the run's checks and write
+the plain draft, all three at once; end the run on the draft when it is enough.
 
-See docs/architecture.md, "A: task profile and TTL".
+See docs/architecture.md, "A: task profile and TTL" and "Verified answers".
 
 A profile is only a judgement of effort, so a failed inference must not stop the run: the default
-profile stands in, `run.profile_is_default` says so, and a note says why.
+profile stands in, `run.profile_is_default` says so, and a note says why. PREPARE and the draft
+are the same: without them the run goes on as it would have, with a note.
+
+The three calls need only the request, so they are made at once (one call's wall time), each
+memoised under its own scope (`a`, `a/prepare`, `a/draft`): a redelivered hop makes none of
+them again. If the draft holds every fail-severity check and the profile asks for no more
+(phases.exits.draft_suffices), the run goes straight to Phase E, which publishes the draft.
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from aeonloop.bus.keys import memo_scope
-from aeonloop.phases import summaries
+from aeonloop.llm.session import LLMSession
+from aeonloop.phases import exits, summaries, verification
 from aeonloop.phases.deps import PhaseDeps
-from aeonloop.phases.events import Event, RequestSubmitted, TaskProfiled
+from aeonloop.phases.events import Event, RequestSubmitted, RunState, TaskProfiled
 from aeonloop.phases.models import TaskProfile
 from aeonloop.phases.profiling import PROFILE_FAILURES, profile_from_output
+from aeonloop.prompts.clipping import clip
 from aeonloop.prompts.registry import PromptId, TaskProfileInferenceInput, TaskProfileOutput
 
 
 async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
-    """RequestSubmitted → TaskProfiled, with the profile and `ttl_remaining` set."""
+    """RequestSubmitted → TaskProfiled, with the profile, `ttl_remaining`, the prepared checks
+    and the draft set; or LoopExited("converged") when the draft is enough."""
     cap = deps.settings.max_passes
     run = event.initial_state(cap, deps.settings.run_token_budget)
     if event.max_ttl is not None and event.max_ttl > cap:  # a producer other than a gateway
@@ -26,21 +38,54 @@ async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
             f"phase A: the request allowed {event.max_ttl} passes; AEON_MAX_PASSES holds the "
             f"run to {cap}"
         )
-    session = deps.session(event.correlation_id, run.usage, event.deadline)
+    session = deps.session(event.correlation_id, run.usage, event.deadline, event.files)
+    # All three run to the end, so a redelivery finds every reply memoised; what stops the run
+    # (a cancel, the budget, the LLM away at the deadline) is raised, in this order, after.
+    profiled, prepared, drafted = await asyncio.gather(
+        profile(session, run),
+        verification.prepare(session, run),
+        verification.draft(session, run),
+        return_exceptions=True,
+    )
+    for outcome in (profiled, prepared, drafted):  # LLMFailure: each is done without, below
+        if isinstance(outcome, BaseException) and not isinstance(outcome, PROFILE_FAILURES):
+            raise outcome
+    if isinstance(profiled, TaskProfile):
+        run.profile = profiled
+    else:
+        run.profile = TaskProfile.default()
+        run.profile_is_default = True
+        run.notes.append(
+            summaries.failure_note("A", "profile inference", profiled, "using the default profile")
+        )
+    run.ttl_remaining = run.profile.allocate_ttl(cap=run.max_ttl)
+    if isinstance(prepared, BaseException):
+        run.notes.append(
+            summaries.failure_note("A", "PREPARE", prepared, "rules in words go unchecked")
+        )
+    else:
+        verification.adopt_prepared(run, prepared)
+    if isinstance(drafted, BaseException):
+        run.notes.append(summaries.failure_note("A", "the draft", drafted, "no draft to keep"))
+    elif (why := verification.unusable(drafted)) is not None:
+        run.notes.append(f"phase A: the draft was not kept: {why}")
+    else:
+        run.draft = clip(drafted.text.strip(), deps.settings.max_step_output_chars)
+        run.has_draft = True
+        judged = await verification.check_text(run, run.draft, deps.settings)
+        tools = bool(deps.tool_runner(run).specs)
+        end = exits.draft_suffices(run, judged, tools_available=tools)
+        if end is not None:
+            return [exits.loop_exited(event, end, run=run)]
+    return [event.child(TaskProfiled, run=run)]
+
+
+async def profile(session: LLMSession, run: RunState) -> TaskProfile:
+    """The profile the model infers (memoised under `a`)."""
     data = TaskProfileInferenceInput(
         request=run.request, rules_summary=summaries.rules_summary(run.rules)
     )
-    try:
-        output = await session.json(
-            PromptId.TASKPROFILE_INFERENCE_USER, data, TaskProfileOutput, scope=memo_scope("a")
-        )
-        profile = profile_from_output(output, version=1)
-    except PROFILE_FAILURES as error:
-        profile = TaskProfile.default()
-        run.profile_is_default = True
-        run.notes.append(
-            summaries.failure_note("A", "profile inference", error, "using the default profile")
-        )
-    run.profile = profile
-    run.ttl_remaining = profile.allocate_ttl(cap=run.max_ttl)
-    return [event.child(TaskProfiled, run=run)]
+    output = await session.json(
+        PromptId.TASKPROFILE_INFERENCE_USER, data, TaskProfileOutput, scope=memo_scope("a")
+    )
+    return profile_from_output(output, version=1)

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from aeonloop.bus.keys import memo_scope
 from aeonloop.exceptions import LLMFailure
+from aeonloop.llm.session import LLMSession
 from aeonloop.phases import exits, history, render, summaries, tool_calls
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
 from aeonloop.phases.events import (
@@ -26,7 +27,6 @@ from aeonloop.phases.events import (
     RunState,
     TaskProfiled,
 )
-from aeonloop.phases.llm_calls import LLMSession
 from aeonloop.phases.models import Plan, SemanticValidationReport, with_sound_dependencies
 from aeonloop.phases.planning import (
     adopt,

@@ -26,10 +26,10 @@ from typing import cast
 
 from aeonloop.bus.keys import memo_scope
 from aeonloop.exceptions import LLMFailure
-from aeonloop.phases import evaluation, exits, history, render, summaries
+from aeonloop.llm.session import LLMSession
+from aeonloop.phases import evaluation, exits, history, render, summaries, verification
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
 from aeonloop.phases.events import Event, PassCompleted, PassRequested, PlanReady, RunState
-from aeonloop.phases.llm_calls import LLMSession
 from aeonloop.phases.models import (
     ConvergenceAssessment,
     CritiqueIssue,
@@ -53,8 +53,6 @@ from aeonloop.prompts.registry import (
     goal_text,
 )
 from aeonloop.prompts.replies import is_blocked_reply, is_refusal
-
-MAX_CRITIQUE_ISSUES = 5
 
 
 async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Event]:
@@ -274,6 +272,7 @@ async def evaluate(
             run.rules,
             summaries.combined_output(plan),
             run.threshold,
+            prepared=verification.on_material(run.prepared),
             allow_executable=settings.allow_executable_checks,
             timeout=settings.executable_check_timeout,
             pattern_timeout=settings.check_pattern_timeout_s,
@@ -428,12 +427,7 @@ async def issues_to_fix(
         )
         return summaries.findings_as_issues(findings)
     issues = [CritiqueIssue.model_validate(i, from_attributes=True) for i in output.issues]
-    record.critique = tied_issues(issues, {f.id for f in findings})
+    record.critique = verification.tied_issues(issues, {f.id for f in findings})
     if not record.critique:
         return summaries.findings_as_issues(findings)
     return summaries.critique_text(record.critique)
-
-
-def tied_issues(issues: list[CritiqueIssue], failed_ids: set[str]) -> list[CritiqueIssue]:
-    """At most five issues, each tied to a rule that failed; anything else is dropped."""
-    return [issue for issue in issues if issue.rule_id in failed_ids][:MAX_CRITIQUE_ISSUES]

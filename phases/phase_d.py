@@ -14,10 +14,10 @@ run, the pass just completed has not been paid for yet, so `ttl_remaining` still
 from __future__ import annotations
 
 from aeonloop.bus.keys import memo_scope
+from aeonloop.llm.session import LLMSession
 from aeonloop.phases import exits, render, summaries
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import Event, PassCompleted, PassRequested, RunState
-from aeonloop.phases.llm_calls import LLMSession
 from aeonloop.phases.models import ExecutionPass, TaskProfile
 from aeonloop.phases.profiling import PROFILE_FAILURES, profile_from_output
 from aeonloop.prompts.registry import PromptId, TaskProfileOutput, TaskProfileUpdateInput

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -36,21 +36,21 @@ from typing import Any
 from pydantic import BaseModel
 
 from aeonloop.bus.keys import memo_scope
+from aeonloop.contracts import AttachedFile, Usage
 from aeonloop.exceptions import LLMUnreachable, RunStopped
 from aeonloop.llm.base import LLMAdapter
-from aeonloop.phases import exits, history, render
+from aeonloop.llm.session import DictMemo, LLMSession, as_json_text
+from aeonloop.phases import exits, history, render, verification
 from aeonloop.phases.cancels import until_cancelled
-from aeonloop.phases.deps import PhaseDeps
+from aeonloop.phases.deps import LoopSettings, PhaseDeps
 from aeonloop.phases.events import (
-    AttachedFile,
     Event,
     ExecutionResult,
     FinalAnswerReady,
     LoopExited,
-    Usage,
+    RunState,
     utcnow,
 )
-from aeonloop.phases.llm_calls import DictMemo, LLMSession, as_json_text
 from aeonloop.phases.models import (
     AnswerReason,
     ExecutionPass,
@@ -117,9 +117,15 @@ async def execute_phase_e(
 
 
 async def synthesize(
-    phase_e_input: PhaseEInput, session: LLMSession, context: ExitContext = NO_CONTEXT
+    phase_e_input: PhaseEInput,
+    session: LLMSession,
+    context: ExitContext = NO_CONTEXT,
+    verify: Verify | None = None,
 ) -> FinalAnswer:
     """The model's answer when it can be had, else the host's degraded answer; never raises.
+
+    `verify`, given the model's reply, checks the answer (and refines it) and makes the
+    FinalAnswer from what it chose (`answer_run`); without it the reply is the answer.
 
     Cancellation is not caught: a worker that is stopping must be allowed to stop, and the
     event is then redelivered.
@@ -133,11 +139,50 @@ async def synthesize(
             FinalAnswerOutput,
             scope=SYNTHESIS_SCOPE,
         )
+        if verify is not None:
+            return await verify(output)
         return model_answer(phase_e_input, output, context)
     except RunStopped:  # the caller's to answer: no call failed
         raise
     except Exception as error:  # FR-032: Phase E answers whatever went wrong
         return degraded_answer(phase_e_input, exits.synthesis_failure(error), context, error)
+
+
+#: Makes the FinalAnswer from the model's reply, once its answer is checked (`answer_run`).
+Verify = Callable[[FinalAnswerOutput], Awaitable[FinalAnswer]]
+
+
+async def answer_run(
+    event: LoopExited,
+    phase_e_input: PhaseEInput,
+    session: LLMSession,
+    context: ExitContext,
+    settings: LoopSettings,
+) -> FinalAnswer:
+    """The run's answer, checked (docs/architecture.md, "Verified answers"): the draft, when the
+    run ended at Phase A on it (no synthesis call); else the model's answer, checked, critiqued
+    and refined while a fail-severity check does not hold, and the candidate that holds the
+    most published. A run without checks or a draft (or whose state was lost) is answered as
+    before."""
+    run = event.run
+    if run is None or not (run.rules or run.draft):
+        return await synthesize(phase_e_input, session, context)
+    if run.draft and exits.answered_by_draft(event.reason, run.pass_count, True):
+        checked = await verification.draft_only(run, run.draft, settings)
+        return model_answer(phase_e_input, None, _noted(context, run), checked, run.has_draft)
+
+    async def verify(output: FinalAnswerOutput) -> FinalAnswer:
+        checked = await verification.verified(
+            session, run, output.answer_text, settings, lambda: not event.expired()
+        )
+        return model_answer(phase_e_input, output, _noted(context, run), checked, run.has_draft)
+
+    return await synthesize(phase_e_input, session, context, verify)
+
+
+def _noted(context: ExitContext, run: RunState) -> ExitContext:
+    """The context with the run's notes as they are now (checking the answer may add some)."""
+    return ExitContext(detail=context.detail, notes=tuple(run.notes))
 
 
 def build_phase_e_input(
@@ -193,6 +238,7 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     """
     passes = await _load_history(deps, event) if event.run is not None else None
     files = await _load_files(deps, event)
+    await _load_draft(deps, event)
     phase_e_input = build_phase_e_input(event, passes)
     usage = event.run.usage.model_copy() if event.run else Usage()
     context = exit_context(event)
@@ -203,7 +249,7 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     else:
         session = deps.session(cid, usage, event.deadline, files)
         try:
-            work = synthesize(phase_e_input, session, context)
+            work = answer_run(event, phase_e_input, session, context, deps.settings)
             answer = await until_cancelled(deps.cancels, cid, work)
         except LLMUnreachable:  # the deadline came while the LLM server was away
             answer = degraded_answer(phase_e_input, AnswerReason.DEADLINE_EXCEEDED, context)
@@ -238,6 +284,18 @@ async def _load_files(deps: PhaseDeps, event: LoopExited) -> list[AttachedFile]:
     except history.HistoryMissing as error:
         event.run.notes.append(f"phase E: answered without the attached files: {error}")
         return []
+
+
+async def _load_draft(deps: PhaseDeps, event: LoopExited) -> None:
+    """The run's draft, into `event.run.draft`; a record that is gone is noted, and the answer
+    made without it."""
+    if event.run is None:
+        return
+    try:
+        await history.load_draft(deps.records, event.correlation_id, event.run)
+    except history.HistoryMissing as error:
+        event.run.has_draft = False
+        event.run.notes.append(f"phase E: answered without the draft: {error}")
 
 
 def fallback_answer(
@@ -341,26 +399,46 @@ def last_pass_score(phase_e_input: PhaseEInput) -> float:
 
 
 def model_answer(
-    phase_e_input: PhaseEInput, output: FinalAnswerOutput, context: ExitContext = NO_CONTEXT
+    phase_e_input: PhaseEInput,
+    output: FinalAnswerOutput | None,
+    context: ExitContext = NO_CONTEXT,
+    checked: verification.Verified | None = None,
+    has_draft: bool = False,
 ) -> FinalAnswer:
     """The model's answer with the host's part: the TTL flag, metadata, and, when the run did
-    not go well, an opening paragraph saying so (FR-030), since the model may not."""
+    not go well, an opening paragraph saying so (FR-030), since the model may not.
+
+    `checked`: the answer was checked (phases.verification): its text is the candidate chosen
+    (the draft, the model's answer, or a refinement), the metadata says which and lists each
+    check with its verdict on that text, and a fail-severity check that does not hold makes
+    the answer degraded (`checks_failed`). `output` is None only for a run answered by its
+    draft at Phase A's word, which had no synthesis."""
     p = phase_e_input
     reason = exits.answer_reason(
-        p.convergence_status, p.total_passes, p.ttl_remaining, missing_fields(p)
+        p.convergence_status,
+        p.total_passes,
+        p.ttl_remaining,
+        missing_fields(p),
+        checks_failed=checked is not None and checked.failed,
+        has_draft=has_draft,
     )
     metadata = build_metadata(phase_e_input, reason, context)
-    text = output.answer_text
+    if checked is not None:
+        metadata.update(checked.metadata())
+    text = checked.chosen.text if checked is not None else output.answer_text if output else ""
     if reason is not AnswerReason.CONVERGED:
         caveat = "What follows rests only on the data that was available and may be incomplete."
         text = f"Degraded answer: {ending_text(phase_e_input, metadata)} {caveat}\n\n{text}"
-    used = output.used_step_ids
+    # The model's own confidence and step ids are of the text it wrote (or refined); the draft
+    # was written before any step, and judged by nobody.
+    by_model = output is not None and (checked is None or checked.chosen.source != "draft")
+    used = output.used_step_ids if by_model and output is not None else None
     known = known_step_ids(phase_e_input)
     return FinalAnswer(
         answer_text=text,
-        confidence=output.confidence,
+        confidence=output.confidence if by_model and output is not None else None,
         used_step_ids=None if used is None else [i for i in used if i in known],
-        notes=output.notes,
+        notes=output.notes if by_model and output is not None else None,
         ttl_exhausted=ttl_flag(phase_e_input),
         metadata=metadata,
     )

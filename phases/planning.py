@@ -13,10 +13,10 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from aeonloop.llm.session import LLMSession
 from aeonloop.phases import summaries
 from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import RunState
-from aeonloop.phases.llm_calls import LLMSession
 from aeonloop.phases.models import (
     Plan,
     PlanStep,

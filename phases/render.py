@@ -192,6 +192,9 @@ ANSWER_WORDS: dict[str, str] = {
     AnswerReason.TTL_EXHAUSTED: "the pass budget (TTL) was spent before the loop converged",
     AnswerReason.INCOMPLETE_STATE: "part of the run's data is missing or empty",
     AnswerReason.NOT_CONVERGED: "the loop ended without converging",
+    AnswerReason.CHECKS_FAILED: (
+        "a check of the answer did not hold, and no answer the run had held more checks"
+    ),
     AnswerReason.LLM_ERROR: "the language model call failed",
     AnswerReason.INVALID_LLM_OUTPUT: (
         "the language model's reply was unusable even after one repair"
@@ -243,7 +246,13 @@ def ending_lines(status: str, metadata: Mapping[str, Any]) -> list[str]:
     detail = metadata.get("exit_detail")
     if isinstance(detail, str) and detail:
         lines.append(f"why: {detail}")
-    lines += [failed_rule_line(finding) for finding in findings_of(metadata.get("failed_rules"))]
+    checks = checks_of(metadata)
+    if checks:  # what the published answer held, which is what the reader gets
+        lines += [check_line(check) for check in checks if not _held(check)]
+    else:
+        lines += [
+            failed_rule_line(finding) for finding in findings_of(metadata.get("failed_rules"))
+        ]
     if metadata.get("error"):
         lines.append(f"error: {metadata['error']}")
     missing = metadata.get("missing_fields")
@@ -262,6 +271,71 @@ def degraded_because(status: str, degraded: bool, metadata: Mapping[str, Any]) -
     if isinstance(notes, list):
         lines += [str(note) for note in notes]
     return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# The checks of the answer (phases.verification), as its metadata records them.
+# ---------------------------------------------------------------------------------------------
+
+#: What each candidate the answer may be is called: `metadata["answered_by"]`.
+ANSWERED_BY_WORDS: dict[str, str] = {
+    "draft": "the plain draft (one call)",
+    "answer": "the answer synthesised from the loop's work",
+}
+
+
+def answered_by_words(label: str) -> str:
+    """`draft`, `answer` or `refinement:<round>` in words."""
+    if label.startswith("refinement:"):
+        return f"the answer as refined in round {label.partition(':')[2]}"
+    return ANSWERED_BY_WORDS.get(label, label)
+
+
+def checks_of(metadata: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The checks an answer records (`metadata["checks"]`); an entry of another shape is left
+    out."""
+    value = metadata.get("checks")
+    items = value if isinstance(value, list) else []
+    return [item for item in items if isinstance(item, Mapping) and item.get("id")]
+
+
+def _held(check: Mapping[str, Any]) -> bool:
+    return check.get("verdict") in ("pass", "skipped")
+
+
+def check_name(check: Mapping[str, Any]) -> str:
+    """A check's rule id, and that the request implied it when it did: `request.bullets (from
+    the request)`."""
+    origin = " (from the request)" if check.get("origin") == "request" else ""
+    return f"{check.get('id')}{origin}"
+
+
+def check_line(check: Mapping[str, Any]) -> str:
+    """A check that did not hold on the answer: `check request.bullets (from the request) did
+    not hold: exactly 3 bullet points: found 5`."""
+    what = "did not hold" if check.get("verdict") == "fail" else "warns"
+    about = ": ".join(
+        str(part) for part in (check.get("description"), check.get("details")) if part
+    )
+    return f"check {check_name(check)} {what}" + (f": {about}" if about else "")
+
+
+def checks_line(metadata: Mapping[str, Any]) -> str:
+    """How the answer fared, in one line: `2 of 3 checks held; answered by the answer as
+    refined in round 1`; empty when the answer records no checks."""
+    checks = checks_of(metadata)
+    label = metadata.get("answered_by")
+    by = f"answered by {answered_by_words(label)}" if isinstance(label, str) and label else ""
+    if not checks:
+        return by
+    ran = [check for check in checks if check.get("verdict") != "skipped"]
+    held = f"{sum(1 for c in ran if _held(c))} of {len(ran)} check(s) held"
+    return "; ".join(part for part in (held, by) if part)
+
+
+def checks_not_held(metadata: Mapping[str, Any]) -> list[str]:
+    """Each check that did not hold on the answer (failed or warned), one line each."""
+    return [check_line(check) for check in checks_of(metadata) if not _held(check)]
 
 
 def findings_of(value: Any) -> list[RuleFinding]:

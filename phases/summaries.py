@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from aeonloop.phases.llm_calls import as_json_text
+from aeonloop.llm.session import as_json_text
 from aeonloop.phases.models import (
     CritiqueIssue,
     Evaluation,

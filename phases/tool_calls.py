@@ -29,8 +29,8 @@ from pydantic import BaseModel
 
 from aeonloop.bus.keys import memo_key, memo_scope
 from aeonloop.exceptions import JSONExtractionError, LLMFailure, ToolCallFailed
+from aeonloop.llm.session import LLMSession, as_json_text
 from aeonloop.phases import summaries
-from aeonloop.phases.llm_calls import LLMSession, as_json_text
 from aeonloop.phases.models import Plan, PlanStep, ToolCall, ToolOutcome, ValidationIssue
 from aeonloop.prompts.clipping import STORED_MARKER, clip
 from aeonloop.prompts.extraction import extract_json

@@ -80,6 +80,15 @@ class PromptId(StrEnum):
     # What the C-loop needs beyond FR-005: the CRITIQUE step (docs/requirements.md).
     RULE_CRITIQUE_SYSTEM = "RULE_CRITIQUE_SYSTEM"
     RULE_CRITIQUE_USER = "RULE_CRITIQUE_USER"
+    # Verified answers (docs/architecture.md, "Verified answers"): seed 004's PREPARE, the plain
+    # draft Phase A writes beside it, and seed 004's REFINE of the answer the user gets (its
+    # CRITIQUE is RULE_CRITIQUE_USER's, on the answer).
+    CHECKS_PREPARE_SYSTEM = "CHECKS_PREPARE_SYSTEM"
+    CHECKS_PREPARE_USER = "CHECKS_PREPARE_USER"
+    ANSWER_DRAFT_SYSTEM = "ANSWER_DRAFT_SYSTEM"
+    ANSWER_DRAFT_USER = "ANSWER_DRAFT_USER"
+    ANSWER_REFINE_SYSTEM = "ANSWER_REFINE_SYSTEM"
+    ANSWER_REFINE_USER = "ANSWER_REFINE_USER"
 
 
 # --------------------------------------------------------------------------------------------
@@ -179,6 +188,29 @@ class CritiqueInput(PromptInput):
     failed_rules: str = Field(
         ..., description="the failed rules, one per line: id, severity, message"
     )
+
+
+class PrepareChecksInput(PromptInput):
+    """Seed 004's PREPARE: the request and the rules whose check is in words, never an answer."""
+
+    request: str = Field(..., min_length=1)
+    rules_in_words: str = Field(
+        "", description="the rules whose check is in plain words, one per line: id, then the words"
+    )
+
+
+class DraftAnswerInput(PromptInput):
+    """The plain draft: the request, answered as one call would (nothing else is shown)."""
+
+    request: str = Field(..., min_length=1)
+
+
+class RefineAnswerInput(PromptInput):
+    """Seed 004's REFINE, of the answer: the answer and the critique's fixes, nothing else."""
+
+    request: str = Field(..., min_length=1)
+    answer: str = Field(..., min_length=1, description="the answer to refine")
+    issues: str = Field(..., description="the fixes to apply, one per line, each with its check")
 
 
 class RepairJSONInput(PromptInput):
@@ -326,6 +358,19 @@ class CritiqueIssueOutput(PromptOutput):
 
 class CritiqueOutput(PromptOutput):
     issues: list[CritiqueIssueOutput]
+
+
+class PreparedCheckOutput(PromptOutput):
+    """One concrete check: the rule it belongs to, and the check in the host's vocabulary (a
+    JSON object the host reads with phases.checks.parse_check, dropping one it cannot run)."""
+
+    rule_id: str = Field(..., min_length=1)
+    description: str = ""
+    check: dict[str, Any]
+
+
+class PrepareChecksOutput(PromptOutput):
+    checks: list[PreparedCheckOutput]
 
 
 class RepairedJSONOutput(PromptOutput):
@@ -573,6 +618,44 @@ _PLAN_FIELDS = """\
   output. Name only listed tools; leave tool out of every other step."""
 
 
+#: The host's check vocabulary as PREPARE is shown it (phases.checks runs each kind).
+_CHECK_TYPES = """\
+- {"type": "pattern", "pattern": "<regular expression>", "present": true}: the pattern occurs
+  (present false: it must not occur).
+- {"type": "phrase_count", "phrase": "<word or phrase>", "min": 1, "max": null}: how often the
+  phrase occurs as whole words, in any case, within min and max (null: no bound).
+- {"type": "count", "unit": "words", "min": null, "max": 99}: how many words, sentences,
+  paragraphs, lines, bullets, numbered_items, sections (Markdown headings), placeholders or
+  characters the answer has, within min and max.
+- {"type": "starts_with", "text": "<text>"} and {"type": "ends_with", "text": "<text>"}.
+- {"type": "forbidden_words", "words": ["<word>"]}: none of the words occurs.
+- {"type": "case", "case": "lower"}: every letter is lower (or "upper") case.
+- {"type": "json", "json_schema": null}: the answer is valid JSON (matching the JSON Schema, if
+  given).
+- {"type": "language", "code": "en"}: the answer is written in that language (ISO 639-1 code)."""
+
+
+def _literal(text: str) -> str:
+    """`text` as a template shows it: its braces are text, not fields."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+_PREPARE_EXAMPLE: dict[str, Any] = {
+    "checks": [
+        {
+            "rule_id": "request.example-bullets",
+            "description": "exactly 4 bullet points",
+            "check": {"type": "count", "unit": "bullets", "min": 4, "max": 4},
+        },
+        {
+            "rule_id": "r-example-mentions",
+            "description": "names the river Zambezi at least once",
+            "check": {"type": "phrase_count", "phrase": "Zambezi", "min": 1, "max": None},
+        },
+    ]
+}
+
+
 def _definitions() -> list[PromptDefinition]:
     """Every prompt Aeon sends. The texts are the contract the offline adapter and tests follow."""
     return [
@@ -813,6 +896,52 @@ def _definitions() -> list[PromptDefinition]:
             "arguments (null, unless the step calls a tool the plan already uses), or is null; "
             "reason names the issue the action fixes.",
         ),
+        # ---- verified answers: PREPARE, the draft, REFINE (the critique is RULE_CRITIQUE's) ---
+        _system(PromptId.CHECKS_PREPARE_SYSTEM, PrepareChecksOutput),
+        _json_user(
+            PromptId.CHECKS_PREPARE_USER,
+            PrepareChecksInput,
+            PrepareChecksOutput,
+            "Phase A (PREPARE): turn rules in words and the request's own checkable constraints "
+            "into checks the host runs on the answer.",
+            "Turn what the answer to the request below must satisfy into concrete checks. Do "
+            "not answer the request.\n\n"
+            "Request:\n{request}\n\n"
+            "Rules in words (id: what to check):\n{rules_in_words}\n\n"
+            "Make checks from two sources only:\n"
+            "- each rule above: one or more checks that together decide it, under its id;\n"
+            "- each constraint the request itself states that a program can check (a number "
+            'of bullet points, words or sentences, "mention X", "start with Y", a language, '
+            "JSON), under a new id that starts with request. (request.bullets, request.words).\n"
+            "Leave out what a program cannot check (tone, accuracy, quality). With nothing to "
+            "check, return an empty checks list.\n\n"
+            "Each check is one of these objects:\n" + _literal(_CHECK_TYPES),
+            _PREPARE_EXAMPLE,
+            "- checks: list, empty when nothing can be checked. rule_id is a rule's id exactly "
+            "as listed, or request.<name> for a constraint of the request; description says "
+            "in a few words what is checked; check is one object of the kinds above, with "
+            "exactly their fields.",
+        ),
+        _system(PromptId.ANSWER_DRAFT_SYSTEM, None),
+        _free_form(
+            PromptId.ANSWER_DRAFT_USER,
+            DraftAnswerInput,
+            "Phase A: the plain draft, the request answered as one call would answer it.",
+            "{request}",
+        ),
+        _system(PromptId.ANSWER_REFINE_SYSTEM, None),
+        _free_form(
+            PromptId.ANSWER_REFINE_USER,
+            RefineAnswerInput,
+            "Phase E (REFINE): apply the critique's fixes to the answer, keeping everything else.",
+            "Revise the answer below by applying the listed fixes, and only those.\n\n"
+            "Request:\n{request}\n\n"
+            "Answer:\n{answer}\n\n"
+            "Fixes to apply:\n{issues}\n\n"
+            "Keep every part of the answer that no fix is about exactly as it is. Reply with the "
+            "whole revised answer only: no explanation before or after it, and no Markdown "
+            "fences around it.",
+        ),
         # ---- recursive planning --------------------------------------------------------------
         _free_form(
             PromptId.RECURSIVE_PLAN_GENERATION_USER,
@@ -977,6 +1106,11 @@ REPLY_TOKENS: dict[PromptId, int] = {
     PromptId.SUPERVISOR_REPAIR_PLAN_USER: 800,
     PromptId.SUPERVISOR_REPAIR_MISSINGTOOL_USER: 600,
     PromptId.ANSWER_SYNTHESIS_USER: 1_000,
+    PromptId.CHECKS_PREPARE_USER: 600,
+    # The draft is the one-call answer, and the refinement is a whole answer: each as long as
+    # the synthesised answer may be.
+    PromptId.ANSWER_DRAFT_USER: 1_000,
+    PromptId.ANSWER_REFINE_USER: 1_000,
 }
 
 

@@ -63,6 +63,7 @@ JSON_REPLIES: dict[PromptId, dict[str, Any]] = {
     PromptId.CONVERGENCE_ASSESSMENT_USER: ASSESSMENT,
     PromptId.RECURSIVE_REFINEMENT_USER: {"actions": []},
     PromptId.RULE_CRITIQUE_USER: {"issues": []},
+    PromptId.CHECKS_PREPARE_USER: {"checks": []},
     PromptId.ANSWER_SYNTHESIS_USER: ANSWER,
 }
 STEP_TEXT = "The Moon's gravity pulls the water facing it, so the sea bulges there: {step}."

@@ -25,7 +25,9 @@ TIMEOUT_WARNING = "⚠️  Timed out: the request's timeout passed before the lo
 def render_human(result: Mapping[str, Any] | None) -> str:
     """FR-044: the answer first, then confidence, the TTL warning, notes and a metadata summary;
     a degraded answer also says why, one line each, as the HTTP API's `degraded_because` does
-    (the exit in words, the rules that failed with their messages, the error, the notes)."""
+    (the exit in words, the checks or rules that failed with their messages, the error, the
+    notes). An answer that was checked says how many checks held and which candidate it is,
+    and names each check that did not hold."""
     answer = _final_answer(result)
     if answer is None or not answer.get("answer_text"):
         return NO_ANSWER
@@ -42,6 +44,12 @@ def render_human(result: Mapping[str, Any] | None) -> str:
     because = degraded_because(result or {}, answer)
     if because:
         lines += ["Degraded because:", *(f"  - {line}" for line in because)]
+    metadata = _metadata(answer)
+    checks = render.checks_line(metadata)
+    if checks:  # a degraded answer's lines above name the checks that did not hold already
+        lines.append(f"Checks: {checks}")
+        if not because:
+            lines += [f"  - {line}" for line in render.checks_not_held(metadata)]
     summary = metadata_summary(result or {}, answer)
     if summary:
         lines.append(f"Metadata: {summary}")

@@ -33,6 +33,7 @@ from aeonloop.bus.connection import RedisClient, connect
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings, redact
 from aeonloop.bus.worker import tune_gc
+from aeonloop.contracts import AttachedFile
 from aeonloop.exceptions import (
     AnswerTimeout,
     BadInput,
@@ -64,7 +65,7 @@ from aeonloop.llm.base import LLMAdapter
 from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.phases import approvals, render
 from aeonloop.phases.deps import LoopSettings
-from aeonloop.phases.events import AttachedFile, ExecutionResult, WebhookSettled
+from aeonloop.phases.events import ExecutionResult, WebhookSettled
 from aeonloop.phases.worker import PHASES, make_worker
 from aeonloop.settings import LogSettings
 from aeonloop.telemetry import metrics, tracing

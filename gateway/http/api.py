@@ -58,7 +58,12 @@ from aeonloop.gateway.http.models import (
 )
 from aeonloop.gateway.http.openapi import openapi_document
 from aeonloop.gateway.http.run_feed import RunFeed, RunView, WireStep, stream_steps, wire_steps
-from aeonloop.gateway.http.run_steps import EventId, degraded_because, webhook_data
+from aeonloop.gateway.http.run_steps import (
+    EventId,
+    checks_not_held,
+    degraded_because,
+    webhook_data,
+)
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.validation import (
     check_files,
@@ -435,6 +440,7 @@ def _run_response(
         request=view.request or request,
         result=view.answer,
         degraded_because=degraded_because(view.answer) if view.answer else [],
+        checks_not_held=checks_not_held(view.answer) if view.answer else [],
         progress=None if view.answer else _progress(wire_steps(view)),
         webhook=_webhook(view),
         links=links(correlation_id),

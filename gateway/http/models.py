@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from aeonloop.contracts import MAX_TOKEN_BUDGET, AttachedFile
 from aeonloop.gateway.client import DEFAULT_TIMEOUT_S
 from aeonloop.gateway.http.run_steps import StepKind  # the SSE `event:` field's values
 from aeonloop.gateway.validation import FileSettings
@@ -14,9 +15,7 @@ from aeonloop.phases.events import (
     DEFAULT_THRESHOLD,
     MAX_REQUEST_CHARS,
     MAX_TIMEOUT_S,
-    MAX_TOKEN_BUDGET,
     MAX_TOOLS,
-    AttachedFile,
     ExecutionResult,
     ToolName,
 )
@@ -214,8 +213,15 @@ class Run(BaseModel):
     degraded_because: list[str] = Field(
         default_factory=list,
         description="why the answer is degraded, one plain line each: how the loop ended in "
-        "words, the rules that failed in the last pass (id and message), the error, what is "
-        "missing, and the run's notes",
+        "words, the checks that did not hold on the answer (else the rules that failed in the "
+        "last pass: id and message), the error, what is missing, and the run's notes",
+    )
+    checks_not_held: list[str] = Field(
+        default_factory=list,
+        description="each check of the answer that did not hold on it, degraded or not, one "
+        "plain line each: its rule id (and `(from the request)` for a constraint the request "
+        "stated), what it asks, and what it found; every check with its verdict is in "
+        "`result.final_answer.metadata.checks`",
     )
     progress: Progress | None = None
     plan: Plan | None = Field(None, description="the plan awaiting approval, when it is")

@@ -377,8 +377,16 @@ def no_answer_step(deadline: datetime) -> Step:
 
 def answer_data(answer: ExecutionResult) -> dict[str, Any]:
     """The ExecutionResult as JSON, with `degraded_because`: why the answer is degraded, one
-    plain line each, so no reader has to know the reason codes."""
-    return {**answer.model_dump(mode="json"), "degraded_because": degraded_because(answer)}
+    plain line each, so no reader has to know the reason codes; and, for an answer that was
+    checked, `checks` (how many held, and which candidate it is) and `checks_not_held` (one line
+    each)."""
+    metadata = answer.final_answer.metadata
+    return {
+        **answer.model_dump(mode="json"),
+        "degraded_because": degraded_because(answer),
+        "checks": render.checks_line(metadata),
+        "checks_not_held": render.checks_not_held(metadata),
+    }
 
 
 def degraded_because(answer: ExecutionResult) -> list[str]:
@@ -386,3 +394,8 @@ def degraded_because(answer: ExecutionResult) -> list[str]:
     among them (phases.render, as the answer's text and the CLI say it); empty when it is not."""
     metadata = answer.final_answer.metadata
     return render.degraded_because(answer.status, answer.degraded, metadata)
+
+
+def checks_not_held(answer: ExecutionResult) -> list[str]:
+    """Each check of the answer that did not hold on it, one plain line each (phases.render)."""
+    return render.checks_not_held(answer.final_answer.metadata)

@@ -28,11 +28,12 @@ from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.keys import FILES_RECORD, Keys
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
+from aeonloop.contracts import AttachedFile
 from aeonloop.exceptions import BadInput
 from aeonloop.gateway.cli.dlq import replay
 from aeonloop.gateway.faststream_interop import AeonStreams
 from aeonloop.llm.offline import OfflineLLM
-from aeonloop.phases.events import AttachedFile, FinalAnswerReady, PlanReady, RequestSubmitted
+from aeonloop.phases.events import FinalAnswerReady, PlanReady, RequestSubmitted
 from aeonloop.phases.worker import make_worker
 
 

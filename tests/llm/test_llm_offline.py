@@ -79,6 +79,20 @@ SAMPLES: dict[PromptId, r.PromptInput] = {
         failed_rules="R1, fail, must mention complexity\n\n- R2: warn, cite a source",
     ),
 }
+SAMPLES.update(
+    {
+        PromptId.CHECKS_PREPARE_USER: r.PrepareChecksInput(
+            request=REQUEST + " Answer in three bullet points.",
+            rules_in_words="- r.name: mentions Quicksort",
+        ),
+        PromptId.ANSWER_DRAFT_USER: r.DraftAnswerInput(request=REQUEST),
+        PromptId.ANSWER_REFINE_USER: r.RefineAnswerInput(
+            request=REQUEST + " Answer in three bullet points.",
+            answer="Quicksort wins. It is faster on average. Mergesort is stable.",
+            issues="- [request.bullets] Fix: give exactly 3 bullet points",
+        ),
+    }
+)
 SAMPLES.update({prompt_id: SYSTEM for prompt_id in PromptId if prompt_id.endswith("_SYSTEM")})
 
 REGISTRY = r.default_registry()
@@ -389,3 +403,86 @@ async def test_answer_confidence_follows_the_run(make_call, fields, confidence):
     )
 
     assert answer.confidence == confidence
+
+
+# ---- verified answers: PREPARE, the draft, REFINE -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("request_text", "expected"),
+    [
+        (
+            "Name three teas in three bullet points and mention Darjeeling twice.",
+            [
+                {
+                    "rule_id": "request.bullets",
+                    "description": "exactly 3 bullet points",
+                    "check": {"type": "count", "unit": "bullets", "min": 3, "max": 3},
+                },
+                {
+                    "rule_id": "request.mentions-darjeeling",
+                    "description": "mentions Darjeeling at least 2 times",
+                    "check": {
+                        "type": "phrase_count",
+                        "phrase": "Darjeeling",
+                        "min": 2,
+                        "max": None,
+                    },
+                },
+            ],
+        ),
+        (
+            "Describe tea in under 100 words.",
+            [
+                {
+                    "rule_id": "request.words",
+                    "description": "at most 99 words",
+                    "check": {"type": "count", "unit": "words", "min": None, "max": 99},
+                }
+            ],
+        ),
+        ('Start with "Tea" and avoid the word "very".', None),
+        ("What is the capital of France?", []),
+    ],
+)
+async def test_prepare_reads_the_requests_own_constraints(make_call, request_text, expected):
+    body = await reply_json(
+        make_call, PromptId.CHECKS_PREPARE_USER, r.PrepareChecksInput(request=request_text)
+    )
+    if expected is None:  # only the kinds, in the order the request states them
+        kinds = [c["check"]["type"] for c in body["checks"]]
+        assert kinds == ["starts_with", "forbidden_words"]
+    else:
+        assert body["checks"] == expected
+
+
+async def test_prepare_maps_a_rule_in_words_to_its_id(make_call):
+    data = r.PrepareChecksInput(
+        request="Tell me about Lisbon.",
+        rules_in_words="- r.city: mentions Lisbon\n- r.tone: be friendly",
+    )
+    body = await reply_json(make_call, PromptId.CHECKS_PREPARE_USER, data)
+    assert [(c["rule_id"], c["check"]["phrase"]) for c in body["checks"]] == [("r.city", "Lisbon")]
+
+
+async def test_the_draft_restates_the_request_without_meeting_it(make_call):
+    reply = await OfflineLLM().complete(
+        make_call(PromptId.ANSWER_DRAFT_USER, r.DraftAnswerInput(request="List 3 teas."))
+    )
+    assert "List 3 teas" in reply.text and "offline model" in reply.text
+    assert not any(line.startswith("- ") for line in reply.text.splitlines())
+
+
+async def test_refine_meets_the_stated_constraints_and_keeps_the_rest(make_call):
+    answer = "Green tea is mild. Black tea is strong. Oolong sits between them."
+    data = r.RefineAnswerInput(
+        request="Name teas in three bullet points and mention Assam.",
+        answer=answer,
+        issues="- [request.bullets] Fix: three bullet points",
+    )
+    reply = await OfflineLLM().complete(make_call(PromptId.ANSWER_REFINE_USER, data))
+    lines = reply.text.splitlines()
+    assert len(lines) == 3 and all(line.startswith("- ") for line in lines)
+    assert "Assam" in reply.text
+    for sentence in ("Green tea is mild.", "Black tea is strong.", "Oolong sits between them"):
+        assert sentence in reply.text

@@ -19,6 +19,7 @@ from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.records import RunRecord
 from aeonloop.llm.base import LLMCall
 from aeonloop.llm.scripted import ScriptedLLM
+from aeonloop.llm.session import DictMemo
 from aeonloop.phases import history
 from aeonloop.phases.deps import LoopSettings, PhaseDeps
 from aeonloop.phases.events import (
@@ -29,7 +30,6 @@ from aeonloop.phases.events import (
     RunState,
     utcnow,
 )
-from aeonloop.phases.llm_calls import DictMemo
 from aeonloop.phases.models import Plan, PlanStep, Rule, TaskProfile
 from aeonloop.phases.worker import build_routes
 from aeonloop.prompts.registry import PromptRegistry

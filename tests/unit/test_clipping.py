@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from aeonloop.phases.llm_calls import (
+from aeonloop.llm.session import (
     CHARS_PER_TOKEN,
     REPLY_RESERVE_TOKENS,
     _tighter,

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from aeonloop.contracts import Usage
 from aeonloop.gateway.cli.display import NO_ANSWER, render_human, render_json
-from aeonloop.phases.events import ExecutionResult, Usage
+from aeonloop.phases.events import ExecutionResult
 from aeonloop.phases.models import FinalAnswer
 
 

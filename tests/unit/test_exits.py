@@ -9,6 +9,7 @@ import pytest
 
 from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.llm.base import LLMError
+from aeonloop.llm.session import LLMOutputError
 from aeonloop.phases import exits
 from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import (
@@ -20,7 +21,6 @@ from aeonloop.phases.events import (
     derived_id,
     utcnow,
 )
-from aeonloop.phases.llm_calls import LLMOutputError
 from aeonloop.phases.models import (
     AnswerReason,
     Evaluation,

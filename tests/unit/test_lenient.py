@@ -1,4 +1,4 @@
-"""phases.lenient: local repairs of a JSON reply before the repair call to the LLM."""
+"""llm.lenient: local repairs of a JSON reply before the repair call to the LLM."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Literal
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from aeonloop.phases.lenient import fold_to_schema, lenient_candidates, schema_of
+from aeonloop.llm.lenient import fold_to_schema, lenient_candidates, schema_of
 from aeonloop.prompts.errors import JSONExtractionError
 from aeonloop.prompts.registry import (
     ConvergenceAssessmentOutput,

@@ -11,10 +11,10 @@ import json
 
 import pytest
 
+from aeonloop.contracts import Usage
 from aeonloop.llm.base import ContextLengthError, LLMReply, TokenUsage
 from aeonloop.llm.scripted import ScriptedLLM
-from aeonloop.phases.events import Usage
-from aeonloop.phases.llm_calls import (
+from aeonloop.llm.session import (
     DictMemo,
     LLMOutputError,
     LLMSession,

@@ -12,8 +12,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.keys import Keys, memo_key, memo_scope, repair_scope
 from aeonloop.bus.memo import MEMO_MARGIN_S, RedisMemo, memo_ttl
+from aeonloop.llm.session import DictMemo
 from aeonloop.phases import phase_a
-from aeonloop.phases.llm_calls import DictMemo
 from aeonloop.prompts.registry import PromptId
 
 INFER = PromptId.TASKPROFILE_INFERENCE_USER

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
+from aeonloop.contracts import Usage
 from aeonloop.llm.base import LLMError
 from aeonloop.llm.offline import OfflineLLM
 from aeonloop.phases import phase_e
-from aeonloop.phases.events import FinalAnswerReady, LoopExited, RunState, Usage, derived_id, utcnow
+from aeonloop.phases.events import FinalAnswerReady, LoopExited, RunState, derived_id, utcnow
 from aeonloop.phases.models import (
     AnswerReason,
     Consistency,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from aeonloop.contracts import Usage
 from aeonloop.gateway.cli.display import render_human
 from aeonloop.gateway.http.run_steps import degraded_because as http_degraded_because
 from aeonloop.gateway.progress import progress_of
 from aeonloop.phases import phase_e, render
-from aeonloop.phases.events import ExecutionResult, PassCompleted, RunState, Usage, utcnow
+from aeonloop.phases.events import ExecutionResult, PassCompleted, RunState, utcnow
 from aeonloop.phases.models import (
     AnswerReason,
     Consistency,

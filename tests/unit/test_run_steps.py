@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from aeonloop.contracts import Usage
 from aeonloop.gateway.http.run_feed import RunView, WatchedRun, wire_steps
 from aeonloop.gateway.http.run_steps import (
     ANSWERED,
@@ -28,7 +29,6 @@ from aeonloop.phases.events import (
     PlanReady,
     RequestSubmitted,
     TaskProfiled,
-    Usage,
     WebhookSettled,
 )
 from aeonloop.phases.models import (

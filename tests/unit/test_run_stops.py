@@ -1,4 +1,4 @@
-"""Where a run stops before its next LLM call (phases.llm_calls, phases.cancels): a cancel, and
+"""Where a run stops before its next LLM call (llm.session, phases.cancels): a cancel, and
 a token budget that cannot pay for the call; and how phases.exits ends the run then. A scripted
 LLM and an in-process cancel store: no network, no Redis."""
 
@@ -10,11 +10,12 @@ import json
 
 import pytest
 
+from aeonloop.contracts import Usage
 from aeonloop.exceptions import BudgetExhausted, RunCancelled
 from aeonloop.llm.scripted import ScriptedLLM
+from aeonloop.llm.session import DictMemo, LLMSession, call_cost
 from aeonloop.phases import cancels, exits
-from aeonloop.phases.events import LoopExited, PlanReady, RunState, Usage, utcnow
-from aeonloop.phases.llm_calls import DictMemo, LLMSession, call_cost
+from aeonloop.phases.events import LoopExited, PlanReady, RunState, utcnow
 from aeonloop.phases.models import AnswerReason, ExitReason, Plan, PlanStep
 from aeonloop.prompts.registry import (
     REPLY_TOKENS,

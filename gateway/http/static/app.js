@@ -522,10 +522,18 @@ const RENDER = {
       ? el("div", { class: "notice", role: "note" }, el("strong", { text: "Degraded answer" }),
         el("ul", {}, d.degraded_because.map((line) => el("li", { text: line }))))
       : null;
+    // A degraded answer's lines name the checks that did not hold already.
+    const notHeld = !degraded && d.checks_not_held && d.checks_not_held.length
+      ? el("ul", {}, d.checks_not_held.map((line) => el("li", { text: line })))
+      : null;
+    const checks = d.checks
+      ? el("div", { class: "checks" }, el("p", { text: `Checks: ${d.checks}` }), notHeld)
+      : null;
     const body = el("div", { class: "card answer-card" },
       el("div", { class: "card-head" }, el("h3", { text: "Answer" }), el("span", { class: "spacer" }),
         el("span", { class: `chip ${d.degraded ? "warn" : "good"}`, text: d.status })),
       degraded,
+      checks,
       el("div", { class: "answer-text", text: answer.answer_text }),
       el("div", { class: "answer-facts" },
         typeof answer.confidence === "number"

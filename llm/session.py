@@ -13,7 +13,7 @@ Phases never build prompt text or parse replies themselves. This module is the o
   it once more, fitted to a tighter budget;
 - reasoning never reaches this module: adapters keep it out of `LLMReply.text`;
 - a JSON reply goes through `validate_output` (the only JSON extraction); one that fails is
-  first repaired locally (phases.lenient: lenient JSON, enum case), and only then gets the one
+  first repaired locally (llm.lenient: lenient JSON, enum case), and only then gets the one
   repair call to the LLM. A reply cut at the length limit is never accepted as complete;
 - every reply is memoised per (run, phase, pass, step, prompt), with its truncated/refused
   flags, so a redelivered event does not pay for the same call again and decides the same way.
@@ -31,6 +31,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from aeonloop.bus.keys import memo_key, repair_scope
+from aeonloop.contracts import AttachedFile, Usage
 from aeonloop.exceptions import (
     BudgetExhausted,
     ContextLengthError,
@@ -41,8 +42,7 @@ from aeonloop.exceptions import (
 )
 from aeonloop.llm import observed
 from aeonloop.llm.base import LLMAdapter, LLMCall, LLMReply
-from aeonloop.phases.events import AttachedFile, Usage
-from aeonloop.phases.lenient import lenient_candidates, schema_of
+from aeonloop.llm.lenient import lenient_candidates, schema_of
 from aeonloop.prompts.clipping import clip
 from aeonloop.prompts.registry import (
     PromptId,
@@ -85,6 +85,9 @@ SYSTEM_OF: dict[PromptId, PromptId] = {
     PromptId.CONVERGENCE_ASSESSMENT_USER: PromptId.CONVERGENCE_ASSESSMENT_SYSTEM,
     PromptId.RULE_CRITIQUE_USER: PromptId.RULE_CRITIQUE_SYSTEM,
     PromptId.ANSWER_SYNTHESIS_USER: PromptId.ANSWER_SYNTHESIS_SYSTEM,
+    PromptId.CHECKS_PREPARE_USER: PromptId.CHECKS_PREPARE_SYSTEM,
+    PromptId.ANSWER_DRAFT_USER: PromptId.ANSWER_DRAFT_SYSTEM,
+    PromptId.ANSWER_REFINE_USER: PromptId.ANSWER_REFINE_SYSTEM,
     PromptId.SUPERVISOR_REPAIR_JSON_USER: PromptId.SUPERVISOR_REPAIR_SYSTEM,
     PromptId.SUPERVISOR_REPAIR_TOOLCALL_USER: PromptId.SUPERVISOR_REPAIR_SYSTEM,
     PromptId.SUPERVISOR_REPAIR_MISSINGTOOL_USER: PromptId.SUPERVISOR_REPAIR_SYSTEM,
@@ -104,6 +107,8 @@ WITH_FILES = frozenset(
         PromptId.PLAN_GENERATION_USER,
         PromptId.REASONING_STEP_USER,
         PromptId.ANSWER_SYNTHESIS_USER,
+        # The plain draft answers the request as one call would, files and all.
+        PromptId.ANSWER_DRAFT_USER,
     }
 )
 

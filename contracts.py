@@ -1,0 +1,62 @@
+"""What more than one layer holds to, kept below all of them: a request's limits and the two
+small models the LLM session shares with a run.
+
+The LLM session (llm/) counts a run's tokens into its `Usage` and renders the files a request
+attached (`AttachedFile`); the phases carry both in their events and the gateways read them
+from an answer or build them into a request. Defined here, beside the settings, so that llm/
+needs nothing from phases/ and a gateway that reads an answer loads no pipeline
+(docs/architecture.md, "Layers"). Only Pydantic and the standard library are imported.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: The largest token budget a run may have: far above any run's use, and within the 64-bit
+#: integers every JSON encoder on the way takes.
+MAX_TOKEN_BUDGET = 10**12
+#: The longest path an attached file may be named by.
+MAX_FILE_PATH_CHARS = 1_000
+
+
+class Usage(BaseModel):
+    """Token usage summed over a run's LLM calls, and what it took to get usable replies."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    #: Part of the counts was not reported by an LLM server (one sent no usage, or no server
+    #: was called: the offline and scripted models) and is estimated from text length.
+    estimated: bool = False
+    #: JSON replies made usable locally (lenient JSON, enum case), without an LLM call.
+    local_repairs: int = 0
+    #: Repair calls to the LLM (SUPERVISOR_REPAIR_JSON_USER); each is also one of `calls`.
+    repair_calls: int = 0
+    #: The most tokens (prompt and completion) the run may spend; None: no cap. No call starts
+    #: that what is left of it cannot pay for (llm.session).
+    token_budget: int | None = Field(None, ge=1, le=MAX_TOKEN_BUDGET)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, prompt_tokens: int, completion_tokens: int, estimated: bool = False) -> None:
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+        self.calls += 1
+        self.estimated = self.estimated or estimated
+
+
+class AttachedFile(BaseModel):
+    """A file a request attaches as context: the path its sender names it by, and its text.
+
+    Only the request event carries the contents; the run keeps them once, as a record of its
+    history (phases.history, written by Phase A's commit), and its later events carry only the
+    paths (`RunState.file_paths`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(..., min_length=1, max_length=MAX_FILE_PATH_CHARS)
+    content: str

@@ -1,0 +1,376 @@
+"""Verified answers: the checks a run's answer is held to, and the candidates it is chosen from.
+
+docs/architecture.md, "Verified answers", is the design; in short:
+
+- **PREPARE** (seed 004), in Phase A beside the profile and the draft: one call turns every rule
+  whose check is in words, and every checkable constraint the request states itself, into
+  concrete checks of the host's vocabulary (phases.checks). A check maps to one rule id; one
+  the request implies becomes a rule of its own, `origin="request"`. A check the host cannot
+  run (malformed, a pattern that does not compile) is dropped with a note, and the run goes on.
+- **The draft**, also in Phase A: the request answered as one plain call would. It is the first
+  candidate answer, so the published answer never holds fewer fail-severity checks than one
+  call's (`best`).
+- **The answer**, in Phase E: the host runs the checks on the text the model wrote; while a
+  fail-severity check does not hold, the answer is critiqued (RULE_CRITIQUE_USER: at most five
+  issues, each tied to one check that failed) and refined (ANSWER_REFINE_USER: only those fixes),
+  for at most AEON_ANSWER_REFINE_ROUNDS rounds, stopping at the first that holds.
+
+Each call has a memo scope of its own (`a/prepare`, `a/draft`, `e/critique:<round>`,
+`e/refine:<round>`), so a redelivered hop makes none of them again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from aeonloop.bus.keys import memo_scope
+from aeonloop.exceptions import BudgetExhausted, LLMFailure, LLMUnreachable
+from aeonloop.llm.session import LLMSession, Reply
+from aeonloop.phases import evaluation, summaries
+from aeonloop.phases.checks import Check, parse_check
+from aeonloop.phases.deps import LoopSettings
+from aeonloop.phases.events import RunState
+from aeonloop.phases.models import CritiqueIssue, Evaluation, Rule
+from aeonloop.prompts.clipping import clip
+from aeonloop.prompts.registry import (
+    CritiqueInput,
+    CritiqueOutput,
+    DraftAnswerInput,
+    PrepareChecksInput,
+    PrepareChecksOutput,
+    PromptId,
+    RefineAnswerInput,
+)
+from aeonloop.prompts.replies import is_blocked_reply, is_refusal
+
+PREPARE_SCOPE = memo_scope("a", "prepare")
+DRAFT_SCOPE = memo_scope("a", "draft")
+#: The most issues a critique may name (seed 004, CRITIQUE).
+MAX_CRITIQUE_ISSUES = 5
+#: The most checks PREPARE may add to a run: they ride in every event of the run.
+MAX_PREPARED_CHECKS = 20
+#: The prefix of the id of a rule the request implies.
+REQUEST_PREFIX = "request."
+
+Source = Literal["draft", "answer", "refinement"]
+
+
+# ---------------------------------------------------------------------------------------------
+# PREPARE and the draft (Phase A).
+# ---------------------------------------------------------------------------------------------
+
+
+def prepare_input(run: RunState) -> PrepareChecksInput:
+    """The request and the rules whose check is in words, one per line: `- id: the words`."""
+    lines = [f"- {rule.id}: {rule.check}" for rule in run.rules if isinstance(rule.check, str)]
+    return PrepareChecksInput(request=run.request, rules_in_words="\n".join(lines))
+
+
+async def prepare(session: LLMSession, run: RunState) -> PrepareChecksOutput:
+    """The PREPARE call (memoised under `a/prepare`)."""
+    return await session.json(
+        PromptId.CHECKS_PREPARE_USER, prepare_input(run), PrepareChecksOutput, scope=PREPARE_SCOPE
+    )
+
+
+def adopt_prepared(run: RunState, output: PrepareChecksOutput) -> None:
+    """Put PREPARE's checks in the run: each under its rule's id in `run.prepared`, a rule the
+    request implies added to `run.rules` (origin "request"). What cannot be used is noted and
+    dropped: a check the host cannot run, one for a rule that has a check of its own, one past
+    MAX_PREPARED_CHECKS."""
+    by_id = {rule.id: rule for rule in run.rules}
+    kept = 0
+    for item in output.checks:
+        rule_id = item.rule_id.strip()
+        if kept >= MAX_PREPARED_CHECKS:
+            run.notes.append(
+                f"phase A: prepared checks past the first {MAX_PREPARED_CHECKS} were dropped"
+            )
+            break
+        try:
+            check = parse_check(item.check)
+        except ValueError as error:
+            run.notes.append(f"phase A: a prepared check for {rule_id} was dropped: {error}")
+            continue
+        rule = by_id.get(rule_id)
+        if rule is not None and not isinstance(rule.check, str):
+            run.notes.append(
+                f"phase A: a prepared check for {rule_id} was dropped: that rule has its own check"
+            )
+            continue
+        if rule is None:
+            rule = request_rule(rule_id, item.description, check)
+            by_id[rule.id] = rule
+            run.rules.append(rule)
+        run.prepared.setdefault(rule.id, []).append(check)
+        kept += 1
+
+
+def request_rule(rule_id: str, description: str, check: Check) -> Rule:
+    """A rule the request implies: fail-severity (the request asked for it in so many words),
+    under `request.<name>`, its check in words being what PREPARE said it checks."""
+    name = rule_id if rule_id.startswith(REQUEST_PREFIX) else REQUEST_PREFIX + rule_id
+    words = description.strip() or f"the request's constraint {name}"
+    return Rule(id=name[:128], description=words, severity="fail", check=words, origin="request")
+
+
+async def draft(session: LLMSession, run: RunState) -> Reply:
+    """The plain draft (memoised under `a/draft`): the request, as one call sends it."""
+    return await session.text(
+        PromptId.ANSWER_DRAFT_USER, DraftAnswerInput(request=run.request), scope=DRAFT_SCOPE
+    )
+
+
+def unusable(reply: Reply) -> str | None:
+    """Why a reply cannot stand as an answer (cut off, a refusal, blocked, empty), or None."""
+    if reply.truncated:
+        return "it was cut off at the model's length limit"
+    if reply.refused or is_refusal(reply.text):
+        return "the model refused"
+    if is_blocked_reply(reply.text):
+        return "the model said it could not answer"
+    if not reply.text.strip():
+        return "it was empty"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking a text, and the candidates.
+# ---------------------------------------------------------------------------------------------
+
+
+async def check_text(run: RunState, text: str, settings: LoopSettings) -> Evaluation:
+    """Every rule of the run on `text`, with the prepared checks (phases.evaluation)."""
+    return await evaluation.evaluate_rules(
+        run.rules,
+        text,
+        run.threshold,
+        prepared=run.prepared,
+        allow_executable=settings.allow_executable_checks,
+        timeout=settings.executable_check_timeout,
+        pattern_timeout=settings.check_pattern_timeout_s,
+    )
+
+
+def fail_rules(rules: Sequence[Rule]) -> list[Rule]:
+    return [rule for rule in rules if rule.severity == "fail"]
+
+
+def held(rules: Sequence[Rule], judged: Evaluation) -> int:
+    """How many fail-severity rules hold on the text `judged` was made from."""
+    severity = {rule.id: rule.severity for rule in rules}
+    return sum(
+        1 for r in judged.rule_results if r.verdict == "pass" and severity.get(r.id) == "fail"
+    )
+
+
+def all_hold(judged: Evaluation) -> bool:
+    """Every fail-severity check that ran held (a check that could not run says nothing)."""
+    return not judged.failed
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A text that may be published, and how it fared on the run's checks."""
+
+    source: Source
+    text: str
+    evaluation: Evaluation
+    #: Fail-severity rules it holds.
+    held: int
+    #: The refinement round that made it (0: none).
+    round: int = 0
+
+    @property
+    def label(self) -> str:
+        """What `metadata["answered_by"]` says: draft, answer or refinement:<round>."""
+        return f"refinement:{self.round}" if self.source == "refinement" else self.source
+
+
+async def candidate(
+    run: RunState, source: Source, text: str, settings: LoopSettings, round: int = 0
+) -> Candidate:
+    judged = await check_text(run, text, settings)
+    return Candidate(source, text, judged, held(run.rules, judged), round)
+
+
+def best(candidates: Sequence[Candidate]) -> Candidate:
+    """The candidate that holds the most fail-severity checks; ties go to the later one (the
+    answer over the draft, a refinement over what it refined)."""
+    chosen = candidates[0]
+    for each in candidates[1:]:
+        if each.held >= chosen.held:
+            chosen = each
+    return chosen
+
+
+# ---------------------------------------------------------------------------------------------
+# CRITIQUE and REFINE of the answer (Phase E).
+# ---------------------------------------------------------------------------------------------
+
+
+def tied_issues(issues: list[CritiqueIssue], failed_ids: set[str]) -> list[CritiqueIssue]:
+    """At most five issues, each tied to a rule that failed; anything else is dropped (seed 004,
+    CRITIQUE)."""
+    return [issue for issue in issues if issue.rule_id in failed_ids][:MAX_CRITIQUE_ISSUES]
+
+
+async def critique(session: LLMSession, run: RunState, current: Candidate, round: int) -> str:
+    """The fixes for the checks `current` failed, as REFINE's input: the critique's issues tied
+    to a failed check, else the failed checks themselves (when the critique gives none)."""
+    findings = current.evaluation.failed
+    data = CritiqueInput(
+        request=run.request,
+        artifact=current.text,
+        failed_rules=summaries.findings_text(findings),
+    )
+    scope = memo_scope("e", "critique", step=str(round))
+    try:
+        output = await session.json(PromptId.RULE_CRITIQUE_USER, data, CritiqueOutput, scope=scope)
+    except LLMFailure as error:
+        run.notes.append(
+            summaries.failure_note("E", f"critique {round}", error, "refining from the checks")
+        )
+        return summaries.findings_as_issues(findings)
+    issues = [CritiqueIssue.model_validate(i, from_attributes=True) for i in output.issues]
+    tied = tied_issues(issues, {f.id for f in findings})
+    return summaries.critique_text(tied) if tied else summaries.findings_as_issues(findings)
+
+
+async def refine(
+    session: LLMSession,
+    run: RunState,
+    current: Candidate,
+    round: int,
+    settings: LoopSettings,
+) -> Candidate | None:
+    """One round: critique `current`, refine it, check the refinement; None when the round
+    gave no usable text (noted)."""
+    issues = await critique(session, run, current, round)
+    data = RefineAnswerInput(request=run.request, answer=current.text, issues=issues)
+    scope = memo_scope("e", "refine", step=str(round))
+    try:
+        reply = await session.text(PromptId.ANSWER_REFINE_USER, data, scope=scope)
+    except LLMFailure as error:
+        run.notes.append(summaries.failure_note("E", f"refinement {round}", error, "not refined"))
+        return None
+    why = unusable(reply)
+    if why is not None:
+        run.notes.append(f"phase E: refinement {round} was not used: {why}")
+        return None
+    text = clip(reply.text.strip(), settings.max_step_output_chars)
+    return await candidate(run, "refinement", text, settings, round)
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What checking a run's answer came to: the candidate to publish, among all of them."""
+
+    chosen: Candidate
+    #: Every candidate, oldest first: the draft, the answer, each refinement.
+    candidates: tuple[Candidate, ...]
+    rules: tuple[Rule, ...]
+
+    @property
+    def failed(self) -> bool:
+        """A fail-severity check does not hold on the published text."""
+        return not all_hold(self.chosen.evaluation)
+
+    def metadata(self) -> dict[str, Any]:
+        """The answer's `answered_by`, `checks` (each with its verdict on the published text),
+        each candidate's tally, and the checks no candidate held, if any."""
+        data: dict[str, Any] = {
+            "answered_by": self.chosen.label,
+            "checks": checks_metadata(self.rules, self.chosen.evaluation),
+            "candidates": [{"answered_by": c.label, "held": c.held} for c in self.candidates],
+        }
+        never = never_held(self.rules, self.candidates)
+        if never:
+            data["checks_never_held"] = never
+        return data
+
+
+async def draft_only(run: RunState, draft_text: str, settings: LoopSettings) -> Verified:
+    """The draft of a run that ended at Phase A on it (phases.exits.draft_suffices), checked."""
+    chosen = await candidate(run, "draft", draft_text, settings)
+    return Verified(chosen, (chosen,), tuple(run.rules))
+
+
+async def verified(
+    session: LLMSession,
+    run: RunState,
+    answer: str,
+    settings: LoopSettings,
+    may_go_on: Callable[[], bool],
+) -> Verified:
+    """The candidates, oldest first: the draft (if the run has one), the answer, then a
+    refinement per round while a fail-severity check does not hold, the rounds last, and
+    `may_go_on()` says the run has time for another; and the one to publish (`best`).
+
+    A round that cannot start (the token budget is spent, the LLM server is away) ends the
+    rounds with a note: the candidates in hand are still published.
+    """
+    candidates = [await candidate(run, "draft", run.draft, settings)] if run.draft else []
+    current = await candidate(run, "answer", answer, settings)
+    candidates.append(current)
+    for round in range(1, settings.answer_refine_rounds + 1):
+        if all_hold(current.evaluation) or not may_go_on():
+            break
+        try:
+            refined = await refine(session, run, current, round, settings)
+        except (BudgetExhausted, LLMUnreachable) as error:
+            run.notes.append(f"phase E: refinement {round} could not start: {error}")
+            break
+        if refined is None:
+            break
+        candidates.append(refined)
+        current = refined
+    return Verified(best(candidates), tuple(candidates), tuple(run.rules))
+
+
+def never_held(rules: Sequence[Rule], candidates: Sequence[Candidate]) -> list[str]:
+    """The fail-severity rules no candidate held, the draft included: such a check says more
+    about the check than about the answers (it may ask what no answer can give)."""
+    if len(candidates) < 2:
+        return []
+    failed_everywhere = set.intersection(*({f.id for f in c.evaluation.failed} for c in candidates))
+    return [rule.id for rule in fail_rules(rules) if rule.id in failed_everywhere]
+
+
+def checks_metadata(rules: Sequence[Rule], judged: Evaluation) -> list[dict[str, Any]]:
+    """`metadata["checks"]`: each rule with its verdict on the published text, in rule order."""
+    results = {result.id: result for result in judged.rule_results}
+    return [
+        {
+            "id": rule.id,
+            "origin": rule.origin,
+            "severity": rule.severity,
+            "description": rule.description or rule.check_text(),
+            "verdict": results[rule.id].verdict,
+            "details": results[rule.id].details,
+        }
+        for rule in rules
+        if rule.id in results
+    ]
+
+
+def on_material(prepared: dict[str, list[Check]]) -> dict[str, list[Check]]:
+    """The prepared checks a pass's material is judged by in Phase C: those that ask for
+    something to be in it (a pattern present, a phrase at least so often). The material is
+    working text, the steps' outputs side by side, not the answer: its length, shape, opening,
+    case or language say nothing of the answer's, so those checks are judged on the answer
+    only (Phase E), and a rule left without a check here is not judged in the pass."""
+    return {
+        rule_id: [c for c in checks if asks_presence(c)] for rule_id, checks in prepared.items()
+    }
+
+
+def asks_presence(check: Check) -> bool:
+    """Whether a check only asks for something to occur (so more text cannot break it)."""
+    if check.type == "pattern":
+        return bool(check.present)
+    if check.type == "phrase_count":
+        return check.max is None
+    return False
