@@ -15,7 +15,9 @@ check the host runs) against the same OpenAI-compatible server, in up to four co
   must make the checks; how far those agree with the hand-written ones is reported.
 
 Every column is scored on the answer as published, by the hand-written checks: a plain call's
-reply, and a run's `final_answer.answer_text` (`published_text`), never a step's output.
+reply, and a run's `final_answer.answer_text` (`published_text`), never a step's output; of a
+degraded answer, the text after the host's opening paragraph, which names the failed checks in
+their own words.
 
 Results go to `--quality-results PATH` after every case and column, so a run cut short still
 has a table (`python -m bench.quality_report PATH`), and a later run with the same file keeps
@@ -106,20 +108,29 @@ def parse_columns(text: str) -> list[str]:
 
 def published_text(result: ExecutionResult) -> str:
     """The text the harness scores for a run: the answer the user gets, as published (Phase E's
-    `answer_text`, after any checking and refinement), never a step's output."""
-    return result.final_answer.answer_text
+    `answer_text`, after any checking and refinement), never a step's output; less the opening
+    paragraph the host puts before a degraded answer (`answer_body`)."""
+    return answer_body(result.final_answer.answer_text)
+
+
+#: How Phase E opens an answer that is degraded or its own (FR-030, phases/phase_e.py): one
+#: paragraph that says how the run ended and names each check that failed, in the check's words.
+HOST_OPENINGS = ("Degraded answer: ", "Unable to synthesize a complete answer.")
+
+
+def answer_body(text: str) -> str:
+    """`text` without the host's opening paragraph, if it has one. That paragraph quotes the
+    rules that failed ("Check moon did not hold: Name the Moon as a cause."), so scored with
+    it, a degraded answer would hold the very rules it failed."""
+    if text.startswith(HOST_OPENINGS) and "\n\n" in text:
+        return text.split("\n\n", 1)[1]
+    return text
 
 
 async def verdicts(case: Case, text: str) -> dict[str, str]:
     """Each rule's verdict on `text` by the case's hand-written checks, as the host runs them."""
     evaluation = await evaluate_rules(case.rules, text, threshold=1.0)
     return {result.id: result.verdict for result in evaluation.rule_results}
-
-
-def prepared(metadata: dict[str, Any]) -> list[dict[str, Any]]:
-    """The checks the run used, as its answer's metadata lists them with their verdicts on the
-    published text: each check's rule id and verdict (and the rest of its entry, kept)."""
-    return [dict(check) for check in metadata.get("checks") or []]
 
 
 async def _plain(client: Any, model: str, case: Case) -> dict[str, Any]:
@@ -148,7 +159,7 @@ async def _looped(gateway: AeonClient, case: Case, rules: list[Rule]) -> dict[st
     seconds = time.perf_counter() - started
     text = published_text(result)
     return {
-        "text": text,
+        "text": result.final_answer.answer_text,
         "verdicts": await verdicts(case, text),
         "calls": result.usage.calls,
         "prompt_tokens": result.usage.prompt_tokens,
@@ -156,7 +167,9 @@ async def _looped(gateway: AeonClient, case: Case, rules: list[Rule]) -> dict[st
         "seconds": round(seconds, 2),
         "status": result.status,
         "degraded": result.degraded,
-        "prepared": prepared(result.final_answer.metadata),
+        # Each rule of the run (the request's own among them) with its verdict on the published
+        # text by the run's checks: with rules in words, the checks PREPARE made.
+        "checks": list(result.final_answer.metadata.get("checks") or []),
     }
 
 

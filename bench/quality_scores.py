@@ -14,9 +14,9 @@ A case record:
 
 A take is one answer as published and what it cost: `text` (the answer text that was scored),
 `verdicts` (each rule id's verdict on `text` by the case's hand-written checks), `calls`,
-`prompt_tokens`, `completion_tokens`, `seconds`; a loop's take adds `status` and, for rules in
-words, `prepared` (each prepared check's rule id and verdict, from the answer's metadata). A
-take whose run broke has `error` instead of a text and counts nowhere.
+`prompt_tokens`, `completion_tokens`, `seconds`; a loop's take adds `status`, `degraded` and
+`checks` (the answer's `metadata["checks"]`: each rule of the run with its verdict by the run's
+own checks). A take whose run broke has `error` instead of a text and counts nowhere.
 """
 
 from __future__ import annotations
@@ -86,17 +86,18 @@ def flips(plain: Take, loop: Take) -> list[str]:
 
 def agreement(take: Take) -> dict[str, Any]:
     """How far the checks PREPARE made from the rules in words agree with the hand-written
-    ones, on the same text (the published answer): a rule's prepared verdict is a pass when
-    every prepared check mapped to it held. Rules PREPARE made no check for, and the checks it
-    made from the request itself (tied to no hand-written rule), are counted apart."""
-    by_rule: dict[str, list[bool]] = {}
-    for check in take.get("prepared") or []:
-        by_rule.setdefault(check["rule_id"], []).append(check["verdict"] == "pass")
+    ones, on the same text. The run's answer lists each rule with its verdict by the run's checks
+    on the published text (`metadata["checks"]`: for a rule in words, held when every check
+    PREPARE made for it held); the harness ran the hand-written checks on that text. A rule
+    PREPARE made no check for is judged by nothing (skipped) and counted apart, as are the
+    rules PREPARE made from the request itself (origin "request")."""
+    by_rule = {check["id"]: check for check in take.get("checks") or []}
     agreed, disagreed, unchecked = [], [], []
     for rule, verdict in take["verdicts"].items():
-        if rule not in by_rule:
+        prepared = by_rule.get(rule, {}).get("verdict", "skipped")
+        if prepared == "skipped":
             unchecked.append(rule)
-        elif all(by_rule[rule]) == (verdict == "pass"):
+        elif (prepared == "pass") == (verdict == "pass"):
             agreed.append(rule)
         else:
             disagreed.append(rule)
@@ -105,7 +106,7 @@ def agreement(take: Take) -> dict[str, Any]:
         "agreed": len(agreed),
         "disagreed": disagreed,
         "unchecked": unchecked,
-        "other_checks": sum(len(v) for r, v in by_rule.items() if r not in take["verdicts"]),
+        "request_checks": sum(1 for c in by_rule.values() if c.get("origin") == "request"),
     }
 
 
@@ -180,7 +181,7 @@ def total(rows: Sequence[Mapping[str, Any]], way: str) -> dict[str, Any]:
             "agreed": sum(p["agreed"] for p in parts),
             "disagreed": sum(len(p["disagreed"]) for p in parts),
             "unchecked": sum(len(p["unchecked"]) for p in parts),
-            "other_checks": sum(p["other_checks"] for p in parts),
+            "request_checks": sum(p["request_checks"] for p in parts),
         }
     if ways and "k" in ways[0]:
         result["k"] = sum(w["k"] for w in ways)

@@ -27,7 +27,7 @@ from openai_styles import ANSWER, PLAN, PipelineModel, read
 from openai_styles import CASES as STYLES
 
 from aeonloop.prompts.registry import PromptId
-from bench.quality import load_cases
+from bench.quality import COLUMNS, load_cases
 from bench.quality_report import from_results, render_quality
 from bench.quality_scores import (
     K_MAX,
@@ -89,19 +89,20 @@ def _bench(base_url: str, redis_url: str, out: Path, *extra: str) -> dict[str, A
 @pytest.mark.timeout(240)
 def test_quality_runs_every_column_for_every_case(redis_url: str, tmp_path: Path) -> None:
     with serve() as fake:
-        argv = ["--quality-cases", "2", "--quality-columns", "plain,bestof,loop"]
-        report = _bench(fake.base_url, redis_url, tmp_path / "r.json", *argv)
+        report = _bench(fake.base_url, redis_url, tmp_path / "r.json", "--quality-cases", "2")
     assert "Quality, rules as checks: one plain call, best of k" in report["stdout"]
     assert "model fake-model (2 of 2 cases)" in report["stdout"]
     section = report["quality"]
     assert section["cases"] == 2 and [r["case"] for r in section["per_case"]] == ["tides", "sky"]
-    assert section["columns"] == ["plain", "bestof", "loop"]
+    assert section["columns"] == list(COLUMNS)
+    assert "Quality, rules in words (PREPARE makes the checks)" in report["stdout"]
     for row in section["per_case"]:
         assert row["plain"]["calls"] == 1 and row["loop"]["calls"] >= 1
         assert row["plain"]["prompt_tokens"] > 0 and row["loop"]["prompt_tokens"] > 0
         assert 1 <= row["bestof"]["k"] == row["bestof"]["calls"] <= K_MAX
-    assert section["loop"]["calls"] == sum(r["loop"]["calls"] for r in section["per_case"])
-    assert section["bestof"]["calls"] == sum(r["bestof"]["k"] for r in section["per_case"])
+        assert row["words"]["calls"] >= 1 and "agreement" in row["words"]
+    for way in ("loop", "words", "bestof", "words_bestof"):
+        assert section[way]["calls"] == sum(r[way]["calls"] for r in section["per_case"])
 
 
 def test_quality_needs_a_server_and_a_model() -> None:
@@ -154,22 +155,22 @@ def test_a_flip_is_a_rule_one_plain_call_held_and_the_loop_lost() -> None:
 
 
 def test_prepared_checks_agree_with_the_hand_written_ones_rule_by_rule() -> None:
-    """A rule's prepared verdict holds when every check PREPARE mapped to it held; rules with
-    no prepared check, and checks the request implied (no hand-written rule), count apart."""
-    prepared = [
-        {"rule_id": "a", "verdict": P},
-        {"rule_id": "b", "verdict": P},
-        {"rule_id": "b", "verdict": F},  # b's second check fails: b fails, as by hand
-        {"rule_id": "c", "verdict": P},  # c holds by its check, fails by hand
-        {"rule_id": "request-1", "verdict": P, "origin": "request"},
+    """The answer's metadata gives each rule's verdict by the checks PREPARE made for it; a rule
+    it made none for is skipped, and rules it made from the request count apart."""
+    checks = [
+        {"id": "a", "origin": "rules", "verdict": P},
+        {"id": "b", "origin": "rules", "verdict": F},
+        {"id": "c", "origin": "rules", "verdict": P},  # holds by its checks, fails by hand
+        {"id": "d", "origin": "rules", "verdict": "skipped"},  # no check was prepared
+        {"id": "request.bullets", "origin": "request", "verdict": P},
     ]
-    words = take({"a": P, "b": F, "c": F, "d": P}, prepared=prepared)
+    words = take({"a": P, "b": F, "c": F, "d": P, "e": P}, checks=checks)
     assert agreement(words) == {
         "checked": 3,
         "agreed": 2,
         "disagreed": ["c"],
-        "unchecked": ["d"],
-        "other_checks": 1,
+        "unchecked": ["d", "e"],
+        "request_checks": 1,
     }
 
 
@@ -182,7 +183,7 @@ def test_a_case_row_holds_each_column_at_its_own_spend() -> None:
     plain = [take({"a": P, "b": F}), take({"a": F, "b": F}), take({"a": P, "b": P})]
     plain += [take({"a": F, "b": F}) for _ in range(K_MAX - 3)]
     loop = take({"a": F, "b": P}, tokens=250, status="converged")
-    words = take({"a": P, "b": P}, tokens=900, prepared=[{"rule_id": "a", "verdict": P}])
+    words = take({"a": P, "b": P}, tokens=900, checks=[{"id": "a", "verdict": P}])
     row = case_row(record("c1", plain, loop=loop, words=words))
 
     assert row["plain"]["rules_held"] == 1 and not row["plain"]["all_held"]
@@ -245,7 +246,8 @@ PLAIN_REPLIES = [
     "Water moves.",
     "The Moon's gravity gives most places two high tides a day.",
 ]
-#: Every step of the loop holds all three tides rules; the answer it publishes holds none.
+#: Every step of the loop holds all three tides rules; its draft, its answer and every
+#: refinement of it hold none.
 STEP = "The Moon's gravity pulls the sea, so most places get two high tides a day."
 PUBLISHED = "The sea rises and falls as the Earth turns."
 
@@ -255,8 +257,10 @@ class TidesModel:
     loop's prompts (Aeon's XML) and answers each as above; the loop's other prompts get the
     pipeline stand-in's replies (tests/openai_styles.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, prepared: list[dict[str, Any]] | None = None) -> None:
         self.pipeline = PipelineModel(STYLES["plain"])
+        #: What PREPARE answers: checks in the host's vocabulary, each under a rule id.
+        self.prepared = prepared or []
         self.plain_calls = 0
         self._lock = threading.Lock()
 
@@ -272,6 +276,10 @@ class TidesModel:
             return _reply(STEP)
         if prompt_id == PromptId.ANSWER_SYNTHESIS_USER:
             return _reply(json.dumps({**ANSWER, "answer_text": PUBLISHED}))
+        if prompt_id in (PromptId.ANSWER_DRAFT_USER, PromptId.ANSWER_REFINE_USER):
+            return _reply(PUBLISHED)  # the run's draft and refinements hold none either
+        if prompt_id == PromptId.CHECKS_PREPARE_USER:
+            return _reply(json.dumps({"checks": self.prepared}))
         if prompt_id == PromptId.PLAN_GENERATION_USER:
             return _reply(json.dumps(PLAN))
         return self.pipeline(seen)
@@ -314,5 +322,42 @@ def test_every_column_is_scored_on_the_answer_as_published(redis_url: str, tmp_p
     assert row["bestof"]["picked"] == 3 and row["bestof"]["all_held"], row["bestof"]
     assert row["loop"]["rules_held"] == 0 and row["loop"]["flipped"] == ["moon"]
     [kept] = json.loads(results.read_text())["records"]
-    assert kept["loop"]["text"] == PUBLISHED
+    # Published degraded (no check held): the host's opening names the failed checks in their
+    # own words ("Name the Moon as a cause."), and is not scored.
+    assert kept["loop"]["text"].startswith("Degraded answer: ")
+    assert kept["loop"]["text"].endswith("\n\n" + PUBLISHED)
     assert [s["text"] for s in kept["plain"][:3]] == PLAIN_REPLIES
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(240)
+def test_rules_in_words_are_judged_by_prepared_checks_against_the_hand_written(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """The tides rules in words: PREPARE makes a check for moon that agrees with the
+    hand-written one on the published answer (both fail), one for gravity that does not (it
+    holds, the hand-written one fails), none for two, and one from the request itself."""
+    prepared = [
+        {"rule_id": "moon", "check": {"type": "phrase_count", "phrase": "moon", "min": 1}},
+        {"rule_id": "gravity", "check": {"type": "pattern", "pattern": "sea"}},
+        {"rule_id": "request.short", "check": {"type": "count", "unit": "words", "max": 100}},
+    ]
+    model = TidesModel(prepared)
+    with serve() as fake:
+        fake.responder = model
+        argv = ["--quality-cases", "1", "--quality-columns", "plain,words"]
+        report = _bench(fake.base_url, redis_url, tmp_path / "r.json", *argv)
+    section = report["quality"]
+    [row] = section["per_case"]
+    assert row["words"]["rules_held"] == 0 and row["words"]["flipped"] == ["moon"]
+    assert row["words"]["agreement"] == {
+        "checked": 2,
+        "agreed": 1,
+        "disagreed": ["gravity"],
+        "unchecked": ["two"],
+        "request_checks": 1,
+    }
+    assert section["words"]["agreement"]["agreed"] == 1
+    words_table = report["stdout"].split("Quality, rules in words")[1]
+    [line] = [ln for ln in words_table.splitlines() if ln.startswith("tides ")]
+    assert line.split()[-2:] == ["1/2", "1"]  # agreed of checked, and rules with no check
