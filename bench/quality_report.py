@@ -79,7 +79,7 @@ def _loop_table(section: Mapping[str, Any], column: str) -> str:
     def figure(total: Mapping[str, Any] | None, key: str) -> Any:
         return None if total is None else _tokens(total) if key == "tokens" else total[key]
 
-    cells = ["total", section["rules"] if not words else None, held(plain), held(best)]
+    cells = ["total", figure(plain, "rules"), held(plain), held(best)]
     cells += [held(loop), _flips(loop) if loop else None, figure(best, "k")]
     cells += [figure(loop, "calls"), figure(plain, "tokens"), figure(best, "tokens")]
     cells += [figure(loop, "tokens"), figure(plain, "seconds"), figure(best, "seconds")]

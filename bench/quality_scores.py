@@ -161,9 +161,11 @@ def case_row(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def total(rows: Sequence[Mapping[str, Any]], way: str) -> dict[str, Any]:
     """One way's figures over the rows that have it (a broken run counts nowhere)."""
-    ways = [row[way] for row in rows if way in row and "error" not in row[way]]
+    counted = [row for row in rows if way in row and "error" not in row[way]]
+    ways = [row[way] for row in counted]
     result: dict[str, Any] = {
         "cases": len(ways),
+        "rules": sum(row["rules"] for row in counted),
         "cases_all_held": sum(1 for w in ways if w["all_held"]),
         "rules_held": sum(w["rules_held"] for w in ways),
         **{key: sum(w[key] for w in ways) for key in COUNTED},

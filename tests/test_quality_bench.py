@@ -209,6 +209,7 @@ def test_a_partial_run_totals_like_with_like_and_prints_a_table(tmp_path: Path) 
     section = summarise("m", records)
     assert section["cases"] == 3
     assert section["loop"]["cases"] == section["plain"]["cases"] == 1
+    assert section["loop"]["rules"] == section["plain"]["rules"] == 1 and section["rules"] == 3
     assert section["loop"]["flips"] == section["loop"]["cases_with_flips"] == 1
     assert section["bestof"]["k"] == 3 and section["loop"]["errors"] == 1
     assert "words" not in section and "words_bestof" not in section
