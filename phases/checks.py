@@ -7,9 +7,10 @@ writes a command: nothing here runs one. Every check is plain data with a one-li
 for display, and `run_check` gives its outcome on a text, synchronously and purely.
 
 Every regular expression, the user's or the model's, runs with the `regex` package under a time
-bound (`bounded_search`): a pattern that backtracks without end becomes a failed check saying it
-ran out of time, never a stalled worker. Patterns see at most `PATTERN_INPUT_CHARS` characters of
-the text (the first ones); a check on a longer text says how much it searched.
+bound (`bounded_search`), which all the patterns of one check share (`TimeBudget`): a pattern
+that backtracks without end becomes a failed check saying it ran out of time, never a stalled
+worker. Patterns see at most `PATTERN_INPUT_CHARS` characters of the text (the first ones); a
+check on a longer text says how much it searched.
 
 What the counts count (the Markdown an LLM writes, read line by line):
 
@@ -42,11 +43,11 @@ What the counts count (the Markdown an LLM writes, read line by line):
 from __future__ import annotations
 
 import json
-import math
+import time
 import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import regex
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
@@ -123,6 +124,21 @@ def bounded_findall(
         return list(compiled.finditer(_bounded(text), concurrent=True, timeout=timeout))
     except TimeoutError:
         raise PatternTimedOut(timeout) from None
+
+
+class TimeBudget:
+    """The time one check's patterns may take together: each is given what is left, and none
+    starts once it is spent (`PatternTimedOut`)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._ends = time.monotonic() + seconds
+
+    def left(self) -> float:
+        left = self._ends - time.monotonic()
+        if left <= 0:
+            raise PatternTimedOut(self.seconds)
+        return left
 
 
 def _compiled(pattern: str | regex.Pattern[str], case_sensitive: bool) -> regex.Pattern[str]:
@@ -331,7 +347,8 @@ class JsonCheck(_Check):
     surrounding whitespace and one enclosing Markdown code fence (```json ... ```) allowed. With
     `json_schema`, the value must also validate against that JSON Schema (its own `$schema`, or
     Draft 2020-12); the schema's `pattern` and `patternProperties` run under the same time bound
-    as every other pattern."""
+    as every other pattern. A `$ref` is resolved within the schema alone: one to another document
+    is never fetched, and fails the check."""
 
     type: Literal["json"] = "json"
     json_schema: dict[str, Any] | None = Field(
@@ -391,16 +408,9 @@ Check = Annotated[
     | LanguageCheck,
     Field(discriminator="type"),
 ]
-CHECK_TYPES: tuple[str, ...] = (
-    "pattern",
-    "phrase_count",
-    "count",
-    "starts_with",
-    "ends_with",
-    "forbidden_words",
-    "case",
-    "json",
-    "language",
+#: The vocabulary's `type`s, in the union's order.
+CHECK_TYPES: tuple[str, ...] = tuple(
+    model.model_fields["type"].default for model in get_args(get_args(Check)[0])
 )
 _CHECK: TypeAdapter[Check] = TypeAdapter(Check)
 
@@ -434,17 +444,19 @@ def _first_problem(error: ValidationError) -> str:
 def run_check(
     check: Check, text: str, *, timeout: float = DEFAULT_PATTERN_TIMEOUT_S
 ) -> CheckOutcome:
-    """The check's outcome on `text`: synchronous, pure, bounded (patterns by `timeout`). The
-    details say what was found and what was wanted."""
+    """The check's outcome on `text`: synchronous, pure, bounded. All the patterns the check runs
+    (one, or a forbidden word each, or a JSON Schema's) share `timeout`: running out of it fails
+    the check. The details say what was found and what was wanted."""
     try:
-        return _RUNNERS[check.type](check, text, timeout)
-    except PatternTimedOut as exc:
-        return CheckOutcome(False, f"{check.describe()}: the pattern {exc}; the check fails")
+        return _RUNNERS[check.type](check, text, TimeBudget(timeout))
+    except PatternTimedOut:
+        ran_out = f"ran out of its {timeout:g} s time bound"
+        return CheckOutcome(False, f"{check.describe()}: the pattern {ran_out}; the check fails")
 
 
-def _run_pattern(check: PatternCheck, text: str, timeout: float) -> CheckOutcome:
+def _run_pattern(check: PatternCheck, text: str, budget: TimeBudget) -> CheckOutcome:
     match = bounded_search(
-        check.pattern, text, case_sensitive=check.case_sensitive, timeout=timeout
+        check.pattern, text, case_sensitive=check.case_sensitive, timeout=budget.left()
     )
     searched = _searched(text)
     if match is not None:
@@ -454,12 +466,12 @@ def _run_pattern(check: PatternCheck, text: str, timeout: float) -> CheckOutcome
     return CheckOutcome(not check.present, missing)
 
 
-def _run_phrase_count(check: PhraseCountCheck, text: str, timeout: float) -> CheckOutcome:
-    count = len(_occurrences(check.phrase, text, check.case_sensitive, check.whole_word, timeout))
+def _run_phrase_count(check: PhraseCountCheck, text: str, budget: TimeBudget) -> CheckOutcome:
+    count = len(_occurrences(check.phrase, text, check.case_sensitive, check.whole_word, budget))
     return _counted(check, count, f"{_quote(check.phrase)} {count} time(s)", _searched(text))
 
 
-def _run_count(check: CountCheck, text: str, timeout: float) -> CheckOutcome:
+def _run_count(check: CountCheck, text: str, budget: TimeBudget) -> CheckOutcome:
     count = count_units(check.unit, text)
     return _counted(check, count, f"{count} {_UNIT_NAMES[check.unit]}")
 
@@ -468,13 +480,13 @@ def _counted(check: _Range, count: int, found: str, searched: str = "") -> Check
     return CheckOutcome(check.within(count), f"{found}, wanted {check.wanted()}{searched}")
 
 
-def _run_starts_with(check: StartsWithCheck, text: str, timeout: float) -> CheckOutcome:
+def _run_starts_with(check: StartsWithCheck, text: str, budget: TimeBudget) -> CheckOutcome:
     start = text.lstrip()[: len(check.text)]
     held = _same(start, check.text, check.case_sensitive)
     return CheckOutcome(held, f"starts with {_quote(start)}, wanted {_quote(check.text)}")
 
 
-def _run_ends_with(check: EndsWithCheck, text: str, timeout: float) -> CheckOutcome:
+def _run_ends_with(check: EndsWithCheck, text: str, budget: TimeBudget) -> CheckOutcome:
     stripped = text.rstrip()
     end = stripped[max(0, len(stripped) - len(check.text)) :]
     held = _same(end, check.text, check.case_sensitive)
@@ -485,11 +497,11 @@ def _same(found: str, wanted: str, case_sensitive: bool) -> bool:
     return found == wanted if case_sensitive else found.casefold() == wanted.casefold()
 
 
-def _run_forbidden_words(check: ForbiddenWordsCheck, text: str, timeout: float) -> CheckOutcome:
+def _run_forbidden_words(check: ForbiddenWordsCheck, text: str, budget: TimeBudget) -> CheckOutcome:
     found = {
         word: n
         for word in check.words
-        if (n := len(_occurrences(word, text, check.case_sensitive, True, timeout)))
+        if (n := len(_occurrences(word, text, check.case_sensitive, True, budget)))
     }
     searched = _searched(text)
     if not found:
@@ -500,7 +512,7 @@ def _run_forbidden_words(check: ForbiddenWordsCheck, text: str, timeout: float) 
     return CheckOutcome(False, f"found {listed}{searched}")
 
 
-def _run_case(check: CaseCheck, text: str, timeout: float) -> CheckOutcome:
+def _run_case(check: CaseCheck, text: str, budget: TimeBudget) -> CheckOutcome:
     cased = [c for c in text if c.isupper() or c.islower()]
     if not cased:
         return CheckOutcome(False, f"no cased letters to judge, wanted all {check.case} case")
@@ -514,23 +526,29 @@ def _run_case(check: CaseCheck, text: str, timeout: float) -> CheckOutcome:
     )
 
 
-def _run_json(check: JsonCheck, text: str, timeout: float) -> CheckOutcome:
+def _run_json(check: JsonCheck, text: str, budget: TimeBudget) -> CheckOutcome:
     body = _unfenced(text)
     try:
         value = json.loads(body)
     except ValueError as exc:
         return CheckOutcome(False, f"not valid JSON: {exc}")
+    except RecursionError:
+        return CheckOutcome(False, "not valid JSON here: nested too deeply to read")
     if check.json_schema is None:
         return CheckOutcome(True, f"valid JSON ({type(value).__name__})")
-    validator = _bounded_validator(check.json_schema, timeout)
-    error = _best_error(validator, value)
+    try:
+        error = _best_error(_bounded_validator(check.json_schema, budget), value)
+    except RecursionError:
+        return CheckOutcome(False, "valid JSON, but nested too deeply to check against the schema")
+    except _unresolvable() as exc:  # a $ref to another document: nothing is fetched
+        return CheckOutcome(False, f"the schema cannot be used: {_clip(str(exc))}")
     if error is None:
         return CheckOutcome(True, "valid JSON matching the schema")
     where = "/".join(str(p) for p in error.absolute_path) or "the value"
     return CheckOutcome(False, f"valid JSON, but at {where}: {_clip(error.message)}")
 
 
-def _run_language(check: LanguageCheck, text: str, timeout: float) -> CheckOutcome:
+def _run_language(check: LanguageCheck, text: str, budget: TimeBudget) -> CheckOutcome:
     guess = detect_language(text)
     wanted = describe_language(check.code)
     if guess.code is None:
@@ -554,12 +572,12 @@ _RUNNERS: dict[str, Any] = {
 
 
 def _occurrences(
-    phrase: str, text: str, case_sensitive: bool, whole_word: bool, timeout: float
+    phrase: str, text: str, case_sensitive: bool, whole_word: bool, budget: TimeBudget
 ) -> list[regex.Match[str]]:
     """Non-overlapping occurrences of the literal phrase (whole words: not touching \\w)."""
     literal = regex.escape(phrase.strip())
     pattern = rf"(?<!\w){literal}(?!\w)" if whole_word else literal
-    return bounded_findall(pattern, text, case_sensitive=case_sensitive, timeout=timeout)
+    return bounded_findall(pattern, text, case_sensitive=case_sensitive, timeout=budget.left())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -737,17 +755,37 @@ def _validator_class(schema: dict[str, Any]) -> Any:
     return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
 
 
+#: How deeply a check's JSON Schema may nest: far beyond any schema written for an answer, and
+#: well within what jsonschema can check without running out of Python's stack.
+MAX_SCHEMA_DEPTH = 32
+
+
 def _check_schema(schema: dict[str, Any]) -> None:
-    """ValueError when the schema is not a sound JSON Schema, or a pattern in it does not
-    compile."""
+    """ValueError when the schema is nested too deeply, is not a sound JSON Schema, or has a
+    pattern that does not compile."""
     import jsonschema
 
+    depth = _depth(schema)
+    if depth > MAX_SCHEMA_DEPTH:
+        raise ValueError(f"'json_schema' nests {depth} levels deep; at most {MAX_SCHEMA_DEPTH}")
     try:
         _validator_class(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise ValueError(f"'json_schema' is not a sound JSON Schema: {exc.message}") from None
     for pattern in _schema_patterns(schema):
         compile_pattern(pattern)
+
+
+def _depth(value: Any) -> int:
+    """How many objects and arrays deep `value` nests (counted without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _schema_patterns(schema: Any) -> Iterator[str]:
@@ -764,9 +802,11 @@ def _schema_patterns(schema: Any) -> Iterator[str]:
             yield from _schema_patterns(item)
 
 
-def _bounded_validator(schema: dict[str, Any], timeout: float) -> Any:
-    """A validator whose `pattern` and `patternProperties` run under the time bound (jsonschema's
-    own use Python's `re`, unbounded)."""
+def _bounded_validator(schema: dict[str, Any], budget: TimeBudget) -> Any:
+    """A validator whose `pattern` and `patternProperties` run under the check's time bound
+    (jsonschema's own use Python's `re`, unbounded). Running out of time raises
+    `PatternTimedOut` out of the validation, failing the whole check: an error yielded instead
+    would read as "valid" under a `not`."""
     import jsonschema
 
     cls = _validator_class(schema)
@@ -774,12 +814,7 @@ def _bounded_validator(schema: dict[str, Any], timeout: float) -> Any:
     def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Iterator[Any]:
         if not validator.is_type(instance, "string"):
             return
-        try:
-            found = bounded_search(patrn, instance, timeout=timeout)
-        except PatternTimedOut as exc:
-            yield jsonschema.ValidationError(f"pattern /{_clip(patrn)}/ {exc}")
-            return
-        if found is None:
+        if bounded_search(patrn, instance, timeout=budget.left()) is None:
             yield jsonschema.ValidationError(f"{_quote(instance)} does not match /{_clip(patrn)}/")
 
     def pattern_properties(
@@ -789,18 +824,21 @@ def _bounded_validator(schema: dict[str, Any], timeout: float) -> Any:
             return
         for patrn, subschema in patterns.items():
             for key, value in instance.items():
-                try:
-                    found = bounded_search(patrn, key, timeout=timeout)
-                except PatternTimedOut as exc:
-                    yield jsonschema.ValidationError(f"pattern /{_clip(patrn)}/ {exc}")
-                    return
-                if found is not None:
+                if bounded_search(patrn, key, timeout=budget.left()) is not None:
                     yield from validator.descend(value, subschema, path=key, schema_path=patrn)
 
     bounded = jsonschema.validators.extend(
         cls, {"pattern": pattern, "patternProperties": pattern_properties}
     )
     return bounded(schema)
+
+
+def _unresolvable() -> type[Exception]:
+    """What jsonschema raises for a `$ref` it cannot resolve: a pointer to nowhere, or another
+    document, which it never fetches."""
+    from referencing.exceptions import Unresolvable
+
+    return Unresolvable
 
 
 def _best_error(validator: Any, value: Any) -> Any:
@@ -864,6 +902,9 @@ _STOPWORDS: dict[str, frozenset[str]] = {
 }
 #: Fewer words than this and the language is not told (too little to go on).
 MIN_WORDS_FOR_LANGUAGE = 4
+#: The share of a text's words a profile's common words must make for the text to read as its
+#: language: in ordinary prose they make a quarter to a half; in a list of names, almost none.
+MIN_COMMON_SHARE = 0.1
 _LATIN_WORD = regex.compile(r"\p{Latin}+(?:['’]\p{Latin}+)*")
 _SCRIPTS: tuple[tuple[str, regex.Pattern[str]], ...] = (
     ("ko", regex.compile(r"\p{Hangul}")),
@@ -910,7 +951,7 @@ def detect_language(text: str) -> LanguageGuess:
         for code, common in _STOPWORDS.items()
     }
     best = max(shares, key=lambda code: shares[code])
-    if shares[best] < 0.1 or math.isclose(shares[best], 0.0):
+    if shares[best] < MIN_COMMON_SHARE:
         return LanguageGuess(None, "too few common words of any language it knows")
     return LanguageGuess(best)
 

@@ -60,8 +60,8 @@ class LoopSettings(AeonSettings):
     stagnation_epsilon: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.02
     allow_executable_checks: bool = False
     executable_check_timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
-    #: Seconds one pattern of a check (a rule's or a prepared one) may match before its check
-    #: fails (phases.checks.bounded_search): a pattern never holds a worker longer.
+    #: Seconds the patterns of one check (a rule's or a prepared one) may match, together, before
+    #: the check fails (phases.checks.run_check): a check never holds a worker thread longer.
     check_pattern_timeout_s: Annotated[float, Field(gt=0, le=60, allow_inf_nan=False)] = (
         DEFAULT_PATTERN_TIMEOUT_S
     )

@@ -104,39 +104,39 @@ async def _run(argv: list[str], stdin: BinaryIO, workdir: str, timeout: float) -
     return CheckOutcome(process.returncode == 0, details)
 
 
-async def rule_result(
+def host_outcome(
     rule: Rule,
     output: str,
     prepared: Sequence[Check] = (),
-    *,
-    allow_executable: bool = False,
-    timeout: float = 10.0,
     pattern_timeout: float = DEFAULT_PATTERN_TIMEOUT_S,
-) -> RuleResult:
-    """The rule's verdict on the output (see the module docstring for the verdicts)."""
+) -> CheckOutcome:
+    """The outcome of a rule the host judges itself (every form of check but a command):
+    synchronous, and bounded by `pattern_timeout` for each check it runs."""
     check = rule.check
-    if isinstance(check, RuleCheck) and check.type == "executable":
-        if allow_executable:
-            outcome = await executable_check(check.command or "", output, timeout)
-        else:
-            outcome = CheckOutcome(False, SKIPPED_REASON, ran=False)
-    elif isinstance(check, str):
-        outcome = await asyncio.to_thread(all_hold, prepared, output, pattern_timeout)
-    else:
-        outcome = await asyncio.to_thread(
-            run_check, _runnable(check), output, timeout=pattern_timeout
-        )
-    return RuleResult(id=rule.id, verdict=verdict(rule, outcome), details=_details(rule, outcome))
+    if isinstance(check, str):
+        return all_hold(prepared, output, pattern_timeout)
+    if isinstance(check, RuleCheck):
+        check = PatternCheck(pattern=check.search or "")  # a content check wants it present
+    return run_check(check, output, timeout=pattern_timeout)
 
 
-def _runnable(check: RuleCheck | Check) -> Check:
-    """A content check is the vocabulary's pattern check that wants its pattern present."""
-    return PatternCheck(pattern=check.search or "") if isinstance(check, RuleCheck) else check
+async def command_outcome(
+    check: RuleCheck, output: str, allow_executable: bool, timeout: float
+) -> CheckOutcome:
+    """The outcome of an executable check: run only where an operator allows it."""
+    if not allow_executable:
+        return CheckOutcome(False, SKIPPED_REASON, ran=False)
+    return await executable_check(check.command or "", output, timeout)
+
+
+def _command(rule: Rule) -> RuleCheck | None:
+    check = rule.check
+    return check if isinstance(check, RuleCheck) and check.type == "executable" else None
 
 
 def all_hold(checks: Sequence[Check], output: str, timeout: float) -> CheckOutcome:
     """The outcome of a rule in words: every prepared check holds. Details name the first that
-    did not, or say that all held; with no checks, the rule is not run."""
+    did not, or say what each found; with no checks, the rule is not run."""
     if not checks:
         return CheckOutcome(False, UNPREPARED_REASON, ran=False)
     held = []
@@ -185,8 +185,11 @@ def score_results(rules: list[Rule], results: list[RuleResult], threshold: float
 
 
 def _finding(rule: Rule, result: RuleResult) -> RuleFinding:
+    """A failed rule as the answer names it; a rule the request's own text implied says so."""
     expected = rule.check.expected if isinstance(rule.check, RuleCheck) else ""
     message = rule.description or expected or rule.check_text()
+    if rule.origin == "request":
+        message = f"{message} (stated in the request)"
     return RuleFinding(id=rule.id, severity=rule.severity, message=f"{message}: {result.details}")
 
 
@@ -200,24 +203,40 @@ async def evaluate_rules(
     timeout: float = 10.0,
     pattern_timeout: float = DEFAULT_PATTERN_TIMEOUT_S,
 ) -> Evaluation:
-    """Check every rule against the output (concurrently, patterns in worker threads) and score
-    the verdicts. `prepared` holds the checks PREPARE made, by rule id: a rule in words is judged
-    by them alone."""
-    prepared = prepared or {}
-    results = await asyncio.gather(
-        *(
-            rule_result(
-                rule,
-                output,
-                prepared.get(rule.id, ()),
-                allow_executable=allow_executable,
-                timeout=timeout,
-                pattern_timeout=pattern_timeout,
-            )
-            for rule in rules
-        )
+    """Check every rule against the output and score the verdicts. `prepared` holds the checks
+    PREPARE made, by rule id: a rule in words is judged by them alone.
+
+    The host's own checks run together in one worker thread, off the event loop (their patterns
+    release the GIL as they match), while executable checks run as subprocesses at the same time.
+    """
+    known = prepared or {}
+    commands = {i: check for i, rule in enumerate(rules) if (check := _command(rule))}
+    on_host = [i for i in range(len(rules)) if i not in commands]
+
+    def judge_on_host() -> list[CheckOutcome]:
+        return [
+            host_outcome(rules[i], output, known.get(rules[i].id, ()), pattern_timeout)
+            for i in on_host
+        ]
+
+    hosted, executed = await asyncio.gather(
+        asyncio.to_thread(judge_on_host) if on_host else _none(),
+        asyncio.gather(
+            *(command_outcome(c, output, allow_executable, timeout) for c in commands.values())
+        ),
     )
-    return score_results(rules, list(results), threshold)
+    outcomes = dict(zip(on_host, hosted, strict=True))
+    outcomes |= dict(zip(commands, executed, strict=True))
+    results = [_result(rule, outcomes[i]) for i, rule in enumerate(rules)]
+    return score_results(rules, results, threshold)
+
+
+def _result(rule: Rule, outcome: CheckOutcome) -> RuleResult:
+    return RuleResult(id=rule.id, verdict=verdict(rule, outcome), details=_details(rule, outcome))
+
+
+async def _none() -> list[CheckOutcome]:
+    return []
 
 
 def judged(rules: list[Rule], evaluation: Evaluation | None) -> bool:

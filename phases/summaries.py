@@ -40,8 +40,9 @@ def _rule_line(rule: Rule) -> str:
     how = rule.check_text()
     expected = rule.check.expected if isinstance(rule.check, RuleCheck) else ""
     text = rule.description or expected or how
+    shown = text if text == how else f"{text} ({how})"
     origin = ", from the request" if rule.origin == "request" else ""
-    return f"- {rule.id} [{rule.severity}, weight {rule.weight}{origin}]: {text} ({how})"
+    return f"- {rule.id} [{rule.severity}, weight {rule.weight}{origin}]: {shown}"
 
 
 def profile_json(profile: TaskProfile) -> str:

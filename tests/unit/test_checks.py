@@ -4,6 +4,7 @@ patterns."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from aeonloop.phases.checks import (
     PatternTimedOut,
     PhraseCountCheck,
     StartsWithCheck,
+    TimeBudget,
     bounded_search,
     count_units,
     detect_language,
@@ -295,10 +297,63 @@ def test_json_schema() -> None:
 
 
 @pytest.mark.timeout(60)
-def test_a_json_schemas_patterns_are_bounded_too() -> None:
-    schema = {"type": "string", "pattern": CATASTROPHIC}
-    outcome = run_check(JsonCheck(json_schema=schema), json.dumps(LONG_TEXT), timeout=0.05)
-    assert not outcome.held and "time bound" in outcome.details
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "pattern": CATASTROPHIC},
+        # Under a `not`, a timed-out pattern must not read as a mismatch, hence "valid".
+        {"not": {"type": "string", "pattern": CATASTROPHIC}},
+        {"type": "object", "patternProperties": {CATASTROPHIC: {"type": "integer"}}},
+    ],
+)
+def test_a_json_schemas_patterns_are_bounded_too(schema: dict[str, Any]) -> None:
+    text = json.dumps({LONG_TEXT: 1}) if "patternProperties" in schema else json.dumps(LONG_TEXT)
+    outcome = run_check(JsonCheck(json_schema=schema), text, timeout=0.05)
+    assert not outcome.held
+    assert outcome.details.endswith("ran out of its 0.05 s time bound; the check fails")
+
+
+def test_a_checks_patterns_share_one_time_budget() -> None:
+    """Each pattern of a check is given what is left of its bound; once it is spent, none
+    starts."""
+    budget = TimeBudget(0.05)
+    assert 0 < budget.left() <= 0.05
+    time.sleep(0.06)
+    with pytest.raises(PatternTimedOut, match=r"ran out of its 0\.05 s time bound"):
+        budget.left()
+
+
+@pytest.mark.timeout(60)
+def test_a_check_of_many_words_is_bounded_too() -> None:
+    check = ForbiddenWordsCheck(words=["x"] * 100)
+    outcome = run_check(check, "x " * 50_000, timeout=0.0001)
+    assert not outcome.held
+    assert outcome.details.endswith("ran out of its 0.0001 s time bound; the check fails")
+
+
+def test_json_refs_are_resolved_in_the_schema_alone() -> None:
+    inner = {"$defs": {"n": {"type": "integer"}}, "properties": {"a": {"$ref": "#/$defs/n"}}}
+    assert run_check(JsonCheck(json_schema=inner), '{"a": 1}').held
+    assert not run_check(JsonCheck(json_schema=inner), '{"a": "x"}').held
+    for ref in ("https://example.org/schema.json", "#/$defs/nowhere"):
+        outcome = run_check(JsonCheck(json_schema={"$ref": ref}), '{"a": 1}')
+        assert not outcome.held and outcome.details.startswith("the schema cannot be used")
+
+
+def test_json_nested_past_the_interpreters_depth_fails_without_raising() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    outcome = run_check(JsonCheck(), deep)
+    assert not outcome.held and "nested too deeply" in outcome.details
+
+
+def test_a_json_schema_nested_too_deeply_is_a_value_error() -> None:
+    schema: dict[str, Any] = {}
+    inner = schema
+    for _ in range(1000):
+        inner["items"] = {}
+        inner = inner["items"]
+    with pytest.raises(ValueError, match="'json_schema' nests 1001 levels deep; at most 32"):
+        parse_check({"type": "json", "json_schema": schema})
 
 
 def test_an_unsound_json_schema_is_a_value_error() -> None:
@@ -400,7 +455,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], str]] = {
 
 
 def test_every_type_has_an_example() -> None:
-    assert set(EXAMPLES) == set(CHECK_TYPES)
+    assert set(EXAMPLES) == set(CHECK_TYPES) and len(CHECK_TYPES) == 9
 
 
 @pytest.mark.parametrize("kind", CHECK_TYPES)
@@ -408,6 +463,7 @@ def test_describe_is_one_line_and_a_check_round_trips(kind: str) -> None:
     data, described = EXAMPLES[kind]
     check = parse_check(data)
     assert check.describe() == described
+    assert run_check(check, "Some text.").details  # every type has its runner
     assert parse_check(check.model_dump()) == check
     assert parse_check(json.loads(check.model_dump_json())) == check
 

@@ -252,3 +252,15 @@ async def test_a_catastrophic_pattern_fails_its_rule_and_leaves_the_loop_free() 
     assert [r.verdict for r in ev.rule_results] == ["fail", "pass"]
     assert "ran out of its 0.5 s time bound" in ev.rule_results[0].details
     assert ticks >= 5, "the event loop was held while the pattern ran"
+
+
+async def test_a_failed_rule_the_request_implied_says_so() -> None:
+    rule = Rule(
+        id="three-bullets",
+        check=CountCheck(unit="bullets", min=3, max=3),
+        origin="request",
+    )
+    ev = await evaluate([rule])
+    assert ev.failed[0].message == (
+        "exactly 3 bullet line(s) (stated in the request): 0 bullet line(s), wanted exactly 3"
+    )

@@ -323,3 +323,18 @@ def test_a_bad_check_is_refused_naming_where(check: object, where: str) -> None:
         Rule.model_validate({"id": "a", "check": check})
     locs = [".".join(str(p) for p in e["loc"]) for e in caught.value.errors()]
     assert locs == [where]
+
+
+def test_the_rules_summary_shows_each_form_of_check_and_a_rule_the_request_implied() -> None:
+    from aeonloop.phases.summaries import rules_summary
+
+    rules = [
+        Rule(id="a", description="cites", check=RuleCheck(type="content", search="Source:")),
+        Rule(id="b", check=CountCheck(unit="bullets", min=3, max=3), origin="request"),
+        Rule(id="c", severity="warn", check="is friendly"),
+    ]
+    assert rules_summary(rules).splitlines() == [
+        "- a [fail, weight 1]: cites (content matches /Source:/)",
+        "- b [fail, weight 1, from the request]: exactly 3 bullet line(s)",
+        "- c [warn, weight 1]: is friendly",
+    ]

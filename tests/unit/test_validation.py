@@ -132,3 +132,17 @@ def test_rules_in_words_and_vocabulary_checks_are_taken() -> None:
         ]
     )
     assert rules[0].in_words and rules[1].check_text() == "exactly 3 bullet line(s)"
+
+
+def test_a_json_checks_schema_nested_past_its_bound_is_422() -> None:
+    schema: dict[str, object] = {}
+    inner = schema
+    for _ in range(1000):
+        inner["items"] = {}
+        inner = inner["items"]  # type: ignore[assignment]
+    check = {"type": "json", "json_schema": schema}
+    body = {"request": "ok", "rules": [{"id": "a", "check": check}]}
+    with pytest.raises(ApiError) as refused:
+        _checked(body, _client(8))
+    assert (refused.value.status, refused.value.field) == (422, "rules")
+    assert "'json_schema' nests 1001 levels deep; at most 32" in refused.value.reason
