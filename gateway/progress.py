@@ -53,7 +53,10 @@ def progress_of(event: Event) -> list[Progress]:
         depth = profile.reasoning_depth if profile else "?"
         fallback = " (default profile)" if event.run.profile_is_default else ""
         budget = event.run.ttl_remaining
-        return [Progress(cid, "A", f"A  profiled: depth {depth}, pass budget {budget}{fallback}")]
+        checks = sum(len(made) for made in event.run.prepared.values())
+        prepared = f", {checks} check(s) prepared" if checks else ""
+        line = f"A  profiled: depth {depth}, pass budget {budget}{fallback}{prepared}"
+        return [Progress(cid, "A", line)]
     if isinstance(event, PlanReady):
         steps = len(event.run.plan.steps) if event.run.plan else 0
         # The run's count so far is B's own: its plan check is the only refinement yet.

@@ -721,16 +721,20 @@ def _refine(data: RefineAnswerInput) -> str:
     """The answer with the constraints the request and the fixes state met, each by the smallest
     change that meets it; everything else kept."""
     text = data.answer.strip()
-    wanted = stated_constraints(data.request) + stated_constraints(data.issues)
-    for _, _, check in sorted(wanted, key=_refine_order):
+    wanted: dict[tuple[str, str], dict[str, Any]] = {}
+    # The request's word first; an issue also quotes what a check found ("2 bullet lines"),
+    # which must not count as a second constraint of the same kind.
+    for _, _, check in stated_constraints(data.request) + stated_constraints(data.issues):
+        key = (check["type"], str(check.get("unit") or check.get("phrase") or ""))
+        wanted.setdefault(key, check)
+    for check in sorted(wanted.values(), key=_refine_order):
         text = _meet(text, check)
     return text
 
 
-def _refine_order(constraint: tuple[str, str, dict[str, Any]]) -> int:
+def _refine_order(check: dict[str, Any]) -> int:
     """Edits of words first, then case, then cuts to a length, then the shape (bullets), and
     JSON, which wraps the whole, last."""
-    check = constraint[2]
     if check["type"] == "json":
         return 4
     if check["type"] == "count":

@@ -177,7 +177,27 @@ async def answer_run(
         )
         return model_answer(phase_e_input, output, _noted(context, run), checked, run.has_draft)
 
-    return await synthesize(phase_e_input, session, context, verify)
+    answer = await synthesize(phase_e_input, session, context, verify)
+    if run.draft and "answered_by" not in answer.metadata:  # the host wrote it, for want of one
+        checked = await verification.draft_only(run, run.draft, settings)
+        return draft_instead(phase_e_input, answer, checked)
+    return answer
+
+
+def draft_instead(
+    phase_e_input: PhaseEInput, host_made: FinalAnswer, checked: verification.Verified
+) -> FinalAnswer:
+    """The run's plain draft in place of a host-made answer (the model's could not be had):
+    still degraded, for the same reason, but the reader gets one call's answer rather than a
+    summary of the run's data, so the answer is never worse than one call."""
+    metadata = {**host_made.metadata, **checked.metadata()}
+    opening = f"Degraded answer: {ending_text(phase_e_input, metadata)}"
+    return FinalAnswer(
+        answer_text=f"{opening} What follows is the plain draft answer (one call).\n\n"
+        f"{checked.chosen.text}",
+        ttl_exhausted=host_made.ttl_exhausted,
+        metadata=metadata,
+    )
 
 
 def _noted(context: ExitContext, run: RunState) -> ExitContext:

@@ -25,6 +25,7 @@ from aeonloop.phases.models import (
     ExecutionPass,
     ExitReason,
     Plan,
+    Rule,
     RuleFinding,
     TaskProfile,
 )
@@ -249,6 +250,7 @@ def ending_lines(status: str, metadata: Mapping[str, Any]) -> list[str]:
     checks = checks_of(metadata)
     if checks:  # what the published answer held, which is what the reader gets
         lines += [check_line(check) for check in checks if not _held(check)]
+        lines += [never_held_line(rule_id) for rule_id in _never_held(metadata)]
     else:
         lines += [
             failed_rule_line(finding) for finding in findings_of(metadata.get("failed_rules"))
@@ -321,21 +323,58 @@ def check_line(check: Mapping[str, Any]) -> str:
 
 
 def checks_line(metadata: Mapping[str, Any]) -> str:
-    """How the answer fared, in one line: `2 of 3 checks held; answered by the answer as
+    """How the answer fared, in one line: `2 of 3 check(s) held; answered by the answer as
     refined in round 1`; empty when the answer records no checks."""
     checks = checks_of(metadata)
+    if not checks:  # nothing was checked: which candidate it is says nothing
+        return ""
     label = metadata.get("answered_by")
     by = f"answered by {answered_by_words(label)}" if isinstance(label, str) and label else ""
-    if not checks:
-        return by
     ran = [check for check in checks if check.get("verdict") != "skipped"]
     held = f"{sum(1 for c in ran if _held(c))} of {len(ran)} check(s) held"
     return "; ".join(part for part in (held, by) if part)
 
 
+def never_held_line(rule_id: str) -> str:
+    """A check no candidate held, the draft included: more likely the check is wrong than
+    every answer."""
+    return (
+        f"no answer the run had held check {rule_id}, not even the plain draft: the check may "
+        "ask for what no answer can give"
+    )
+
+
+def _never_held(metadata: Mapping[str, Any]) -> list[str]:
+    value = metadata.get("checks_never_held")
+    return [str(item) for item in value] if isinstance(value, list) else []
+
+
+def checks_held(metadata: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The checks that held on the answer (a skipped one says nothing, and is left out)."""
+    return [check for check in checks_of(metadata) if check.get("verdict") == "pass"]
+
+
 def checks_not_held(metadata: Mapping[str, Any]) -> list[str]:
     """Each check that did not hold on the answer (failed or warned), one line each."""
     return [check_line(check) for check in checks_of(metadata) if not _held(check)]
+
+
+def prepared_lines(rules: Iterable[Rule], prepared: Mapping[str, list[Any]]) -> list[str]:
+    """The checks PREPARE made, one line per rule: `request.bullets (from the request): exactly
+    3 bullet count(s)` (each check's own description, joined)."""
+    lines = []
+    for rule in rules:
+        checks = prepared.get(rule.id) or []
+        if checks:
+            origin = " (from the request)" if rule.origin == "request" else ""
+            what = "; ".join(check.describe() for check in checks)
+            lines.append(f"{rule.id}{origin}: {what}")
+    return lines
+
+
+def check_held_line(check: Mapping[str, Any]) -> str:
+    """A check that held on the answer: `check request.bullets (from the request) held: …`."""
+    return f"check {check_name(check)} held: {check.get('description') or ''}".rstrip(": ")
 
 
 def findings_of(value: Any) -> list[RuleFinding]:

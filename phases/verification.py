@@ -2,11 +2,12 @@
 
 docs/architecture.md, "Verified answers", is the design; in short:
 
-- **PREPARE** (seed 004), in Phase A beside the profile and the draft: one call turns every rule
-  whose check is in words, and every checkable constraint the request states itself, into
-  concrete checks of the host's vocabulary (phases.checks). A check maps to one rule id; one
-  the request implies becomes a rule of its own, `origin="request"`. A check the host cannot
-  run (malformed, a pattern that does not compile) is dropped with a note, and the run goes on.
+- **PREPARE** (docs/requirements.md, PREPARE), in Phase A beside the profile and the draft:
+  one call turns every rule whose check is in words, and every checkable constraint the request
+  states itself, into concrete checks of the host's vocabulary (phases.checks). A check maps to
+  one rule id; one the request implies becomes a rule of its own, `origin="request"`. A check
+  the host cannot run (malformed, a pattern that does not compile) is dropped with a note, and
+  the run goes on.
 - **The draft**, also in Phase A: the request answered as one plain call would. It is the first
   candidate answer, so the published answer never holds fewer fail-severity checks than one
   call's (`best`).
@@ -47,7 +48,7 @@ from aeonloop.prompts.replies import is_blocked_reply, is_refusal
 
 PREPARE_SCOPE = memo_scope("a", "prepare")
 DRAFT_SCOPE = memo_scope("a", "draft")
-#: The most issues a critique may name (seed 004, CRITIQUE).
+#: The most issues a critique may name (docs/requirements.md, CRITIQUE).
 MAX_CRITIQUE_ISSUES = 5
 #: The most checks PREPARE may add to a run: they ride in every event of the run.
 MAX_PREPARED_CHECKS = 20
@@ -212,8 +213,8 @@ def best(candidates: Sequence[Candidate]) -> Candidate:
 
 
 def tied_issues(issues: list[CritiqueIssue], failed_ids: set[str]) -> list[CritiqueIssue]:
-    """At most five issues, each tied to a rule that failed; anything else is dropped (seed 004,
-    CRITIQUE)."""
+    """At most five issues, each tied to a rule that failed; anything else is dropped
+    (docs/requirements.md, CRITIQUE)."""
     return [issue for issue in issues if issue.rule_id in failed_ids][:MAX_CRITIQUE_ISSUES]
 
 

@@ -9,13 +9,14 @@ only.
 Which prompts return JSON. FR-005 lists PLAN_GENERATION_*, RECURSIVE_SUBPLAN_GENERATION_USER,
 RECURSIVE_REFINEMENT_*, CONVERGENCE_ASSESSMENT_*, SUPERVISOR_REPAIR_JSON_USER and
 ANSWER_SYNTHESIS_*. Project decision beyond FR-005: TASKPROFILE_INFERENCE_*,
-TASKPROFILE_UPDATE_* (TaskProfileOutput), VALIDATION_SEMANTIC_* (SemanticValidationOutput) and
-RULE_CRITIQUE_* (CritiqueOutput) return JSON too, because the loop acts on their structure (TTL
-from the profile, issues to refine, critique issues tied to rules) and parsing prose for it would
-be a second, hidden extraction next to `validate_output`. Every other prompt (REASONING_STEP_*,
-RECURSIVE_PLAN_GENERATION_USER, SUPERVISOR_REPAIR_SYSTEM and the tool-call, plan and missing-tool
-repairs) is free-form and has no output model. A *_SYSTEM prompt carries the output model of the
-pair it frames, as FR-005 lists them.
+TASKPROFILE_UPDATE_* (TaskProfileOutput), VALIDATION_SEMANTIC_* (SemanticValidationOutput),
+RULE_CRITIQUE_* (CritiqueOutput) and CHECKS_PREPARE_* (PrepareChecksOutput) return JSON too,
+because the loop acts on their structure (TTL from the profile, issues to refine, critique issues
+tied to rules, checks the host runs) and parsing prose for it would be a second, hidden
+extraction next to `validate_output`. Every other prompt (REASONING_STEP_*, ANSWER_DRAFT_*,
+ANSWER_REFINE_*, RECURSIVE_PLAN_GENERATION_USER, SUPERVISOR_REPAIR_SYSTEM and the tool-call,
+plan and missing-tool repairs) is free-form and has no output model. A *_SYSTEM prompt carries
+the output model of the pair it frames, as FR-005 lists them.
 
 System prompts are files: `templates/system/<agent>-<phase>.md`, else `BASE-<phase>.md`
 (docs/requirements.md, R3), so each model family can get its own wording without a code change.
@@ -80,9 +81,9 @@ class PromptId(StrEnum):
     # What the C-loop needs beyond FR-005: the CRITIQUE step (docs/requirements.md).
     RULE_CRITIQUE_SYSTEM = "RULE_CRITIQUE_SYSTEM"
     RULE_CRITIQUE_USER = "RULE_CRITIQUE_USER"
-    # Verified answers (docs/architecture.md, "Verified answers"): seed 004's PREPARE, the plain
-    # draft Phase A writes beside it, and seed 004's REFINE of the answer the user gets (its
-    # CRITIQUE is RULE_CRITIQUE_USER's, on the answer).
+    # Verified answers (docs/architecture.md, "Verified answers"): PREPARE, the plain draft
+    # Phase A writes beside it, and REFINE of the answer the user gets (its CRITIQUE is
+    # RULE_CRITIQUE_USER's, on the answer): docs/requirements.md, "Rules, evaluation and critique".
     CHECKS_PREPARE_SYSTEM = "CHECKS_PREPARE_SYSTEM"
     CHECKS_PREPARE_USER = "CHECKS_PREPARE_USER"
     ANSWER_DRAFT_SYSTEM = "ANSWER_DRAFT_SYSTEM"
@@ -191,7 +192,8 @@ class CritiqueInput(PromptInput):
 
 
 class PrepareChecksInput(PromptInput):
-    """Seed 004's PREPARE: the request and the rules whose check is in words, never an answer."""
+    """PREPARE (docs/requirements.md): the request and the rules whose check is in words, never
+    an answer."""
 
     request: str = Field(..., min_length=1)
     rules_in_words: str = Field(
@@ -206,7 +208,8 @@ class DraftAnswerInput(PromptInput):
 
 
 class RefineAnswerInput(PromptInput):
-    """Seed 004's REFINE, of the answer: the answer and the critique's fixes, nothing else."""
+    """REFINE (docs/requirements.md), of the answer: the answer and the critique's fixes, nothing
+    else."""
 
     request: str = Field(..., min_length=1)
     answer: str = Field(..., min_length=1, description="the answer to refine")

@@ -48,6 +48,7 @@ def render_human(result: Mapping[str, Any] | None) -> str:
     checks = render.checks_line(metadata)
     if checks:  # a degraded answer's lines above name the checks that did not hold already
         lines.append(f"Checks: {checks}")
+        lines += [f"  - {render.check_held_line(c)}" for c in render.checks_held(metadata)]
         if not because:
             lines += [f"  - {line}" for line in render.checks_not_held(metadata)]
     summary = metadata_summary(result or {}, answer)

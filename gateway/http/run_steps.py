@@ -222,6 +222,7 @@ def _profile(run: RunState) -> Step:
             "default_profile": run.profile_is_default,
             "pass_budget": profile.allocate_ttl(run.max_ttl),
             "max_ttl": run.max_ttl,
+            "checks": render.prepared_lines(run.rules, run.prepared),
         },
     )
 

@@ -10,6 +10,11 @@ idle time; its half-done work is redone (memoised replies, deterministic event i
 Every request must get exactly one FinalAnswer, the gateway must have received each, and no
 duplicate may reach the answers stream. The counts are printed (`pytest -s`). It runs on one
 Redis server, and on a 3-master Redis Cluster with three shards.
+
+A second run does the same with requests whose own constraints become checks (PREPARE) that
+the first answer fails, so every run's answer is critiqued and refined (Phase E's memo scopes
+`e/critique:<round>`, `e/refine:<round>`) while the victim is killed: each is still answered
+once, and each published answer holds its checks.
 """
 
 from __future__ import annotations
@@ -41,18 +46,64 @@ def test_killed_workers_lose_nothing_and_answer_nothing_twice(
     procs: Processes, on: tuple[Bus, dict[str, str]], tmp_path: Path
 ) -> None:
     bus, env = on
-    worker_env = scripted_llm(env, tmp_path)
+    _killed_under_load(procs, bus, env, tmp_path, "Explain tides, then summarise them for a child")
+
+
+@pytest.mark.timeout(150)
+def test_answers_checked_critiqued_and_refined_under_kills_are_answered_once(
+    procs: Processes, bus: Bus, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Each request states a constraint (five bullet points) its first answer fails: the
+    offline model behind the scripted one prepares it as a check, and refines the answer to
+    meet it, so every run goes through critique and refinement while workers die."""
+    request = "Name five kinds of tea in five bullet points, then say which is strongest"
+    # Slower calls than the first run's: the burst outlasts a worker's restart on a loaded
+    # machine, so the kills land while answers are being critiqued and refined.
+    # Kills sooner than the first run's: a run spends its last calls in Phase E's hop, held by
+    # one worker, so late in the burst a restarted victim has nothing left to take.
+    kill_after = (0, REQUESTS // 6, REQUESTS // 3)
+    submitted, dead = _killed_under_load(
+        procs, bus, env, tmp_path, request, delay_ms=150, kill_after=kill_after
+    )
+    answers = {cid: bus.stored_answer(cid) for cid in submitted}
+    refined = 0
+    for cid, result in answers.items():
+        assert result is not None
+        metadata = result["final_answer"]["metadata"]
+        if cid in dead:  # answered by the host after a dead letter: nothing was checked
+            continue
+        assert [c["verdict"] for c in metadata["checks"]] == ["pass"], metadata["checks"]
+        assert metadata["answered_by"] == "refinement:1", metadata["answered_by"]
+        refined += 1
+    print(f"\nrefined answers: {refined} of {len(submitted)}")
+    assert refined >= len(submitted) - len(dead) > 0
+
+
+def _killed_under_load(
+    procs: Processes,
+    bus: Bus,
+    env: dict[str, str],
+    tmp_path: Path,
+    request: str,
+    delay_ms: int = 40,
+    kill_after: tuple[int, ...] = KILL_AFTER_ANSWERS,
+) -> tuple[list[str], set[str]]:
+    """40 requests, the victim SIGKILLed three times while it holds entries: every request is
+    answered exactly once. The submitted ids, and those of runs that were dead-lettered."""
+    worker_env = scripted_llm(env, tmp_path, delay_ms)
 
     def start(name: str) -> Worker:
         return procs.worker(worker_env, "--concurrency", "4", name=name)
 
-    start("steady")
-    victim = start("victim")
-    gateway = procs.gateway(env, REQUESTS, timeout=90)
+    # Both consume before the burst, so the work is shared from its start even where a worker
+    # takes seconds to start (a loaded machine); a restarted victim is not waited for.
+    start("steady").ready(30)
+    victim = start("victim").ready(30)
+    gateway = procs.gateway(env, REQUESTS, timeout=90, request=request)
     wait_until(lambda: len(gateway.submitted()) == REQUESTS, 20, "the burst to be submitted")
 
     kills = []
-    for threshold in KILL_AFTER_ANSWERS:
+    for threshold in kill_after:
         wait_until(lambda t=threshold: len(bus.answer_cids()) >= t, 60, f"{threshold} answers")
         held = wait_until(
             lambda v=victim: bus.pending(v.consumer), 15, f"{victim.name} to hold entries"
@@ -101,3 +152,4 @@ def test_killed_workers_lose_nothing_and_answer_nothing_twice(
     assert counts["answers"] == REQUESTS
     assert counts["kills"] == 3
     assert all(k["victim_held"] > 0 for k in kills)
+    return submitted, {d["cid"] for d in dead}

@@ -23,6 +23,8 @@ MAIN_JOB = "Explain how photosynthesis works, then rewrite it for a 10-year-old"
 README = Path(__file__).resolve().parents[2] / "README.md"
 #: The request of the run the README shows ("What an answer looks like").
 SHOWN = "Explain how tides work"
+#: The README's run whose answer is checked against the constraints its request states.
+CHECKED = "Name three kinds of tea in three bullet points, and mention Darjeeling."
 
 
 @pytest.fixture
@@ -93,6 +95,22 @@ def test_the_run_in_the_readme_is_what_aeon_ask_prints(
     assert ask.returncode == 0, ask.tail()
     assert _unvarying(ask.stderr) == _unvarying(progress)
     assert _unvarying(ask.stdout) == _unvarying(answer)
+
+
+@pytest.mark.timeout(60)
+def test_the_checks_in_the_readme_are_what_aeon_ask_prints(
+    procs: Processes, zero_config: dict[str, str]
+) -> None:
+    """The offline model prepares the request's own constraints as checks, and its answer is
+    refined until they hold: the README's lines are what `aeon ask` prints, no LLM called."""
+    section = README.read_text(encoding="utf-8").split("## Checked answers", 1)[-1]
+    assert " ".join(CHECKED.split()) in " ".join(section.split()), "the README lost this run"
+    (shown,) = re.findall(r"```text\n(.*?)\n```", section.split("\n## ", 1)[0], re.S)
+    ask = procs.run_aeon(zero_config, "ask", CHECKED, timeout=45)
+
+    assert ask.returncode == 0, ask.tail()
+    assert shown in ask.stdout
+    assert "A  profiled: depth 3, pass budget 4, 2 check(s) prepared" in ask.stderr
 
 
 def _embedded_server(ask) -> int:

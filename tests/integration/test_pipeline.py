@@ -277,7 +277,8 @@ async def test_rules_drive_convergence(settings: BusSettings) -> None:
 async def test_a_failed_rule_is_named_wherever_the_answer_is_shown(settings: BusSettings) -> None:
     """A rule no pass can meet: the run stagnates, and its answer's text, the CLI's output and
     the HTTP API's `degraded_because` each name the rule (id and message) and the exit in words,
-    not only "stagnated"."""
+    not only "stagnated". The rule is named as a check of the answer the user gets (which is
+    checked, critiqued and refined in vain), not only as a rule the last pass failed."""
     from aeonloop.gateway.cli.display import render_human
     from aeonloop.gateway.http.run_steps import degraded_because
     from aeonloop.gateway.validation import parse_rules
@@ -305,9 +306,10 @@ async def test_a_failed_rule_is_named_wherever_the_answer_is_shown(settings: Bus
     assert (result.status, result.degraded) == ("stagnated", True)
     metadata = result.final_answer.metadata
     assert [rule["id"] for rule in metadata["failed_rules"]] == ["cites-a-source"]
-    named = "failed rule cites-a-source: names its source: /Source: https?:/// not found"
+    assert [c["verdict"] for c in metadata["checks"]] == ["fail"]
+    named = "check cites-a-source did not hold: names its source: /Source: https?:/// not found"
     exit_words = "exited early, before converging: stopped improving"
-    assert f"F{named[1:]}" in result.final_answer.answer_text  # a sentence of its own
+    assert f"C{named[1:]}" in result.final_answer.answer_text  # a sentence of its own
     assert exit_words in result.final_answer.answer_text
     because = degraded_because(result)
     assert any(line.startswith(named) for line in because)

@@ -17,6 +17,8 @@ from aeonloop.phases import phase_a
 from aeonloop.prompts.registry import PromptId
 
 INFER = PromptId.TASKPROFILE_INFERENCE_USER
+PREPARE = PromptId.CHECKS_PREPARE_USER
+DRAFT = PromptId.ANSWER_DRAFT_USER
 
 
 class FailingRedis:
@@ -71,14 +73,15 @@ async def test_a_first_delivery_asks_the_memo_nothing_and_a_redelivery_finds_its
     """What the bus says of a delivery reaches the handler as its deps (PhaseDeps.delivered):
     a first delivery cannot have memoised replies, so it spends no read on them; the replies
     it makes are kept, and its redelivery takes them instead of calling the LLM again."""
-    h = harness({INFER: replies.profile(depth=2)})
+    script = {INFER: replies.profile(depth=2), PREPARE: '{"checks": []}', DRAFT: "A draft."}
+    h = harness(script)
     memo = h.deps.memo = Recording()
     request = make_request()
     (first,) = await phase_a.handle(request, h.deps.delivered(Delivery()))
-    assert memo.asked == [] and len(memo.values) == 1
+    assert memo.asked == [] and len(memo.values) == 3  # the profile, PREPARE, the draft
     (again,) = await phase_a.handle(request, h.deps.delivered(Delivery(redelivered=True)))
-    assert memo.asked == list(memo.values)
-    assert h.llm.calls == [INFER], "the redelivery took the memoised reply"
+    assert sorted(memo.asked) == sorted(memo.values)
+    assert sorted(h.llm.calls) == sorted(script), "the redelivery took the memoised replies"
     assert again.run.profile == first.run.profile
 
 

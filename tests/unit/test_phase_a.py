@@ -1,4 +1,5 @@
-"""Phase A: profile inference, the TTL it allocates, and the default profile on LLM trouble."""
+"""Phase A: profile inference, the TTL it allocates, and the default profile on LLM trouble;
+PREPARE and the plain draft beside it, and the run that ends on its draft."""
 
 from __future__ import annotations
 
@@ -10,10 +11,20 @@ from aeonloop.prompts.registry import PromptId
 
 INFER = PromptId.TASKPROFILE_INFERENCE_USER
 REPAIR = PromptId.SUPERVISOR_REPAIR_JSON_USER
+PREPARE = PromptId.CHECKS_PREPARE_USER
+DRAFT = PromptId.ANSWER_DRAFT_USER
+#: Phase A's other two calls, answered: no checks, and a plain draft.
+QUIET = {PREPARE: '{"checks": []}', DRAFT: "A plain draft."}
+
+
+def profile_calls(calls: list[PromptId]) -> list[PromptId]:
+    """The calls of the profile (its inference and repair), apart from PREPARE's and the
+    draft's, which run beside them."""
+    return [c for c in calls if c in (INFER, REPAIR)]
 
 
 async def test_inferred_profile_sets_version_1_and_the_ttl(harness, replies, make_request) -> None:
-    h = harness({INFER: replies.profile(depth=5, info=1.0, breadth="broad")})
+    h = harness({INFER: replies.profile(depth=5, info=1.0, breadth="broad"), **QUIET})
     (out,) = await phase_a.handle(make_request(), h.deps)
     assert isinstance(out, TaskProfiled)
     profile = out.run.profile
@@ -22,7 +33,7 @@ async def test_inferred_profile_sets_version_1_and_the_ttl(harness, replies, mak
     # 5·1.5·1·1·1.5·1·2 = 22.5, capped by AEON_MAX_PASSES (8): the request set no cap of its own
     assert out.run.ttl_remaining == out.run.max_ttl == 8
     assert not out.run.profile_is_default and out.run.notes == []
-    assert out.run.usage.calls == 1
+    assert out.run.usage.calls == 3  # the profile, PREPARE and the draft, at once
 
 
 async def test_ttl_respects_the_request_cap(harness, replies, make_request) -> None:
@@ -44,7 +55,7 @@ async def test_a_request_above_aeon_max_passes_is_held_to_it_and_told(
 ) -> None:
     """Gateways refuse such a request; one from another producer still cannot go past the cap,
     and the answer's notes say why it got fewer passes than it asked for."""
-    h = harness({INFER: replies.profile(depth=5, info=1.0)}, max_passes=5)
+    h = harness({INFER: replies.profile(depth=5, info=1.0), **QUIET}, max_passes=5)
     (out,) = await phase_a.handle(make_request(max_ttl=9), h.deps)
     assert (out.run.max_ttl, out.run.ttl_remaining) == (5, 5)
     assert out.run.notes == [
@@ -69,27 +80,28 @@ async def test_llm_error_gives_the_default_profile_with_a_note(harness, make_req
 
 
 async def test_malformed_reply_is_repaired_once(harness, replies, make_request) -> None:
-    h = harness({INFER: "depth is 2, I think {", REPAIR: replies.profile(depth=2)})
+    h = harness({INFER: "depth is 2, I think {", REPAIR: replies.profile(depth=2), **QUIET})
     (out,) = await phase_a.handle(make_request(), h.deps)
-    assert h.llm.calls == [INFER, REPAIR]
+    assert profile_calls(h.llm.calls) == [INFER, REPAIR]
     assert out.run.profile.reasoning_depth == 2 and not out.run.profile_is_default
 
 
 async def test_malformed_twice_falls_back_to_the_default_profile(harness, make_request) -> None:
     """The documented outcome: after one failed repair A degrades, it does not fail the run."""
-    h = harness({INFER: "not json", REPAIR: '{"reasoning_depth": 9}'})
+    h = harness({INFER: "not json", REPAIR: '{"reasoning_depth": 9}', **QUIET})
     (out,) = await phase_a.handle(make_request(), h.deps)
-    assert h.llm.calls == [INFER, REPAIR]
+    assert profile_calls(h.llm.calls) == [INFER, REPAIR]
     assert out.run.profile_is_default
     assert "LLMOutputError" in out.run.notes[0]
 
 
 async def test_same_event_twice_makes_no_second_call(harness, replies, make_request) -> None:
-    h = harness({INFER: replies.profile(depth=4)})
+    """The profile, PREPARE and the draft are each memoised under their own scope."""
+    h = harness({INFER: replies.profile(depth=4), **QUIET})
     event = make_request()
     (first,) = await phase_a.handle(event, h.deps)
     (second,) = await phase_a.handle(event, h.deps)
-    assert h.llm.calls == [INFER]
+    assert sorted(h.llm.calls) == sorted([INFER, PREPARE, DRAFT])
     assert first.event_id == second.event_id
     assert first.run.profile == second.run.profile
     assert first.run.ttl_remaining == second.run.ttl_remaining

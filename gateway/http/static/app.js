@@ -444,7 +444,11 @@ const RENDER = {
         ["breadth", d.output_breadth],
         ["confidence needed", d.confidence_requirement],
         ["pass budget", `${d.pass_budget} of at most ${d.max_ttl}`],
-      ]));
+      ]),
+      d.checks && d.checks.length
+        ? el("div", { class: "checks" }, el("p", { text: "Checks prepared" }),
+          el("ul", {}, d.checks.map((line) => el("li", { text: line }))))
+        : null);
   },
 
   plan(d) {

@@ -1,0 +1,525 @@
+"""Verified answers (docs/architecture.md, "Verified answers"): PREPARE from rules in words and
+from the request's own constraints, the plain draft that may end a run at Phase A, and the
+answer that Phase E checks, critiques and refines, publishing the candidate that holds most."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from aeonloop.bus.keys import DRAFT_RECORD
+from aeonloop.contracts import Usage
+from aeonloop.gateway.cli.display import render_human
+from aeonloop.gateway.http.run_steps import answer_data
+from aeonloop.phases import exits, history, phase_a, phase_e, render, verification
+from aeonloop.phases.checks import CountCheck, PatternCheck, PhraseCountCheck, parse_check
+from aeonloop.phases.events import (
+    ExecutionResult,
+    FinalAnswerReady,
+    LoopExited,
+    RunState,
+    TaskProfiled,
+    utcnow,
+)
+from aeonloop.phases.models import (
+    AnswerReason,
+    Evaluation,
+    ExitReason,
+    FinalAnswer,
+    Rule,
+    RuleCheck,
+    RuleFinding,
+    TaskProfile,
+)
+from aeonloop.prompts.registry import PromptId
+
+INFER = PromptId.TASKPROFILE_INFERENCE_USER
+PREPARE = PromptId.CHECKS_PREPARE_USER
+DRAFT = PromptId.ANSWER_DRAFT_USER
+PLAN = PromptId.PLAN_GENERATION_USER
+VALIDATE = PromptId.VALIDATION_SEMANTIC_USER
+STEP = PromptId.REASONING_STEP_USER
+ASSESS = PromptId.CONVERGENCE_ASSESSMENT_USER
+SYNTH = PromptId.ANSWER_SYNTHESIS_USER
+CRITIQUE = PromptId.RULE_CRITIQUE_USER
+REFINE = PromptId.ANSWER_REFINE_USER
+
+BULLETS = {"type": "count", "unit": "bullets", "min": 3, "max": 3}
+THREE = "- green tea\n- black tea\n- oolong"
+
+
+def prepared(*checks: tuple[str, dict[str, Any]], description: str = "") -> str:
+    """PREPARE's reply: each (rule id, check)."""
+    return json.dumps(
+        {
+            "checks": [
+                {"rule_id": rule_id, "description": description or rule_id, "check": check}
+                for rule_id, check in checks
+            ]
+        }
+    )
+
+
+def answer(text: str) -> str:
+    return json.dumps(
+        {"answer_text": text, "confidence": 0.8, "used_step_ids": ["s1"], "notes": None}
+    )
+
+
+def loop_script(replies: Any, **overrides: Any) -> dict[Any, Any]:
+    """A run the loop takes (depth 3): one step, converged by the rubric in its first pass."""
+    return {
+        INFER: replies.profile(depth=3),
+        PREPARE: prepared(("request.bullets", BULLETS)),
+        DRAFT: "Teas: green, black and oolong.",
+        PLAN: replies.plan("List the teas"),
+        VALIDATE: replies.validation(),
+        STEP: replies.step_output,
+        ASSESS: replies.assessment(),
+        SYNTH: answer("Green, black and oolong are three teas."),
+        CRITIQUE: replies.critique("request.bullets"),
+        REFINE: THREE,
+        **overrides,
+    }
+
+
+async def answered(h: Any, make_request: Any, drive: Any, **request: Any) -> FinalAnswerReady:
+    """The run from its request to its answer, through every phase."""
+    trail = await drive(make_request(**request), h.deps)
+    (out,) = await phase_e.handle(trail[-1], h.deps)
+    assert isinstance(out, FinalAnswerReady)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# PREPARE.
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_prepare_from_a_rule_in_words(harness, replies, make_request) -> None:
+    rule = Rule(id="r.city", check="mentions Lisbon at least once")
+    phrase = {"type": "phrase_count", "phrase": "Lisbon", "min": 1}
+    h = harness({INFER: replies.profile(), PREPARE: prepared(("r.city", phrase)), DRAFT: "x"})
+    (out,) = await phase_a.handle(make_request(rules=[rule]), h.deps)
+    (sent,) = [call for call in h.llm.history if call.prompt_id is PREPARE]
+    assert sent.input.rules_in_words == "- r.city: mentions Lisbon at least once"
+    assert out.run.rules == [rule]  # no rule added: the check is the rule's own
+    assert out.run.prepared == {"r.city": [PhraseCountCheck(phrase="Lisbon", min=1)]}
+
+
+async def test_prepare_from_the_requests_own_constraints(harness, replies, make_request) -> None:
+    """A constraint the request states becomes a rule of its own, named for the request."""
+    reply = prepared(("bullets", BULLETS), description="exactly 3 bullet points")
+    h = harness({INFER: replies.profile(), PREPARE: reply, DRAFT: "x"})
+    (out,) = await phase_a.handle(make_request(), h.deps)
+    (rule,) = out.run.rules
+    assert (rule.id, rule.origin, rule.severity) == ("request.bullets", "request", "fail")
+    assert rule.check == "exactly 3 bullet points"
+    assert out.run.prepared == {"request.bullets": [CountCheck(unit="bullets", min=3, max=3)]}
+
+
+async def test_prepare_from_both(harness, replies, make_request) -> None:
+    rules = [
+        Rule(id="r.city", check="mentions Lisbon"),
+        Rule(id="r.own", check=RuleCheck(type="content", search="Porto")),
+    ]
+    reply = prepared(
+        ("r.city", {"type": "pattern", "pattern": "Lisbon"}),
+        ("request.words", {"type": "count", "unit": "words", "max": 99}),
+    )
+    h = harness({INFER: replies.profile(), PREPARE: reply, DRAFT: "x"})
+    (out,) = await phase_a.handle(make_request(rules=rules), h.deps)
+    assert [(r.id, r.origin) for r in out.run.rules] == [
+        ("r.city", "rules"),
+        ("r.own", "rules"),
+        ("request.words", "request"),
+    ]
+    assert set(out.run.prepared) == {"r.city", "request.words"}
+    (sent,) = [call for call in h.llm.history if call.prompt_id is PREPARE]
+    assert "r.own" not in sent.input.rules_in_words  # it has its own check: nothing to prepare
+
+
+async def test_a_malformed_prepared_check_is_dropped_with_a_note(
+    harness, replies, make_request
+) -> None:
+    rules = [Rule(id="r.own", check=RuleCheck(type="content", search="x"))]
+    reply = prepared(
+        ("request.odd", {"type": "telepathy"}),
+        ("request.broken", {"type": "pattern", "pattern": "(unclosed"}),
+        ("r.own", {"type": "pattern", "pattern": "y"}),
+        ("request.bullets", BULLETS),
+    )
+    h = harness({INFER: replies.profile(), PREPARE: reply, DRAFT: "x"})
+    (out,) = await phase_a.handle(make_request(rules=rules), h.deps)
+    assert list(out.run.prepared) == ["request.bullets"]
+    dropped = [note for note in out.run.notes if "was dropped" in note]
+    assert len(dropped) == 3
+    assert "request.odd" in dropped[0] and "unknown check type" in dropped[0]
+    assert "request.broken" in dropped[1] and "does not compile" in dropped[1]
+    assert "r.own" in dropped[2] and "its own check" in dropped[2]
+
+
+async def test_a_failed_prepare_leaves_a_note_and_the_run_goes_on(
+    harness, replies, make_request
+) -> None:
+    h = harness({INFER: replies.profile(), PREPARE: "not json", DRAFT: "x"})
+    (out,) = await phase_a.handle(make_request(), h.deps)
+    assert isinstance(out, TaskProfiled) and out.run.prepared == {}
+    assert any("PREPARE failed" in note for note in out.run.notes)
+
+
+async def test_a_redelivered_prepare_hop_makes_no_second_call(
+    harness, replies, make_request, delivered
+) -> None:
+    h = harness(
+        {INFER: replies.profile(), PREPARE: prepared(("request.bullets", BULLETS)), DRAFT: "x"}
+    )
+    event = make_request()
+    (first,) = await phase_a.handle(delivered(event), h.deps)
+    (again,) = await phase_a.handle(delivered(event), h.deps)
+    assert h.llm.calls.count(PREPARE) == 1 and h.llm.calls.count(DRAFT) == 1
+    assert again.run.prepared == first.run.prepared and again.run.rules == first.run.rules
+    assert first.event_id == again.event_id
+    keys = [key.split("/", 1)[1] for key in h.deps.memo.values]
+    assert sorted(keys) == [
+        "a/TASKPROFILE_INFERENCE_USER",
+        "a/draft/ANSWER_DRAFT_USER",
+        "a/prepare/CHECKS_PREPARE_USER",
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# The draft.
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_a_draft_that_holds_ends_the_run_in_three_calls(
+    harness, replies, make_request, drive
+) -> None:
+    """A simple request (depth 1, no tools) whose draft holds every check: A ends the run and
+    E publishes the draft as it is, with no synthesis call."""
+    script = {
+        INFER: replies.profile(depth=1, tool="none"),
+        PREPARE: prepared(("request.bullets", BULLETS)),
+        DRAFT: THREE,
+    }
+    h = harness(script)
+    trail = await drive(make_request(), h.deps)
+    (exit_event,) = trail
+    assert isinstance(exit_event, LoopExited) and exit_event.reason is ExitReason.CONVERGED
+    assert "plain draft held all 1 fail-severity check(s)" in exit_event.detail
+    (out,) = await phase_e.handle(exit_event, h.deps)
+    final = out.result.final_answer
+    assert final.answer_text == THREE
+    assert final.metadata["answered_by"] == "draft"
+    assert final.metadata["reason"] == "converged" and not out.result.degraded
+    assert [c["verdict"] for c in final.metadata["checks"]] == ["pass"]
+    assert len(h.llm.calls) == out.result.usage.calls == 3 <= 5
+
+
+@pytest.mark.parametrize(
+    ("profile", "draft", "why"),
+    [
+        ({"depth": 1, "tool": "none"}, "no bullets at all", "a check fails"),
+        ({"depth": 3, "tool": "none"}, THREE, "the profile asks for more"),
+    ],
+)
+async def test_the_loop_runs_when_the_draft_is_not_enough(
+    harness, replies, make_request, profile, draft, why
+) -> None:
+    h = harness(
+        {
+            INFER: replies.profile(**profile),
+            PREPARE: prepared(("request.bullets", BULLETS)),
+            DRAFT: draft,
+        }
+    )
+    (out,) = await phase_a.handle(make_request(), h.deps)
+    assert isinstance(out, TaskProfiled), why
+    assert out.run.has_draft and out.run.draft == draft
+
+
+async def test_a_plan_to_approve_is_never_skipped_for_the_draft(
+    harness, replies, make_request
+) -> None:
+    h = harness({INFER: replies.profile(depth=1, tool="none"), PREPARE: prepared(), DRAFT: "x"})
+    request = make_request()
+    request.approve_plan = True
+    (out,) = await phase_a.handle(request, h.deps)
+    assert isinstance(out, TaskProfiled)
+
+
+# ---------------------------------------------------------------------------------------------
+# The answer: checked, critiqued, refined; the best candidate published.
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_the_answer_is_checked_critiqued_and_refined(
+    harness, replies, make_request, drive
+) -> None:
+    h = harness(loop_script(replies))
+    out = await answered(h, make_request, drive)
+    final = out.result.final_answer
+    assert final.answer_text == THREE
+    assert final.metadata["answered_by"] == "refinement:1"
+    assert final.metadata["checks"] == [
+        {
+            "id": "request.bullets",
+            "origin": "request",
+            "severity": "fail",
+            "description": "request.bullets",
+            "verdict": "pass",
+            "details": final.metadata["checks"][0]["details"],
+        }
+    ]
+    assert [c["held"] for c in final.metadata["candidates"]] == [0, 0, 1]
+    assert not out.result.degraded
+    (refine,) = [call for call in h.llm.history if call.prompt_id is REFINE]
+    assert refine.input.answer == "Green, black and oolong are three teas."  # the whole answer
+    assert "[request.bullets]" in refine.input.issues  # only the fix the failed check needs
+    (critique,) = [call for call in h.llm.history if call.prompt_id is CRITIQUE]
+    assert critique.input.artifact == "Green, black and oolong are three teas."
+
+
+async def test_a_critique_issue_not_tied_to_a_failed_check_is_dropped(
+    harness, replies, make_request, drive
+) -> None:
+    h = harness(loop_script(replies, **{CRITIQUE: replies.critique("r.unknown")}))
+    await answered(h, make_request, drive)
+    (refine,) = [call for call in h.llm.history if call.prompt_id is REFINE]
+    assert "r.unknown" not in refine.input.issues
+    assert "[request.bullets] rule failed" in refine.input.issues  # the check itself, instead
+
+
+async def test_refinement_stops_at_the_first_round_that_holds(
+    harness, replies, make_request, drive
+) -> None:
+    h = harness(loop_script(replies, **{REFINE: ["- only\n- two", THREE, "never asked"]}))
+    out = await answered(h, make_request, drive)
+    assert h.llm.calls.count(REFINE) == 2 and h.llm.calls.count(CRITIQUE) == 2
+    assert out.result.final_answer.metadata["answered_by"] == "refinement:2"
+    second = [call for call in h.llm.history if call.prompt_id is REFINE][1]
+    assert second.input.answer == "- only\n- two"  # round 2 refines round 1's text
+
+
+async def test_the_draft_is_kept_when_refinement_makes_things_worse(
+    harness, replies, make_request, drive
+) -> None:
+    """The draft holds the check; the answer and both refinements do not: the draft is
+    published, and the answer is not degraded, since what the user gets holds every check."""
+    h = harness(loop_script(replies, **{DRAFT: THREE, REFINE: ["worse", "still worse"]}))
+    out = await answered(h, make_request, drive)
+    final = out.result.final_answer
+    assert final.answer_text == THREE
+    assert final.metadata["answered_by"] == "draft"
+    assert [c["held"] for c in final.metadata["candidates"]] == [1, 0, 0, 0]
+    assert final.confidence is None  # the model judged its own answer, not the draft
+    assert not out.result.degraded
+
+
+async def test_a_check_no_candidate_holds_degrades_the_answer_and_is_named(
+    harness, replies, make_request, drive
+) -> None:
+    h = harness(loop_script(replies, **{REFINE: ["worse", "still worse"]}), answer_refine_rounds=2)
+    out = await answered(h, make_request, drive)
+    final = out.result.final_answer
+    assert out.result.degraded and final.metadata["reason"] == "checks_failed"
+    assert final.metadata["checks_never_held"] == ["request.bullets"]
+    assert final.metadata["answered_by"] == "refinement:2"  # ties go to the later one
+    assert "request.bullets (from the request) did not hold" in final.answer_text
+    assert "not even the plain draft: the check may ask for what no" in final.answer_text
+
+
+async def test_no_rounds_means_checked_but_never_refined(
+    harness, replies, make_request, drive
+) -> None:
+    h = harness(loop_script(replies), answer_refine_rounds=0)
+    out = await answered(h, make_request, drive)
+    assert REFINE not in h.llm.calls and CRITIQUE not in h.llm.calls
+    assert out.result.final_answer.metadata["checks"][0]["verdict"] == "fail"
+
+
+async def test_a_redelivered_answer_hop_makes_no_second_critique_or_refinement(
+    harness, replies, make_request, drive, delivered
+) -> None:
+    h = harness(loop_script(replies))
+    trail = await drive(make_request(), h.deps)
+    (first,) = await phase_e.handle(delivered(trail[-1]), h.deps)
+    calls = len(h.llm.calls)
+    (again,) = await phase_e.handle(delivered(trail[-1]), h.deps)
+    assert len(h.llm.calls) == calls
+
+    def checked(out: FinalAnswerReady) -> tuple[Any, ...]:
+        meta = out.result.final_answer.metadata
+        return out.result.final_answer.answer_text, meta["answered_by"], meta["checks"]
+
+    assert checked(again) == checked(first)
+    assert again.event_id == first.event_id
+
+
+# ---------------------------------------------------------------------------------------------
+# What a pass's material is judged by.
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("check", "on_material"),
+    [
+        ({"type": "pattern", "pattern": "Lisbon"}, True),
+        ({"type": "pattern", "pattern": "TODO", "present": False}, False),
+        ({"type": "phrase_count", "phrase": "Lisbon", "min": 2}, True),
+        ({"type": "phrase_count", "phrase": "Lisbon", "max": 1}, False),
+        (BULLETS, False),
+        ({"type": "starts_with", "text": "Yes"}, False),
+        ({"type": "language", "code": "en"}, False),
+    ],
+)
+def test_only_checks_that_ask_for_presence_judge_a_pass(check, on_material) -> None:
+    made = parse_check(check)
+    assert verification.asks_presence(made) is on_material
+    kept = verification.on_material({"r": [made, PatternCheck(pattern="x")]})
+    assert len(kept["r"]) == (2 if on_material else 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# How the run ends, its history, and how the checks are shown.
+# ---------------------------------------------------------------------------------------------
+
+
+def _judged(failed: bool) -> Evaluation:
+    finding = RuleFinding(id="request.bullets", severity="fail", message="exactly 3 bullets")
+    return Evaluation(score=0.0 if failed else 1.0, passed=not failed, failed=[finding] * failed)
+
+
+@pytest.mark.parametrize(
+    ("depth", "tool", "tools_available", "failed", "approve", "ends"),
+    [
+        (1, "none", True, False, False, True),
+        (2, "moderate", False, False, False, True),  # no tools here: the loop has none either
+        (2, "moderate", True, False, False, False),
+        (3, "none", False, False, False, False),
+        (1, "none", False, True, False, False),
+        (1, "none", False, False, True, False),
+    ],
+)
+def test_when_the_draft_is_enough(depth, tool, tools_available, failed, approve, ends) -> None:
+    run = RunState(
+        request="r",
+        profile=TaskProfile(reasoning_depth=depth, expected_tool_usage=tool),
+        approve_plan=approve,
+    )
+    end = exits.draft_suffices(run, _judged(failed), tools_available=tools_available)
+    assert (end is not None) is ends
+    if end is not None:
+        assert end.reason is ExitReason.CONVERGED
+
+
+def test_a_default_profile_never_ends_the_run_on_the_draft() -> None:
+    run = RunState(request="r", profile=TaskProfile(reasoning_depth=1), profile_is_default=True)
+    assert exits.draft_suffices(run, _judged(False), tools_available=False) is None
+
+
+def test_what_an_answer_is_when_checked() -> None:
+    reason = exits.answer_reason
+    assert reason("converged", 0, 0, ["plan_state"], has_draft=True) is AnswerReason.CONVERGED
+    assert reason("converged", 0, 0, [], has_draft=False) is AnswerReason.NO_PASSES
+    assert reason("converged", 2, 1, [], checks_failed=True) is AnswerReason.CHECKS_FAILED
+    assert reason("stagnated", 2, 1, [], checks_failed=True) is AnswerReason.NOT_CONVERGED
+
+
+async def test_the_draft_is_a_record_of_the_history_phase_e_reads() -> None:
+    run = RunState(request="r", has_draft=True)
+    run.draft = "A plain draft."
+    event = LoopExited(
+        correlation_id="run-1", deadline=utcnow(), reason=ExitReason.CONVERGED, run=run
+    )
+    (record,) = history.new_records([event], kept=0)
+    assert (record.name, record.value) == (DRAFT_RECORD, b'"A plain draft."')
+    wire = LoopExited.model_validate_json(event.model_dump_json())
+    assert wire.run.draft is None and wire.run.has_draft  # not carried: read from the record
+    assert DRAFT_RECORD in history.records_for_e(wire)
+    records = history.DictRunRecords()
+    records.write([record])
+    await history.load_draft(records, "run-1", wire.run)
+    assert wire.run.draft == "A plain draft."
+
+
+CHECKED = {
+    "answered_by": "refinement:1",
+    "checks": [
+        {
+            "id": "request.bullets",
+            "origin": "request",
+            "severity": "fail",
+            "description": "exactly 3 bullet points",
+            "verdict": "fail",
+            "details": "2 bullet line(s), wanted exactly 3",
+        },
+        {
+            "id": "r.city",
+            "origin": "rules",
+            "severity": "fail",
+            "description": "mentions Lisbon",
+            "verdict": "pass",
+            "details": "found",
+        },
+    ],
+}
+NOT_HELD = (
+    "check request.bullets (from the request) did not hold: exactly 3 bullet points: "
+    "2 bullet line(s), wanted exactly 3"
+)
+
+
+def test_the_checks_are_worded_in_one_place() -> None:
+    assert render.checks_line(CHECKED) == (
+        "1 of 2 check(s) held; answered by the answer as refined in round 1"
+    )
+    assert render.checks_not_held(CHECKED) == [NOT_HELD]
+    assert render.checks_line({"answered_by": "answer", "checks": []}) == ""
+    lines = render.ending_lines("converged", {**CHECKED, "reason": "checks_failed"})
+    assert NOT_HELD in lines  # the answer's checks, not the last pass's failed rules
+
+
+def test_the_cli_and_the_api_name_the_checks_that_did_not_hold() -> None:
+    result = ExecutionResult(
+        status=ExitReason.CONVERGED,
+        degraded=False,
+        total_passes=1,
+        total_refinements=0,
+        ttl_remaining=3,
+        usage=Usage(),
+        elapsed_seconds=1.0,
+        final_answer=FinalAnswer(answer_text="- a\n- b", metadata=CHECKED),
+    )
+    shown = render_human(result.model_dump(mode="json"))
+    assert "Checks: 1 of 2 check(s) held; answered by the answer as refined in round 1" in shown
+    assert f"  - {NOT_HELD}" in shown
+    assert "  - check r.city held: mentions Lisbon" in shown
+    data = answer_data(result)
+    assert data["checks_not_held"] == [NOT_HELD] and data["checks"].startswith("1 of 2")
+
+
+async def test_the_draft_stands_in_when_the_answer_cannot_be_had(
+    harness, replies, make_request, drive
+) -> None:
+    """Synthesis fails (its reply unusable even after the repair): the host would summarise
+    the run's data; the draft, one call's answer, is published instead, still degraded."""
+    h = harness(
+        loop_script(
+            replies,
+            **{
+                DRAFT: THREE,
+                SYNTH: "not json at all",
+                PromptId.SUPERVISOR_REPAIR_JSON_USER: "still not json",
+            },
+        )
+    )
+    out = await answered(h, make_request, drive)
+    final = out.result.final_answer
+    assert out.result.degraded and final.metadata["reason"] == "invalid_llm_output"
+    assert final.metadata["answered_by"] == "draft"
+    assert final.answer_text.endswith(f"plain draft answer (one call).\n\n{THREE}")
+    assert [c["verdict"] for c in final.metadata["checks"]] == ["pass"]
