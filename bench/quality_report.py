@@ -14,12 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.quality_scores import BESTOF, K_MAX, PLAIN, summarise
-from bench.report import table
+from bench.report import _cell, table
+
+Layout = Callable[[Sequence[str], Sequence[Sequence[object]]], str]
 
 
 def _tokens(way: Mapping[str, Any]) -> int:
@@ -47,7 +49,14 @@ def _flips(total: Mapping[str, Any]) -> str | None:
     return f"{total['flips']} ({total['cases_with_flips']} cases, {share:.0%})"
 
 
-def _loop_table(section: Mapping[str, Any], column: str) -> str:
+def markdown(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """The same table in Markdown, as docs/benchmarks.md shows it (figures formatted alike)."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(_cell(value) for value in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _loop_table(section: Mapping[str, Any], column: str, layout: Layout) -> str:
     bestof = BESTOF[column]
     words = column == "words"
     headers = ["case", "rules", "plain", "best of k", "loop", "flips", "k", "loop calls"]
@@ -98,17 +107,17 @@ def _loop_table(section: Mapping[str, Any], column: str) -> str:
         f"tokens, at most {K_MAX}), Aeon's loop; model {section['model']}"
     )
     measured = loop["cases"] if loop else (plain or {}).get("cases", 0)
-    notes = [f"{title} ({measured} of {section['cases']} cases)", table(headers, rows)]
+    notes = [f"{title} ({measured} of {section['cases']} cases)", layout(headers, rows)]
     if loop and loop.get("errors"):
         notes.append(f"{loop['errors']} run(s) broke (timed out or failed) and count nowhere")
     return "\n".join(notes)
 
 
-def render_quality(section: Mapping[str, Any]) -> str:
+def render_quality(section: Mapping[str, Any], layout: Layout = table) -> str:
     """The rules-as-checks table, and the rules-in-words table when that column ran."""
-    parts = [_loop_table(section, "loop")]
+    parts = [_loop_table(section, "loop", layout)]
     if "words" in section:
-        parts.append(_loop_table(section, "words"))
+        parts.append(_loop_table(section, "words", layout))
     return "\n\n".join(parts)
 
 
@@ -126,14 +135,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("results", type=Path, help="the file `--quality-results` wrote")
     parser.add_argument("--cases", type=int, default=None, metavar="N", help="first N only")
-    parser.add_argument("--json", action="store_true", help="print the section as JSON")
+    shape = parser.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="print the section as JSON")
+    shape.add_argument("--markdown", action="store_true", help="print Markdown tables")
     args = parser.parse_args(argv)
     try:
         section = from_results(args.results, args.cases)
     except (OSError, ValueError, KeyError) as error:
         print(f"quality_report: cannot read {args.results}: {error}", file=sys.stderr)
         return 2
-    print(json.dumps(section, indent=1) if args.json else render_quality(section))
+    if args.json:
+        print(json.dumps(section, indent=1))
+    else:
+        print(render_quality(section, markdown if args.markdown else table))
     return 0
 
 

@@ -29,6 +29,7 @@ from openai_styles import CASES as STYLES
 from aeonloop.prompts.registry import PromptId
 from bench.quality import COLUMNS, load_cases
 from bench.quality_report import from_results, render_quality
+from bench.quality_report import markdown as layout
 from bench.quality_scores import (
     K_MAX,
     agreement,
@@ -229,6 +230,9 @@ def test_a_partial_run_totals_like_with_like_and_prints_a_table(tmp_path: Path) 
         timeout=60,
     )
     assert done.returncode == 0 and done.stdout.strip() == text.strip(), done.stderr
+    markdown = render_quality(from_results(path), layout).splitlines()
+    assert markdown[1].startswith("| case | rules | plain | best of k | loop | flips |")
+    assert markdown[-2].startswith("| total | 1 | 1 (1 all) | 1 (1 all) | 0 (0 all) | 1 (1 cases")
 
 
 def test_the_baseline_alone_is_best_of_k_max_over_every_case() -> None:
