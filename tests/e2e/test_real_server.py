@@ -265,11 +265,11 @@ def test_checks_in_words_and_in_the_request_on_the_real_model(
     one from the request's own constraints, and one for each rule in words, each with its
     verdict on the published answer."""
     request, rules = STATED_CHECKS[case]
-    argv = ["ask", "--json", request]
+    argv = ["ask", "--json", "--timeout", str(RUN_TIMEOUT_S), request]
     if rules:
         path = tmp_path / "rules.json"
         path.write_text(json.dumps(rules))
-        argv[2:2] = ["--rules", str(path)]
+        argv[-1:-1] = ["--rules", str(path)]
     ask = procs.run_aeon(llm_env(llama), *argv, timeout=RUN_TIMEOUT_S)
 
     result = decided_by_the_loop(ask)
