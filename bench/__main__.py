@@ -2,6 +2,7 @@
 
     python -m bench [--quick | --smoke] [--redis-url URL] [--out PATH] [--only SECTIONS]
     python -m bench --only quality --llm-url URL --model NAME [--quality-cases N]
+        [--quality-columns plain,bestof,loop,words] [--quality-results PATH]
 
 Without --redis-url (or AEON_BENCH_REDIS_URL) it starts a throwaway redis-server of its own,
 so a fresh checkout needs nothing but `pip install -e .`; the cluster section always starts a
@@ -36,7 +37,7 @@ from bench.events import run_events
 from bench.memory import run_memory
 from bench.overhead import run_overhead
 from bench.profiles import FULL, QUICK, SMOKE, Profile
-from bench.quality import run_quality
+from bench.quality import COLUMNS, parse_columns, run_quality
 from bench.report import render, write_json
 from bench.retention import run_retention
 from bench.scaleout import run_scaleout
@@ -109,6 +110,8 @@ async def _run(
             llm_url=args.llm_url,
             model=args.model,
             quality_cases=args.quality_cases,
+            quality_columns=args.quality_columns,
+            quality_results=args.quality_results,
         )
         report: dict[str, Any] = {}
         for name in only:
@@ -167,6 +170,13 @@ def _sections(text: str) -> list[str]:
     return [name for name in SECTIONS if name in names]
 
 
+def _columns(text: str) -> list[str]:
+    try:
+        return parse_columns(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
@@ -201,6 +211,22 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="quality: run the first N cases only (default: all)",
+    )
+    parser.add_argument(
+        "--quality-columns",
+        type=_columns,
+        default=None,
+        metavar="COLUMNS",
+        help=f"quality: the columns to measure, comma-separated ({','.join(COLUMNS)}; "
+        "default: all)",
+    )
+    parser.add_argument(
+        "--quality-results",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="quality: per-case results, written after every case; what the file already "
+        "holds (same model) is kept, not measured again",
     )
     return parser
 

@@ -27,11 +27,14 @@ class BenchContext:
     prefixes: list[str] = field(default_factory=list)
     #: Results one section measured that another needs too (say the 1-worker burst).
     shared: dict[str, object] = field(default_factory=dict)
-    #: The quality section's OpenAI-compatible server and model (--llm-url, --model), and how
-    #: many of its cases to run (--quality-cases; None: all).
+    #: The quality section's OpenAI-compatible server and model (--llm-url, --model), how many
+    #: of its cases to run (--quality-cases; None: all), which of its columns to measure
+    #: (--quality-columns; None: all), and its per-case results file (--quality-results).
     llm_url: str | None = None
     model: str | None = None
     quality_cases: int | None = None
+    quality_columns: list[str] | None = None
+    quality_results: Path | None = None
 
     def new_prefix(self, name: str) -> str:
         prefix = f"bench-{name}-{uuid.uuid4().hex[:6]}"

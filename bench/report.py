@@ -364,45 +364,11 @@ def _tools(section: Mapping[str, Any]) -> str:
 
 
 def _quality(section: Mapping[str, Any]) -> str:
-    """Per case and in total: one plain call against Aeon's loop, the same model."""
-    headers = ["case", "rules", "plain held", "loop held", "plain calls", "loop calls"]
-    headers += ["plain tokens", "loop tokens", "plain s", "loop s"]
+    """Plain calls, best of k and Aeon's loop, the rules as checks and in words: its own module,
+    which also prints the tables from a results file (imported here, as it uses `table`)."""
+    from bench.quality_report import render_quality
 
-    def tokens(way: Mapping[str, Any]) -> int:
-        return int(way["prompt_tokens"]) + int(way["completion_tokens"])
-
-    rows = [
-        [
-            row["case"],
-            row["rules"],
-            f"{row['plain']['rules_held']}{' all' if row['plain']['all_held'] else ''}",
-            f"{row['loop']['rules_held']}{' all' if row['loop']['all_held'] else ''}",
-            row["plain"]["calls"],
-            row["loop"]["calls"],
-            tokens(row["plain"]),
-            tokens(row["loop"]),
-            row["plain"]["seconds"],
-            row["loop"]["seconds"],
-        ]
-        for row in section["per_case"]
-    ]
-    plain, loop = section["plain"], section["loop"]
-    rows.append(
-        [
-            "total",
-            section["rules"],
-            f"{plain['rules_held']} ({plain['cases_all_held']} cases all)",
-            f"{loop['rules_held']} ({loop['cases_all_held']} cases all)",
-            plain["calls"],
-            loop["calls"],
-            tokens(plain),
-            tokens(loop),
-            plain["seconds"],
-            loop["seconds"],
-        ]
-    )
-    title = f"Quality: one plain call vs Aeon's loop, model {section['model']}"
-    return f"{title} ({section['cases']} cases)\n" + table(headers, rows)
+    return render_quality(section)
 
 
 def _targets(rows: Sequence[Mapping[str, Any]]) -> str:

@@ -242,27 +242,32 @@ def test_no_published_answer_repeats_aeons_instruction_text(
         )
 
 
-#: The quality harness's CI slice: its first cases, enough to prove it on the real model.
-QUALITY_SLICE = 5
+#: The quality harness's CI slice: its first cases, enough to prove it on the real model. Each
+#: runs every column: one plain call, 8 plain calls for best of k, the loop, and the loop with
+#: the rules in words (two runs a case, hence three cases rather than the five of before).
+QUALITY_SLICE = 3
 #: Passes the slice's runs may take. The full harness runs with the defaults (8); through this
 #: model on 2 cores that took 26 minutes for five cases (3 of them took 3 passes, 20-odd
-#: calls), more than CI can spend. One pass is still the whole loop (profile, plan and its
-#: check, steps, rules, validation, assessment, answer) at about half the calls.
+#: calls), more than CI can spend. One pass is still the whole loop (profile, PREPARE and the
+#: draft, plan and its check, steps, rules, validation, assessment, answer and its refinement)
+#: at about half the calls.
 QUALITY_SLICE_PASSES = 1
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.timeout(QUALITY_SLICE * RUN_TIMEOUT_S)
+@pytest.mark.timeout(2 * QUALITY_SLICE * RUN_TIMEOUT_S)
 def test_the_quality_harness_on_the_real_model(
     llama: LlamaServer, redis_url: str, tmp_path: Path
 ) -> None:
-    """`python -m bench --only quality` on five cases against the real small model: every case
-    runs both ways, and its calls, tokens and rules held are counted. The figures are recorded
-    (printed with the test's output), not judged; docs/benchmarks.md shows a run of the same
-    five with the default settings."""
+    """`python -m bench --only quality` on three cases against the real small model: every case
+    runs in every column (plain, best of k, the loop, the loop with its rules in words), and
+    its calls, tokens, rules held, flips and the prepared checks' agreement are counted. The
+    figures are recorded (printed with the test's output), not judged; docs/benchmarks.md
+    shows a run of the same cases with the default settings."""
     out = tmp_path / "quality.json"
     argv = [sys.executable, "-m", "bench", "--only", "quality", "--llm-url", llama.url]
     argv += ["--model", MODEL, "--quality-cases", str(QUALITY_SLICE), "--redis-url", redis_url]
+    argv += ["--quality-results", str(tmp_path / "cases.json")]  # kept with the test's files
     env = {
         **os.environ,
         "AEON_LLM_CONTEXT_TOKENS": str(CONTEXT_TOKENS),
@@ -274,13 +279,54 @@ def test_the_quality_harness_on_the_real_model(
         env=env,
         capture_output=True,
         text=True,
-        timeout=QUALITY_SLICE * RUN_TIMEOUT_S - 60,
+        timeout=2 * QUALITY_SLICE * RUN_TIMEOUT_S - 60,
     )
-    print(done.stdout)  # the table, kept in the test's log
+    print(done.stdout)  # the tables, kept in the test's log
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout
     section = json.loads(out.read_text())["quality"]
     assert section["model"] == MODEL and section["cases"] == QUALITY_SLICE
     for row in section["per_case"]:
         assert row["plain"]["calls"] == 1 and row["plain"]["completion_tokens"] > 0, row
-        assert row["loop"]["calls"] > 1 and row["loop"]["prompt_tokens"] > 0, row
-        assert row["loop"]["status"] in LOOP_DECIDED, row  # max_passes, or converged in one
+        for bestof in ("bestof", "words_bestof"):
+            assert 1 <= row[bestof]["k"] == row[bestof]["calls"] <= 8, row
+        for loop in ("loop", "words"):
+            assert row[loop]["calls"] > 1 and row[loop]["prompt_tokens"] > 0, row
+            assert row[loop]["status"] in LOOP_DECIDED, row  # max_passes, or converged
+        assert row["words"]["agreement"]["checked"] <= row["rules"], row
+    assert "Quality, rules in words (PREPARE makes the checks)" in done.stdout
+
+
+#: Checks PREPARE must make on the real model (issue 32): from what a request states itself,
+#: and from a rule whose check is in words only. (request, rules) each.
+STATED_CHECKS = {
+    "in-the-request": ("List three fruits as three bullet points.", []),
+    "in-words-and-in-the-request": (
+        "Name two planets, in one sentence of under 20 words.",
+        [{"id": "mars", "description": "Name Mars.", "check": "The answer names Mars."}],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(STATED_CHECKS))
+@pytest.mark.timeout(RUN_TIMEOUT_S + 120)
+def test_checks_in_words_and_in_the_request_on_the_real_model(
+    procs: Processes, llama: LlamaServer, tmp_path: Path, case: str
+) -> None:
+    """The run is answered, and its answer's metadata lists the checks PREPARE made: a rule
+    from the request's own constraints (origin "request"), and each rule in words judged on the
+    published answer (its verdict a pass or a fail; skipped would say no check was made)."""
+    request, rules = STATED_CHECKS[case]
+    argv = ["ask", "--json", "--timeout", str(RUN_TIMEOUT_S), request]
+    if rules:
+        path = tmp_path / "rules.json"
+        path.write_text(json.dumps(rules))
+        argv[-1:-1] = ["--rules", str(path)]
+    ask = procs.run_aeon(llm_env(llama), *argv, timeout=RUN_TIMEOUT_S)
+
+    result = decided_by_the_loop(ask)
+    answer = result["final_answer"]
+    assert answer["answer_text"].strip()
+    checks = {check["id"]: check for check in answer["metadata"]["checks"]}
+    assert any(check["origin"] == "request" for check in checks.values()), checks
+    for rule in rules:  # judged by a check PREPARE made: skipped says none was made
+        assert checks[rule["id"]]["verdict"] in {"pass", "fail"}, checks
