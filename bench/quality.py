@@ -84,8 +84,9 @@ def load_cases(path: Path = CASES) -> list[Case]:
 
 
 def in_words(rules: Sequence[Rule]) -> list[Rule]:
-    """The rules as plain language only: each check is its description (seed 004's `check` is
-    human-readable), so the run's PREPARE must turn it into checks the host can run."""
+    """The rules as plain language only: each check is its description (a `check` may be in
+    words: docs/requirements.md, PREPARE), so the run's PREPARE must turn it into checks the
+    host can run."""
     try:
         return [Rule.model_validate({**r.model_dump(), "check": r.description}) for r in rules]
     except ValidationError as error:

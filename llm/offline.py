@@ -13,7 +13,7 @@ Across a run it behaves like a model that improves once, so the loop visibly ref
   nothing once the executed review step's output (which restates its description) is in the pass.
 
 Verified answers (docs/architecture.md): it prepares checks from the constraints a request or a
-rule in words states, in the few forms `stated_constraints` reads ("three bullet points", "under
+rule in words states, in the few forms `prompts.stated` reads ("three bullet points", "under
 100 words", "mention X"); its plain draft restates the request without meeting them, as a weak
 model's one call would; and its refinement of an answer meets those constraints, so a run shows
 the answer checked, critiqued and refined with no LLM.
@@ -61,6 +61,7 @@ from aeonloop.prompts.registry import (
     TaskProfileUpdateInput,
     ToolOffer,
 )
+from aeonloop.prompts.stated import stated_checks, stated_constraints
 from aeonloop.prompts.unified import UnifiedPrompt
 
 MODEL_NAME = "aeon-offline"
@@ -86,8 +87,6 @@ _TOOL_WORD = re.compile(r"\btools?\b", re.IGNORECASE)
 _PAIR = re.compile(r"\b([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|[^\s,;]+)")
 _STEP_MENTION = re.compile(r"\b[st]\d+(?:\.\d+)*\b")  # s1, s2.1; t1 for a tool's step
 # "id, severity, message" (also "- id: message"); the severity word is dropped from the message.
-#: "- id: what to check", as PREPARE's input lists the rules in words.
-_WORDS_RULE = re.compile(r"^[-*\s]*(\S+?):\s*(.+)$")
 _RULE_LINE = re.compile(
     r"^[-*\s]*([^,:\s]+)\s*[,:]?\s*(?:(?:fail|warn|info)\b\s*[,:]?\s*)?(.*)$", re.IGNORECASE
 )
@@ -571,144 +570,11 @@ def _confidence(data: AnswerSynthesisInput) -> float:
 # Verified answers: PREPARE, the draft, REFINE.
 # --------------------------------------------------------------------------------------------
 
-_NUMBER_WORDS = {
-    "one": 1,
-    "two": 2,
-    "three": 3,
-    "four": 4,
-    "five": 5,
-    "six": 6,
-    "seven": 7,
-    "eight": 8,
-    "nine": 9,
-    "ten": 10,
-    "a single": 1,
-}
-_N = r"(\d+|one|two|three|four|five|six|seven|eight|nine|ten|a single)"
-_TIMES = {"once": 1, "twice": 2, "thrice": 3}
-_QUOTED = r"[\"'“‘]([^\"'”’]+)[\"'”’]"
-_STATED: list[
-    tuple[re.Pattern[str], Callable[[re.Match[str]], tuple[str, str, dict[str, Any]]]]
-] = []
-
-
-def _number(word: str) -> int:
-    return int(word) if word.isdigit() else _NUMBER_WORDS[word.lower()]
-
-
-def _stated(pattern: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def register(make: Callable[..., Any]) -> Callable[..., Any]:
-        _STATED.append((re.compile(pattern, re.IGNORECASE), make))
-        return make
-
-    return register
-
-
-@_stated(_N + r"\s+(?:bullet(?:\s+point)?s?|bulleted\s+points?)\b")
-def _bullets(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
-    n = _number(m.group(1))
-    return "bullets", f"exactly {n} bullet points", _count("bullets", n, n)
-
-
-@_stated(
-    r"\b(under|fewer than|less than|at most|no more than|at least|exactly|in)\s+"
-    + _N
-    + r"\s+(words|sentences)\b"
-)
-def _length(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
-    bound, n, unit = m.group(1).lower(), _number(m.group(2)), m.group(3).lower()
-    if bound in ("under", "fewer than", "less than"):
-        low, high = None, n - 1
-    elif bound in ("at most", "no more than") or (bound == "in" and unit == "words"):
-        low, high = None, n
-    elif bound == "at least":
-        low, high = n, None
-    else:  # exactly; "in three sentences"
-        low, high = n, n
-    said = f"exactly {n}" if low == high else f"at most {high}" if low is None else f"at least {n}"
-    return unit, f"{said} {unit}", _count(unit, low, high)
-
-
-@_stated(
-    r"\bmentions?(?:ing)?\s+(?:the\s+(?:word|name|phrase)\s+)?(?:"
-    + _QUOTED
-    + r"|(?-i:([A-Z][\w-]*(?:\s+[A-Z][\w-]*)*)))(?:\s+(once|twice|thrice))?"
-)
-def _mention(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
-    phrase = m.group(1) or m.group(2)
-    least = _TIMES.get((m.group(3) or "once").lower(), 1)
-    check = {"type": "phrase_count", "phrase": phrase, "min": least, "max": None}
-    said = f"mentions {phrase}" + ("" if least == 1 else f" at least {least} times")
-    return f"mentions-{_slug(phrase)}", said, check
-
-
-@_stated(r"\b(start|begin|end)s?\s+with\s+" + _QUOTED)
-def _edge(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
-    kind = "ends_with" if m.group(1).lower() == "end" else "starts_with"
-    text = m.group(2)
-    return (
-        kind.replace("_", "-"),
-        f"{m.group(1).lower()}s with {text!r}",
-        {"type": kind, "text": text},
-    )
-
-
-@_stated(r"\b(?:avoid|without|never use|do not use|don't use)\s+the\s+words?\s+" + _QUOTED)
-def _forbidden(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
-    word = m.group(1)
-    return (
-        f"avoids-{_slug(word)}",
-        f"never uses {word!r}",
-        {"type": "forbidden_words", "words": [word]},
-    )
-
-
-@_stated(r"\b(?:all\s+in\s+|in\s+all\s+|all\s+|in\s+)(lower|upper)\s*case\b")
-def _case(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
-    case = m.group(1).lower()
-    return "case", f"all {case} case", {"type": "case", "case": case}
-
-
-@_stated(r"\b(?:as|in|valid)\s+JSON\b")
-def _json_answer(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
-    return "json", "valid JSON", {"type": "json", "json_schema": None}
-
-
-def _count(unit: str, low: int | None, high: int | None) -> dict[str, Any]:
-    return {"type": "count", "unit": unit, "min": low, "max": high}
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "x"
-
-
-def stated_constraints(text: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """The checkable constraints `text` states, in the forms the offline model reads: each as
-    (a name, what it asks in words, the check as PREPARE writes it), first mention first."""
-    found = []
-    for pattern, make in _STATED:
-        found += [(m.start(), make(m)) for m in pattern.finditer(text)]
-    return [constraint for _, constraint in sorted(found, key=lambda pair: pair[0])]
-
 
 def _prepare(data: PrepareChecksInput) -> dict[str, Any]:
-    """Checks from each rule in words, under its id, and from the request's own constraints,
-    under request.<name>: what `stated_constraints` reads in each."""
-    checks = []
-    for line in data.rules_in_words.splitlines():
-        match = _WORDS_RULE.match(line.strip())
-        if match:
-            checks += [
-                {"rule_id": match.group(1), "description": said, "check": check}
-                for _, said, check in stated_constraints(match.group(2))
-            ]
-    names: set[str] = set()
-    for name, said, check in stated_constraints(data.request):
-        rule_id = f"request.{name}"
-        if rule_id not in names:
-            names.add(rule_id)
-            checks.append({"rule_id": rule_id, "description": said, "check": check})
-    return {"checks": checks}
+    """Checks from each rule in words and from the request's own constraints: what
+    `stated_checks` reads in each, as the host itself does."""
+    return {"checks": stated_checks(data.request, data.rules_in_words)}
 
 
 def _draft(data: DraftAnswerInput) -> str:

@@ -59,15 +59,16 @@ async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
             summaries.failure_note("A", "profile inference", profiled, "using the default profile")
         )
     run.ttl_remaining = run.profile.allocate_ttl(cap=run.max_ttl)
+    verification.adopt_prepared(run, verification.stated(run))
     if isinstance(prepared, BaseException):
         run.notes.append(
-            summaries.failure_note("A", "PREPARE", prepared, "rules in words go unchecked")
+            summaries.failure_note("A", "PREPARE", prepared, "only the checks the host read")
         )
     else:
         verification.adopt_prepared(run, prepared)
     if isinstance(drafted, BaseException):
         run.notes.append(summaries.failure_note("A", "the draft", drafted, "no draft to keep"))
-    elif (why := verification.unusable(drafted)) is not None:
+    elif (why := verification.unusable(drafted, run.request)) is not None:
         run.notes.append(f"phase A: the draft was not kept: {why}")
     else:
         run.draft = clip(drafted.text.strip(), deps.settings.max_step_output_chars)

@@ -35,6 +35,7 @@ from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import RunState
 from aeonloop.phases.models import CritiqueIssue, Evaluation, Rule
 from aeonloop.prompts.clipping import clip
+from aeonloop.prompts.echo import quoted_instruction
 from aeonloop.prompts.registry import (
     CritiqueInput,
     CritiqueOutput,
@@ -45,6 +46,7 @@ from aeonloop.prompts.registry import (
     RefineAnswerInput,
 )
 from aeonloop.prompts.replies import is_blocked_reply, is_refusal
+from aeonloop.prompts.stated import stated_checks
 
 PREPARE_SCOPE = memo_scope("a", "prepare")
 DRAFT_SCOPE = memo_scope("a", "draft")
@@ -73,6 +75,16 @@ async def prepare(session: LLMSession, run: RunState) -> PrepareChecksOutput:
     """The PREPARE call (memoised under `a/prepare`)."""
     return await session.json(
         PromptId.CHECKS_PREPARE_USER, prepare_input(run), PrepareChecksOutput, scope=PREPARE_SCOPE
+    )
+
+
+def stated(run: RunState) -> PrepareChecksOutput:
+    """The checks the host reads itself in the request and the rules in words (prompts.stated):
+    PREPARE's floor, adopted before the model's checks, since a small model often prepares none
+    for a constraint spelled out as plainly as "in three bullet points"."""
+    rules_in_words = prepare_input(run).rules_in_words
+    return PrepareChecksOutput.model_validate(
+        {"checks": stated_checks(run.request, rules_in_words)}
     )
 
 
@@ -105,7 +117,10 @@ def adopt_prepared(run: RunState, output: PrepareChecksOutput) -> None:
             rule = request_rule(rule_id, item.description)
             by_id[rule.id] = rule
             run.rules.append(rule)
-        run.prepared.setdefault(rule.id, []).append(check)
+        checks = run.prepared.setdefault(rule.id, [])
+        if check in checks:  # the host read it already (`stated`)
+            continue
+        checks.append(check)
         kept += 1
 
 
@@ -130,8 +145,9 @@ async def draft(session: LLMSession, run: RunState) -> Reply:
     )
 
 
-def unusable(reply: Reply) -> str | None:
-    """Why a reply cannot stand as an answer (cut off, a refusal, blocked, empty), or None."""
+def unusable(reply: Reply, request: str) -> str | None:
+    """Why a reply cannot stand as an answer (cut off, a refusal, blocked, empty, or mostly a
+    copy of Aeon's own prompt text: a weak model copies the examples it is shown), or None."""
     if reply.truncated:
         return "it was cut off at the model's length limit"
     if reply.refused or is_refusal(reply.text):
@@ -140,6 +156,8 @@ def unusable(reply: Reply) -> str | None:
         return "the model said it could not answer"
     if not reply.text.strip():
         return "it was empty"
+    if quoted_instruction(reply.text, request=request) is not None:
+        return "it repeats Aeon's own instructions"
     return None
 
 
@@ -263,7 +281,7 @@ async def refine(
     except LLMFailure as error:
         run.notes.append(summaries.failure_note("E", f"refinement {round}", error, "not refined"))
         return None
-    why = unusable(reply)
+    why = unusable(reply, run.request)
     if why is not None:
         run.notes.append(f"phase E: refinement {round} was not used: {why}")
         return None

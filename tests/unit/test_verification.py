@@ -20,6 +20,7 @@ from aeonloop.phases.events import (
     ExecutionResult,
     FinalAnswerReady,
     LoopExited,
+    RequestSubmitted,
     RunState,
     TaskProfiled,
     utcnow,
@@ -551,3 +552,44 @@ async def test_the_draft_stands_in_when_the_deadline_passed(
     final = out.result.final_answer
     assert final.metadata["reason"] == "deadline_exceeded" and out.result.degraded
     assert final.metadata["answered_by"] == "draft" and final.answer_text.endswith(THREE)
+
+
+# ---------------------------------------------------------------------------------------------
+# The host's floor under PREPARE, and a draft that copies Aeon's own words.
+# ---------------------------------------------------------------------------------------------
+
+
+async def test_the_host_reads_a_plainly_stated_constraint_when_prepare_makes_none(
+    harness, replies, make_request
+) -> None:
+    """A small model often prepares no checks: "in three bullet points" is checked anyway, and
+    the model's own copy of the same check is not added twice."""
+    request = RequestSubmitted.new("Name three teas in three bullet points.", timeout=600)
+    for reply in ('{"checks": []}', prepared(("request.bullets", BULLETS))):
+        h = harness({INFER: replies.profile(), PREPARE: reply, DRAFT: "x"})
+        (out,) = await phase_a.handle(request, h.deps)
+        (rule,) = out.run.rules
+        assert (rule.id, rule.origin) == ("request.bullets", "request")
+        assert out.run.prepared == {"request.bullets": [CountCheck(unit="bullets", min=3, max=3)]}
+
+
+async def test_the_host_reads_a_rule_in_words_when_prepare_fails(
+    harness, replies, make_request
+) -> None:
+    rule = Rule(id="short", check="Use at most 150 words in total.")
+    h = harness({INFER: replies.profile(), PREPARE: "not JSON at all", DRAFT: "x"})
+    (out,) = await phase_a.handle(make_request(rules=[rule]), h.deps)
+    assert out.run.prepared == {"short": [CountCheck(unit="words", min=None, max=150)]}
+
+
+async def test_a_draft_that_copies_aeons_instructions_is_not_kept(
+    harness, replies, make_request
+) -> None:
+    """A weak model copies what its prompt shows it: such a draft is no candidate answer."""
+    copied = "The heat pump: about 900 euros a year against 1,400 for the gas boiler (s1, s2)."
+    h = harness(
+        {INFER: replies.profile(depth=1, tool="none"), PREPARE: '{"checks": []}', DRAFT: copied}
+    )
+    (out,) = await phase_a.handle(make_request(), h.deps)
+    assert isinstance(out, TaskProfiled) and not out.run.has_draft
+    assert any("repeats Aeon's own instructions" in note for note in out.run.notes)
