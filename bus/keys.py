@@ -46,8 +46,10 @@ WEBHOOK_OUTCOMES = "webhook-outcomes"
 #: The run record (bus.records) that keeps a run's webhook outcome as long as its answer.
 WEBHOOK_RECORD = "webhook"
 #: The run record (`Keys.run_records`) holding the files its request attached, written once by
-#: the commit of Phase A's hop (phases.history.file_records).
+#: the commit of Phase A's hop (phases.history.request_records).
 FILES_RECORD = "files"
+#: The run record holding the earlier turns its request carried, written with FILES_RECORD.
+TURNS_RECORD = "turns"
 
 
 class LockState(StrEnum):

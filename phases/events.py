@@ -25,7 +25,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from aeonloop.bus.codec import derived_id
 from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, WEBHOOK_OUTCOMES
-from aeonloop.contracts import AttachedFile, Usage
+from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.limits import (
     DEFAULT_MAX_PASSES,
     MAX_FILES_CAP,
@@ -33,6 +33,7 @@ from aeonloop.limits import (
     MAX_TOKEN_BUDGET,
     MAX_TOOLS,
     MAX_TTL_CAP,
+    MAX_TURNS_CAP,
     ToolName,
 )
 from aeonloop.phases.models import (
@@ -90,6 +91,9 @@ class RunState(BaseModel):
     #: The paths of the files its request attached, in order; their contents are one record of
     #: the run's history (phases.history.load_files), not carried in every event.
     file_paths: list[str] = Field(default_factory=list, max_length=MAX_FILES_CAP)
+    #: How many earlier turns its request carried; the turns are one record of the run's
+    #: history (phases.history.load_turns), as its files are.
+    turn_count: int = Field(0, ge=0, le=MAX_TURNS_CAP)
     #: The tools its steps may call, by name, narrowing the deployment's (None: all of them).
     #: A name no configured server offers adds nothing.
     tools: list[ToolName] | None = Field(None, max_length=MAX_TOOLS)
@@ -187,6 +191,10 @@ class RequestSubmitted(Event):
     #: Files given as context to the prompts that make the plan, the steps and the answer
     #: (llm.session.WITH_FILES); gateways hold them to AEON_MAX_FILES and the byte limits.
     files: list[AttachedFile] = Field(default_factory=list, max_length=MAX_FILES_CAP)
+    #: The earlier turns of the conversation this request continues, oldest first: context for
+    #: the prompts that profile, plan, run the steps and answer (llm.session.WITH_TURNS);
+    #: gateways hold them to AEON_MAX_TURNS and AEON_MAX_TURNS_CHARS.
+    messages: list[Turn] = Field(default_factory=list, max_length=MAX_TURNS_CAP)
 
     @classmethod
     def new(
@@ -202,6 +210,7 @@ class RequestSubmitted(Event):
         webhook_url: str | None = None,
         files: list[AttachedFile] | None = None,
         tools: list[str] | None = None,
+        messages: list[Turn] | None = None,
     ) -> RequestSubmitted:
         """A fresh request with its own correlation id and a deadline `timeout` seconds away."""
         return cls(
@@ -216,6 +225,7 @@ class RequestSubmitted(Event):
             webhook_url=webhook_url,
             files=files or [],
             tools=tools,
+            messages=messages or [],
         )
 
     def initial_state(
@@ -233,6 +243,7 @@ class RequestSubmitted(Event):
             approve_plan=self.approve_plan,
             webhook_url=self.webhook_url,
             file_paths=[file.path for file in self.files],
+            turn_count=len(self.messages),
             tools=self.tools,
         )
 

@@ -26,7 +26,7 @@ async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
             f"phase A: the request allowed {event.max_ttl} passes; AEON_MAX_PASSES holds the "
             f"run to {cap}"
         )
-    session = deps.session(event.correlation_id, run.usage, event.deadline)
+    session = deps.session(event.correlation_id, run.usage, event.deadline, turns=event.messages)
     data = TaskProfileInferenceInput(
         request=run.request, rules_summary=summaries.rules_summary(run.rules)
     )

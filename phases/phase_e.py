@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from aeonloop.bus.keys import memo_scope
-from aeonloop.contracts import AttachedFile, Usage
+from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.exceptions import RunStopped
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.llm.session import DictMemo, LLMSession
@@ -192,7 +192,7 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     better one later.
     """
     passes = await _load_history(deps, event) if event.run is not None else None
-    files = await _load_files(deps, event)
+    files, turns = await _load_context(deps, event)
     phase_e_input = build_phase_e_input(event, passes)
     usage = event.run.usage.model_copy() if event.run else Usage()
     context = exit_context(event)
@@ -201,7 +201,7 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     if without is not None:
         answer = degraded_answer(phase_e_input, without, context)
     else:
-        session = deps.session(cid, usage, event.deadline, files)
+        session = deps.session(cid, usage, event.deadline, files, turns)
         work = synthesize(phase_e_input, session, context)
         done = await unless_stopped(deps.cancels, cid, work)
         if isinstance(done, Stopped):
@@ -227,16 +227,27 @@ async def _load_history(deps: PhaseDeps, event: LoopExited) -> list[dict[str, An
         return [last.model_dump(mode="json")] if last else []
 
 
-async def _load_files(deps: PhaseDeps, event: LoopExited) -> list[AttachedFile]:
-    """The files the run's request attached, for the answer's prompt; a record that is gone is
-    noted, and the answer made without them (as without a lost history)."""
-    if event.run is None:
-        return []
+async def _load_context(
+    deps: PhaseDeps, event: LoopExited
+) -> tuple[list[AttachedFile], list[Turn]]:
+    """The files the run's request attached and the earlier turns it carried, for the answer's
+    prompt; a record that is gone is noted, and the answer made without it (as without a lost
+    history)."""
+    run = event.run
+    if run is None:
+        return [], []
+    cid = event.correlation_id
+    files: list[AttachedFile] = []
+    turns: list[Turn] = []
     try:
-        return await history.load_files(deps.records, event.correlation_id, event.run)
+        files = await history.load_files(deps.records, cid, run)
     except history.HistoryMissing as error:
-        event.run.notes.append(f"phase E: answered without the attached files: {error}")
-        return []
+        run.notes.append(f"phase E: answered without the attached files: {error}")
+    try:
+        turns = await history.load_turns(deps.records, cid, run)
+    except history.HistoryMissing as error:
+        run.notes.append(f"phase E: answered without the earlier turns: {error}")
+    return files, turns
 
 
 def fallback_answer(
