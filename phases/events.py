@@ -317,6 +317,9 @@ class FinalAnswerReady(Event):
     result: ExecutionResult
     #: Where the answer is POSTed (aeonloop.webhooks), from the run's request.
     webhook_url: str | None = None
+    #: The request it answers: with the answer, the turns a follow-up continues from
+    #: (`aeon ask --continue`), for as long as the answer is kept. Empty from older versions.
+    request: str = Field("", max_length=MAX_REQUEST_CHARS)
 
 
 class WebhookSettled(Event):

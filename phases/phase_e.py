@@ -489,7 +489,8 @@ def answer_event(
         final_answer=answer,
     )
     webhook_url = event.run.webhook_url if event.run else None
-    return event.child(FinalAnswerReady, result=result, webhook_url=webhook_url)
+    request = event.request or (event.run.request if event.run else "")
+    return event.child(FinalAnswerReady, result=result, webhook_url=webhook_url, request=request)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -200,6 +200,8 @@ async def ask(args: argparse.Namespace) -> int:
     rules = load_rules(args.rules) if args.rules else []
     files = read_files(args.file, args.file_limits)
     settings: BusSettings = args.settings
+    if args.follow_up is not None:
+        _request_server(args, "ask --continue")  # the embedded stack keeps no run to follow
     # Cancelling tears down everything the command started, the embedded Redis included.
     task = asyncio.current_task()
     signals = _on_signals(task.cancel if task else lambda: None)
@@ -232,6 +234,7 @@ async def _ask_on(
 ) -> int:
     limits = args.file_limits
     async with AeonClient(settings=settings, loop=args.loop, file_limits=limits) as client:
+        turns = await client.follow_up(args.follow_up) if args.follow_up is not None else []
         correlation_id = await client.submit(
             request,
             rules=rules,
@@ -243,6 +246,7 @@ async def _ask_on(
             files=files,
             tools=args.tool_names,
             webhook_url=args.webhook_url,
+            messages=turns,
         )
         _status(f"request {correlation_id} submitted")
         if args.approve_plan:
@@ -514,6 +518,14 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="a text file the plan, steps and answer are given as context (repeat for more; "
         "AEON_MAX_FILES, AEON_MAX_FILE_BYTES and AEON_MAX_FILES_BYTES limit them)",
+    )
+    p.add_argument(
+        "--continue",
+        metavar="ID",
+        dest="follow_up",
+        help="ask a follow-up to the stored run ID: its request and answer (and the turns it "
+        "followed) become the earlier turns of this one (needs AEON_REDIS_URL; "
+        "AEON_MAX_TURNS and AEON_MAX_TURNS_CHARS limit them)",
     )
     p.add_argument(
         "--tools",

@@ -284,7 +284,8 @@ class HttpApi:
 
 def _checked(data: Any, client: AeonClient) -> dict[str, Any]:
     """The submit's arguments from a request body, checked as `aeon ask` checks its input
-    against the client's limits (AEON_MAX_PASSES, the webhooks allowed, the files' limits);
+    against the client's limits (AEON_MAX_PASSES, the webhooks allowed, the files' and the
+    earlier turns' limits);
     ApiError names the first field at fault: 413 for one past a limit on bytes, else 422."""
     body = _body(RunRequest, data)
     checks = request_checks(
@@ -296,6 +297,7 @@ def _checked(data: Any, client: AeonClient) -> dict[str, Any]:
         webhook_url=body.webhook_url,
         files=body.files,
         tools=body.tools,
+        messages=body.messages,
     )
 
     def rules() -> list:
