@@ -1,4 +1,4 @@
-"""The `aeon` command: ask, answer, worker, serve, dlq, status, asyncapi.
+"""The `aeon` command: ask, answer, worker, serve, mcp, dlq, status, asyncapi.
 
 Exit codes (docs/cli.md, "Exit codes"):
     0  answered            1  answered, degraded (the loop did not converge or something failed)
@@ -374,6 +374,14 @@ def _status(line: str) -> None:
     print(f"aeon: {line}", file=sys.stderr, flush=True)
 
 
+async def mcp(args: argparse.Namespace) -> int:
+    """`aeon mcp`: Aeon as an MCP server over stdio (gateway.mcp_server); the SDK is loaded
+    only for this command."""
+    from aeonloop.gateway.mcp_server import serve_stdio
+
+    return await serve_stdio(args)
+
+
 # -- worker ---------------------------------------------------------------------------------
 
 
@@ -590,6 +598,20 @@ def _parser() -> argparse.ArgumentParser:
         "--metrics-port",
         type=port_option(),
         help="serve Prometheus metrics on this port (AEON_METRICS_PORT)",
+    )
+
+    p = _command(
+        commands,
+        "mcp",
+        mcp,
+        "serve MCP over stdio: one tool, `ask` (for Claude Desktop, VS Code, ...)",
+        "WARNING",
+    )
+    p.add_argument(
+        "--timeout",
+        type=as_option(check_timeout, float, "a number of seconds"),
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds each run the tool asks for may take, at most a week ({DEFAULT_TIMEOUT_S:g})",
     )
 
     serve.add_commands(commands, _command)

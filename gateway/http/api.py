@@ -7,6 +7,7 @@
     GET  /v1/runs/{id}/events     Server-Sent Events, one per step, ending with the answer
     GET  /healthz, /readyz        the process is up; Redis answers
     GET  /openapi.json, /docs     the API described; the run page at /
+    /mcp                          MCP over streamable HTTP: the tool `ask` (gateway.mcp_server)
 
 Submitting goes through `AeonClient.submit`, after the same checks `aeon ask` makes (each
 refusal names the field), so nothing is published for bad input. Reading goes through the run
@@ -43,7 +44,7 @@ from aeonloop.bus.settings import redact
 from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput, ForeignEventId, TooLarge
 from aeonloop.gateway.client import AeonClient, answer_due_by
 from aeonloop.gateway.http.errors import CLIENT_CLOSED, error_response, json_response, refusal
-from aeonloop.gateway.http.guards import ApiGuard, HostGuard
+from aeonloop.gateway.http.guards import MCP_PATH, ApiGuard, HostGuard
 from aeonloop.gateway.http.models import (
     MAX_RECENT,
     MAX_WAIT_S,
@@ -492,7 +493,14 @@ def _redis_reason(error: BaseException) -> str:
 
 
 def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Starlette:
+    """The app; `app.state.mcp_sessions` are its MCP sessions, which answer at MCP_PATH while
+    their `run()` is entered (`aeon serve` does, around serving)."""
+    from aeonloop.gateway import mcp_server
+
     api = HttpApi(client, feed, settings)
+    mcp_sessions = mcp_server.http_sessions(
+        mcp_server.build_server(client), settings.http_max_body_bytes
+    )
     openapi = orjson.dumps(openapi_document(client.max_passes))
 
     async def page(request: Request) -> Response:
@@ -522,6 +530,7 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
         Route("/v1/runs/{correlation_id}/cancel", api.cancel, methods=["POST"]),
         Route("/v1/runs/{correlation_id}/approve", api.approve, methods=["POST"]),
         Mount("/static", _PageFiles(directory=STATIC)),
+        Route(MCP_PATH, mcp_server.http_endpoint(mcp_sessions)),
     ]
     middleware = [
         # Outermost: every response is counted, the other guards' refusals included.
@@ -539,7 +548,7 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
             expose_headers=["Location"],
         )
         middleware.insert(1, cors)  # outside the guards: refusals carry CORS headers too
-    return Starlette(
+    app = Starlette(
         routes=routes,
         middleware=middleware,
         exception_handlers={
@@ -549,6 +558,8 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
             **dict.fromkeys(FAILURES, _redis_error),
         },
     )
+    app.state.mcp_sessions = mcp_sessions
+    return app
 
 
 class _PageFiles(StaticFiles):
