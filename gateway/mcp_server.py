@@ -32,14 +32,15 @@ from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, TextContent
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aeonloop.bus.settings import BusSettings
 from aeonloop.contracts import AttachedFile, Usage
-from aeonloop.exceptions import BadInput
+from aeonloop.exceptions import AnswerTimeout, BadInput
 from aeonloop.gateway.client import ANSWER_GRACE_S, DEFAULT_TIMEOUT_S, AeonClient
 from aeonloop.gateway.embedded import embedded_pipeline
 from aeonloop.gateway.progress import Progress
@@ -95,10 +96,32 @@ def outcome_of(correlation_id: str, result: ExecutionResult) -> AskOutcome:
     )
 
 
+class _Server(MCPServer):
+    """The SDK's server, saying arguments that break the tool's schema in one line."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        """As the SDK calls a tool, but an argument of the wrong type is reported as `aeon ask`
+        reports bad input, `max_ttl: Input should be a valid integer`, where the SDK would
+        send pydantic's report of several lines."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            if isinstance(error.__cause__, ValidationError):
+                raise ToolError(_one_line(error.__cause__)) from None
+            raise
+
+
+def _one_line(error: ValidationError) -> str:
+    """The first problem of `error`, named by its argument: what to fix, in one line."""
+    problem = error.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in problem["loc"]) or "arguments"
+    return f"{where}: {problem['msg']}"
+
+
 def build_server(client: AeonClient, timeout_s: float = DEFAULT_TIMEOUT_S) -> MCPServer:
     """The MCP server whose `ask` tool runs requests through `client`, each given `timeout_s`
     seconds (its deadline in the pipeline)."""
-    server = MCPServer(SERVER_NAME, instructions=ASK_DESCRIPTION)
+    server = _Server(SERVER_NAME, instructions=ASK_DESCRIPTION)
 
     @server.tool("ask", description=ASK_DESCRIPTION)
     async def ask(
@@ -149,6 +172,8 @@ async def _ask(
     try:
         await _report(ctx, lines, waiting)
         result = waiting.result()
+    except AnswerTimeout as error:  # past its deadline and grace: say so, as `aeon ask` does
+        return CallToolResult(content=[TextContent(text=str(error))], is_error=True)
     except BaseException:
         # The call was cancelled (or the transport went away): so is the run. Shielded, since
         # the scope this runs in is being cancelled and would stop the cancel too.
