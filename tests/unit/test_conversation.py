@@ -1,6 +1,7 @@
 """Conversations at the gateway: chat messages split into a request and its earlier turns, a
 stored run's follow-up, and the limits every gateway holds turns to (no Redis: the end-to-end
-proofs are in tests/e2e/test_conversation.py)."""
+proofs are in tests/integration/test_conversation_runs.py and
+tests/e2e/test_conversation_cli.py)."""
 
 from __future__ import annotations
 
