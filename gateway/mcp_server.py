@@ -45,7 +45,6 @@ from aeonloop.gateway.client import ANSWER_GRACE_S, DEFAULT_TIMEOUT_S, AeonClien
 from aeonloop.gateway.embedded import embedded_pipeline
 from aeonloop.gateway.progress import Progress
 from aeonloop.gateway.validation import parse_rules
-from aeonloop.limits import MAX_REQUEST_CHARS, MAX_TTL_CAP
 from aeonloop.llm.factory import ready_adapter
 from aeonloop.phases.events import ExecutionResult
 from aeonloop.phases.models import ExitReason
@@ -136,7 +135,8 @@ def build_server(client: AeonClient, timeout_s: float = DEFAULT_TIMEOUT_S) -> MC
             Field(description="text files given as context: each {path, content}"),
         ] = None,
         max_ttl: Annotated[
-            int | None, Field(description=f"the most passes the run may take (1 to {MAX_TTL_CAP})")
+            int | None,
+            Field(description="the most passes the run may take, 1 to AEON_MAX_PASSES"),
         ] = None,
     ) -> Annotated[CallToolResult, AskOutcome]:
         return await _ask(client, ctx, request, rules, files, max_ttl, timeout_s)
@@ -158,7 +158,7 @@ async def _ask(
     lines: asyncio.Queue[Progress] = asyncio.Queue()
     try:
         correlation_id = await client.submit(
-            request[: MAX_REQUEST_CHARS + 1],  # the check names the length; no need to hold more
+            request,
             rules=parse_rules(rules, source="rules") if rules is not None else None,
             files=files,
             max_ttl=max_ttl,
