@@ -37,6 +37,8 @@ raise; the branch says what kind of trouble it is:
     │                                dead-lettered (webhooks.py)
     ├── ToolCallFailed               one tool call did not answer (timeout, transport): the
     │                                step fails with the reason
+    ├── PatternTimedOut (TimeoutError)  a check's pattern ran out of its time bound: the check
+    │                                fails with that reason (phases/checks.py)
     ├── AnswerTimeout (TimeoutError)  no answer within the wait: it may still come
     └── ApiError                     the HTTP API refuses a request (status, field, reason)
 
@@ -312,6 +314,15 @@ class ToolCallFailed(AeonError):
         super().__init__(message)
         #: The call did not answer within its timeout (it may still have run).
         self.timed_out = timed_out
+
+
+class PatternTimedOut(AeonError, TimeoutError):
+    """A check's pattern ran out of its time bound (phases.checks.bounded_search); the check
+    that ran it fails, saying so."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__(f"ran out of its {timeout:g} s time bound")
+        self.timeout = timeout
 
 
 class AnswerTimeout(AeonError, TimeoutError):

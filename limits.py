@@ -42,6 +42,8 @@ TOOL_NAME_PATTERN = r"^[^\s\x00-\x1f\x7f]{1,128}$"
 ToolName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
 #: AEON_LLM_CONTEXT_TOKENS unless set: the model's context window every prompt is fitted to.
 DEFAULT_CONTEXT_TOKENS = 32_768
+#: Seconds of matching one pattern may take, unless AEON_CHECK_PATTERN_TIMEOUT_S says otherwise.
+DEFAULT_PATTERN_TIMEOUT_S = 0.5
 
 Whole = Annotated[int, Field(ge=1)]
 
@@ -59,6 +61,11 @@ class LoopSettings(AeonSettings):
     stagnation_epsilon: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.02
     allow_executable_checks: bool = False
     executable_check_timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
+    #: Seconds the patterns of one check (a rule's or a prepared one) may match, together, before
+    #: the check fails (phases.checks.run_check): a check never holds a worker thread longer.
+    check_pattern_timeout_s: Annotated[float, Field(gt=0, le=60, allow_inf_nan=False)] = (
+        DEFAULT_PATTERN_TIMEOUT_S
+    )
     #: The model's context window in tokens: every prompt is fitted to it (AEON_LLM_CONTEXT_TOKENS).
     llm_context_tokens: Whole = DEFAULT_CONTEXT_TOKENS
     #: Characters of a step's output kept in the run's history; the rest is cut with a marker,

@@ -15,16 +15,18 @@ from __future__ import annotations
 import contextvars
 import re
 from typing import Any, ClassVar, Literal, Self
+from urllib.parse import urlsplit
 
 from pydantic import ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from aeonloop.exceptions import SettingsError
 
-__all__ = ["AeonSettings", "LogSettings", "SettingsError", "redact"]
+__all__ = ["AeonSettings", "LogSettings", "SettingsError", "bare_url", "bare_urls", "redact"]
 
 _CREDENTIALS = re.compile(r"(?<=://)[^@/]*@")
 _QUERY_SECRET = re.compile(r"(?i)((?:password|username)=)[^&]*")
+_URL = re.compile(r"(?i)https?://[^\s'\"<>]+")
 _SECRET_FIELDS = ("key", "password", "token", "secret")
 #: pydantic's bounds, said as a person would.
 _BOUNDS = (
@@ -48,6 +50,18 @@ _PLAIN = {
 def redact(url: str) -> str:
     """The URL with any user:password part or ?password= masked, for logs and error messages."""
     return _QUERY_SECRET.sub(r"\1***", _CREDENTIALS.sub("***@", url))
+
+
+def bare_url(url: str) -> str:
+    """The URL without its user name, password, query and fragment: what a line may show of a
+    URL a person gave, where any of those may hold a secret (a webhook's, an MCP server's)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+
+
+def bare_urls(text: str) -> str:
+    """`text` with every http(s) URL in it made a `bare_url`."""
+    return _URL.sub(lambda found: bare_url(found.group(0)), text)
 
 
 class AeonSettings(BaseSettings):

@@ -21,7 +21,9 @@
 - Allowed: host names (`hooks.example.com`, `*.example.com`), over https only, whose addresses
   are all public; or origins (`http://127.0.0.1:9000`), exactly: the only way to allow plain
   http, or a private or loopback address. The addresses are checked when the answer is sent,
-  so a name that later resolves to a private address is refused then.
+  so a name that later resolves to a private address is refused then. A URL with a user name
+  or password (`user:password@host`) is never allowed, and no line Aeon writes shows one, nor
+  a URL's query (`settings.bare_url`).
 """
 
 from __future__ import annotations
@@ -39,14 +41,16 @@ import orjson
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import NoDecode
 
+from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.consumer import Route
 from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.bus.delivery import Delivery
-from aeonloop.bus.keys import ANSWERS, WEBHOOK_RECORD
+from aeonloop.bus.keys import ANSWERS, WEBHOOK_RECORD, WEBHOOK_TRIES_RECORD, Keys
 from aeonloop.bus.records import RedisRunRecords, RunRecord
+from aeonloop.bus.worker import BusWorker
 from aeonloop.exceptions import BadInput, WebhookFailed
 from aeonloop.phases.events import FinalAnswerReady, WebhookSettled
-from aeonloop.settings import AeonSettings
+from aeonloop.settings import AeonSettings, bare_url
 
 #: The group that delivers webhooks (Keys.group names it `phase-webhooks`).
 GROUP = "webhooks"
@@ -111,11 +115,27 @@ class WebhookSettings(AeonSettings):
         parts = urlsplit(url)
         host = (parts.hostname or "").lower()
         if parts.scheme not in ("http", "https") or not host:
-            return f"{url[:200]!r} is not an http(s) URL"
+            return f"{bare_url(url)[:200]!r} is not an http(s) URL"
+        if "@" in parts.netloc:
+            # urllib would take `user:password@host` for the host name, so it would never be
+            # sent, and the password would be in every line that names the URL.
+            return (
+                "a webhook URL may not carry a user name or password (user:password@host): "
+                "leave them out; the receiver checks the webhook-signature header instead"
+            )
         if _origin(parts) in self.webhook_allowed_hosts:
             return None
-        if parts.scheme != "https":
-            return "only https is allowed, unless AEON_WEBHOOK_ALLOWED_HOSTS names the origin"
+        if parts.scheme != "https":  # name what is allowed: "unless it names" read as if unset
+            origins = [rule for rule in self.webhook_allowed_hosts if "://" in rule]
+            allowed = (
+                f"the origins it allows are {', '.join(origins)}"
+                if origins
+                else "it names no origin (such as http://127.0.0.1:9000), only https hosts"
+            )
+            return (
+                f"only https is allowed for {_origin(parts)}, an origin "
+                f"AEON_WEBHOOK_ALLOWED_HOSTS does not name: {allowed}"
+            )
         if not any(_host_matches(host, rule) for rule in self._names()):
             return f"{host} is not in AEON_WEBHOOK_ALLOWED_HOSTS"
         if _is_address(host) and not _public(host):
@@ -182,18 +202,29 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirects)
 
 
-def worker_routes(settings: WebhookSettings | None = None) -> list[Route]:
+def worker_routes(worker: BusWorker) -> list[Route]:
     """What a worker runs beside its phases (phases.worker.make_worker's `routes`): the
-    webhooks group when webhooks are on (`settings`, else the environment's), else nothing."""
-    hooks = settings or WebhookSettings.from_env()
-    return [route(hooks)] if hooks.enabled else []
+    webhooks group, on the worker's Redis, when webhooks are on (AEON_WEBHOOK_*), else nothing."""
+    hooks = WebhookSettings.from_env()
+    return [route(hooks, worker.redis, worker.keys)] if hooks.enabled else []
 
 
-def route(settings: WebhookSettings) -> Route:
-    """The webhooks group's route on the answers stream."""
+def route(settings: WebhookSettings, redis: RedisClient, keys: Keys) -> Route:
+    """The webhooks group's route on the answers stream.
+
+    Every POST is counted before it is made, in the run's records (WEBHOOK_TRIES_RECORD, with
+    HINCRBY, so the count survives the worker: a worker killed mid-delivery may have made
+    several). No POST is made past AEON_WEBHOOK_ATTEMPTS, however often the answer is
+    delivered, and the outcome's `tries` is that count: what the receiver can have been sent.
+    A count raised for a POST the worker died before making is counted all the same, so the
+    bound holds at the price of a try."""
     from standardwebhooks import Webhook
 
     signer = Webhook(settings.webhook_secret)
+    bound = settings.webhook_attempts
+    #: POSTs counted for an answer (by its event id) whose delivery this process holds, for
+    #: its give_up; dropped once it is settled.
+    made: dict[str, int] = {}
 
     async def deliver(event: FinalAnswerReady, delivery: Delivery) -> list[Any]:
         url = event.webhook_url
@@ -202,6 +233,15 @@ def route(settings: WebhookSettings) -> Route:
         reason = await asyncio.to_thread(settings.refusal_now, url)
         if reason is not None:
             raise WebhookFailed(f"webhook of {event.correlation_id} not sent: {reason}")
+        counted = await redis.hincrby(
+            keys.run_records(event.correlation_id), WEBHOOK_TRIES_RECORD, 1
+        )
+        made[event.event_id] = min(counted, bound)
+        if counted > bound:
+            raise WebhookFailed(
+                f"webhook of {event.correlation_id} not sent again: all {bound} tries "
+                "(AEON_WEBHOOK_ATTEMPTS) were made, the last failed or was cut short"
+            )
         body = orjson.dumps(
             {"correlation_id": event.correlation_id, "result": event.result.model_dump(mode="json")}
         )
@@ -213,14 +253,19 @@ def route(settings: WebhookSettings) -> Route:
             "webhook-signature": signer.sign(event.event_id, now, body.decode()),
         }
         await asyncio.to_thread(_post, url, body, headers, settings.webhook_timeout_s)
-        return settled(event, "delivered", delivery.tries)
+        made.pop(event.event_id, None)
+        return settled(event, "delivered", counted)
 
     def give_up(dead: DeadLetter, delivery: Delivery) -> list[Any]:
         # The run has its answer already: only the outcome is told; the dead letter keeps it.
         event = dead.event
         if not isinstance(event, FinalAnswerReady) or not event.webhook_url:
             return []
-        return settled(event, "failed", delivery.tries, dead.reason)
+        tries = made.pop(event.event_id, None)
+        if tries is None:  # not tried in this process: the count as read with the lock
+            kept = delivery.records.get((event.correlation_id, WEBHOOK_TRIES_RECORD), b"0")
+            tries = min(int(kept), bound)
+        return settled(event, "failed", tries, dead.reason)
 
     return Route(
         stream=ANSWERS,
@@ -228,7 +273,8 @@ def route(settings: WebhookSettings) -> Route:
         types={FinalAnswerReady.__name__: FinalAnswerReady},
         handle=deliver,
         give_up=give_up,
-        attempts=settings.webhook_attempts,
+        records=lambda event: [WEBHOOK_TRIES_RECORD],
+        attempts=bound,
         backoff_s=settings.webhook_backoff_s,
     )
 
@@ -264,14 +310,8 @@ def _post(url: str, body: bytes, headers: dict[str, str], timeout: float) -> Non
         with _OPENER.open(request, timeout=timeout) as response:
             status = response.status
     except urllib.error.HTTPError as error:
-        raise WebhookFailed(f"{_redacted(url)} answered {error.code}") from None
+        raise WebhookFailed(f"{bare_url(url)} answered {error.code}") from None
     except (urllib.error.URLError, OSError) as error:
-        raise WebhookFailed(f"{_redacted(url)} could not be reached: {error}") from None
+        raise WebhookFailed(f"{bare_url(url)} could not be reached: {error}") from None
     if not 200 <= status < 300:
-        raise WebhookFailed(f"{_redacted(url)} answered {status}")
-
-
-def _redacted(url: str) -> str:
-    """The URL without its query, which may hold a receiver's token."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+        raise WebhookFailed(f"{bare_url(url)} answered {status}")

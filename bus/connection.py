@@ -13,6 +13,7 @@ command; what bounds it is what bounds commands: the consumers' concurrency.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from typing import Any
 
@@ -31,6 +32,7 @@ from redis.exceptions import (
     NoPermissionError,
 )
 
+from aeonloop.bus.redis_errors import NoGreeting
 from aeonloop.bus.settings import BusSettings, redact
 from aeonloop.exceptions import SettingsError
 
@@ -88,15 +90,47 @@ def _pack(args: tuple[Any, ...]) -> bytes:
         raise DataError(str(error)) from error
 
 
-class _TcpConnection(_HiredisPacking, Connection):
+class _BoundedGreeting:
+    """A new connection's greeting (redis-py's AUTH or HELLO, SELECT, CLIENT SETINFO, then a
+    PING) must be answered within the connect timeout.
+
+    Aeon sets no socket_timeout (see `_options`), so without this a server that accepts the
+    connection and never answers (an HTTP server waiting for a request line) would hold every
+    command, and `aeon ask` or `aeon status` with it, forever. Not redis-py's socket_timeout
+    for the greeting either: it bounds each send with wait_for, which on Python 3.11 can
+    swallow a cancellation (a reader stopped while its first connection was greeted went on
+    reading), so the greeting is bounded by asyncio.timeout. The PING makes the bound hold
+    whatever redis-py's greeting sends. A server that stays silent is `NoGreeting`: a
+    RedisTimeoutError, so a worker reconnecting to a Redis under load waits and tries again
+    as for any timeout, and the CLI says the URL points at another kind of server
+    (bus.redis_errors.not_redis)."""
+
+    async def on_connect(self) -> None:
+        bound = self.socket_timeout or self.socket_connect_timeout  # type: ignore[attr-defined]
+        # The PING is the greeting's health check: redis-py's own would be retried (by the
+        # cluster client's Retry) from inside this greeting, one nested greeting per try.
+        interval = self.health_check_interval  # type: ignore[attr-defined]
+        self.next_health_check = asyncio.get_running_loop().time() + interval
+        try:
+            async with asyncio.timeout(bound):
+                await super().on_connect()  # type: ignore[misc]
+                await self.send_command("PING", check_health=False)  # type: ignore[attr-defined]
+                await self.read_response()  # type: ignore[attr-defined]
+        except TimeoutError as error:
+            raise NoGreeting(
+                f"no reply to a Redis greeting within {bound:g} s of connecting"
+            ) from error
+
+
+class _TcpConnection(_HiredisPacking, _BoundedGreeting, Connection):
     pass
 
 
-class _TlsConnection(_HiredisPacking, SSLConnection):
+class _TlsConnection(_HiredisPacking, _BoundedGreeting, SSLConnection):
     pass
 
 
-class _UnixConnection(_HiredisPacking, UnixDomainSocketConnection):
+class _UnixConnection(_HiredisPacking, _BoundedGreeting, UnixDomainSocketConnection):
     pass
 
 

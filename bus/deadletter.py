@@ -1,8 +1,8 @@
-"""Dead letters: events the pipeline gave up on, kept whole with the reason and attempt count.
+"""Dead letters: events the pipeline gave up on, kept whole with the reason and delivery count.
 
 An entry on the dead-letter stream is flat fields (readable with `redis-cli XRANGE`): where it
-came from, why it died, how many times it was delivered, and the original type/cid/body, so an
-operator can inspect it and `aeon dlq replay` can put it back exactly as it was.
+came from, why it died, how many times it was delivered (`attempts`), and the original
+type/cid/body, so an operator can inspect it and `aeon dlq replay` can put it back as it was.
 """
 
 from __future__ import annotations
@@ -25,7 +25,10 @@ class DeadLetter:
     entry_id: str
     fields: Fields
     reason: str
-    #: Attempts at the event that started its handler (see bus.consumer).
+    #: Deliveries of the entry that started its handler (AEON_MAX_DELIVERIES bounds them; see
+    #: bus.retry). Each delivery tries the handler up to AEON_HANDLER_ATTEMPTS times, which a
+    #: reason such as "handler failed 3 times" counts: so `aeon dlq list` calls this
+    #: `deliveries`. Stored as the field `attempts`, the name it has always had on the stream.
     attempts: int
     #: The decoded event when the entry decoded; None for entries that are not events at all.
     event: Any | None = None

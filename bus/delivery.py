@@ -1,7 +1,7 @@
 """What the bus tells a handler about the delivery of the event it hands it.
 
 A route's handler is called as `handle(event, delivery)`, and its `give_up` as
-`give_up(dead, delivery)` (bus.consumer.Route): what the bus knows of the delivery is an
+`give_up(dead, delivery)` (bus.route.Route): what the bus knows of the delivery is an
 argument, not something a handler would have to know to look for elsewhere. It is two things:
 
 - `redelivered`: the event may have been handled before (an entry claimed from a consumer that

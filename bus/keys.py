@@ -45,6 +45,10 @@ AWAITING_APPROVAL = "awaiting-approval"
 WEBHOOK_OUTCOMES = "webhook-outcomes"
 #: The run record (bus.records) that keeps a run's webhook outcome as long as its answer.
 WEBHOOK_RECORD = "webhook"
+#: The run record counting the POSTs made of a run's webhook over all its deliveries: a plain
+#: integer (HINCRBY, never packed), raised before each POST (aeonloop.webhooks); `aeon dlq
+#: replay` deletes it, so a replayed webhook has its tries again.
+WEBHOOK_TRIES_RECORD = "webhook-tries"
 #: The run record (`Keys.run_records`) holding the files its request attached, written once by
 #: the commit of Phase A's hop (phases.history.request_records).
 FILES_RECORD = "files"
@@ -53,7 +57,7 @@ TURNS_RECORD = "turns"
 
 
 class LockState(StrEnum):
-    """What a consumer finds when it locks an event (bus.consumer).
+    """What a consumer finds when it locks an event (bus.locking).
 
     DONE is also the value an event's lock keeps once the event is handled: the dedupe mark.
     """

@@ -18,7 +18,7 @@ the records it refers to exist:
 
 Readers (the phases that need a run's history, the HTTP gateway's run steps) read the fields
 they need with one HMGET. A phase names them in its route (`Route.records`), and the consumer
-reads them in the round trip that locks the event (bus.consumer) and hands them to the handler
+reads them in the round trip that locks the event (bus.locking) and hands them to the handler
 in its `Delivery` (bus.delivery), so a hop that needs its run's history costs no round trip
 more than one that does not: the handler reads from those first (phases.history.ReadAhead),
 and asks `RedisRunRecords` only for what they lack.

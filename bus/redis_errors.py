@@ -13,7 +13,8 @@ each kind is recognised one way, however it arrived:
 - `retry_later`: what a commit sends again (any of the above, or a master new to the script:
   `script_missing`);
 - `group_exists`, `group_missing`, `no_such_key`: replies the consumer and `aeon status` expect;
-- `not_redis`: the server at the URL speaks another protocol (an HTTP server, say);
+- `not_redis`: the server at the URL speaks another protocol (an HTTP server, say), or none
+  (`NoGreeting`);
 - `cluster_unusable`, `cluster_not_enabled`, `unreachable`, `timed_out`: how the CLI words
   an error;
 - `said`: what Redis said, in one line, for logs and messages.
@@ -37,6 +38,15 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+
+class NoGreeting(RedisTimeoutError):
+    """A server accepted the connection and did not answer its greeting within the connect
+    timeout (bus.connection): another kind of server, most likely, that waits for a request
+    of its own. A redis-py TimeoutError (transient, to a worker already running), kept here
+    with the other refinements of redis-py's errors rather than in aeonloop.exceptions, which
+    imports nothing from redis."""
+
 
 #: Errors that pass once Redis is back, or once a cluster has settled after a failover (a slot
 #: without a master, a redirection redis-py gave up following): wait and try again.
@@ -104,10 +114,11 @@ def no_such_key(error: BaseException) -> bool:
 
 def not_redis(error: BaseException) -> bool:
     """Whether the server did not answer as a Redis server: its reply is not Redis's protocol
-    (an HTTP server's page, say). A cluster client that tried it says so in its cause."""
+    (an HTTP server's page, say), or it gave none to the greeting (`NoGreeting`). A cluster
+    client that tried it says so in its cause."""
     cause: BaseException | None = error
     while cause is not None:
-        if isinstance(cause, InvalidResponse):
+        if isinstance(cause, (InvalidResponse, NoGreeting)):
             return True
         cause = cause.__cause__
     return False

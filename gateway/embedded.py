@@ -41,7 +41,7 @@ async def embedded_pipeline(
         server.remove_files()
         settings = settings.with_(redis_url=server.url)
         redis = await connect(settings, consumers=len(PHASES) * settings.shards)
-        worker = make_worker(redis, settings, llm, loop=loop, tools=tools, routes=worker_routes())
+        worker = make_worker(redis, settings, llm, loop=loop, tools=tools, routes=worker_routes)
         await worker.start()
         running = asyncio.create_task(worker.run(), name="embedded-worker")
         try:

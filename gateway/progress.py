@@ -19,7 +19,9 @@ from aeonloop.phases.events import (
     LoopExited,
     PassCompleted,
     PassRequested,
+    PlanAwaitingApproval,
     PlanReady,
+    RunState,
     TaskProfiled,
 )
 from aeonloop.phases.models import ExecutionPass
@@ -54,12 +56,13 @@ def progress_of(event: Event) -> list[Progress]:
         fallback = " (default profile)" if event.run.profile_is_default else ""
         budget = event.run.ttl_remaining
         return [Progress(cid, "A", f"A  profiled: depth {depth}, pass budget {budget}{fallback}")]
+    if isinstance(event, PlanAwaitingApproval):
+        return [Progress(cid, "B", f"{_planned(event.run)}; awaiting approval")]
     if isinstance(event, PlanReady):
-        steps = len(event.run.plan.steps) if event.run.plan else 0
-        # The run's count so far is B's own: its plan check is the only refinement yet.
-        actions = event.run.total_refinements
-        line = f"B  planned: {steps} steps, plan check applied {actions} refinement action(s)"
-        return [Progress(cid, "B", line)]
+        if event.run.approve_plan:  # B's line came with its pause (PlanAwaitingApproval)
+            steps = len(event.run.plan.steps) if event.run.plan else 0
+            return [Progress(cid, "B", f"B  plan approved: {steps} steps; running it")]
+        return [Progress(cid, "B", _planned(event.run))]
     if isinstance(event, PassCompleted):
         last = event.execution_pass or event.run.last_pass
         return [pass_progress(cid, last)] if last else []
@@ -75,7 +78,23 @@ def progress_of(event: Event) -> list[Progress]:
     return []
 
 
+def _planned(run: RunState) -> str:
+    """Phase B's line: the steps it planned, and what its plan check did."""
+    steps = len(run.plan.steps) if run.plan else 0
+    # The run's count so far is B's own: its plan check is the only refinement yet.
+    actions = run.total_refinements
+    return f"B  planned: {steps} steps, plan check applied {actions} refinement action(s)"
+
+
 def pass_progress(correlation_id: str, record: ExecutionPass) -> Progress:
-    """A pass's line, in the words an answer and the run page use for it (phases.render)."""
+    """A pass's line, in the words an answer and the run page use for it (phases.render), and
+    the steps its refinement added: `B  planned` counted B's steps only, and the run page marks
+    these `added in pass N` alike (gateway.http.run_steps.plan_history)."""
     line = f"C  {render.pass_line(record)}"
+    applied = record.refinement.applied if record.refinement else []
+    added = [
+        a.new_step.step_id for a in applied if a.new_step and a.new_step.step_id != a.target_step_id
+    ]
+    if added:
+        line += f" (added {', '.join(added)})"
     return Progress(correlation_id, "C", line, record.pass_number, record.score)

@@ -12,7 +12,8 @@ What comes back is made into an answer the caller can trust to be one:
   `json_object` with the schema attached, which llama.cpp's and llama-cpp-python's servers turn
   into a grammar (with ranges it can enforce: llm.schemas), then plain `json_object`, then no
   `response_format`. Each step down happens once per adapter (one per model per process) and is
-  logged once.
+  logged once, at INFO: it is how such a server works (llama-cpp-python refuses json_schema on
+  every run), not a fault to warn about on every `aeon ask`.
 - Bounded replies: every call sends a reply budget, the prompt contract's own
   (`LLMCall.max_tokens`) unless AEON_LLM_MAX_TOKENS sets one for all.
 - Reasoning is not the answer: `<think>` blocks in the content (llm.reasoning) and the separate
@@ -283,7 +284,7 @@ class OpenAIAdapter:
             if sent != self.response_format:
                 return True
             lower = _DOWNGRADE[self.response_format]
-            log.warning(
+            log.info(
                 "%r at %s refused response_format %s (HTTP %d); JSON prompts use %s from now on",
                 self.model,
                 self.where,

@@ -6,55 +6,61 @@ Each rule's check gives a verdict, scored as in docs/architecture.md, "Rules and
 - passed = score ≥ threshold and no fail-severity rule failed.
 
 Which rules are *active* (counted in the score): fail- and warn-severity rules whose check was
-actually run. An executable check that was not run (disabled) says nothing about the output, so
-counting it either way would be a guess; an info rule is reported and never scored, since "info
-never fails" would otherwise only inflate the score.
+actually run. A check that was not run (an executable one that is disabled, a rule in words with
+no prepared check) says nothing about the output, so counting it either way would be a guess; an
+info rule is reported and never scored, since "info never fails" would otherwise only inflate the
+score.
 
 Verdicts: "pass"; "fail" for a failed fail-severity rule (listed in `failed`); "warn" for a failed
 warn-severity rule (listed in `warnings`, lowering the score but not blocking `passed` by
 itself); "warn" for an info rule whose check did not hold (listed nowhere); "skipped" with the
-reason for an executable check that was not run.
+reason for a check that was not run.
 
-Content checks search the pass's combined output with the rule's regular expression, on the host,
-deterministically. Executable checks run only when an operator allows them: the command is split
-with shlex and run without a shell, in a fresh temporary directory holding the output as
-`artifact.md`, with the output also on stdin; exit 0 passes, a timeout fails.
+How each form of check is run:
+
+- a content check, and every check of the host's vocabulary (phases.checks), by
+  `phases.checks.run_check` on the output, on the host, deterministically, in a worker thread:
+  patterns run under a time bound (AEON_CHECK_PATTERN_TIMEOUT_S), so a pattern that backtracks
+  without end fails its rule and never stalls the event loop;
+- a rule in words, by the checks PREPARE made of it (`prepared`, by rule id): it holds when all of
+  them hold, and its details name the first that did not; with none prepared it is skipped;
+- an executable check, only when an operator allows it: the command is split with shlex and run
+  without a shell, in a fresh temporary directory holding the output as `artifact.md`, with the
+  output also on stdin; exit 0 passes, a timeout fails.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import shlex
 import tempfile
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from aeonloop.phases.models import Evaluation, Rule, RuleFinding, RuleResult, Verdict
+from aeonloop.phases.checks import (
+    DEFAULT_PATTERN_TIMEOUT_S,
+    Check,
+    CheckOutcome,
+    PatternCheck,
+    run_check,
+)
+from aeonloop.phases.models import Evaluation, Rule, RuleCheck, RuleFinding, RuleResult, Verdict
 
 ARTIFACT_NAME = "artifact.md"
 _DETAIL_LIMIT = 300
 SKIPPED_REASON = (
     "executable checks are disabled; an operator enables them with AEON_ALLOW_EXECUTABLE_CHECKS=1"
 )
+UNPREPARED_REASON = "its check is in words and none was prepared"
 
 
-@dataclass(frozen=True)
-class CheckOutcome:
-    """A check's raw result, before the rule's severity turns it into a verdict."""
-
-    held: bool
-    details: str
-    ran: bool = True
-
-
-def content_check(pattern: str, output: str) -> CheckOutcome:
-    """Whether the regular expression occurs anywhere in the output."""
-    match = re.search(pattern, output, flags=re.MULTILINE)
-    if match:
-        return CheckOutcome(True, f"found /{pattern}/: {_clip(match.group(0))!r}")
-    return CheckOutcome(False, f"/{pattern}/ not found in the output")
+def content_check(
+    pattern: str, output: str, timeout: float = DEFAULT_PATTERN_TIMEOUT_S
+) -> CheckOutcome:
+    """Whether the regular expression occurs anywhere in the output (a content check is a
+    pattern check that wants it present)."""
+    return run_check(PatternCheck(pattern=pattern), output, timeout=timeout)
 
 
 async def executable_check(command: str, output: str, timeout: float) -> CheckOutcome:
@@ -98,16 +104,48 @@ async def _run(argv: list[str], stdin: BinaryIO, workdir: str, timeout: float) -
     return CheckOutcome(process.returncode == 0, details)
 
 
-async def run_check(rule: Rule, output: str, allow_executable: bool, timeout: float) -> RuleResult:
-    """The rule's verdict on the output (see the module docstring for the verdicts)."""
+def host_outcome(
+    rule: Rule,
+    output: str,
+    prepared: Sequence[Check] = (),
+    pattern_timeout: float = DEFAULT_PATTERN_TIMEOUT_S,
+) -> CheckOutcome:
+    """The outcome of a rule the host judges itself (every form of check but a command):
+    synchronous, and bounded by `pattern_timeout` for each check it runs."""
     check = rule.check
-    if check.type == "content":
-        outcome = content_check(check.search or "", output)
-    elif not allow_executable:
-        outcome = CheckOutcome(False, SKIPPED_REASON, ran=False)
-    else:
-        outcome = await executable_check(check.command or "", output, timeout)
-    return RuleResult(id=rule.id, verdict=verdict(rule, outcome), details=_details(rule, outcome))
+    if isinstance(check, str):
+        return all_hold(prepared, output, pattern_timeout)
+    if isinstance(check, RuleCheck):
+        check = PatternCheck(pattern=check.search or "")  # a content check wants it present
+    return run_check(check, output, timeout=pattern_timeout)
+
+
+async def command_outcome(
+    check: RuleCheck, output: str, allow_executable: bool, timeout: float
+) -> CheckOutcome:
+    """The outcome of an executable check: run only where an operator allows it."""
+    if not allow_executable:
+        return CheckOutcome(False, SKIPPED_REASON, ran=False)
+    return await executable_check(check.command or "", output, timeout)
+
+
+def _command(rule: Rule) -> RuleCheck | None:
+    check = rule.check
+    return check if isinstance(check, RuleCheck) and check.type == "executable" else None
+
+
+def all_hold(checks: Sequence[Check], output: str, timeout: float) -> CheckOutcome:
+    """The outcome of a rule in words: every prepared check holds. Details name the first that
+    did not, or say what each found; with no checks, the rule is not run."""
+    if not checks:
+        return CheckOutcome(False, UNPREPARED_REASON, ran=False)
+    held = []
+    for check in checks:
+        outcome = run_check(check, output, timeout=timeout)
+        if not outcome.held:
+            return CheckOutcome(False, f"{check.describe()}: {outcome.details}")
+        held.append(outcome.details)
+    return CheckOutcome(True, "; ".join(held))
 
 
 def verdict(rule: Rule, outcome: CheckOutcome) -> Verdict:
@@ -147,7 +185,11 @@ def score_results(rules: list[Rule], results: list[RuleResult], threshold: float
 
 
 def _finding(rule: Rule, result: RuleResult) -> RuleFinding:
-    message = rule.description or rule.check.expected or "the rule's check did not hold"
+    """A failed rule as the answer names it; a rule the request's own text implied says so."""
+    expected = rule.check.expected if isinstance(rule.check, RuleCheck) else ""
+    message = rule.description or expected or rule.check_text()
+    if rule.origin == "request":
+        message = f"{message} (stated in the request)"
     return RuleFinding(id=rule.id, severity=rule.severity, message=f"{message}: {result.details}")
 
 
@@ -156,14 +198,45 @@ async def evaluate_rules(
     output: str,
     threshold: float,
     *,
+    prepared: Mapping[str, Sequence[Check]] | None = None,
     allow_executable: bool = False,
     timeout: float = 10.0,
+    pattern_timeout: float = DEFAULT_PATTERN_TIMEOUT_S,
 ) -> Evaluation:
-    """Check every rule against the output (concurrently) and score the verdicts."""
-    results = await asyncio.gather(
-        *(run_check(rule, output, allow_executable, timeout) for rule in rules)
+    """Check every rule against the output and score the verdicts. `prepared` holds the checks
+    PREPARE made, by rule id: a rule in words is judged by them alone.
+
+    The host's own checks run together in one worker thread, off the event loop (their patterns
+    release the GIL as they match), while executable checks run as subprocesses at the same time.
+    """
+    known = prepared or {}
+    commands = {i: check for i, rule in enumerate(rules) if (check := _command(rule))}
+    on_host = [i for i in range(len(rules)) if i not in commands]
+
+    def judge_on_host() -> list[CheckOutcome]:
+        return [
+            host_outcome(rules[i], output, known.get(rules[i].id, ()), pattern_timeout)
+            for i in on_host
+        ]
+
+    hosted, executed = await asyncio.gather(
+        asyncio.to_thread(judge_on_host) if on_host else _none(),
+        asyncio.gather(
+            *(command_outcome(c, output, allow_executable, timeout) for c in commands.values())
+        ),
     )
-    return score_results(rules, list(results), threshold)
+    outcomes = dict(zip(on_host, hosted, strict=True))
+    outcomes |= dict(zip(commands, executed, strict=True))
+    results = [_result(rule, outcomes[i]) for i, rule in enumerate(rules)]
+    return score_results(rules, results, threshold)
+
+
+def _result(rule: Rule, outcome: CheckOutcome) -> RuleResult:
+    return RuleResult(id=rule.id, verdict=verdict(rule, outcome), details=_details(rule, outcome))
+
+
+async def _none() -> list[CheckOutcome]:
+    return []
 
 
 def judged(rules: list[Rule], evaluation: Evaluation | None) -> bool:

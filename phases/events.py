@@ -325,8 +325,8 @@ class FinalAnswerReady(Event):
 class WebhookSettled(Event):
     """The webhooks group is done with a run's answer (aeonloop.webhooks): `delivered` (a 2xx)
     or `failed` (given up on: the answer is in dead letters, `reason` says why). `tries`
-    counts the POSTs made, one for each earlier delivery cut short (a worker killed mid-way);
-    `webhook_id` is the `webhook-id` every try carried."""
+    counts the POSTs made, over every delivery (a worker killed mid-way included), at most
+    AEON_WEBHOOK_ATTEMPTS; `webhook_id` is the `webhook-id` every try carried."""
 
     STREAM: ClassVar[str] = WEBHOOK_OUTCOMES
     outcome: Literal["delivered", "failed"]

@@ -269,6 +269,16 @@ def synthesis_stopped(error: LLMUnreachable | RunStopped) -> AnswerReason:
     return AnswerReason.CANCELLED
 
 
+def answered_status(loop_exit: ExitReason, answered: str) -> ExitReason:
+    """The answer's `ExecutionResult.status`, given why the loop ended and what the answer is
+    (its `metadata["reason"]`): the loop's exit, except for a run cancelled after the loop
+    ended but before its answer was written, which is answered `cancelled` as any cancelled
+    run is, so its status and its reason never disagree."""
+    if answered == AnswerReason.CANCELLED:
+        return ExitReason.CANCELLED
+    return loop_exit
+
+
 def converged(status: str) -> bool:
     """Whether an exit reason, as PhaseEInput carries it (a string, FR-037), is convergence."""
     return status.strip().lower() == ExitReason.CONVERGED

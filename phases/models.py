@@ -7,15 +7,23 @@ without a bus or an LLM.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Dict, List, Literal, Optional
+from typing import Annotated, Any, Dict, List, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 from pydantic.json_schema import SkipJsonSchema
 
 from aeonloop.limits import DEFAULT_MAX_PASSES
+from aeonloop.phases.checks import Check, compile_pattern
 
 ToolUsage = Literal["none", "minimal", "moderate", "extensive"]
 Breadth = Literal["narrow", "moderate", "broad"]
@@ -316,9 +324,14 @@ Verdict = Literal["pass", "fail", "warn", "skipped"]
 
 
 class RuleCheck(Model):
+    """A check of the request schema's own: a content pattern, or an executable command (which
+    only a user's rules file may hold, and which runs only where an operator allows it)."""
+
     type: Literal["content", "executable"]
     search: str | None = Field(
-        None, description="content: a regular expression searched in the pass output"
+        None,
+        description="content: a regular expression (the `regex` package's syntax) searched in "
+        "the output, under a time bound",
     )
     command: str | None = Field(None, description="executable: a shell command; exit 0 passes")
     expected: str = ""
@@ -329,12 +342,45 @@ class RuleCheck(Model):
             if not self.search:
                 raise ValueError("a content check needs 'search' (a regular expression)")
             try:
-                re.compile(self.search)
-            except re.error as exc:
-                raise ValueError(f"'search' is not a valid regular expression: {exc}") from exc
+                compile_pattern(self.search)
+            except ValueError as exc:
+                raise ValueError(f"'search' is not a valid regular expression: {exc}") from None
         elif not self.command:
             raise ValueError("an executable check needs 'command'")
         return self
+
+    def describe(self) -> str:
+        """One line for display."""
+        if self.type == "content":
+            return f"content matches /{self.search}/"
+        return "executable check"
+
+
+def _check_kind(value: Any) -> str:
+    """Which of a rule's check forms `value` is: words, the schema's own, or the vocabulary's."""
+    if isinstance(value, str):
+        return "words"
+    kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
+    return "content|executable" if kind in ("content", "executable") else "vocabulary"
+
+
+#: A rule's check: the request schema's own (content or executable), one of the host's check
+#: vocabulary (phases.checks), or a sentence in words that PREPARE turns into checks
+#: (docs/requirements.md, PREPARE).
+RuleCheckForm = Annotated[
+    Annotated[RuleCheck, Tag("content|executable")]
+    | Annotated[Check, Tag("vocabulary")]
+    | Annotated[
+        str,
+        Tag("words"),
+        Field(
+            min_length=1,
+            max_length=2000,
+            description="the check in words; the model prepares checks from it",
+        ),
+    ],
+    Discriminator(_check_kind),
+]
 
 
 class Rule(Model):
@@ -342,7 +388,26 @@ class Rule(Model):
     description: str = ""
     severity: Severity = "fail"
     weight: Literal[0, 1, 2] = 1
-    check: RuleCheck
+    check: RuleCheckForm
+    #: Where the rule comes from: the request's rules (`rules`), or a constraint the request's
+    #: own text states, made into a rule by PREPARE (`request`).
+    origin: Literal["rules", "request"] = "rules"
+
+    @field_validator("check")
+    @classmethod
+    def _said(cls, check: RuleCheck | Check | str) -> RuleCheck | Check | str:
+        if isinstance(check, str) and not check.strip():
+            raise ValueError("a check in words must say something")
+        return check
+
+    @property
+    def in_words(self) -> bool:
+        """Whether the check is a sentence in words, which only prepared checks can judge."""
+        return isinstance(self.check, str)
+
+    def check_text(self) -> str:
+        """The check in one line for display: its words, or its description."""
+        return self.check if isinstance(self.check, str) else self.check.describe()
 
 
 class RuleFinding(Model):

@@ -278,6 +278,7 @@ async def evaluate(
             run.threshold,
             allow_executable=settings.allow_executable_checks,
             timeout=settings.executable_check_timeout,
+            pattern_timeout=settings.check_pattern_timeout_s,
         )
     done = [s for s in plan.steps if s.status == "done"]
 

@@ -479,7 +479,7 @@ def answer_event(
     usage_data = {**usage.model_dump(), "total_tokens": usage.total_tokens}
     answer = answer.model_copy(update={"metadata": {**answer.metadata, "usage": usage_data}})
     result = ExecutionResult(
-        status=event.reason,
+        status=exits.answered_status(event.reason, str(answer.metadata.get("reason", ""))),
         degraded=bool(answer.metadata.get("degraded", True)),
         total_passes=phase_e_input.total_passes,
         total_refinements=phase_e_input.total_refinements,

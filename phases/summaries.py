@@ -18,6 +18,7 @@ from aeonloop.phases.models import (
     Plan,
     PlanStep,
     Rule,
+    RuleCheck,
     RuleFinding,
     TaskProfile,
 )
@@ -36,10 +37,12 @@ def rules_summary(rules: Iterable[Rule]) -> str:
 
 
 def _rule_line(rule: Rule) -> str:
-    check = rule.check
-    how = f"content matches /{check.search}/" if check.type == "content" else "executable check"
-    text = rule.description or check.expected or how
-    return f"- {rule.id} [{rule.severity}, weight {rule.weight}]: {text} ({how})"
+    how = rule.check_text()
+    expected = rule.check.expected if isinstance(rule.check, RuleCheck) else ""
+    text = rule.description or expected or how
+    shown = text if text == how else f"{text} ({how})"
+    origin = ", from the request" if rule.origin == "request" else ""
+    return f"- {rule.id} [{rule.severity}, weight {rule.weight}{origin}]: {shown}"
 
 
 def profile_json(profile: TaskProfile) -> str:

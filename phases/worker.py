@@ -109,13 +109,14 @@ def make_worker(
     phases: Iterable[str] = PHASES,
     loop: LoopSettings | None = None,
     tools: Toolbox | None = None,
-    routes: Iterable[Route] = (),
+    routes: Callable[[BusWorker], Iterable[Route]] | None = None,
 ) -> BusWorker:
     """A bus worker running the named phases with `llm` and `tools` (connected by the caller,
     for the worker's life: tools.toolbox.open_toolbox), memoising replies in Redis; it reads
-    no new work while the LLM server is away (llm.outage). `routes` run beside the phases':
-    the processes that start workers add the webhooks group there (webhooks.worker_routes),
-    which reads the phases' answers, so the phases do not import it back."""
+    no new work while the LLM server is away (llm.outage). `routes(worker)` run beside the
+    phases': the processes that start workers add the webhooks group there
+    (webhooks.worker_routes), which reads the phases' answers, so the phases do not import it
+    back."""
     worker = BusWorker(redis, settings, pauses=[llm.outage] if llm.outage else [])
     deps = PhaseDeps(
         llm=llm,
@@ -131,7 +132,8 @@ def make_worker(
         redis, worker.keys, worker.cancels, settings.stream_maxlen, settings.max_event_bytes
     )
     worker.background.append(sweeper.run)
-    worker.add(list(routes))
+    if routes is not None:
+        worker.add(list(routes(worker)))
     return worker
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from aeonloop.exceptions import ToolCallFailed, ToolsNotReady
-from aeonloop.settings import redact
+from aeonloop.settings import bare_url, bare_urls, redact
 from aeonloop.tools import observed
 from aeonloop.tools.base import ToolResult, ToolSpec
 from aeonloop.tools.config import HttpServer, ServerConfig, StdioServer
@@ -101,10 +101,11 @@ async def connect(servers: dict[str, ServerConfig], start_timeout: float) -> Mcp
     except BaseException as error:
         await asyncio.gather(*(session.close() for session in sessions))
         if isinstance(error, TimeoutError):
-            late = ", ".join(repr(s.name) for s in sessions if not s.ready) or "?"
+            late = [s for s in sessions if not s.ready] or sessions
             raise ToolsNotReady(
-                f"MCP server {late}: did not start and list its tools within "
-                f"{start_timeout:g}s (AEON_MCP_START_TIMEOUT_S)"
+                f"MCP server {', '.join(repr(s.name) for s in late)}: did not start and list "
+                f"its tools within {start_timeout:g}s (AEON_MCP_START_TIMEOUT_S): check that "
+                f"{' and that '.join(s.answers for s in late)}, or raise AEON_MCP_START_TIMEOUT_S"
             ) from None
         raise
     for session in sessions:
@@ -151,11 +152,42 @@ class _Session:
             if not listed.done():  # cancelled before it answered
                 listed.cancel()
 
+    @property
+    def where(self) -> str:
+        """The server as a line may name it: its command (not its arguments, nor its `env`),
+        or its URL without user name, password or query (nor its `headers`)."""
+        if isinstance(self.config, StdioServer):
+            return f"command {self.config.command!r}"
+        return bare_url(self.config.url)
+
+    @property
+    def answers(self) -> str:
+        """What to check of a server that did not answer in time."""
+        if isinstance(self.config, StdioServer):
+            return f"{self.where} starts and answers when run by hand"
+        return f"{self.where} answers"
+
     def _why(self, error: Exception) -> str:
-        """Why the session did not start: a command that cannot be run is named."""
-        if isinstance(self.config, StdioServer) and isinstance(error, OSError):
-            return f"cannot run {self.config.command!r}: {error.strerror or error}"
-        return _said(error)
+        """Why the session did not start, naming the command or URL, and what to do
+        (docs/tools.md, "At start")."""
+        said = _said(error)
+        if isinstance(self.config, StdioServer):
+            fix = 'correct its "command" in AEON_MCP_CONFIG'
+            if isinstance(error, OSError):
+                return f"cannot run {self.config.command!r}: {error.strerror or error}; {fix}"
+            return (
+                f"{self.where} did not answer as an MCP server ({said}): run it by hand to "
+                f"see why, or {fix}"
+            )
+        if _cannot_connect(error):
+            return (
+                f"cannot connect to {self.where} ({said}): start the server, or correct its "
+                '"url" in AEON_MCP_CONFIG'
+            )
+        return (
+            f"{self.where} did not answer as an MCP server ({said}): check that it is one, and "
+            'its "url" and "headers" in AEON_MCP_CONFIG'
+        )
 
     async def close(self) -> None:
         self._stop.set()
@@ -179,6 +211,8 @@ async def _transport(config: ServerConfig, stack: contextlib.AsyncExitStack) -> 
     assert isinstance(config, HttpServer)
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
+
+    _bare_sdk_urls()
 
     # The SDK's default timeouts (a read may wait for a long SSE stream); calls are bounded by
     # their own timeout. The client is ours to close, after the transport that uses it.
@@ -243,7 +277,39 @@ def _decoded_size(data: str) -> int:
 
 
 def _said(error: BaseException) -> str:
-    """What an error says, on one line, with any URL credentials masked."""
+    """What an error says, on one line, with no URL's credentials or query."""
     if isinstance(error, BaseExceptionGroup):
         return _said(error.exceptions[0])
-    return redact(" ".join(str(error).split()) or type(error).__name__)
+    return bare_urls(redact(" ".join(str(error).split()) or type(error).__name__))
+
+
+def _cannot_connect(error: BaseException) -> bool:
+    """Whether nothing answered at the server's address (the connection itself failed)."""
+    import httpx2
+
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return isinstance(error, httpx2.ConnectError)
+
+
+class _BareUrls(logging.Filter):
+    """The SDK's log lines with each URL bare (settings.bare_url): it logs the server's URL
+    as configured, user name, password and query included, at DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        said = record.getMessage()
+        bare = bare_urls(said)
+        if bare != said:
+            record.msg, record.args = bare, None
+        return True
+
+
+_BARE_URLS = _BareUrls()
+
+
+def _bare_sdk_urls() -> None:
+    """Put `_BareUrls` on every logger of the SDK (a filter on a logger is not its children's:
+    each is given it; again is harmless, the same filter is added once)."""
+    names = [name for name in logging.root.manager.loggerDict if name.split(".")[0] == "mcp"]
+    for name in names:
+        logging.getLogger(name).addFilter(_BARE_URLS)

@@ -21,7 +21,7 @@ from typing import Any
 
 from aeonloop.bus.connection import RedisClient, connect
 from aeonloop.bus.deadletter import original_fields
-from aeonloop.bus.keys import Keys
+from aeonloop.bus.keys import WEBHOOK_TRIES_RECORD, Keys
 from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import BadInput
 from aeonloop.gateway.validation import as_option, check_stream_id
@@ -84,7 +84,7 @@ async def list_dead(args: argparse.Namespace) -> int:
         where = f"  shard {row['shard']}" if keys.shards > 1 else ""
         print(
             f"{row['id']}{where}  {row['group']}  {row['type']}  cid={row['cid']}  "
-            f"attempts={row['attempts']}  from {row['source_stream']} {row['entry_id']}\n"
+            f"deliveries={row['deliveries']}  from {row['source_stream']} {row['entry_id']}\n"
             f"    {row['reason']}"
         )
     return 0
@@ -100,6 +100,9 @@ async def replay(args: argparse.Namespace) -> int:
         pipe = redis.pipeline(transaction=False)  # one shard: one slot, written in this order
         if event_id:
             pipe.delete(keys.lock(shard, group, event_id))
+        cid = record.get(b"cid", b"").decode()
+        if cid:  # a replayed webhook gets AEON_WEBHOOK_ATTEMPTS tries again
+            pipe.hdel(keys.run_records(cid, shard), WEBHOOK_TRIES_RECORD)
         pipe.xadd(source, original_fields(record))
         pipe.xdel(keys.dead_letter(shard), args.entry_id)
         new_id = (await pipe.execute())[-2]
@@ -135,9 +138,13 @@ async def _open(settings: BusSettings) -> tuple[Keys, RedisClient]:
 
 
 def _row(shard: int, entry_id: bytes, fields: dict[bytes, bytes]) -> dict[str, str]:
+    """A dead letter as listed. Its `attempts` field counts deliveries (bus.deadletter), and is
+    listed as `deliveries`: a reason such as "handler failed 3 times" counts the handler's tries
+    within one delivery, and `attempts=1` beside it read as a contradiction."""
     row = {k.decode(): v.decode("utf-8", "replace") for k, v in fields.items() if k != b"body"}
     row["id"] = entry_id.decode()
     row["shard"] = str(shard)
+    row["deliveries"] = row.pop("attempts", "")
     return {key: row.get(key, "") for key in _COLUMNS}
 
 
@@ -155,7 +162,7 @@ _COLUMNS = (
     "entry_id",
     "type",
     "cid",
-    "attempts",
+    "deliveries",
     "failed_at",
     "reason",
 )

@@ -49,6 +49,7 @@ from aeonloop.gateway.embedded import embedded_pipeline
 from aeonloop.gateway.http import serve
 from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
+from aeonloop.gateway.progress import progress_of
 from aeonloop.gateway.validation import (
     FileSettings,
     RequestLimits,
@@ -62,7 +63,7 @@ from aeonloop.gateway.validation import (
     read_files,
     unknown_tools,
 )
-from aeonloop.limits import LoopSettings
+from aeonloop.limits import MAX_REQUEST_CHARS, LoopSettings
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.phases import approvals, render
@@ -90,6 +91,8 @@ EXIT_SIGNAL_BASE = 128
 log = logging.getLogger("aeon")
 #: How often `aeon ask --approve-plan` looks whether its run has paused for approval.
 _PAUSE_POLL_S = 0.2
+#: How long its question waits, once the run has paused, for the run's earlier progress lines.
+_LINES_WAIT_S = 5.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -189,7 +192,7 @@ async def ask(args: argparse.Namespace) -> int:
     limits = RequestLimits(args.loop.max_passes, WebhookSettings.from_env(), args.file_limits)
     request = checked_request(
         limits,
-        args.request,
+        _request_text(args.request),
         max_ttl=args.max_ttl,
         timeout=args.timeout,
         token_budget=args.token_budget,
@@ -224,6 +227,22 @@ async def ask(args: argparse.Namespace) -> int:
         return EXIT_SIGNAL_BASE + signals[0]
 
 
+def _request_text(given: str | None) -> str:
+    """The request as given, or read from stdin for `-` and when none is given and stdin is not
+    a terminal: a request longer than an argument may be, or piped from another command."""
+    if given is not None and given != "-":
+        return given
+    if given is None and sys.stdin.isatty():
+        raise BadInput('no request: give it, e.g. aeon ask "Explain tides", or pipe it in')
+    # Bytes as UTF-8, binary kept as surrogates for check_request to refuse; a bound on what is
+    # read, so a stream of any length is refused as long without being held whole.
+    limit = 4 * MAX_REQUEST_CHARS + 1
+    data = sys.stdin.buffer.read(limit)
+    if len(data) >= limit:
+        raise BadInput(f"the request on stdin is over the {MAX_REQUEST_CHARS:,}-character limit")
+    return data.decode("utf-8", errors="surrogateescape")
+
+
 async def _ask_on(
     settings: BusSettings,
     request: str,
@@ -233,6 +252,7 @@ async def _ask_on(
     embedded: bool = False,
 ) -> int:
     limits = args.file_limits
+    shown = _Shown()
     async with AeonClient(settings=settings, loop=args.loop, file_limits=limits) as client:
         turns = await client.follow_up(args.follow_up) if args.follow_up is not None else []
         correlation_id = await client.submit(
@@ -240,7 +260,7 @@ async def _ask_on(
             rules=rules,
             max_ttl=args.max_ttl,
             timeout=args.timeout,
-            on_progress=_print_progress,
+            on_progress=shown,
             token_budget=args.token_budget,
             approve_plan=args.approve_plan,
             files=files,
@@ -250,7 +270,7 @@ async def _ask_on(
         )
         _status(f"request {correlation_id} submitted")
         if args.approve_plan:
-            await _review_plan(client, correlation_id, args.timeout)
+            await _review_plan(client, correlation_id, args.timeout, shown)
         try:
             result = await client.wait(correlation_id, args.timeout + ANSWER_GRACE_S)
         except AnswerTimeout as error:
@@ -260,16 +280,39 @@ async def _ask_on(
     return _print_result(result, correlation_id, args.json)
 
 
-async def _review_plan(client: AeonClient, correlation_id: str, timeout: float) -> None:
+class _Shown:
+    """`aeon ask`'s progress callback: prints each line, and notes which phases it has shown."""
+
+    def __init__(self) -> None:
+        self.phases: set[str] = set()
+
+    def __call__(self, progress: Progress) -> None:
+        self.phases.add(progress.phase)
+        _status(progress.line)
+
+
+async def _review_plan(
+    client: AeonClient, correlation_id: str, timeout: float, shown: _Shown
+) -> None:
     """`aeon ask --approve-plan`: once the run pauses, show its plan and ask on the terminal;
     yes approves it, anything else cancels the run. With no answer to read (stdin closed), the
-    run waits for `aeon approve` from elsewhere."""
+    run waits for `aeon approve` from elsewhere.
+
+    The pause is found by polling, which may beat the reader of the progress streams to A's
+    line: the question waits for that line (_LINES_WAIT_S at most: it must not hang on a line
+    that was lost), and prints B's itself (the paused plan is on no stream this client reads),
+    so the lines come in the run's order."""
     deadline = time.monotonic() + timeout
     while (paused := await client.awaiting(correlation_id)) is None:
         if time.monotonic() > deadline or await client.fetch(correlation_id) is not None:
             return
         await asyncio.sleep(_PAUSE_POLL_S)
+    waited = time.monotonic() + _LINES_WAIT_S
+    while "A" not in shown.phases and time.monotonic() < waited:
+        await asyncio.sleep(_PAUSE_POLL_S / 4)
     assert paused.run.plan is not None  # Phase B pauses a run only with its plan
+    for progress in progress_of(paused):
+        shown(progress)
     _status(f"the plan, awaiting your approval:\n{render.plan_text(paused.run.plan)}")
     print("aeon: approve this plan? [y/N] ", end="", file=sys.stderr, flush=True)
     reply = await asyncio.to_thread(sys.stdin.readline)
@@ -366,10 +409,6 @@ def _print_result(
     return EXIT_DEGRADED if result.degraded else EXIT_ANSWERED
 
 
-def _print_progress(progress: Progress) -> None:
-    _status(progress.line)
-
-
 def _status(line: str) -> None:
     print(f"aeon: {line}", file=sys.stderr, flush=True)
 
@@ -417,7 +456,7 @@ async def _work(
         await redis.ping()
         metrics.serve(observing)  # before the consumers exist: they bind their series
         running = make_worker(
-            redis, settings, llm, phases, args.loop, tools=tools, routes=worker_routes()
+            redis, settings, llm, phases, args.loop, tools=tools, routes=worker_routes
         )
         if metrics.enabled():
             sampling = _sample_metrics(redis, settings, observing)
@@ -516,7 +555,12 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     p = _command(commands, "ask", ask, "ask a question and wait for the final answer", "WARNING")
-    p.add_argument("request", help="the request, in natural language")
+    p.add_argument(
+        "request",
+        nargs="?",
+        help="the request, in natural language; - (or none, with stdin not a terminal) reads "
+        "it from stdin",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--rules", metavar="FILE", help="JSON file of rules the answer must meet")
     p.add_argument(

@@ -175,7 +175,10 @@ def _paths() -> dict[str, Any]:
         "/v1/runs/{correlation_id}/events": {
             "get": {
                 "summary": "Follow a run: Server-Sent Events",
-                "description": "One event per step: `profile`, `plan`, `pass` (one per pass, "
+                "description": "One event per step: `profile`, `plan` (as Phase B made it: "
+                "`planned_steps` counts B's steps, and a step a later pass's refinement added, "
+                "changed or removed says so in `added_in_pass`, `changed_in_pass` or "
+                "`removed_in_pass`), `pass` (one per pass, "
                 "with its score and each step's output), `exit`, `answer` (the "
                 "ExecutionResult); the stream ends after the answer. Each event's `event` is "
                 "the step's kind, its `data` one line of JSON (the step's fields), its `id` "

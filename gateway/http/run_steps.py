@@ -38,7 +38,7 @@ from aeonloop.phases.events import (
     TaskProfiled,
     WebhookSettled,
 )
-from aeonloop.phases.models import ExecutionPass, ToolCall
+from aeonloop.phases.models import ExecutionPass, RefinementAction, ToolCall
 
 #: A step's kind: the SSE `event:` field of `/v1/runs/{id}/events` (gateway.http.models).
 StepKind = Literal[
@@ -227,22 +227,76 @@ def _profile(run: RunState) -> Step:
 
 
 def _plan(run: RunState) -> Step:
+    """The plan as Phase B made it (or as its approval edited it), with what each later pass's
+    refinement did to it marked on its steps (`plan_history`): one step is sent once, so a
+    reader who comes late must not take a step added after pass 1 for one planned up front
+    (the CLI's `B  planned: N steps` counts B's)."""
     plan = run.plan
     assert plan is not None
+    steps = plan_history(run)
     return Step(
         "plan",
         0,
         {
             "goal": plan.goal,
-            "steps": [
-                {"step_id": s.step_id, "description": s.description}
-                | ({"tool": s.tool, "arguments": s.arguments or {}} if s.tool else {})
-                for s in plan.steps
-            ],
+            "steps": steps,
+            #: How many steps Phase B planned: the steps not marked `added_in_pass`.
+            "planned_steps": sum("added_in_pass" not in step for step in steps),
             #: The request's attached files, by path: context the plan and steps were given.
             "files": list(run.file_paths),
         },
     )
+
+
+def plan_history(run: RunState) -> list[dict[str, Any]]:
+    """Every step the run's plan has had, in plan order: each step of the plan now, and each
+    step a refinement removed since (just before the step that replaced it, or at the end). A
+    step a pass's refinement put in is marked `added_in_pass`, one it rewrote in place
+    `changed_in_pass`, one it took out `removed_in_pass` (with no description: the plan no
+    longer holds it), each with the number of the pass whose refinement did it.
+
+    Worked out backwards from the plan now through the actions each pass's record says its
+    refinement applied (`RefinementRecord.applied`), newest first, so the events need carry
+    no second copy of the plan. A run whose history is gone (phases.history.HistoryMissing)
+    has no records to read: its plan is shown as it is now, unmarked."""
+    plan = run.plan
+    assert plan is not None
+    steps: list[dict[str, Any]] = [
+        {"step_id": s.step_id, "description": s.description}
+        | ({"tool": s.tool, "arguments": s.arguments or {}} if s.tool else {})
+        for s in plan.steps
+    ]
+    #: The step under each id at the point of the walk: the plan as it was before the actions
+    #: not yet undone.
+    live = {step["step_id"]: step for step in steps}
+    for record in reversed(run.passes):
+        applied = record.refinement.applied if record.refinement else []
+        for action in reversed(applied):
+            _undo(steps, live, action, record.pass_number)
+    return steps
+
+
+def _undo(
+    steps: list[dict[str, Any]],
+    live: dict[str, dict[str, Any]],
+    action: RefinementAction,
+    number: int,
+) -> None:
+    """Mark what `action`, applied by pass `number`'s refinement, did, and step `live` back to
+    the plan before it (phases.models.apply_refinements did it forwards)."""
+    kind, target, new = action.action_type, action.target_step_id, action.new_step
+    if kind == "MODIFY" or (kind == "REPLACE" and new is not None and new.step_id == target):
+        if target in live:
+            live[target].setdefault("changed_in_pass", number)  # the newest pass's: met first
+        return
+    added = live.pop(new.step_id, None) if new is not None else None  # ADD, or REPLACE
+    if added is not None:
+        added["added_in_pass"] = number
+    if kind in ("REMOVE", "REPLACE") and target:
+        removed = {"step_id": target, "description": None, "removed_in_pass": number}
+        at = steps.index(added) if added is not None else len(steps)
+        steps.insert(at, removed)
+        live[target] = removed
 
 
 def _awaiting_approval(paused: PlanAwaitingApproval) -> Step:

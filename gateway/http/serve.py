@@ -117,6 +117,7 @@ async def _serve_on(
     from aeonloop.gateway.http.api import build_app
     from aeonloop.gateway.http.connections import bounded_h11
 
+    logging.getLogger("uvicorn.access").addFilter(WITHOUT_QUERY)
     # The client's reader blocks one connection per shard; it reads for the feed too.
     redis = await connect(settings, consumers=settings.shards)
     try:
@@ -151,6 +152,24 @@ async def _serve_on(
         await redis.aclose()
     log.info("stopped cleanly")
     return 0
+
+
+class _WithoutQuery(logging.Filter):
+    """uvicorn's access lines with each path's query string cut off: a client may put a secret
+    there (a token sent as `?token=...`, which the API refuses), and a log line must not keep
+    it. Every argument that is a path is cut, so no order of uvicorn's arguments is assumed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                arg.split("?", 1)[0] if isinstance(arg, str) and arg.startswith("/") else arg
+                for arg in record.args
+            )
+        return True
+
+
+#: The filter `aeon serve` puts on uvicorn's access logger (once: the same instance).
+WITHOUT_QUERY = _WithoutQuery()
 
 
 def _quiet_signals(server_class: type, on_stop: Callable[[], None]) -> type:

@@ -95,6 +95,21 @@ def test_aeon_ask_approve_plan_asks_on_the_terminal(procs: Processes, env: dict[
     assert "the plan, awaiting your approval:" in done.stderr and "goal:" in done.stderr
     assert "approve this plan? [y/N]" in done.stderr and "plan approved" in done.stderr
     assert json.loads(done.stdout)["status"] == "converged"
+    # Issue 35: the question came before the `A profiled` and `B planned` lines. The run's
+    # lines come in its order: A's, B's (its plan awaiting approval), the question, then the
+    # approved plan's line and the passes.
+    said = done.stderr
+    order = [
+        "aeon: A  profiled",
+        "aeon: B  planned: ",
+        "the plan, awaiting your approval:",
+        "approve this plan? [y/N]",
+        "aeon: B  plan approved: ",
+        "aeon: C  pass 1",
+    ]
+    at = [said.find(line) for line in order]
+    assert -1 not in at and at == sorted(at), said
+    assert said.count("B  planned: ") == 1, said
     assert time.monotonic() - started < 60
 
 

@@ -8,10 +8,13 @@ a single key written under the prefix (so no request reached the requests stream
 from __future__ import annotations
 
 import json
+import os
+import pty
+import subprocess
 from pathlib import Path
 
 import pytest
-from e2e_support import Bus, Processes, wait_until
+from e2e_support import Bus, Processes, aeon_argv, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -34,6 +37,10 @@ RULES = {
     "rules invalid regex": (
         json.dumps({"rules": [{**GOOD_RULE, "check": {"type": "content", "search": "(tide"}}]}),
         "'search' is not a valid regular expression",
+    ),
+    "rules pattern check does not compile": (
+        json.dumps([{**GOOD_RULE, "check": {"type": "pattern", "pattern": "(tide"}}]),
+        "pattern /(tide/ does not compile",
     ),
     "rules not a list": (json.dumps({"id": "r1"}), 'expected a list of rules or {"rules": [...]}'),
 }
@@ -140,6 +147,71 @@ def test_control_the_same_command_with_good_input_publishes(
     body = json.loads(bus.entries("requests")[0][1]["body"])
     assert body["request"] == "Explain tides" and body["rules"][0]["id"] == "r1"
     ask.kill()
+
+
+#: A request longer than one usually types as an argument: many lines, near the 20,000 limit.
+LONG_REQUEST = "\n".join(f"Line {n}: explain how tides work, part {n}." for n in range(420))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("args", [["-"], []], ids=["dash", "no request given"])
+def test_a_request_on_stdin_is_published_as_it_was_piped(
+    procs: Processes, bus: Bus, env: dict[str, str], args: list[str]
+) -> None:
+    """Issue 35: `aeon ask -` reads the request from stdin, and so does `aeon ask` with no
+    request when stdin is not a terminal (here, a pipe)."""
+    assert 18_000 < len(LONG_REQUEST) <= 20_000
+    ask = subprocess.Popen(
+        [*aeon_argv(), "ask", *args], env=env, stdin=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        ask.stdin.write(LONG_REQUEST.encode())
+        ask.stdin.close()
+        wait_until(lambda: bus.xlen("requests") == 1, 20, "the request to be published")
+        assert json.loads(bus.entries("requests")[0][1]["body"])["request"] == LONG_REQUEST
+    finally:
+        ask.kill()
+        ask.wait(10)
+        ask.stderr.close()
+
+
+@pytest.mark.timeout(30)
+def test_no_request_on_a_terminal_says_how_to_give_one(bus: Bus, env: dict[str, str]) -> None:
+    """Stdin a terminal (a pseudo-terminal here): `aeon ask` with no request does not sit
+    waiting for input nobody knows it wants; it says how to give one."""
+    terminal, child = pty.openpty()
+    try:
+        ask = subprocess.run(
+            [*aeon_argv(), "ask"], env=env, stdin=child, capture_output=True, timeout=20
+        )
+    finally:
+        os.close(terminal)
+        os.close(child)
+    lines = ask.stderr.decode().strip().splitlines()
+    assert ask.returncode == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("aeon: no request: give it, e.g. aeon ask"), lines
+    assert not bus.has_keys(), "something was written to Redis"
+
+
+STDIN_REQUESTS = {
+    "empty": (b"", "the request is empty"),
+    "invalid utf-8": (b"caf\xe9 au lait", "the request is not valid UTF-8 text"),
+    "past what is read": (b"x" * 80_001, "the request on stdin is over the 20,000-character limit"),
+}
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("piped, message", STDIN_REQUESTS.values(), ids=STDIN_REQUESTS.keys())
+def test_a_bad_request_on_stdin_is_refused_alike(
+    bus: Bus, env: dict[str, str], piped: bytes, message: str
+) -> None:
+    ask = subprocess.run(
+        [*aeon_argv(), "ask", "-"], env=env, input=piped, capture_output=True, timeout=20
+    )
+    lines = ask.stderr.decode().strip().splitlines()
+    assert ask.returncode == 2 and ask.stdout == b"", lines
+    assert len(lines) == 1 and lines[0].startswith("aeon: ") and message in lines[0], lines
+    assert not bus.has_keys(), "something was written to Redis"
 
 
 #: Attached files past the limits, or not text: (settings, files to write, words of the refusal).

@@ -269,3 +269,52 @@ def test_a_url_that_is_not_a_redis_server_exits_2_naming_it(
     where = f"AEON_REDIS_URL='redis://***@127.0.0.1:{port}/0'"
     assert_one_line(proc, 2, f"{where} did not answer as a Redis server")
     assert "set it to your Redis server's URL" in proc.stderr
+
+
+@contextlib.contextmanager
+def a_silent_server() -> Iterator[int]:
+    """A TCP server on a loopback port that accepts every connection and never says a word:
+    a server waiting for a request of its own (llama-cpp-python's, say) looks so to Redis's
+    greeting."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):  # closed: the test is over
+            while True:
+                held.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+        for connection in held:
+            connection.close()
+        thread.join(5)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("command", ["ask", "worker", "serve", "status", "status on a cluster"])
+def test_a_url_whose_server_never_answers_exits_2_naming_it(
+    procs: Processes, redis_prefix: str, command: str
+) -> None:
+    """Issue 35: a server that accepts the connection and never answers Redis's greeting held
+    `aeon ask` and `aeon status` forever (623 s, until killed). The greeting is bounded by the
+    connect timeout: one line, exit 2, as for a web server's port."""
+    argv = {
+        "ask": ["ask", "Explain tides"],
+        "worker": ["worker"],
+        "serve": ["serve", "--host", "127.0.0.1", "--port", str(_free_port())],
+        "status": ["status"],
+        "status on a cluster": ["status"],
+    }[command]
+    with a_silent_server() as port:
+        env = child_env(f"redis://127.0.0.1:{port}/0", redis_prefix)
+        if command == "status on a cluster":
+            env["AEON_REDIS_CLUSTER"] = "yes"
+        proc = procs.run_aeon(env, *argv, timeout=60)
+    where = f"AEON_REDIS_URL='redis://127.0.0.1:{port}/0'"
+    assert_one_line(proc, 2, f"{where} did not answer as a Redis server")
+    assert "no reply to a Redis greeting within 5 s of connecting" in proc.stderr

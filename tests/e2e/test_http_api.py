@@ -10,6 +10,7 @@ from where the reader left off, by this server or by one that never saw the run.
 from __future__ import annotations
 
 import concurrent.futures
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -181,6 +182,11 @@ BAD_BODIES = [
         "rules",
         "not a valid regular expression",
     ),
+    (
+        {"request": "ok", "rules": [{"id": "r", "check": {"type": "pattern", "pattern": "(x"}}]},
+        "rules",
+        "pattern /(x/ does not compile",
+    ),
     ({"request": "ok", "max_ttl": 9}, "max_ttl", "max TTL 9 is above AEON_MAX_PASSES=8"),
     ({"request": "ok", "max_ttl": 101}, "max_ttl", "max TTL 101 is above AEON_MAX_PASSES=8"),
     ({"request": "ok", "max_ttl": 0}, "max_ttl", "max TTL 0 is not a number of passes from 1 to 8"),
@@ -323,6 +329,29 @@ def test_events_are_every_step_once_in_order_ending_with_the_answer(stack: Stack
     assert stream.events[-2].data["reason"] == result["status"] == "converged"
     assert result["final_answer"]["answer_text"]
     assert len({e.id for e in stream.events}) == len(stream.events)
+
+
+def test_the_plan_is_counted_as_phase_b_made_it_by_the_cli_and_the_event_stream(
+    stack: Stack, procs: Processes
+) -> None:
+    """Issue 35: `aeon ask` said `B planned: 2 steps` while the `plan` event (and the run
+    page's Plan card, made from it) showed 3: the offline model's refinement after pass 1 adds
+    a review step, which a reader who came after it took for a planned one. The `plan` event
+    counts B's steps and marks the added one with its pass, as the CLI's pass line names it."""
+    ask = procs.run_aeon(stack.env, "ask", "Explain how tides work", "--json", timeout=60)
+    assert ask.returncode == 0, ask.tail()
+    planned = re.search(r"B  planned: (\d+) steps", ask.stderr)
+    added = re.search(r"C  pass 1: .*\(added ([\w, -]+)\)", ask.stderr)
+    assert planned and added, ask.stderr
+    cid = orjson.loads(ask.stdout)["correlation_id"]
+
+    (plan,) = [e.data for e in stack.server.events(cid).events if e.kind == "plan"]
+    assert plan["planned_steps"] == int(planned.group(1)) == 2
+    later = [s for s in plan["steps"] if "added_in_pass" in s]
+    assert [(s["step_id"], s["added_in_pass"]) for s in later] == [
+        (step_id, 1) for step_id in added.group(1).split(", ")
+    ]
+    assert len(plan["steps"]) == plan["planned_steps"] + len(later)
 
 
 def test_a_reader_resumes_with_last_event_id_missing_nothing_and_repeating_nothing(

@@ -10,7 +10,7 @@ import socket
 import time
 
 import pytest
-from e2e_support import Processes, child_env
+from e2e_support import Processes, child_env, wait_until
 from http_support import Server
 
 pytestmark = pytest.mark.e2e
@@ -139,3 +139,14 @@ def test_the_openapi_document_says_what_is_served(server: Server) -> None:
     assert set(fields) == {"event", "id", "data", "retry"}
     assert fields["data"]["type"] == "string"
     assert set(document["paths"]["/v1/runs"]) == {"get", "post"}
+
+
+def test_a_token_in_the_query_string_never_reaches_a_log_line(server: Server) -> None:
+    """Issue 35: uvicorn's access log wrote each path with its query string, so a token sent
+    wrongly as `?token=...` was kept in the log. The access line shows the path only."""
+    secret = "s3cret-in-the-query"
+    assert server.get(f"/v1/runs/no-such-run-35?token={secret}").status == 404
+    assert server.get(f"/healthz?token={secret}&x=1").status == 200
+    wait_until(lambda: '"GET /healthz HTTP/1.1" 200' in server.proc.output, 10, "the access line")
+    assert '"GET /v1/runs/no-such-run-35 HTTP/1.1" 404' in server.proc.output
+    assert secret not in server.proc.output

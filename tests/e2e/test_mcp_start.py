@@ -36,6 +36,31 @@ def test_a_command_that_cannot_start_is_one_line_and_exit_2(
     assert SECRET not in proc.output
 
 
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        (
+            {"url": "http://alice:hunter2pw@127.0.0.1:9/mcp?key=q-s3cret"},
+            "MCP server 'bad': cannot connect to http://127.0.0.1:9/mcp (All connection attempts "
+            'failed): start the server, or correct its "url" in AEON_MCP_CONFIG',
+        ),
+        (
+            {"command": "/bin/false"},
+            "MCP server 'bad': command '/bin/false' did not answer as an MCP server (Connection "
+            'closed): run it by hand to see why, or correct its "command" in AEON_MCP_CONFIG',
+        ),
+    ],
+)
+def test_a_start_failure_names_the_url_or_command_and_what_to_do(
+    procs: Processes, env: dict[str, str], tmp_path: Path, entry: dict, said: str
+) -> None:
+    """Issue 35: these were `...: All connection attempts failed` and `...: Connection closed`."""
+    config = config_file(tmp_path, {"bad": entry})
+    worker = procs.run_aeon({**env, "AEON_MCP_CONFIG": config}, "worker", timeout=60)
+    assert_one_line(worker, 2, said)
+    assert "hunter2pw" not in worker.output and "q-s3cret" not in worker.output
+
+
 def test_a_worker_with_a_bad_file_is_one_line_and_exit_2(
     procs: Processes, env: dict[str, str], tmp_path: Path
 ) -> None:

@@ -109,6 +109,14 @@ def test_poison_entries_are_dead_lettered_and_their_runs_answered_once(
     rows = json.loads(listed.stdout)
     assert {row["id"] for row in rows} == {d["id"] for d in dead}
     assert all(row["reason"] for row in rows)
+    # Issue 35: the count beside "handler failed 2 times" is the entry's deliveries (one: the
+    # handler was tried twice in it), named so, not `attempts=1`.
+    raised_a = next(r for r in rows if r["id"] == raised[0]["id"])
+    assert raised_a["deliveries"] == "1" and "attempts" not in raised_a
+    shown = procs.run_aeon(env, "dlq", "list", timeout=20).stdout.splitlines()
+    at = next(n for n, line in enumerate(shown) if line.startswith(raised_a["id"]))
+    assert "deliveries=1" in shown[at] and "handler failed 2 times" in shown[at + 1], shown
+    assert not any("attempts=" in line for line in shown)
     # The worker's log names each dead letter by the id `dlq list` shows and `replay` takes.
     logged = set(re.findall(r"dead-lettered \S+ entry \S+ as (\S+) ", worker.stderr))
     assert logged == {row["id"] for row in rows}, worker.tail()

@@ -152,7 +152,10 @@ def test_aeon_ask_embedded_through_the_real_server(procs: Processes, llama: Llam
     ask = procs.run_aeon(llm_env(llama), "ask", "--json", REQUEST, timeout=RUN_TIMEOUT_S)
 
     result = decided_by_the_loop(ask)
-    stepped_down_once(ask.stderr)
+    # The step down is said at INFO (issue 35: a WARNING on every `aeon ask` against this
+    # server), which `aeon ask` does not print by default; a worker logs it, once (below).
+    assert "refused response_format" not in ask.stderr, ask.stderr
+    assert "no reply within" not in ask.stderr, "a call timed out"
     assert result["final_answer"]["answer_text"].strip()
 
 

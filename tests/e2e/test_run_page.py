@@ -156,6 +156,26 @@ def test_a_person_submits_watches_the_passes_arrive_and_reads_the_answer(
         "the run among the recent runs",
     )
 
+    # Issue 35: only the last step's output starts open, and each other step says it opens.
+    closed = [
+        d
+        for card in passes
+        for d in card.find_elements(By.CSS_SELECTOR, ".outputs details")
+        if not d.get_attribute("open")
+    ]
+    assert closed, "every step's output was open: nothing to show it opens"
+    for details in closed:
+        assert details.find_element(By.CSS_SELECTOR, ".toggle").text.startswith("show "), (
+            details.text
+        )
+    closed[0].find_element(By.CSS_SELECTOR, "summary").click()
+    assert closed[0].get_attribute("open")
+    assert closed[0].find_element(By.CSS_SELECTOR, ".toggle").text.startswith("hide ")
+    # The Plan card counts B's steps (a reader who connected after pass 1's refinement also
+    # reads ", 1 added later").
+    live_plan = steps("plan")[0].find_element(By.CSS_SELECTOR, ".card-head .chip").text
+    assert live_plan.startswith("2 steps planned"), live_plan
+
     desktop = _screenshot(driver, "run-page-desktop", DESKTOP)
     phone = _screenshot(driver, "run-page-phone", PHONE)
     overflow = driver.execute_script(
@@ -163,6 +183,33 @@ def test_a_person_submits_watches_the_passes_arrive_and_reads_the_answer(
     )
     assert overflow <= 0, f"the page is {overflow}px wider than a phone's screen"
     print(f"\nscreenshots: {desktop} {phone}")
+
+
+def test_a_run_opened_after_a_refinement_shows_the_plan_as_phase_b_made_it(
+    browser: object, server: Server
+) -> None:
+    """Issue 35: the Plan card of a run read back after its passes counted the step the
+    offline model's refinement adds after pass 1 as planned (3 steps, where `aeon ask` said
+    `B planned: 2 steps`). It shows B's count, and marks the added step with its pass."""
+    from selenium.webdriver.common.by import By
+
+    reply = server.post("/v1/runs?wait=60", {"request": "Explain how tides work"})
+    assert reply.status == 200, reply  # answered: the page reads the run back, passes and all
+    cid = reply.body["correlation_id"]
+    driver = browser
+    driver.get(f"http://{server.host}:{server.port}/#/runs/{cid}")
+    plan = _wait(
+        driver,
+        lambda d: d.find_element(By.CSS_SELECTOR, '#run .step[data-kind="plan"]'),
+        30,
+        "the plan on the page",
+    )
+    # textContent: a step fades in, and Selenium's `.text` is empty until it is opaque.
+    chip = plan.find_element(By.CSS_SELECTOR, ".card-head .chip").get_attribute("textContent")
+    assert chip == "2 steps planned, 1 added later", chip
+    items = [li.get_attribute("textContent") for li in plan.find_elements(By.CSS_SELECTOR, "li")]
+    assert len(items) == 3 and "added in pass 1" in items[2], items
+    assert not any("added in" in item for item in items[:2]), items
 
 
 def test_a_degraded_answer_says_why_in_plain_words(browser: object, server: Server) -> None:

@@ -89,7 +89,7 @@ def test_a_worker_sigkilled_mid_delivery_leaves_it_to_another_same_webhook_id(
     on = hooked(env, receiver, ATTEMPTS)
     victim = procs.worker(on, name="victim")
     server = Server(procs, on)
-    url = receiver.hook("/held", hold=True)
+    url = receiver.hook("/held", hold=1)
     cid = server.submit(webhook_url=url)
     hook = receiver.hooks["/held"]
     wait_until(hook.holding.is_set, 60, "the victim's POST, held open")
@@ -111,6 +111,58 @@ def test_a_worker_sigkilled_mid_delivery_leaves_it_to_another_same_webhook_id(
     for headers, body in hook.tries:
         assert Webhook(SECRET).verify(body, headers)["correlation_id"] == cid
     assert_answered_once(bus, [cid])
+
+
+def test_every_post_of_a_worker_killed_mid_delivery_is_counted_and_bounded(
+    procs: Processes, env: dict[str, str], bus: Bus, receiver: Receiver
+) -> None:
+    """Issue 35: a worker killed after two POSTs of a webhook (a 500, then one held open) left
+    an outcome of `tries=2` however many POSTs it had made, and its rescuer tried
+    AEON_WEBHOOK_ATTEMPTS times more. Every POST is counted, and none is made past the bound."""
+    on = hooked(env, receiver, ATTEMPTS)
+    victim = procs.worker(on, name="victim")
+    server = Server(procs, on)
+    landed = server.submit(webhook_url=receiver.hook("/landed", failures=1, hold=2))
+    spent = server.submit(webhook_url=receiver.hook("/spent", failures=100, hold=2))
+    for path in ("/landed", "/spent"):
+        wait_until(receiver.hooks[path].holding.is_set, 60, f"the victim's second POST to {path}")
+    victim.kill()
+    procs.worker(on, name="rescuer")
+
+    shown = _settled(server, landed)
+    assert (shown["outcome"], shown["tries"]) == ("delivered", 3)
+    assert len(receiver.hooks["/landed"].tries) == 3
+
+    shown = _settled(server, spent)
+    assert (shown["outcome"], shown["tries"]) == ("failed", ATTEMPTS)
+    assert len(receiver.hooks["/spent"].tries) == ATTEMPTS  # the rescuer made only the third
+    assert f"all {ATTEMPTS} tries (AEON_WEBHOOK_ATTEMPTS) were made" in shown["reason"]
+    dead = [row for row in bus.dead_letters() if row["cid"] == spent]
+    assert len(dead) == 1, dead
+    assert_answered_once(bus, [landed, spent])
+
+
+def test_a_replayed_webhook_gets_its_tries_again(
+    procs: Processes, env: dict[str, str], bus: Bus, receiver: Receiver
+) -> None:
+    """Its POSTs are counted against AEON_WEBHOOK_ATTEMPTS over every delivery; `aeon dlq
+    replay` starts the count again, so a receiver fixed since is sent the answer."""
+    on = hooked(env, receiver, ATTEMPTS)
+    procs.worker(on)
+    server = Server(procs, on)
+    cid = server.submit(webhook_url=receiver.hook("/later", failures=ATTEMPTS))
+    assert _settled(server, cid)["outcome"] == "failed"
+    (dead,) = [row for row in bus.dead_letters() if row["cid"] == cid]
+    replayed = procs.run_aeon(on, "dlq", "replay", dead["id"], timeout=30)
+    assert replayed.returncode == 0, replayed.tail()
+
+    def delivered() -> dict | None:
+        webhook = server.get(f"/v1/runs/{cid}").body["webhook"]
+        return webhook if webhook["outcome"] == "delivered" else None
+
+    shown = wait_until(delivered, 60, "the replayed webhook delivered")
+    assert shown["tries"] == 1
+    assert len(receiver.hooks["/later"].tries) == ATTEMPTS + 1
 
 
 def test_aeon_ask_webhook_url_is_sent_and_refused_when_it_may_not_be(
@@ -136,3 +188,27 @@ def test_aeon_ask_webhook_url_is_sent_and_refused_when_it_may_not_be(
     tries = wait_until(lambda: receiver.hooks["/asked"].tries, 30, "the webhook of aeon ask")
     headers, body = tries[0]
     assert Webhook(SECRET).verify(body, headers)["correlation_id"] == cid
+
+
+def test_a_webhook_url_with_a_password_is_refused_by_aeon_ask_and_the_http_api(
+    procs: Processes, env: dict[str, str], receiver: Receiver
+) -> None:
+    """Issue 35: on an allowed origin, `user:password@` passed the check, the POST never
+    reached the receiver, and the password was shown wherever the failure was. Every gateway
+    refuses it (the Python client: tests/integration/test_webhooks.py), naming neither."""
+    on = hooked(env, receiver, ATTEMPTS)
+    url = receiver.hook("/pw").replace("://", "://alice:hunter2pw@")
+    asked = procs.run_aeon(on, "ask", "--webhook-url", url, "Explain tides")
+    assert asked.returncode == 2, asked.tail()
+    lines = asked.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("aeon: --webhook-url: a webhook URL may not carry a user name")
+    assert "hunter2pw" not in asked.stderr + asked.stdout
+
+    server = Server(procs, on)
+    reply = server.post("/v1/runs", {"request": "Explain tides", "webhook_url": url})
+    assert reply.status == 422, reply
+    assert (reply.body["error"], reply.body["field"]) == ("bad_input", "webhook_url")
+    assert "may not carry a user name or password" in reply.body["reason"]
+    assert "hunter2pw" not in str(reply.body)
+    assert receiver.hooks["/pw"].tries == []

@@ -12,11 +12,11 @@ SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 @dataclass
 class Hook:
-    """What one path of the receiver does: fail its first `failures` tries with 500; with
-    `hold`, keep the first try open until `release` is set."""
+    """What one path of the receiver does: fail its first `failures` tries with 500; keep try
+    number `hold` (1: the first; 0: none) open until `release` is set, answering nothing."""
 
     failures: int = 0
-    hold: bool = False
+    hold: int = 0
     tries: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
     holding: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
@@ -34,7 +34,7 @@ class Receiver:
                 hook = hooks[self.path]
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 hook.tries.append(({k.lower(): v for k, v in self.headers.items()}, body))
-                if hook.hold and len(hook.tries) == 1:
+                if hook.hold and len(hook.tries) == hook.hold:
                     hook.holding.set()
                     hook.release.wait(60)
                     return  # its worker is gone: nobody reads an answer

@@ -28,6 +28,7 @@ from aeonloop.bus.consumer import Consumer, Route
 from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.keys import Keys, LockState
+from aeonloop.bus.locking import Locks
 from aeonloop.bus.records import RunRecord
 from aeonloop.bus.retention import trim
 from aeonloop.bus.settings import BusSettings
@@ -666,15 +667,15 @@ async def test_a_lock_round_trip_cut_after_the_first_part_leaves_nothing_in_hand
     keys = keys_of(settings)
     other = keys.lock(keys.shard_of(held.correlation_id), "phase-t", held.event_id)
     await redis.set(other, b"another-consumer", px=60_000)
-    holders, failed = Consumer._holders, []
+    holders, failed = Locks._holders, []
 
-    async def cut_once(self: Consumer, *args: object) -> list:
+    async def cut_once(self: Locks, *args: object) -> list:
         if not failed:
             failed.append(True)
             raise RedisConnectionError("connection reset")
         return await holders(self, *args)
 
-    monkeypatch.setattr(Consumer, "_holders", cut_once)
+    monkeypatch.setattr(Locks, "_holders", cut_once)
 
     async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         return pong_of(event)

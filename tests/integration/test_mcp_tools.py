@@ -162,24 +162,65 @@ async def test_a_command_that_does_not_exist_is_not_ready() -> None:
         {"ok": stdio_server(), "gone": StdioServer(command="/nonexistent/mcp-server")}
     )
     assert message == (
-        "MCP server 'gone': cannot run '/nonexistent/mcp-server': No such file or directory"
+        "MCP server 'gone': cannot run '/nonexistent/mcp-server': No such file or directory; "
+        'correct its "command" in AEON_MCP_CONFIG'
     )
 
 
-async def test_a_server_that_exits_at_once_is_not_ready() -> None:
-    message = await _not_ready({"quits": StdioServer(command=sys.executable, args=["-c", "0"])})
-    assert message.startswith("MCP server 'quits': ")
+#: Said, since issue 35, of a command that starts and is no MCP server.
+NOT_MCP = (
+    "did not answer as an MCP server ({}): run it by hand to see why, "
+    'or correct its "command" in AEON_MCP_CONFIG'
+)
 
 
-async def test_an_unreachable_url_is_not_ready() -> None:
-    message = await _not_ready({"away": HttpServer(url="http://127.0.0.1:9/mcp")})
-    assert message.startswith("MCP server 'away': ")
+@pytest.mark.parametrize("args", [["-c", "0"], ["-c", "import sys; sys.exit(3)"]])
+async def test_a_server_that_exits_at_once_is_not_ready(args: list[str]) -> None:
+    message = await _not_ready({"quits": StdioServer(command=sys.executable, args=args)})
+    assert message.startswith(f"MCP server 'quits': command {sys.executable!r} ")
+    assert NOT_MCP.format("Connection closed") in message
+
+
+async def test_bin_false_is_named_with_what_to_do() -> None:
+    """Issue 35: `command: /bin/false` was `MCP server 'f': Connection closed`."""
+    message = await _not_ready({"f": StdioServer(command="/bin/false", args=["--token=t0k"])})
+    assert message == f"MCP server 'f': command '/bin/false' {NOT_MCP.format('Connection closed')}"
+    assert "t0k" not in message  # its arguments are not shown: they may hold a secret
+
+
+async def test_an_unreachable_url_is_named_bare_with_what_to_do(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 35: a `url` on a closed port was `MCP server 'away': All connection attempts
+    failed`, and the SDK logged the URL, its password and query too, at DEBUG."""
+    caplog.set_level(logging.DEBUG)
+    url = "http://alice:hunter2pw@127.0.0.1:9/mcp?key=q-s3cret"
+    message = await _not_ready({"away": HttpServer(url=url)})
+    assert message.startswith("MCP server 'away': cannot connect to http://127.0.0.1:9/mcp (")
+    assert message.endswith('): start the server, or correct its "url" in AEON_MCP_CONFIG')
+    assert "http://127.0.0.1:9/mcp" in caplog.text, "the SDK logged no URL: this proves nothing"
+    for secret in ("hunter2pw", "q-s3cret"):
+        assert secret not in message + caplog.text
+
+
+async def test_a_url_that_is_no_mcp_endpoint_is_named_bare_with_what_to_do() -> None:
+    with http_server() as url:
+        wrong = url.replace("/mcp", "/not-mcp") + "?key=q-s3cret"
+        message = await _not_ready({"wrong": HttpServer(url=wrong)})
+    bare = wrong.split("?")[0]
+    assert message.startswith(f"MCP server 'wrong': {bare} did not answer as an MCP server (")
+    assert message.endswith('check that it is one, and its "url" and "headers" in AEON_MCP_CONFIG')
+    assert "q-s3cret" not in message
 
 
 async def test_a_server_that_never_answers_is_not_ready_after_the_start_timeout() -> None:
     silent = StdioServer(command=sys.executable, args=["-c", "import time; time.sleep(60)"])
     message = await _not_ready({"ok": stdio_server(), "silent": silent}, start_s=3)
     assert message.startswith("MCP server 'silent': did not start and list its tools within 3s")
+    assert message.endswith(
+        f"check that command {sys.executable!r} starts and answers when run by hand, "
+        "or raise AEON_MCP_START_TIMEOUT_S"
+    )
 
 
 async def test_two_servers_offering_one_tool_name_are_refused() -> None:

@@ -316,6 +316,49 @@ async def test_a_failed_rule_is_named_wherever_the_answer_is_shown(settings: Bus
     assert f"  - {named}" in shown and exit_words in shown
 
 
+#: "aaaa bbbb … zzzz" twenty times, then a `#` that `(\w+\s?)*#` reaches only after trying
+#: every way of splitting the words: minutes under `re`, its time bound under `regex`.
+CATASTROPHIC_TEXT = " ".join(c * 4 for c in "abcdefghijklmnopqrstuvwxyz") * 20 + "!#"
+
+
+async def test_a_catastrophic_pattern_fails_its_rule_and_the_worker_keeps_answering(
+    settings: BusSettings,
+) -> None:
+    """Two runs on one worker, one with a rule whose pattern backtracks without end on the
+    steps' output: the rule fails saying it ran out of time, that run is answered, and so is
+    the other. With the pattern run by `re` in the worker's loop, neither was."""
+    from aeonloop.gateway.validation import parse_rules
+
+    rules = parse_rules(
+        [
+            {
+                "id": "catastrophic",
+                "description": "has a hash after the words",
+                "check": {"type": "content", "search": r"(\w+\s?)*#"},
+            }
+        ]
+    )
+    llm = ScriptedLLM(
+        {
+            PromptId.PLAN_GENERATION_USER: PLAN,
+            PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
+            PromptId.REASONING_STEP_USER: CATASTROPHIC_TEXT,
+            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.99, converged=True),
+        }
+    )
+    loop = LoopSettings(max_passes=2, check_pattern_timeout_s=0.2)
+    async with pipeline(settings, llm, loop) as client:
+        slow, other = await asyncio.gather(
+            client.ask("Explain the alphabet", rules=rules, timeout=60),
+            client.ask("Explain the alphabet again", timeout=60),
+        )
+    assert (other.status, other.degraded) == ("converged", False)
+    assert slow.degraded and slow.status != "converged"
+    failed = slow.final_answer.metadata["failed_rules"]
+    assert [rule["id"] for rule in failed] == ["catastrophic"]
+    assert "ran out of its 0.2 s time bound; the check fails" in failed[0]["message"]
+
+
 async def test_many_requests_in_flight_each_get_their_own_answer(settings: BusSettings) -> None:
     llm = OfflineLLM(delay=0.01)
     async with pipeline(settings, llm) as client:

@@ -17,6 +17,7 @@ from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMCall
+from aeonloop.llm.offline import OfflineLLM
 from aeonloop.llm.scripted import ScriptedLLM
 from aeonloop.prompts.registry import REPLY_TOKENS, PromptId
 
@@ -73,6 +74,38 @@ async def test_a_cancel_mid_pass_is_answered_at_once_and_no_call_starts_after_it
     assert (result.status, result.degraded) == ("cancelled", True)
     assert result.final_answer.metadata["reason"] == "cancelled"
     assert calls_after == 0, f"{calls_after} LLM calls started after the cancel"
+    assert len(await answers_of(settings, cid)) == 1
+
+
+async def test_a_cancel_during_the_answers_synthesis_is_answered_cancelled(
+    settings: BusSettings,
+) -> None:
+    """Issue 35: a cancel that lands after the loop converged, while Phase E writes the answer,
+    was answered `status: converged` with `metadata.reason: cancelled`. Both say cancelled
+    now (phases.exits.answered_status); how the loop ended stays in `convergence_status`."""
+    synthesising = asyncio.Event()
+
+    async def synthesis(call: LLMCall) -> str:
+        synthesising.set()
+        await asyncio.sleep(SLOW_S * 4)  # the cancel abandons it long before
+        return (await OfflineLLM().complete(call)).text
+
+    llm = ScriptedLLM(
+        {
+            PromptId.PLAN_GENERATION_USER: PLAN,
+            PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
+            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.99, converged=True),
+            PromptId.ANSWER_SYNTHESIS_USER: synthesis,
+        }
+    )
+    async with pipeline(settings, llm) as client:
+        cid = await client.submit("Explain tides", timeout=60)
+        await asyncio.wait_for(synthesising.wait(), 30)
+        assert await client.cancel(cid) is CancelOutcome.REQUESTED
+        result = await client.wait(cid, 10)
+    metadata = result.final_answer.metadata
+    assert (result.status, metadata["reason"]) == ("cancelled", "cancelled")
+    assert (metadata["convergence_status"], result.total_passes) == ("converged", 1)
     assert len(await answers_of(settings, cid)) == 1
 
 

@@ -6,6 +6,7 @@ outcome kept on the run and published; and which URLs may be named."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -14,6 +15,7 @@ import pytest
 from redis.asyncio import Redis
 from standardwebhooks import Webhook
 
+from aeonloop.bus.codec import encode
 from aeonloop.bus.keys import WEBHOOK_OUTCOMES, WEBHOOK_RECORD, Keys
 from aeonloop.bus.records import RedisRunRecords
 from aeonloop.bus.settings import BusSettings
@@ -21,7 +23,7 @@ from aeonloop.exceptions import BadInput
 from aeonloop.gateway.client import AeonClient
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.offline import OfflineLLM
-from aeonloop.phases.events import WebhookSettled
+from aeonloop.phases.events import RequestSubmitted, WebhookSettled
 from aeonloop.phases.worker import make_worker
 from aeonloop.webhooks import WebhookSettings, worker_routes
 
@@ -80,7 +82,7 @@ async def settled(redis: Redis, keys: Keys, cid: str, within_s: float = 60) -> W
 async def run_with_webhook(settings: BusSettings, url: str) -> tuple[str, WebhookSettled]:
     """A run that names `url`, to its webhook's outcome."""
     redis = Redis.from_url(settings.redis_url)
-    worker = make_worker(redis, settings, OfflineLLM(), loop=LoopSettings(), routes=worker_routes())
+    worker = make_worker(redis, settings, OfflineLLM(), loop=LoopSettings(), routes=worker_routes)
     await worker.start()
     running = asyncio.create_task(worker.run())
     try:
@@ -149,6 +151,8 @@ async def test_after_the_webhooks_own_attempts_the_answer_goes_to_dead_letters(
         ("https://127.0.0.1/x", "is not in AEON_WEBHOOK_ALLOWED_HOSTS"),
         ("http://127.0.0.1:1/x", "only https"),
         ("ftp://hooks.example.com/x", "not an http(s) URL"),
+        ("https://alice:hunter2pw@hooks.example.com/x", "may not carry a user name or password"),
+        ("https://alice@hooks.example.com/x", "may not carry a user name or password"),
     ],
 )
 def test_urls_the_list_does_not_allow_are_refused(url: str, words: str) -> None:
@@ -156,8 +160,9 @@ def test_urls_the_list_does_not_allow_are_refused(url: str, words: str) -> None:
         webhook_secret=SECRET, webhook_allowed_hosts="*.example.org,hooks.example.com"
     )
     assert words in (rules.refusal(url) or "")
-    with pytest.raises(BadInput, match="webhook_url"):
+    with pytest.raises(BadInput, match="webhook_url") as refused:
         rules.checked(url)
+    assert "hunter2pw" not in str(refused.value)
 
 
 def test_host_names_origins_and_wildcards() -> None:
@@ -173,6 +178,21 @@ def test_host_names_origins_and_wildcards() -> None:
     assert "webhooks are off" in (WebhookSettings().refusal("https://a.example.org") or "")
 
 
+def test_a_url_refused_for_plain_http_names_the_origins_that_are_allowed() -> None:
+    """Issue 35: the allowed host on another port was refused with "unless
+    AEON_WEBHOOK_ALLOWED_HOSTS names the origin", which read as if it were unset."""
+    rules = WebhookSettings(
+        webhook_secret=SECRET,
+        webhook_allowed_hosts="hooks.example.com,http://127.0.0.1:9000,http://localhost:9100",
+    )
+    said = rules.refusal("http://127.0.0.1:9001/h") or ""
+    assert said.startswith("only https is allowed for http://127.0.0.1:9001"), said
+    assert "the origins it allows are http://127.0.0.1:9000, http://localhost:9100" in said
+    names_only = WebhookSettings(webhook_secret=SECRET, webhook_allowed_hosts="hooks.example.com")
+    said = names_only.refusal("http://hooks.example.com/h") or ""
+    assert "it names no origin" in said and "http://hooks.example.com:80" in said, said
+
+
 async def test_a_gateway_refuses_a_webhook_before_publishing(
     settings: BusSettings, hooks: Receiver
 ) -> None:
@@ -180,3 +200,56 @@ async def test_a_gateway_refuses_a_webhook_before_publishing(
         with pytest.raises(BadInput, match="only https"):
             await client.submit("Explain tides", webhook_url="http://hooks.example.com/x")
     assert hooks.tries == []
+
+
+#: A password in a webhook URL: it must never reach a log line, a dead letter or an outcome.
+PASSWORD = "hunter2pw"
+
+
+async def test_a_gateway_refuses_a_webhook_url_with_a_password_on_an_allowed_origin(
+    settings: BusSettings, hooks: Receiver
+) -> None:
+    """Issue 35: the allowed-hosts check compared scheme, host and port only, so this was
+    taken, never delivered (urllib took `alice:hunter2pw@127.0.0.1` for the host name), and
+    its password shown wherever the failure was."""
+    url = hooks.origin.replace("://", f"://alice:{PASSWORD}@") + "/hook"
+    async with AeonClient(settings=settings) as client:
+        with pytest.raises(BadInput, match="may not carry a user name or password") as refused:
+            await client.submit("Explain tides", webhook_url=url)
+    assert PASSWORD not in str(refused.value)
+    assert hooks.tries == []
+
+
+async def test_a_published_webhook_url_with_a_password_is_never_shown(
+    settings: BusSettings, hooks: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A request that bypassed every gateway (its event published to the stream as it is):
+    the webhook is refused when it is sent, no POST is made, and the password is in no log
+    line, no dead letter field `aeon dlq list` shows, and not in the outcome (the run's
+    `webhook.reason`, the `webhook_failed` event)."""
+    caplog.set_level(logging.DEBUG)
+    url = hooks.origin.replace("://", f"://alice:{PASSWORD}@") + "/hook?token=t0ken"
+    event = RequestSubmitted.new("Explain tides", timeout=30, webhook_url=url)
+    keys = Keys(settings.prefix, settings.shards)
+    redis = Redis.from_url(settings.redis_url)
+    worker = make_worker(redis, settings, OfflineLLM(), loop=LoopSettings(), routes=worker_routes)
+    await worker.start()
+    running = asyncio.create_task(worker.run())
+    try:
+        cid = event.correlation_id
+        await redis.xadd(keys.stream_of(RequestSubmitted.STREAM, cid), encode(event))
+        outcome = await settled(redis, keys, cid)
+        dead = await redis.xrange(keys.dead_letter(keys.shard_of(cid)))
+    finally:
+        worker.stop()
+        await asyncio.wait_for(running, 15)
+        await redis.aclose()
+    assert (outcome.outcome, outcome.tries) == ("failed", 0)
+    assert "may not carry a user name or password" in outcome.reason
+    assert hooks.tries == []
+    assert await published(settings, cid) == [outcome]
+    shown = [outcome.model_dump_json(), *(record.getMessage() for record in caplog.records)]
+    shown += [v.decode() for _, fields in dead for k, v in fields.items() if k != b"body"]
+    assert any(cid in line for line in shown)
+    for secret in (PASSWORD, "t0ken"):
+        assert not [line for line in shown if secret in line]

@@ -8,6 +8,7 @@ context-length refusals, and usage a server did not report.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -18,6 +19,8 @@ from openai_fake import Planned, completion, error_body
 from aeonloop.llm.base import ContextLengthError, LLMError
 from aeonloop.prompts.registry import PromptId, ReasoningStepInput, TaskProfileInferenceInput
 
+#: The adapter's logger: a step down is said at INFO.
+ADAPTER_LOG = "aeonloop.llm.openai_adapter"
 PROFILE_SCHEMA = {"type": "object", "properties": {"reasoning_depth": {"type": "integer"}}}
 FINAL = '{"reasoning_depth": 4}'
 DRAFT = '{"reasoning_depth": 1}'
@@ -67,6 +70,7 @@ async def test_free_form_prompt_sends_no_response_format(fake_openai, adapter_fo
 async def test_refused_json_schema_falls_back_to_json_object_once(
     fake_openai, adapter_for, json_call, caplog
 ):
+    caplog.set_level(logging.INFO, logger=ADAPTER_LOG)  # a step down is said at INFO
     fake_openai.fail(400, "response_format type json_schema is not supported by this server")
     fake_openai.reply(FINAL)
     adapter = adapter_for()
@@ -93,6 +97,7 @@ LLAMA_CPP_PYTHON_REFUSAL = (
 async def test_a_refusal_is_known_by_what_it_says_whatever_the_status(
     fake_openai, adapter_for, json_call, caplog
 ):
+    caplog.set_level(logging.INFO, logger=ADAPTER_LOG)
     fake_openai.fail(500, LLAMA_CPP_PYTHON_REFUSAL)
     fake_openai.reply(FINAL)
     ranged = {
@@ -116,6 +121,29 @@ async def test_a_refusal_is_known_by_what_it_says_whatever_the_status(
     assert sufficiency["enum"][:3] == [0.0, 0.05, 0.1] and sufficiency["enum"][-1] == 1.0
     assert "refused response_format json_schema (HTTP 500)" in caplog.text
     assert adapter.response_format == "json_object_schema"
+
+
+async def test_a_step_down_is_said_once_at_info_not_as_a_warning(
+    fake_openai, adapter_for, json_call, caplog
+):
+    """llama-cpp-python refuses json_schema on every run: that is how it works, so it is no
+    WARNING on every `aeon ask` (which prints WARNING and above); a worker, at INFO, says it
+    once."""
+    caplog.set_level(logging.INFO, logger=ADAPTER_LOG)
+    fake_openai.fail(500, LLAMA_CPP_PYTHON_REFUSAL)
+    fake_openai.reply(FINAL)
+    adapter = adapter_for()
+
+    await adapter.complete(json_call)
+    await adapter.complete(json_call)
+
+    said = [r for r in caplog.records if "refused response_format" in r.getMessage()]
+    assert [r.levelno for r in said] == [logging.INFO]
+    assert [s.body["response_format"]["type"] for s in fake_openai.seen] == [
+        "json_schema",
+        "json_object",
+        "json_object",
+    ]
 
 
 async def test_a_500_that_is_no_refusal_is_not_a_step_down(fake_openai, adapter_for, json_call):
@@ -335,6 +363,7 @@ async def test_calls_refused_at_once_step_down_once(fake_openai, adapter_for, js
     """Found by the real-server tier: two runs' calls in flight when the server refuses
     json_schema must not take the ladder two steps down (to plain json_object, where a small
     model's replies are no longer held to the schema)."""
+    caplog.set_level(logging.INFO, logger=ADAPTER_LOG)
 
     def respond(seen):
         if seen.body["response_format"]["type"] == "json_schema":

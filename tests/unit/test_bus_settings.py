@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from aeonloop.bus.settings import BusSettings, redact
-from aeonloop.settings import SettingsError
+from aeonloop.settings import SettingsError, bare_url, bare_urls
 
 
 @pytest.mark.parametrize(
@@ -19,6 +19,21 @@ from aeonloop.settings import SettingsError
 )
 def test_redact_hides_credentials(url: str, shown: str) -> None:
     assert redact(url) == shown
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://alice:hunter2pw@127.0.0.1:7196/hook", "http://127.0.0.1:7196/hook"),
+        ("https://alice@hooks.example.com/h?token=t#frag", "https://hooks.example.com/h"),
+        ("https://mcp.example.com/mcp", "https://mcp.example.com/mcp"),
+    ],
+)
+def test_a_bare_url_has_no_user_name_password_or_query(url: str, shown: str) -> None:
+    """What a webhook's or an MCP server's URL is shown as (issue 35)."""
+    assert bare_url(url) == shown
+    said = bare_urls(f"Client error '401' for url '{url}': see it")
+    assert said == f"Client error '401' for url '{shown}': see it"
 
 
 def test_repr_never_shows_the_password() -> None:

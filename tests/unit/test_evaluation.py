@@ -7,15 +7,17 @@ import shlex
 
 import pytest
 
+from aeonloop.phases.checks import CountCheck, PatternCheck
 from aeonloop.phases.evaluation import (
     SKIPPED_REASON,
+    UNPREPARED_REASON,
     content_check,
     evaluate_rules,
     executable_check,
     judged,
     score_results,
 )
-from aeonloop.phases.models import Rule, RuleCheck, RuleResult
+from aeonloop.phases.models import Evaluation, Rule, RuleCheck, RuleResult
 
 OUTPUT = "The total is 42 EUR.\nA second line mentions caching."
 
@@ -180,3 +182,85 @@ def test_checks_that_ignore_their_input_pass_under_uvloop() -> None:
 
     for held, details in uvloop.run(run_all()):
         assert held, details
+
+
+# ---- vocabulary checks, rules in words and prepared checks -------------------------------------
+
+
+def in_words(rule_id: str, words: str, severity: str = "fail") -> Rule:
+    return Rule(id=rule_id, severity=severity, check=words)
+
+
+async def test_a_vocabulary_check_in_a_rule_is_run() -> None:
+    rule = Rule(id="two-lines", check=CountCheck(unit="lines", min=2, max=2))
+    ev = await evaluate([rule])
+    assert ev.rule_results[0].verdict == "pass"
+    assert ev.rule_results[0].details == "2 non-blank line(s), wanted exactly 2"
+
+
+async def test_a_rule_in_words_with_no_prepared_check_is_skipped() -> None:
+    rules = [in_words("short", "the answer is short"), content("a", "42")]
+    ev = await evaluate(rules)
+    skipped = ev.rule_results[0]
+    assert skipped.verdict == "skipped" and skipped.details == UNPREPARED_REASON
+    assert ev.score == 1.0 and ev.passed and not judged(rules[:1], ev_of(rules[:1], ev))
+
+
+def ev_of(rules: list[Rule], ev: Evaluation) -> Evaluation:
+    return ev.model_copy(update={"rule_results": ev.rule_results[: len(rules)]})
+
+
+async def test_a_rule_in_words_holds_when_all_its_prepared_checks_hold() -> None:
+    rule = in_words("euro", "mentions the total in euros, on two lines")
+    prepared = {
+        "euro": [PatternCheck(pattern=r"\d+ EUR"), CountCheck(unit="lines", min=2, max=2)],
+    }
+    ev = await evaluate([rule], prepared=prepared)
+    assert ev.rule_results[0].verdict == "pass"
+    assert "found /\\d+ EUR/" in ev.rule_results[0].details
+
+
+async def test_a_rule_in_words_fails_naming_the_prepared_check_that_did_not_hold() -> None:
+    rule = in_words("euro", "mentions euros, in three bullets")
+    prepared = {"euro": [PatternCheck(pattern="EUR"), CountCheck(unit="bullets", min=3, max=3)]}
+    ev = await evaluate([rule], prepared=prepared)
+    result = ev.rule_results[0]
+    assert result.verdict == "fail"
+    assert result.details == "exactly 3 bullet line(s): 0 bullet line(s), wanted exactly 3"
+    assert ev.failed[0].message.startswith("mentions euros, in three bullets: exactly 3 bullet")
+
+
+async def test_prepared_checks_apply_to_rules_in_words_alone() -> None:
+    """A rule with a check of its own is judged by it, whatever was prepared under its id."""
+    prepared = {"a": [PatternCheck(pattern="nowhere")]}
+    ev = await evaluate([content("a", "42")], prepared=prepared)
+    assert ev.rule_results[0].verdict == "pass"
+
+
+@pytest.mark.timeout(60)
+async def test_a_catastrophic_pattern_fails_its_rule_and_leaves_the_loop_free() -> None:
+    """The pattern runs in a thread, and `regex` releases the GIL while it matches: the event
+    loop goes on ticking while it runs, and the rule fails saying why."""
+    text = " ".join(c * 4 for c in "abcdefghijklmnopqrstuvwxyz") * 20 + "!#"
+    rules = [content("slow", r"(\w+\s?)*#"), content("quick", "aaaa")]
+    ticks = 0
+    task = asyncio.ensure_future(evaluate_rules(rules, text, 0.8, pattern_timeout=0.5))
+    while not task.done():
+        await asyncio.sleep(0.01)
+        ticks += 1
+    ev = task.result()
+    assert [r.verdict for r in ev.rule_results] == ["fail", "pass"]
+    assert "ran out of its 0.5 s time bound" in ev.rule_results[0].details
+    assert ticks >= 5, "the event loop was held while the pattern ran"
+
+
+async def test_a_failed_rule_the_request_implied_says_so() -> None:
+    rule = Rule(
+        id="three-bullets",
+        check=CountCheck(unit="bullets", min=3, max=3),
+        origin="request",
+    )
+    ev = await evaluate([rule])
+    assert ev.failed[0].message == (
+        "exactly 3 bullet line(s) (stated in the request): 0 bullet line(s), wanted exactly 3"
+    )

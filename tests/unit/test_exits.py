@@ -237,6 +237,21 @@ def test_why_the_host_wrote_the_answer() -> None:
     assert exits.synthesis_failure(RuntimeError("bug")) is AnswerReason.SYNTHESIS_ERROR
 
 
+@pytest.mark.parametrize("loop_exit", list(ExitReason))
+def test_a_cancelled_answer_is_answered_cancelled_whatever_the_loop_exit(
+    loop_exit: ExitReason,
+) -> None:
+    """Issue 35: a cancel after the loop converged, before the answer was written, gave status
+    `converged` beside reason `cancelled`. The status follows a cancelled answer."""
+    assert exits.answered_status(loop_exit, AnswerReason.CANCELLED) is ExitReason.CANCELLED
+
+
+@pytest.mark.parametrize("answered", [r for r in AnswerReason if r is not AnswerReason.CANCELLED])
+def test_any_other_answer_keeps_the_loops_exit_as_its_status(answered: AnswerReason) -> None:
+    for loop_exit in ExitReason:
+        assert exits.answered_status(loop_exit, answered) is loop_exit
+
+
 def test_no_model_call_for_a_late_exit() -> None:
     soon = utcnow() + timedelta(hours=1)
     on_time = LoopExited(correlation_id="c", deadline=soon, reason="stagnated")

@@ -8,12 +8,14 @@ import pytest
 from pydantic import ValidationError
 
 from aeonloop.limits import DEFAULT_MAX_PASSES
+from aeonloop.phases.checks import CountCheck
 from aeonloop.phases.models import (
     Consistency,
     ConvergenceAssessment,
     Plan,
     PlanStep,
     RefinementAction,
+    Rule,
     RuleCheck,
     TaskProfile,
     apply_refinements,
@@ -274,3 +276,65 @@ def test_assessment_score_is_the_mean_of_completeness_and_coherence() -> None:
 def test_rule_check_shape_is_checked(fields: dict) -> None:
     with pytest.raises(ValidationError):
         RuleCheck.model_validate(fields)
+
+
+# ---- a rule's check: the schema's own, the vocabulary's, or words -------------------------------
+
+
+def test_a_rules_check_takes_three_forms() -> None:
+    own = Rule.model_validate({"id": "a", "check": {"type": "content", "search": "x"}})
+    vocabulary = Rule.model_validate(
+        {"id": "b", "check": {"type": "count", "unit": "bullets", "min": 3, "max": 3}}
+    )
+    words = Rule.model_validate({"id": "c", "check": "the answer has three bullet points"})
+    assert isinstance(own.check, RuleCheck) and not own.in_words
+    assert isinstance(vocabulary.check, CountCheck) and not vocabulary.in_words
+    assert words.check == "the answer has three bullet points" and words.in_words
+    assert [r.check_text() for r in (own, vocabulary, words)] == [
+        "content matches /x/",
+        "exactly 3 bullet line(s)",
+        "the answer has three bullet points",
+    ]
+    for rule in (own, vocabulary, words):
+        assert Rule.model_validate_json(rule.model_dump_json()) == rule
+
+
+def test_a_rules_origin_is_its_rules_unless_the_request_implied_it() -> None:
+    assert Rule(id="a", check="short").origin == "rules"
+    assert Rule(id="a", check="short", origin="request").origin == "request"
+    with pytest.raises(ValidationError):
+        Rule.model_validate({"id": "a", "check": "short", "origin": "model"})
+
+
+@pytest.mark.parametrize(
+    ("check", "where"),
+    [
+        ("", "check.words"),
+        ("   ", "check"),
+        ({"type": "pattern", "pattern": "(x"}, "check.vocabulary.pattern"),
+        ({"type": "content", "search": "(x"}, "check.content|executable"),
+        ({"type": "count", "unit": "bullets"}, "check.vocabulary.count"),
+        ({"type": "nope"}, "check.vocabulary"),
+        (3, "check.vocabulary"),
+    ],
+)
+def test_a_bad_check_is_refused_naming_where(check: object, where: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        Rule.model_validate({"id": "a", "check": check})
+    locs = [".".join(str(p) for p in e["loc"]) for e in caught.value.errors()]
+    assert locs == [where]
+
+
+def test_the_rules_summary_shows_each_form_of_check_and_a_rule_the_request_implied() -> None:
+    from aeonloop.phases.summaries import rules_summary
+
+    rules = [
+        Rule(id="a", description="cites", check=RuleCheck(type="content", search="Source:")),
+        Rule(id="b", check=CountCheck(unit="bullets", min=3, max=3), origin="request"),
+        Rule(id="c", severity="warn", check="is friendly"),
+    ]
+    assert rules_summary(rules).splitlines() == [
+        "- a [fail, weight 1]: cites (content matches /Source:/)",
+        "- b [fail, weight 1, from the request]: exactly 3 bullet line(s)",
+        "- c [warn, weight 1]: is friendly",
+    ]

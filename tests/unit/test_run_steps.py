@@ -36,8 +36,10 @@ from aeonloop.phases.models import (
     FinalAnswer,
     Plan,
     PlanStep,
+    RefinementAction,
     TaskProfile,
     ToolCall,
+    apply_refinements,
 )
 
 
@@ -312,3 +314,69 @@ def test_the_plan_names_the_files_the_request_attached() -> None:
     planned.run.file_paths = ["notes/tides.md", "data.csv"]
     (plan,) = [s for s in run_steps(planned, None) if s.kind == "plan"]
     assert plan.data["files"] == ["notes/tides.md", "data.csv"]
+
+
+def _refined(plan: Plan, number: int, *actions: RefinementAction) -> tuple[Plan, ExecutionPass]:
+    """Pass `number`'s refinement applied to `plan` as Phase C applies it, and the pass's record
+    of it (all its actions applied)."""
+    outcome = apply_refinements(plan, list(actions), max_actions=len(actions))
+    assert len(outcome.applied) == len(actions), outcome.rejected
+    return outcome.plan, ExecutionPass(pass_number=number, refinement=outcome.record())
+
+
+def test_the_plan_is_as_phase_b_made_it_with_each_later_change_marked_by_its_pass() -> None:
+    """Issue 35: `aeon ask` said `B planned: 2 steps` while the plan step showed 3 (a step a
+    later refinement added, shown as planned). The plan step shows B's steps, and each step a
+    pass's refinement added, changed or removed says so, with that pass; the count is B's."""
+    planned = _journey()["planned"]
+    run = planned.run.model_copy(deep=True)
+    step = PlanStep(step_id="s3", description="give an example")
+    made = Plan(goal="explain tides", steps=[*run.plan.steps, step])
+    new = PlanStep(step_id="s4", description="review it")
+    plan, first = _refined(
+        made,
+        1,
+        RefinementAction(action_type="ADD", new_step=new),
+        RefinementAction(action_type="REMOVE", target_step_id="s3"),
+        RefinementAction(
+            action_type="MODIFY",
+            target_step_id="s2",
+            new_step=PlanStep(step_id="s2", description="say it for a child"),
+        ),
+    )
+    plan, second = _refined(
+        plan,
+        2,
+        RefinementAction(
+            action_type="REPLACE",
+            target_step_id="s4",
+            new_step=PlanStep(step_id="s5", description="check it"),
+        ),
+        RefinementAction(
+            action_type="ADD", new_step=PlanStep(step_id="s3", description="a new s3")
+        ),
+    )
+    run.plan = plan
+    run.add_pass(first)
+    run.add_pass(second)
+
+    (step,) = [s for s in run_steps(planned.child(PlanReady, run=run), None) if s.kind == "plan"]
+    marks = [
+        (s["step_id"], s["description"], {k: v for k, v in s.items() if k.endswith("_in_pass")})
+        for s in step.data["steps"]
+    ]
+    assert marks == [
+        ("s1", "say what pulls", {}),
+        ("s2", "say it for a child", {"changed_in_pass": 1}),
+        ("s4", None, {"added_in_pass": 1, "removed_in_pass": 2}),
+        ("s5", "check it", {"added_in_pass": 2}),
+        ("s3", "a new s3", {"added_in_pass": 2}),
+        ("s3", None, {"removed_in_pass": 1}),
+    ]
+    assert step.data["planned_steps"] == len(made.steps) == 3
+
+
+def test_a_plan_no_refinement_changed_is_shown_unmarked() -> None:
+    (plan,) = [s for s in run_steps(_journey()["exited"], None) if s.kind == "plan"]
+    assert plan.data["planned_steps"] == 2
+    assert not any(k.endswith("_in_pass") for s in plan.data["steps"] for k in s)

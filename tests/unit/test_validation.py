@@ -1,5 +1,5 @@
 """Checks of a request's options: the cap on passes against AEON_MAX_PASSES (one cap, refused
-in one line above it), and the tools a request narrows its run to.
+in one line above it), the tools a request narrows its run to, and its rules' patterns.
 
 `aeon ask --max-ttl`, the HTTP API's `max_ttl` and `AeonClient.submit(max_ttl=...)` all check
 with `check_max_ttl`; the end-to-end refusals (exit 2, 422) are in tests/e2e.
@@ -20,6 +20,7 @@ from aeonloop.gateway.validation import (
     FileSettings,
     check_max_ttl,
     check_tools,
+    parse_rules,
     port_option,
     unknown_tools,
 )
@@ -117,3 +118,46 @@ def test_one_port_option_with_its_lowest_port() -> None:
         http("65536")
     with pytest.raises(argparse.ArgumentTypeError, match="'x' is not a port number"):
         http("x")
+
+
+@pytest.mark.parametrize(
+    ("check", "words"),
+    [
+        ({"type": "content", "search": "(tide"}, "'search' is not a valid regular expression"),
+        ({"type": "pattern", "pattern": "(tide"}, "pattern /(tide/ does not compile"),
+        ({"type": "json", "json_schema": {"pattern": "(x"}}, "not a sound JSON Schema"),
+        # `re` knows no \p{...}; `regex`, which runs every pattern, does: its error is the one.
+        ({"type": "pattern", "pattern": r"\p{NoSuchProperty}"}, "unknown property"),
+    ],
+)
+def test_a_rules_pattern_that_does_not_compile_is_refused_in_one_line(
+    check: dict[str, object], words: str
+) -> None:
+    with pytest.raises(BadInput) as refused:
+        parse_rules([{"id": "r1", "check": check}])
+    message = str(refused.value)
+    assert "\n" not in message and words in message and "rule 0.check" in message
+
+
+def test_rules_in_words_and_vocabulary_checks_are_taken() -> None:
+    rules = parse_rules(
+        [
+            {"id": "short", "check": "the answer is under 100 words"},
+            {"id": "bullets", "check": {"type": "count", "unit": "bullets", "min": 3, "max": 3}},
+        ]
+    )
+    assert rules[0].in_words and rules[1].check_text() == "exactly 3 bullet line(s)"
+
+
+def test_a_json_checks_schema_nested_past_its_bound_is_422() -> None:
+    schema: dict[str, object] = {}
+    inner = schema
+    for _ in range(1000):
+        inner["items"] = {}
+        inner = inner["items"]  # type: ignore[assignment]
+    check = {"type": "json", "json_schema": schema}
+    body = {"request": "ok", "rules": [{"id": "a", "check": check}]}
+    with pytest.raises(ApiError) as refused:
+        _checked(body, _client(8))
+    assert (refused.value.status, refused.value.field) == (422, "rules")
+    assert "'json_schema' nests 1001 levels deep; at most 32" in refused.value.reason

@@ -447,14 +447,25 @@ const RENDER = {
       ]));
   },
 
+  // The plan as Phase B made it: a step a later pass's refinement added, changed or removed
+  // says so and in which pass, so the count is B's (as `aeon ask` prints it).
   plan(d) {
-    return card("Plan", el("span", { class: "chip", text: `${d.steps.length} steps` }),
+    const planned = d.planned_steps ?? d.steps.length;
+    const added = d.steps.length - planned;
+    const marks = (s) => [
+      ["added_in_pass", "added"], ["changed_in_pass", "changed"], ["removed_in_pass", "removed"],
+    ].filter(([key]) => s[key]).map(([key, word]) =>
+      el("span", { class: "chip later", text: `${word} in pass ${s[key]}` }));
+    return card("Plan",
+      el("span", { class: "chip", text: `${planned} steps planned${added ? `, ${added} added later` : ""}` }),
       el("p", { class: "goal", text: d.goal }),
       d.files && d.files.length ? el("p", { class: "files" }, "Files: ",
         ...d.files.map((path) => el("code", { text: path }))) : null,
       el("ol", { class: "plan-steps" },
-        d.steps.map((s) => el("li", {}, el("code", { text: s.step_id }), " ", s.description,
-          s.tool ? el("span", { class: "chip tool", text: `tool ${s.tool}` }) : null))));
+        d.steps.map((s) => el("li", { class: s.removed_in_pass ? "removed" : null },
+          el("code", { text: s.step_id }), " ", s.description || "",
+          s.tool ? el("span", { class: "chip tool", text: `tool ${s.tool}` }) : null,
+          ...marks(s)))));
   },
 
   pass(d) {
@@ -470,15 +481,23 @@ const RENDER = {
     const verdict = d.converged
       ? el("span", { class: "chip good", text: "converged" })
       : el("span", { class: "chip", text: "not converged" });
+    // Only the last step's output starts open; each other step says it can be opened.
     const outputs = el("div", { class: "outputs" }, d.steps.map((s, index) => {
       const chip = { done: "good", failed: "bad", blocked: "warn" }[s.status] || "";
-      return el("details", { open: index === d.steps.length - 1 && s.output ? true : null },
+      const what = s.output ? "output" : "details";
+      const toggle = el("span", { class: "toggle" });
+      const details = el("details", { open: index === d.steps.length - 1 && s.output ? true : null },
         el("summary", {}, el("span", { class: "sid", text: s.step_id }),
           el("span", { class: "desc", text: s.description || "" }),
-          el("span", { class: `chip ${chip}`, text: s.status })),
+          el("span", { class: `chip ${chip}`, text: s.status }), toggle),
         s.why ? el("div", { class: "why", text: s.why }) : null,
         s.tool_call ? toolCall(s.tool_call, !s.output) : null,
         s.output ? el("pre", { text: s.output }) : null);
+      const label = () => { toggle.textContent = `${details.open ? "hide" : "show"} ${what}`; };
+      details.addEventListener("toggle", label);
+      label();
+      if (!s.why && !s.tool_call && !s.output) details.classList.add("empty");
+      return details;
     }));
     const evidence = el("div", { class: "evidence" },
       d.assessment ? el("p", {

@@ -1,0 +1,45 @@
+"""What one phase consumes, how it handles it, and what carries a run on when it gives up.
+
+A `Route` is all a phase gives the bus (bus.worker starts one consumer per route); the
+consumer's parts read it: bus.locking the records to read with a lock, bus.retry the handler,
+its tries and `give_up`. It is importable from bus.consumer too, where callers have always
+found it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from aeonloop.bus.codec import Routable
+from aeonloop.bus.deadletter import DeadLetter
+from aeonloop.bus.delivery import Delivery
+from aeonloop.bus.records import RunRecord
+
+#: What a handler gives: its events, and the run records they refer to (bus.records).
+Output = Routable | RunRecord
+#: A handler is told what the bus knows of the delivery of its event (bus.delivery).
+Handler = Callable[[Any, Delivery], Awaitable[Sequence[Output]]]
+GiveUp = Callable[[DeadLetter, Delivery], Sequence[Output]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """What one phase consumes, how it handles it, and what carries a run on when it gives up."""
+
+    stream: str
+    group: str
+    types: Mapping[str, type[BaseModel]]
+    handle: Handler
+    give_up: GiveUp
+    #: The run records (bus.records) the handler will read for an event: read with its lock,
+    #: in the same round trip, and handed to the handler in its `Delivery`.
+    records: Callable[[Any], Sequence[str]] | None = None
+    #: Tries of a failing handler within one delivery, and the first wait between two (it
+    #: doubles): None takes AEON_HANDLER_ATTEMPTS and AEON_RETRY_BACKOFF_S. A route whose
+    #: tries depend on something outside Aeon (a webhook's receiver) sets its own.
+    attempts: int | None = None
+    backoff_s: float | None = None
