@@ -42,6 +42,7 @@ _PUBLIC: dict[str, str] = {
     # What a request carries, and a plan a person approves.
     "Rule": "aeonloop.phases.models",
     "AttachedFile": "aeonloop.contracts",
+    "Turn": "aeonloop.contracts",
     "Plan": "aeonloop.phases.models",
     # A FastStream app's names.
     "AeonStreams": "aeonloop.gateway.faststream_interop",
@@ -83,6 +84,7 @@ __all__ = [
     "ScriptedLLM",
     "SettingsError",
     "TooLarge",
+    "Turn",
     "Usage",
     "UsageError",
     "__version__",
@@ -90,7 +92,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from aeonloop.bus.cancels import CancelOutcome
-    from aeonloop.contracts import AttachedFile, Usage
+    from aeonloop.contracts import AttachedFile, Turn, Usage
     from aeonloop.exceptions import (
         AeonError,
         AnswerTimeout,

@@ -1,13 +1,16 @@
-"""The two small models the LLM session shares with a run, kept below both.
+"""The small models the LLM session shares with a run, kept below both.
 
 The LLM session (llm/) counts a run's tokens into its `Usage` and renders the files a request
-attached (`AttachedFile`); the phases carry both in their events and the gateways read them
-from an answer or build them into a request. Defined here, beside the settings, so that llm/
-needs nothing from phases/ and a gateway that reads an answer loads no pipeline
-(docs/architecture.md, "Layers"). Only Pydantic and the limits they hold to are imported.
+attached (`AttachedFile`) and the earlier turns of its conversation (`Turn`); the phases carry
+them in their events and the gateways read them from an answer or build them into a request.
+Defined here, beside the settings, so that llm/ needs nothing from phases/ and a gateway that
+reads an answer loads no pipeline (docs/architecture.md, "Layers"). Only Pydantic and the limits
+they hold to are imported.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -54,4 +57,17 @@ class AttachedFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     path: str = Field(..., min_length=1, max_length=MAX_FILE_PATH_CHARS)
+    content: str
+
+
+class Turn(BaseModel):
+    """An earlier turn of the conversation a request continues: who spoke, and what they said.
+
+    Carried like an attached file: only the request event holds the turns; the run keeps them
+    once, as a record of its history (phases.history), and its later events carry only how many
+    there are (`RunState.turn_count`). The prompts take them as context, oldest first."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant"]
     content: str

@@ -29,6 +29,9 @@ MAX_TOKEN_BUDGET = 10**12
 #: The most files a request event may carry, whatever a producer sends: gateways hold requests
 #: to AEON_MAX_FILES, which may not be set above it (gateway.validation.FileSettings).
 MAX_FILES_CAP = 100
+#: The most earlier turns a request event may carry, whatever a producer sends: gateways hold
+#: requests to AEON_MAX_TURNS, which may not be set above it (gateway.validation.TurnSettings).
+MAX_TURNS_CAP = 200
 #: The longest path an attached file may be named by.
 MAX_FILE_PATH_CHARS = 1_000
 #: The most tool names a request may narrow its tools to.

@@ -50,11 +50,13 @@ WEBHOOK_RECORD = "webhook"
 #: replay` deletes it, so a replayed webhook has its tries again.
 WEBHOOK_TRIES_RECORD = "webhook-tries"
 #: The run record (`Keys.run_records`) holding the files its request attached, written once by
-#: the commit of Phase A's hop (phases.history.file_records).
+#: the commit of Phase A's hop (phases.history.request_records).
 FILES_RECORD = "files"
 #: The run record holding the plain draft answer Phase A wrote (phases.history.new_records),
 #: which Phase E reads and may publish.
 DRAFT_RECORD = "draft"
+#: The run record holding the earlier turns its request carried, written with FILES_RECORD.
+TURNS_RECORD = "turns"
 
 
 class LockState(StrEnum):

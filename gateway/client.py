@@ -45,13 +45,14 @@ from aeonloop.bus.cancels import CancelOutcome, request_cancel
 from aeonloop.bus.codec import encode, text
 from aeonloop.bus.compact import unpack
 from aeonloop.bus.connection import RedisClient, connect, is_cluster
-from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, WEBHOOK_OUTCOMES, Keys
+from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, TURNS_RECORD, WEBHOOK_OUTCOMES, Keys
 from aeonloop.bus.layout import agree_on_shards
 from aeonloop.bus.records import RedisRunRecords
 from aeonloop.bus.redis_errors import FAILING_OVER, TRANSIENT
 from aeonloop.bus.settings import BusSettings
-from aeonloop.contracts import AttachedFile
-from aeonloop.exceptions import AnswerTimeout
+from aeonloop.contracts import AttachedFile, Turn
+from aeonloop.exceptions import AnswerTimeout, BadInput
+from aeonloop.gateway.conversation import turns_after
 from aeonloop.gateway.progress import Progress, progress_of
 from aeonloop.gateway.validation import (
     FileSettings,
@@ -60,7 +61,7 @@ from aeonloop.gateway.validation import (
     checked_request,
 )
 from aeonloop.limits import LoopSettings
-from aeonloop.phases import approvals
+from aeonloop.phases import approvals, history
 from aeonloop.phases.events import (
     DEFAULT_THRESHOLD,
     EVENT_TYPES,
@@ -238,6 +239,7 @@ class AeonClient:
         webhook_url: str | None = None,
         files: list[AttachedFile] | None = None,
         tools: list[str] | None = None,
+        messages: list[Turn] | None = None,
     ) -> str:
         """Publish a request and return its correlation id; BadInput before publishing if the
         request is not acceptable. `timeout` becomes the request's deadline in the pipeline;
@@ -248,7 +250,10 @@ class AeonClient:
         (aeonloop.webhooks: BadInput unless webhooks are on and it is allowed); `files` are
         given to the prompts as context (gateway.validation.check_files: BadInput, or TooLarge
         past a limit on bytes, which the request's whole event is held to as well); `tools`
-        narrows the tools its steps may call to those named (None: every configured tool).
+        narrows the tools its steps may call to those named (None: every configured tool);
+        `messages` are the earlier turns of the conversation it continues, oldest first, given
+        to the prompts as context (gateway.validation.check_turns: BadInput, or TooLarge past
+        AEON_MAX_TURNS_CHARS; `follow_up` makes them from a stored run).
 
         The client watches the run, keeping its answer until `wait` takes it. `watch=False`
         (without `on_progress`) keeps nothing, for a caller that will not wait on this client:
@@ -262,6 +267,7 @@ class AeonClient:
             webhook_url=webhook_url,
             files=files or [],
             tools=tools,
+            messages=messages or [],
         )
         event = RequestSubmitted.new(
             **checked, rules=rules, threshold=threshold, approve_plan=approve_plan
@@ -410,6 +416,25 @@ class AeonClient:
         """A stored answer, whenever it was produced (until it expires)."""
         return await self._stored(correlation_id)
 
+    async def follow_up(self, correlation_id: str) -> list[Turn]:
+        """The earlier turns of a request that follows up run `correlation_id`: the run's own
+        earlier turns, then its request and its answer (`aeon ask --continue`). Read from its
+        stored answer, which says what it answered, and its record of turns, which is kept as
+        long; BadInput when no answer is stored, or it does not say its request (an answer
+        from an older version)."""
+        stored = await self._stored_event(correlation_id)
+        if stored is None:
+            raise BadInput(
+                f"no answer stored for {correlation_id} (not finished, expired or unknown): "
+                "there is nothing to continue"
+            )
+        if not stored.request:
+            raise BadInput(f"the answer of {correlation_id} does not say its request: ask anew")
+        records = RedisRunRecords(self.redis, self.keys)
+        (value,) = await records.read(correlation_id, [TURNS_RECORD])
+        earlier = history.turns_of(value) if value is not None else []
+        return turns_after(earlier, stored.request, stored.result.final_answer.answer_text)
+
     # -- reading ----------------------------------------------------------------------------
 
     def _watch(self, correlation_id: str, on_progress: ProgressCallback | None) -> _Waiter:
@@ -422,10 +447,14 @@ class AeonClient:
         return waiter
 
     async def _stored(self, correlation_id: str) -> ExecutionResult | None:
+        stored = await self._stored_event(correlation_id)
+        return stored.result if stored is not None else None
+
+    async def _stored_event(self, correlation_id: str) -> FinalAnswerReady | None:
         with contextlib.suppress(*TRANSIENT):
             body = await self.redis.get(self.keys.answer(correlation_id))
             if body is not None:
-                return FinalAnswerReady.model_validate_json(unpack(body)).result
+                return FinalAnswerReady.model_validate_json(unpack(body))
         return None
 
     def _take(self, stream: str, entry_id: bytes, fields: dict[bytes, bytes]) -> None:

@@ -46,7 +46,7 @@ from aeonloop import __version__
 from aeonloop.bus.codec import FASTSTREAM_FIELD, trace_context
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings
-from aeonloop.gateway.validation import FileSettings, check_files
+from aeonloop.gateway.validation import FileSettings, TurnSettings, check_files, check_turns
 from aeonloop.phases.events import EVENT_TYPES, Event, RequestSubmitted
 from aeonloop.phases.worker import PHASE_INPUTS
 
@@ -90,12 +90,15 @@ class AeonStreams:
         self.keys = Keys(self.settings.prefix, self.settings.shards)
         #: What a request may attach (AEON_MAX_FILES and the byte limits), as Aeon's gateways.
         self.file_limits = file_limits or FileSettings.from_env()
+        #: What earlier turns it may carry (AEON_MAX_TURNS, AEON_MAX_TURNS_CHARS), likewise.
+        self.turn_limits = TurnSettings.from_env()
 
     async def submit(self, request: RequestSubmitted) -> str:
         """Publish `request` with FastStream, to its run's shard; its correlation id. Its files
-        are held to the limits Aeon's gateways hold them to: BadInput (TooLarge past a limit on
-        bytes) before anything is published."""
+        and earlier turns are held to the limits Aeon's gateways hold them to: BadInput
+        (TooLarge past a limit on size) before anything is published."""
         check_files(request.files, self.file_limits)
+        check_turns(request.messages, self.turn_limits)
         await self.broker.publish(
             request,
             stream=self.keys.stream_of(request.STREAM, request.correlation_id),

@@ -1,6 +1,7 @@
 """Bad input is refused at the gateway, with a message a person can act on, before anything is
 published: an empty, oversized or binary request, a rules file that does not parse or breaks
-the rule schema, or attached files past AEON_MAX_FILES and the byte limits, or not text.
+the rule schema, attached files past AEON_MAX_FILES and the byte limits, or not text, or earlier
+turns past AEON_MAX_TURNS and AEON_MAX_TURNS_CHARS, or not text.
 
 A request's fields are checked by one function, `request_checks`, whichever gateway took it:
 the Python client's `submit`, `aeon ask` (before it starts anything) and the HTTP API (which
@@ -16,13 +17,13 @@ import os
 import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from aeonloop.contracts import AttachedFile
+from aeonloop.contracts import AttachedFile, Turn
 from aeonloop.exceptions import BadInput, TooLarge
 from aeonloop.limits import (
     MAX_FILE_PATH_CHARS,
@@ -32,6 +33,7 @@ from aeonloop.limits import (
     MAX_TOKEN_BUDGET,
     MAX_TOOLS,
     MAX_TTL_CAP,
+    MAX_TURNS_CAP,
     TOOL_NAME_PATTERN,
 )
 from aeonloop.phases.models import Rule
@@ -154,6 +156,40 @@ def _not_utf8(path: str) -> BadInput:
     return BadInput(f"file {path} is not text (not valid UTF-8): attach text files only")
 
 
+class TurnSettings(AeonSettings):
+    """Limits on the earlier turns a request carries (docs/configuration.md): every gateway
+    holds a request to them before publishing it, as it holds its files to FileSettings."""
+
+    #: Earlier turns one request may carry; 0 refuses any.
+    max_turns: Annotated[int, Field(ge=0, le=MAX_TURNS_CAP)] = 50
+    #: Characters a request's earlier turns may hold together.
+    max_turns_chars: Annotated[int, Field(ge=1)] = 200_000
+
+
+def check_turns(turns: Sequence[Turn], limits: TurnSettings) -> list[Turn]:
+    """The turns, if a request may carry them: no more than AEON_MAX_TURNS, each text, all
+    within AEON_MAX_TURNS_CHARS; else BadInput (too many, one not text) or TooLarge (the
+    characters)."""
+    if len(turns) > limits.max_turns:
+        raise BadInput(
+            f"{len(turns)} earlier turns; the limit is {limits.max_turns} (AEON_MAX_TURNS): "
+            "send fewer"
+        )
+    total = 0
+    for number, turn in enumerate(turns, 1):
+        if _surrogates(turn.content) or _controls(turn.content, _ALLOWED_IN_FILES):
+            raise BadInput(
+                f"earlier turn {number} is not text (control characters or not valid UTF-8)"
+            )
+        total += len(turn.content)
+    if total > limits.max_turns_chars:
+        raise TooLarge(
+            f"the earlier turns hold {total:,} characters together; the limit is "
+            f"{limits.max_turns_chars:,} (AEON_MAX_TURNS_CHARS)"
+        )
+    return list(turns)
+
+
 def read_files(paths: Sequence[str], limits: FileSettings) -> list[AttachedFile]:
     """The files at `paths` (`aeon ask --file`), named as given, checked as `check_files`
     checks any request's; a file over AEON_MAX_FILE_BYTES is refused before it is read."""
@@ -261,11 +297,13 @@ def check_timeout(timeout: float) -> float:
 @dataclass(frozen=True)
 class RequestLimits:
     """What a gateway holds a request to beyond the caps every request has (aeonloop.limits):
-    the deployment's AEON_MAX_PASSES, the webhooks it allows and the files it takes."""
+    the deployment's AEON_MAX_PASSES, the webhooks it allows, the files and the earlier turns
+    it takes."""
 
     max_passes: int
     webhooks: WebhookSettings
     files: FileSettings
+    turns: TurnSettings = field(default_factory=TurnSettings.from_env)
 
 
 def request_checks(
@@ -278,6 +316,7 @@ def request_checks(
     webhook_url: str | None = None,
     files: Sequence[AttachedFile] = (),
     tools: Sequence[str] | None = None,
+    messages: Sequence[Turn] = (),
     names: Mapping[str, str] | None = None,
 ) -> dict[str, Callable[[], Any]]:
     """Each field of a request and its check, by field, in the order a gateway makes them:
@@ -295,6 +334,7 @@ def request_checks(
         ),
         "files": lambda: check_files(files, limits.files),
         "tools": lambda: check_tools(tools),
+        "messages": lambda: check_turns(messages, limits.turns),
     }
 
 

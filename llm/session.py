@@ -5,11 +5,13 @@ Phases never build prompt text or parse replies themselves. This module is the o
 - the system prompt comes from the registry's *_SYSTEM template for the adapter's model family,
   the instructions from the *_USER prompt, rendered from the validated input;
 - the prompts that make the plan, the steps and the answer (`WITH_FILES`) carry the files the
-  request attached, as `<file path=...>` context;
+  request attached, as `<file path=...>` context; those and the profile's (`WITH_TURNS`) carry
+  the earlier turns of the conversation the request continues, as artifacts (`turn_context`);
 - the prompt is fitted to the context budget: an input given as a builder of the per-output
   character cap is rebuilt with the largest cap that fits, and the context's files are cut to
-  the same cap, so the longest outputs and files are clipped first, each with a visible marker
-  (the request itself is never cut); a server that still refuses the prompt as too long gets
+  the same cap, so the longest outputs and files are clipped first, each with a visible marker,
+  and the earlier turns together to that cap, the oldest left out first behind a marker (the
+  request itself is never cut); a server that still refuses the prompt as too long gets
   it once more, fitted to a tighter budget;
 - reasoning never reaches this module: adapters keep it out of `LLMReply.text`;
 - a JSON reply goes through `validate_output` (the only JSON extraction); one that fails is
@@ -33,7 +35,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from aeonloop.bus.keys import memo_key, repair_scope
-from aeonloop.contracts import AttachedFile, Usage
+from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.exceptions import (
     BudgetExhausted,
     ContextLengthError,
@@ -48,6 +50,7 @@ from aeonloop.llm import observed
 from aeonloop.llm.base import LLMAdapter, LLMCall, LLMReply
 from aeonloop.llm.lenient import lenient_candidates, schema_of
 from aeonloop.prompts.clipping import clip
+from aeonloop.prompts.conversation import TURN_NAME, TURNS_LEFT_OUT, TURNS_LEFT_OUT_NAME
 from aeonloop.prompts.echo import unusable_reply
 from aeonloop.prompts.registry import (
     PromptId,
@@ -117,9 +120,41 @@ WITH_FILES = frozenset(
 )
 
 
+#: The prompts that carry the earlier turns of the conversation a request continues: those
+#: that carry the files, and the profile's too. A turn can change what the request asks ("and
+#: the other one?" means nothing without the turn before), so every prompt that reads the
+#: request to make something of it gets them, the profile that sizes the effort included; the
+#: prompts that judge what was made read it in the outputs, as with files.
+WITH_TURNS = WITH_FILES | {PromptId.TASKPROFILE_INFERENCE_USER}
+
+
 def file_context(files: Sequence[AttachedFile]) -> tuple[ContextItem, ...]:
     """The attached files as the context items of a UnifiedPrompt, in the request's order."""
     return tuple(ContextItem("file", file.path, file.content) for file in files)
+
+
+def turn_context(turns: Sequence[Turn], cap: int | None = None) -> tuple[ContextItem, ...]:
+    """The earlier turns as context artifacts, oldest first, holding at most `cap` characters
+    together (None: all of them, whole).
+
+    The newest turns are kept: the next question most often leans on the last answer. The turn
+    that crosses the cap is clipped with a visible marker (prompts.clipping), and the older ones
+    are left out behind one artifact that says how many (prompts.conversation), so the model
+    knows the conversation began earlier. Each turn keeps its number from the first, whatever
+    is left out. What is kept grows with `cap`, as `fit` needs."""
+    kept: list[ContextItem] = []
+    left = cap
+    for number in range(len(turns), 0, -1):
+        if left is not None and left <= 0:
+            break
+        turn = turns[number - 1]
+        content = turn.content if left is None else clip(turn.content, left)
+        name = TURN_NAME.format(number=number, role=turn.role)
+        kept.append(ContextItem("artifact", name, content))
+        left = None if left is None else left - len(turn.content)
+    dropped = len(turns) - len(kept)
+    marker = ContextItem("artifact", TURNS_LEFT_OUT_NAME, TURNS_LEFT_OUT.format(count=dropped))
+    return (*([marker] if dropped else []), *reversed(kept))
 
 
 class Memo(Protocol):
@@ -186,6 +221,9 @@ class LLMSession:
     check_cancelled: Callable[[], Awaitable[None]] | None = None
     #: The request's attached files (`file_context`), given to the prompts in WITH_FILES.
     files: tuple[ContextItem, ...] = ()
+    #: The earlier turns of the conversation the request continues, given (`turn_context`,
+    #: fitted to the budget) to the prompts in WITH_TURNS.
+    turns: tuple[Turn, ...] = ()
     #: Tokens of the calls in flight that their replies have not yet counted: what the run's
     #: budget must also pay for when calls run side by side.
     _reserved: int = field(default=0, init=False, repr=False)
@@ -328,20 +366,22 @@ class LLMSession:
         budget: int,
     ) -> LLMCall:
         """The call with its prompt fitted to `budget` characters as far as its input allows:
-        the outputs its input is built with and the files of its context are cut to one cap."""
+        the outputs its input is built with and the files of its context are cut to one cap,
+        and its earlier turns to the same cap together."""
         system = self._system_prompt(prompt_id)
         items = (*self.files, *context) if prompt_id in WITH_FILES else tuple(context)
+        turns = self.turns if prompt_id in WITH_TURNS else ()
 
         def build(cap: int | None) -> tuple[PromptInput, tuple[ContextItem, ...]]:
             data = source if isinstance(source, PromptInput) else source(cap)
-            return data, clipped(items, cap)
+            return data, (*turn_context(turns, cap), *clipped(items, cap))
 
         def render(part: tuple[PromptInput, tuple[ContextItem, ...]]) -> UnifiedPrompt:
             data, fitted = part
             instructions = self.registry.get_prompt(prompt_id, data)
             return UnifiedPrompt(system_prompt=system, instructions=instructions, context=fitted)
 
-        if isinstance(source, PromptInput) and not items:  # nothing to clip
+        if isinstance(source, PromptInput) and not (items or turns):  # nothing to clip
             part = build(None)
             prompt = render(part)
         else:

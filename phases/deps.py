@@ -20,7 +20,7 @@ from datetime import datetime
 
 from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.in_process import DictCancels, DictMemo, DictRunRecords
-from aeonloop.contracts import AttachedFile, Usage
+from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.llm.session import (
@@ -74,9 +74,11 @@ class PhaseDeps:
         usage: Usage,
         deadline: datetime | None = None,
         files: Sequence[AttachedFile] = (),
+        turns: Sequence[Turn] = (),
     ) -> LLMSession:
         """LLM access for one run; `usage` is the run's running total, updated in place;
-        `files` are its request's attached files, given to the prompts that take them."""
+        `files` are its request's attached files and `turns` the earlier turns of its
+        conversation, given to the prompts that take them."""
         return LLMSession(
             self.llm,
             self.registry,
@@ -87,4 +89,5 @@ class PhaseDeps:
             prompt_chars=prompt_budget_chars(self.settings.llm_context_tokens),
             check_cancelled=functools.partial(run_cancels.check, self.cancels, run_key),
             files=file_context(files),
+            turns=tuple(turns),
         )

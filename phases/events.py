@@ -25,7 +25,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from aeonloop.bus.codec import derived_id
 from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, WEBHOOK_OUTCOMES
-from aeonloop.contracts import AttachedFile, Usage
+from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.limits import (
     DEFAULT_MAX_PASSES,
     MAX_FILES_CAP,
@@ -33,6 +33,7 @@ from aeonloop.limits import (
     MAX_TOKEN_BUDGET,
     MAX_TOOLS,
     MAX_TTL_CAP,
+    MAX_TURNS_CAP,
     ToolName,
 )
 from aeonloop.phases.checks import Check
@@ -91,6 +92,9 @@ class RunState(BaseModel):
     #: The paths of the files its request attached, in order; their contents are one record of
     #: the run's history (phases.history.load_files), not carried in every event.
     file_paths: list[str] = Field(default_factory=list, max_length=MAX_FILES_CAP)
+    #: How many earlier turns its request carried; the turns are one record of the run's
+    #: history (phases.history.load_turns), as its files are.
+    turn_count: int = Field(0, ge=0, le=MAX_TURNS_CAP)
     #: The tools its steps may call, by name, narrowing the deployment's (None: all of them).
     #: A name no configured server offers adds nothing.
     tools: list[ToolName] | None = Field(None, max_length=MAX_TOOLS)
@@ -197,6 +201,10 @@ class RequestSubmitted(Event):
     #: Files given as context to the prompts that make the plan, the steps and the answer
     #: (llm.session.WITH_FILES); gateways hold them to AEON_MAX_FILES and the byte limits.
     files: list[AttachedFile] = Field(default_factory=list, max_length=MAX_FILES_CAP)
+    #: The earlier turns of the conversation this request continues, oldest first: context for
+    #: the prompts that profile, plan, run the steps and answer (llm.session.WITH_TURNS);
+    #: gateways hold them to AEON_MAX_TURNS and AEON_MAX_TURNS_CHARS.
+    messages: list[Turn] = Field(default_factory=list, max_length=MAX_TURNS_CAP)
 
     @classmethod
     def new(
@@ -212,6 +220,7 @@ class RequestSubmitted(Event):
         webhook_url: str | None = None,
         files: list[AttachedFile] | None = None,
         tools: list[str] | None = None,
+        messages: list[Turn] | None = None,
     ) -> RequestSubmitted:
         """A fresh request with its own correlation id and a deadline `timeout` seconds away."""
         return cls(
@@ -226,6 +235,7 @@ class RequestSubmitted(Event):
             webhook_url=webhook_url,
             files=files or [],
             tools=tools,
+            messages=messages or [],
         )
 
     def initial_state(
@@ -243,6 +253,7 @@ class RequestSubmitted(Event):
             approve_plan=self.approve_plan,
             webhook_url=self.webhook_url,
             file_paths=[file.path for file in self.files],
+            turn_count=len(self.messages),
             tools=self.tools,
         )
 
@@ -316,6 +327,9 @@ class FinalAnswerReady(Event):
     result: ExecutionResult
     #: Where the answer is POSTed (aeonloop.webhooks), from the run's request.
     webhook_url: str | None = None
+    #: The request it answers: with the answer, the turns a follow-up continues from
+    #: (`aeon ask --continue`), for as long as the answer is kept. Empty from older versions.
+    request: str = Field("", max_length=MAX_REQUEST_CHARS)
 
 
 class WebhookSettled(Event):

@@ -26,9 +26,12 @@ per run, and a redelivered hop writes the same bytes under the same names.
 A third record, `files` (bus.keys.FILES_RECORD), holds the files the request attached, for the
 prompts that take them as context (llm.session.WITH_FILES): Phase B (the plan), C (the
 steps) and E (the answer) name it in their routes when their run has files
-(`RunState.file_paths`), and read it with `load_files`. See `file_records` for who writes it.
+(`RunState.file_paths`), and read it with `load_files`. A fourth, `turns`
+(bus.keys.TURNS_RECORD), holds the earlier turns of the conversation the request continues,
+kept and read the same way (`RunState.turn_count`, `load_turns`; Phase A, which takes the
+request itself, reads them from it). See `request_records` for who writes both.
 
-A fourth, `draft` (bus.keys.DRAFT_RECORD), holds the plain draft answer Phase A wrote
+A fifth, `draft` (bus.keys.DRAFT_RECORD), holds the plain draft answer Phase A wrote
 (phases.verification): written by the commit of A's hop (`new_records`, from the run in hand),
 read by Phase E alone (`records_for_e`, `load_draft`), since no other phase shows it to the model.
 """
@@ -40,9 +43,9 @@ from typing import Any, Protocol
 
 import orjson
 
-from aeonloop.bus.keys import DRAFT_RECORD, FILES_RECORD
+from aeonloop.bus.keys import DRAFT_RECORD, FILES_RECORD, TURNS_RECORD
 from aeonloop.bus.records import RunRecord
-from aeonloop.contracts import AttachedFile
+from aeonloop.contracts import AttachedFile, Turn
 from aeonloop.exceptions import HistoryMissing
 from aeonloop.phases.events import Event, RequestSubmitted, RunState
 from aeonloop.phases.models import ExecutionPass
@@ -120,8 +123,9 @@ def _records(correlation_id: str, run: RunState, record: ExecutionPass) -> list[
     ]
 
 
-def file_records(event: Event) -> list[RunRecord]:
-    """The record of the files `event` attaches, if it is a request that attaches any: what
+def request_records(event: Event) -> list[RunRecord]:
+    """The records of the files `event` attaches and of the earlier turns it carries, if it is
+    a request that has any: what
     the commit of the hop that takes a request writes (Phase A's, or the hand-off to Phase E
     of a request A gave up on), before the event that hop publishes.
 
@@ -137,37 +141,42 @@ def file_records(event: Event) -> list[RunRecord]:
     - the files are stored once: in the request's entry until the requests stream is trimmed,
       and in this record, written in one script with Phase A's event (bus.commit), so no later
       phase can find it missing; a redelivered hop writes the same bytes under the same name.
-      Later events carry only the paths (`RunState.file_paths`).
+      Later events carry only the paths (`RunState.file_paths`) and the number of turns
+      (`RunState.turn_count`).
     """
-    if not isinstance(event, RequestSubmitted) or not event.files:
+    if not isinstance(event, RequestSubmitted):
         return []
-    value = orjson.dumps([file.model_dump() for file in event.files])
-    return [RunRecord(event.correlation_id, FILES_RECORD, value)]
+    kept = {FILES_RECORD: event.files, TURNS_RECORD: event.messages}
+    return [
+        RunRecord(event.correlation_id, name, orjson.dumps([item.model_dump() for item in items]))
+        for name, items in kept.items()
+        if items
+    ]
 
 
 def records_for_b(event: Event) -> list[str]:
-    """What Phase B reads of its run's history: the attached files, if any."""
-    return _files_names(getattr(event, "run", None))
+    """What Phase B reads of its run's history: the attached files and earlier turns, if any."""
+    return _context_names(getattr(event, "run", None))
 
 
 def records_for_c(event: Event) -> list[str]:
     """What Phase C reads of its run's history: the outputs of the steps already run, and the
-    attached files."""
+    attached files and earlier turns."""
     run = getattr(event, "run", None)
     if not isinstance(run, RunState):
         return []
     outputs = [] if run.history_loaded else _outputs_names(run)
-    return [*outputs, *_files_names(run)]
+    return [*outputs, *_context_names(run)]
 
 
 def records_for_e(event: Event) -> list[str]:
     """What Phase E reads of its run's history: every pass record and output, the attached
-    files, and the draft."""
+    files, the earlier turns and the draft."""
     run = getattr(event, "run", None)
     if not isinstance(run, RunState):
         return []
     draft = [DRAFT_RECORD] if run.has_draft and run.draft is None else []
-    return [*_history_names(run), *_files_names(run), *draft]
+    return [*_history_names(run), *_context_names(run), *draft]
 
 
 async def load_draft(records: RunRecords, correlation_id: str, run: RunState) -> None:
@@ -186,6 +195,20 @@ async def load_files(records: RunRecords, correlation_id: str, run: RunState) ->
         return []
     fetched = await _fetch(records, correlation_id, [FILES_RECORD])
     return [AttachedFile.model_validate(item) for item in orjson.loads(fetched[FILES_RECORD])]
+
+
+async def load_turns(records: RunRecords, correlation_id: str, run: RunState) -> list[Turn]:
+    """The earlier turns the run's request carried, oldest first ([] when it carried none);
+    HistoryMissing when their record is gone."""
+    if not run.turn_count:
+        return []
+    fetched = await _fetch(records, correlation_id, [TURNS_RECORD])
+    return turns_of(fetched[TURNS_RECORD])
+
+
+def turns_of(value: bytes) -> list[Turn]:
+    """The turns a TURNS_RECORD holds (read from Redis as written, compression undone)."""
+    return [Turn.model_validate(item) for item in orjson.loads(value)]
 
 
 async def load_outputs(records: RunRecords, correlation_id: str, run: RunState) -> None:
@@ -245,8 +268,11 @@ def _history_names(run: RunState) -> list[str]:
     return [*_pass_names(run), *_outputs_names(run)]
 
 
-def _files_names(run: RunState | None) -> list[str]:
-    return [FILES_RECORD] if isinstance(run, RunState) and run.file_paths else []
+def _context_names(run: RunState | None) -> list[str]:
+    """The records of the context `run`'s request gave its prompts: files, earlier turns."""
+    if not isinstance(run, RunState):
+        return []
+    return [FILES_RECORD] * bool(run.file_paths) + [TURNS_RECORD] * bool(run.turn_count)
 
 
 def _pass_names(run: RunState) -> list[str]:

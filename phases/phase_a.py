@@ -38,7 +38,9 @@ async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
             f"phase A: the request allowed {event.max_ttl} passes; AEON_MAX_PASSES holds the "
             f"run to {cap}"
         )
-    session = deps.session(event.correlation_id, run.usage, event.deadline, event.files)
+    session = deps.session(
+        event.correlation_id, run.usage, event.deadline, event.files, turns=event.messages
+    )
     # All three run to the end, so a redelivery finds every reply memoised; what stops the run
     # (a cancel, the budget, the LLM away at the deadline) is raised, in this order, after.
     profiled, prepared, drafted = await asyncio.gather(

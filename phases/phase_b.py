@@ -43,7 +43,8 @@ async def handle(event: TaskProfiled, deps: PhaseDeps) -> list[Event]:
     """TaskProfiled → PlanReady with `run.plan`, or LoopExited("failed") when no plan came."""
     run = event.run
     files = await history.load_files(deps.records, event.correlation_id, run)
-    session = deps.session(event.correlation_id, run.usage, event.deadline, files)
+    turns = await history.load_turns(deps.records, event.correlation_id, run)
+    session = deps.session(event.correlation_id, run.usage, event.deadline, files, turns)
     tools = tool_calls.available(deps.tools, run.tools)
     try:
         plan = await generate_plan(session, run, tools)

@@ -68,7 +68,8 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
     await history.load_outputs(deps.records, event.correlation_id, run)  # of earlier passes
     plan = run.plan
     files = await history.load_files(deps.records, event.correlation_id, run)
-    session = deps.session(event.correlation_id, run.usage, event.deadline, files)
+    turns = await history.load_turns(deps.records, event.correlation_id, run)
+    session = deps.session(event.correlation_id, run.usage, event.deadline, files, turns)
     record = await execute(
         session,
         run,

@@ -40,7 +40,7 @@ from pydantic import BaseModel
 
 from aeonloop.bus.in_process import DictMemo
 from aeonloop.bus.keys import memo_scope
-from aeonloop.contracts import AttachedFile, Usage
+from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.exceptions import RunStopped
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter
@@ -263,7 +263,7 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     better one later.
     """
     passes = await _load_history(deps, event) if event.run is not None else None
-    files = await _load_files(deps, event)
+    files, turns = await _load_context(deps, event)
     await _load_draft(deps, event)
     phase_e_input = build_phase_e_input(event, passes)
     usage = event.run.usage.model_copy() if event.run else Usage()
@@ -277,7 +277,7 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
             checked = await verification.draft_only(event.run, event.run.draft, deps.settings)
             answer = draft_instead(phase_e_input, answer, checked)
     else:
-        session = deps.session(cid, usage, event.deadline, files)
+        session = deps.session(cid, usage, event.deadline, files, turns)
         work = answer_run(event, phase_e_input, session, context, deps.settings)
         done = await unless_stopped(deps.cancels, cid, work)
         if isinstance(done, Stopped):
@@ -303,16 +303,27 @@ async def _load_history(deps: PhaseDeps, event: LoopExited) -> list[dict[str, An
         return [last.model_dump(mode="json")] if last else []
 
 
-async def _load_files(deps: PhaseDeps, event: LoopExited) -> list[AttachedFile]:
-    """The files the run's request attached, for the answer's prompt; a record that is gone is
-    noted, and the answer made without them (as without a lost history)."""
-    if event.run is None:
-        return []
+async def _load_context(
+    deps: PhaseDeps, event: LoopExited
+) -> tuple[list[AttachedFile], list[Turn]]:
+    """The files the run's request attached and the earlier turns it carried, for the answer's
+    prompt; a record that is gone is noted, and the answer made without it (as without a lost
+    history)."""
+    run = event.run
+    if run is None:
+        return [], []
+    cid = event.correlation_id
+    files: list[AttachedFile] = []
+    turns: list[Turn] = []
     try:
-        return await history.load_files(deps.records, event.correlation_id, event.run)
+        files = await history.load_files(deps.records, cid, run)
     except history.HistoryMissing as error:
-        event.run.notes.append(f"phase E: answered without the attached files: {error}")
-        return []
+        run.notes.append(f"phase E: answered without the attached files: {error}")
+    try:
+        turns = await history.load_turns(deps.records, cid, run)
+    except history.HistoryMissing as error:
+        run.notes.append(f"phase E: answered without the earlier turns: {error}")
+    return files, turns
 
 
 async def _load_draft(deps: PhaseDeps, event: LoopExited) -> None:
@@ -586,7 +597,8 @@ def answer_event(
         final_answer=answer,
     )
     webhook_url = event.run.webhook_url if event.run else None
-    return event.child(FinalAnswerReady, result=result, webhook_url=webhook_url)
+    request = event.request or (event.run.request if event.run else "")
+    return event.child(FinalAnswerReady, result=result, webhook_url=webhook_url, request=request)
 
 
 # ---------------------------------------------------------------------------------------------

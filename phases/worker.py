@@ -163,7 +163,7 @@ def _stoppable(handler: Handler, deps: PhaseDeps) -> Callable[[Event, Delivery],
                 outputs = [exits.loop_exited(event, exits.interrupted(done.error), run=given)]
             else:
                 outputs = done
-        records = [*history.file_records(event), *history.new_records(outputs, kept)]
+        records = [*history.request_records(event), *history.new_records(outputs, kept)]
         return [*records, *outputs]
 
     return handle
@@ -187,7 +187,7 @@ def _send_to_phase_e(dead: DeadLetter, delivery: Delivery) -> list[Event | RunRe
     if dead.event is not None:
         exit_event = exits.loop_exited(dead.event, stop)
         kept = history.kept_passes(exit_event.run)
-        records = [*history.file_records(dead.event), *history.new_records([exit_event], kept)]
+        records = [*history.request_records(dead.event), *history.new_records([exit_event], kept)]
         return [*records, exit_event]
     return [exits.loop_exited(dead, stop)] if dead.correlation_id else []
 

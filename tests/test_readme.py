@@ -16,7 +16,7 @@ import pytest
 
 from aeonloop.bus.settings import BusSettings
 from aeonloop.gateway.http.settings import HttpSettings
-from aeonloop.gateway.validation import FileSettings
+from aeonloop.gateway.validation import FileSettings, TurnSettings
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.factory import LLMSettings
 from aeonloop.phases.events import RequestSubmitted
@@ -68,6 +68,7 @@ SETTINGS = (
     LogSettings,
     WebhookSettings,
     FileSettings,
+    TurnSettings,
     ToolSettings,
 )
 

@@ -1,4 +1,4 @@
-"""The `aeon` command: ask, answer, worker, serve, dlq, status, asyncapi.
+"""The `aeon` command: ask, answer, worker, serve, mcp, dlq, status, asyncapi.
 
 Exit codes (docs/cli.md, "Exit codes"):
     0  answered            1  answered, degraded (the loop did not converge or something failed)
@@ -203,6 +203,8 @@ async def ask(args: argparse.Namespace) -> int:
     rules = load_rules(args.rules) if args.rules else []
     files = read_files(args.file, args.file_limits)
     settings: BusSettings = args.settings
+    if args.follow_up is not None:
+        _request_server(args, "ask --continue")  # the embedded stack keeps no run to follow
     # Cancelling tears down everything the command started, the embedded Redis included.
     task = asyncio.current_task()
     signals = _on_signals(task.cancel if task else lambda: None)
@@ -252,6 +254,7 @@ async def _ask_on(
     limits = args.file_limits
     shown = _Shown()
     async with AeonClient(settings=settings, loop=args.loop, file_limits=limits) as client:
+        turns = await client.follow_up(args.follow_up) if args.follow_up is not None else []
         correlation_id = await client.submit(
             request,
             rules=rules,
@@ -263,6 +266,7 @@ async def _ask_on(
             files=files,
             tools=args.tool_names,
             webhook_url=args.webhook_url,
+            messages=turns,
         )
         _status(f"request {correlation_id} submitted")
         if args.approve_plan:
@@ -407,6 +411,14 @@ def _print_result(
 
 def _status(line: str) -> None:
     print(f"aeon: {line}", file=sys.stderr, flush=True)
+
+
+async def mcp(args: argparse.Namespace) -> int:
+    """`aeon mcp`: Aeon as an MCP server over stdio (gateway.mcp_server); the SDK is loaded
+    only for this command."""
+    from aeonloop.gateway.mcp_server import serve_stdio
+
+    return await serve_stdio(args)
 
 
 # -- worker ---------------------------------------------------------------------------------
@@ -560,6 +572,14 @@ def _parser() -> argparse.ArgumentParser:
         "AEON_MAX_FILES, AEON_MAX_FILE_BYTES and AEON_MAX_FILES_BYTES limit them)",
     )
     p.add_argument(
+        "--continue",
+        metavar="ID",
+        dest="follow_up",
+        help="ask a follow-up to the stored run ID: its request and answer (and the turns it "
+        "followed) become the earlier turns of this one (needs AEON_REDIS_URL; "
+        "AEON_MAX_TURNS and AEON_MAX_TURNS_CHARS limit them)",
+    )
+    p.add_argument(
         "--tools",
         metavar="NAMES",
         dest="tool_names",
@@ -622,6 +642,20 @@ def _parser() -> argparse.ArgumentParser:
         "--metrics-port",
         type=port_option(),
         help="serve Prometheus metrics on this port (AEON_METRICS_PORT)",
+    )
+
+    p = _command(
+        commands,
+        "mcp",
+        mcp,
+        "serve MCP over stdio: one tool, `ask` (for Claude Desktop, VS Code, ...)",
+        "WARNING",
+    )
+    p.add_argument(
+        "--timeout",
+        type=as_option(check_timeout, float, "a number of seconds"),
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds each run the tool asks for may take, at most a week ({DEFAULT_TIMEOUT_S:g})",
     )
 
     serve.add_commands(commands, _command)

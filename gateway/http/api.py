@@ -7,6 +7,7 @@
     GET  /v1/runs/{id}/events     Server-Sent Events, one per step, ending with the answer
     GET  /healthz, /readyz        the process is up; Redis answers
     GET  /openapi.json, /docs     the API described; the run page at /
+    /mcp                          MCP over streamable HTTP: the tool `ask` (gateway.mcp_server)
 
 Submitting goes through `AeonClient.submit`, after the same checks `aeon ask` makes (each
 refusal names the field), so nothing is published for bad input. Reading goes through the run
@@ -43,7 +44,7 @@ from aeonloop.bus.settings import redact
 from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput, ForeignEventId, TooLarge
 from aeonloop.gateway.client import AeonClient, answer_due_by
 from aeonloop.gateway.http.errors import CLIENT_CLOSED, error_response, json_response, refusal
-from aeonloop.gateway.http.guards import ApiGuard, HostGuard
+from aeonloop.gateway.http.guards import MCP_PATH, ApiGuard, HostGuard
 from aeonloop.gateway.http.models import (
     MAX_RECENT,
     MAX_WAIT_S,
@@ -289,7 +290,8 @@ class HttpApi:
 
 def _checked(data: Any, client: AeonClient) -> dict[str, Any]:
     """The submit's arguments from a request body, checked as `aeon ask` checks its input
-    against the client's limits (AEON_MAX_PASSES, the webhooks allowed, the files' limits);
+    against the client's limits (AEON_MAX_PASSES, the webhooks allowed, the files' and the
+    earlier turns' limits);
     ApiError names the first field at fault: 413 for one past a limit on bytes, else 422."""
     body = _body(RunRequest, data)
     checks = request_checks(
@@ -301,6 +303,7 @@ def _checked(data: Any, client: AeonClient) -> dict[str, Any]:
         webhook_url=body.webhook_url,
         files=body.files,
         tools=body.tools,
+        messages=body.messages,
     )
 
     def rules() -> list:
@@ -496,7 +499,14 @@ def _redis_reason(error: BaseException) -> str:
 
 
 def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Starlette:
+    """The app; `app.state.mcp_sessions` are its MCP sessions, which answer at MCP_PATH while
+    their `run()` is entered (`aeon serve` does, around serving)."""
+    from aeonloop.gateway import mcp_server
+
     api = HttpApi(client, feed, settings)
+    mcp_sessions = mcp_server.http_sessions(
+        mcp_server.build_server(client), settings.http_max_body_bytes
+    )
     openapi = orjson.dumps(openapi_document(client.max_passes))
 
     async def page(request: Request) -> Response:
@@ -526,6 +536,7 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
         Route("/v1/runs/{correlation_id}/cancel", api.cancel, methods=["POST"]),
         Route("/v1/runs/{correlation_id}/approve", api.approve, methods=["POST"]),
         Mount("/static", _PageFiles(directory=STATIC)),
+        Route(MCP_PATH, mcp_server.http_endpoint(mcp_sessions)),
     ]
     middleware = [
         # Outermost: every response is counted, the other guards' refusals included.
@@ -543,7 +554,7 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
             expose_headers=["Location"],
         )
         middleware.insert(1, cors)  # outside the guards: refusals carry CORS headers too
-    return Starlette(
+    app = Starlette(
         routes=routes,
         middleware=middleware,
         exception_handlers={
@@ -553,6 +564,8 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
             **dict.fromkeys(FAILURES, _redis_error),
         },
     )
+    app.state.mcp_sessions = mcp_sessions
+    return app
 
 
 class _PageFiles(StaticFiles):

@@ -1,4 +1,5 @@
-"""What stands before the API (`/v1/...`): a rate limit per client, then the bearer token.
+"""What stands before the API (`/v1/...`, and MCP at `/mcp`): a rate limit per client, then the
+bearer token.
 
 The rate limit comes first, so guessing tokens is as slow as any other request. Both answer
 in the API's JSON (gateway.http.errors). A token is compared in constant time and never
@@ -21,6 +22,8 @@ from aeonloop.gateway.http.errors import error_response
 from aeonloop.gateway.http.settings import HttpSettings
 
 API_PREFIX = "/v1/"
+#: Where `aeon serve` answers MCP (gateway.mcp_server.MCP_PATH): behind the same guard.
+MCP_PATH = "/mcp"
 #: Clients whose buckets are kept before full (idle) ones are dropped.
 MAX_CLIENTS = 10_000
 
@@ -62,7 +65,8 @@ class RateLimiter:
 
 
 class ApiGuard:
-    """ASGI middleware: rate limit and bearer tokens on `/v1/...`, as HttpSettings says."""
+    """ASGI middleware: rate limit and bearer tokens on `/v1/...` and `/mcp`, as HttpSettings
+    says."""
 
     def __init__(self, app: ASGIApp, settings: HttpSettings) -> None:
         self.app = app
@@ -74,7 +78,7 @@ class ApiGuard:
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith(API_PREFIX):
+        if scope["type"] != "http" or not _guarded(scope["path"]):
             await self.app(scope, receive, send)
             return
         refusal = self._refusal(scope)
@@ -113,6 +117,10 @@ class ApiGuard:
         offered = given.strip().encode()
         # Every token is compared, so the time taken says nothing about which one was close.
         return sum(hmac.compare_digest(offered, token) for token in self._tokens) > 0
+
+
+def _guarded(path: str) -> bool:
+    return path.startswith(API_PREFIX) or path == MCP_PATH or path.startswith(MCP_PATH + "/")
 
 
 class HostGuard:

@@ -7,10 +7,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from aeonloop.contracts import AttachedFile
+from aeonloop.contracts import AttachedFile, Turn
 from aeonloop.gateway.client import DEFAULT_TIMEOUT_S
 from aeonloop.gateway.http.run_steps import StepKind  # the SSE `event:` field's values
-from aeonloop.gateway.validation import FileSettings
+from aeonloop.gateway.validation import FileSettings, TurnSettings
 from aeonloop.limits import (
     DEFAULT_MAX_PASSES,
     MAX_REQUEST_CHARS,
@@ -130,6 +130,15 @@ class RunRequest(BaseModel):
         f"({FileSettings().max_files} unless set), each path once. A file over "
         "AEON_MAX_FILE_BYTES, or the files together over AEON_MAX_FILES_BYTES, is 413; one "
         "that is not text (control characters, a NUL byte), or too many files, is 422",
+    )
+    messages: list[Turn] = Field(
+        default_factory=list,
+        description="the earlier turns of the conversation this request continues, oldest "
+        "first, each `{role: user|assistant, content}`: context for the prompts that profile "
+        "the task, make the plan, run the steps and write the answer; at most the server's "
+        f"AEON_MAX_TURNS ({TurnSettings().max_turns} unless set). Turns holding more than "
+        "AEON_MAX_TURNS_CHARS characters together are 413; too many turns, or one that is "
+        "not text, 422",
     )
 
 

@@ -128,10 +128,12 @@ def _paths() -> dict[str, Any]:
                     {
                         "413": "the body is over AEON_HTTP_MAX_BODY_BYTES, an attached file "
                         "over AEON_MAX_FILE_BYTES, the files together over "
-                        "AEON_MAX_FILES_BYTES, or the request's event over AEON_MAX_EVENT_BYTES",
+                        "AEON_MAX_FILES_BYTES, the earlier turns together over "
+                        "AEON_MAX_TURNS_CHARS, or the request's event over AEON_MAX_EVENT_BYTES",
                         "415": "the body is not sent as application/json",
                         "422": "a field is wrong (a file that is not text, more files than "
-                        "AEON_MAX_FILES, ...): `field` and `reason` say which and why",
+                        "AEON_MAX_FILES, more earlier turns than AEON_MAX_TURNS, ...): `field` "
+                        "and `reason` say which and why",
                         **guarded,
                     },
                 ),

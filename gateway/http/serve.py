@@ -124,8 +124,9 @@ async def _serve_on(
         feed = RunFeed(redis, Keys(settings.prefix, settings.shards))
         metrics.HTTP_EVENT_STREAMS.set_function(lambda: feed.open_streams)
         async with AeonClient(settings=settings, redis=redis, also=feed.seen, loop=loop) as client:
+            app = build_app(client, feed, http)
             config = uvicorn.Config(
-                build_app(client, feed, http),
+                app,
                 lifespan="off",
                 log_config=None,
                 server_header=False,
@@ -140,8 +141,13 @@ async def _serve_on(
             server = _quiet_signals(uvicorn.Server, feed.stop_streams)(config)
             host, port = listening.getsockname()[:2]
             where = f"[{host}]" if ":" in host else host
-            log.info("serving http://%s:%d/ (the API under /v1, its docs at /docs)", where, port)
-            await server.serve(sockets=[listening])
+            log.info(
+                "serving http://%s:%d/ (the API under /v1, its docs at /docs, MCP at /mcp)",
+                where,
+                port,
+            )
+            async with app.state.mcp_sessions.run():  # MCP at /mcp (gateway.mcp_server)
+                await server.serve(sockets=[listening])
     finally:
         await redis.aclose()
     log.info("stopped cleanly")

@@ -189,18 +189,18 @@ def request_with(*files: AttachedFile) -> RequestSubmitted:
 
 def test_the_request_keeps_its_files_once_as_a_record_and_its_run_only_their_paths() -> None:
     event = request_with(attached("a.py", TRICKY), attached("b.md", "tide tables"))
-    (record,) = history.file_records(event)
+    (record,) = history.request_records(event)
     assert (record.correlation_id, record.name) == (event.correlation_id, FILES_RECORD)
     run = event.initial_state()
     assert run.file_paths == ["a.py", "b.md"]
     assert "tide tables" not in run.model_dump_json() and "&&" not in run.model_dump_json()
-    assert history.file_records(request_with()) == []
+    assert history.request_records(request_with()) == []
 
 
 async def test_phases_b_c_and_e_read_the_files_record_only_when_their_run_has_files() -> None:
     event = request_with(attached("a.py", TRICKY))
     records = DictRunRecords()
-    records.write(history.file_records(event))
+    records.write(history.request_records(event))
     run = event.initial_state()
     made = LoopExited(
         correlation_id=event.correlation_id, deadline=event.deadline, reason="converged", run=run
