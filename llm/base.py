@@ -66,6 +66,17 @@ class LLMCall:
     #: The reply's token budget: the prompt contract's (PromptDefinition.reply_tokens), sent
     #: to the server unless AEON_LLM_MAX_TOKENS overrides it.
     max_tokens: int | None = None
+    #: Sent as one plain call sends it: the instructions alone (the request itself), not the
+    #: prompt's XML, unless it has context to carry (llm.session.PLAIN).
+    plain: bool = False
+
+    @property
+    def message(self) -> str:
+        """The user message a server is sent: the instructions alone for a plain call with no
+        context, else the whole prompt as XML."""
+        if self.plain and not self.prompt.context:
+            return self.prompt.instructions
+        return self.prompt.to_xml()
 
 
 @dataclass(frozen=True)

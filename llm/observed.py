@@ -74,7 +74,7 @@ def _call_attributes(llm: LLMAdapter, call: LLMCall, model: str) -> dict[str, An
     if tracing.capture_content():
         messages = [
             {"role": "system", "parts": [{"type": "text", "content": call.prompt.system_prompt}]},
-            {"role": "user", "parts": [{"type": "text", "content": call.prompt.to_xml()}]},
+            {"role": "user", "parts": [{"type": "text", "content": call.message}]},
         ]
         attributes["gen_ai.input.messages"] = orjson.dumps(messages).decode()
     return attributes

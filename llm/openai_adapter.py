@@ -1,6 +1,7 @@
 """Any OpenAI-compatible chat endpoint (OpenAI, Ollama, vLLM, llama.cpp server, reasoning models).
 
-How a UnifiedPrompt is sent: one user message carrying the whole `prompt.to_xml()`, with
+How a UnifiedPrompt is sent: one user message (`LLMCall.message`) carrying the whole
+`prompt.to_xml()` (a plain call with nothing to carry: the request alone), with
 `<system_prompt>`, `<context>` and `<instructions>` telling the parts apart, so no adapter carries
 per-agent formatting logic and every family sees the same bytes. Splitting the system prompt
 into a chat "system" message as well would repeat it, paying its tokens twice per call.
@@ -236,7 +237,7 @@ class OpenAIAdapter:
                 async with asyncio.timeout(timeout):
                     response = await self._client.chat.completions.create(
                         model=self.model,
-                        messages=[{"role": "user", "content": call.prompt.to_xml()}],
+                        messages=[{"role": "user", "content": call.message}],
                         **options,
                     )
             except (TimeoutError, openai.APITimeoutError):
@@ -324,7 +325,7 @@ class OpenAIAdapter:
     def _usage(self, call: LLMCall, response: Any, reply_chars: int) -> TokenUsage:
         usage = getattr(response, "usage", None)
         if usage is None:
-            prompt_chars = len(call.prompt.to_xml())
+            prompt_chars = len(call.message)
             return TokenUsage(approx_tokens(prompt_chars), approx_tokens(reply_chars), True)
         return TokenUsage(
             prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,

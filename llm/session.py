@@ -120,6 +120,14 @@ WITH_FILES = frozenset(
 )
 
 
+#: The prompts sent as one plain call sends them: the request alone, with none of Aeon's
+#: framing, when they have no files or turns to carry. The draft is the floor a run's answer is
+#: held to ("never worse than one call"), so it must be that call: a small model answers the
+#: bare request far better than the same words inside Aeon's prompt XML (docs/architecture.md,
+#: "Verified answers").
+PLAIN = frozenset({PromptId.ANSWER_DRAFT_USER})
+
+
 #: The prompts that carry the earlier turns of the conversation a request continues: those
 #: that carry the files, and the profile's too. A turn can change what the request asks ("and
 #: the other one?" means nothing without the turn before), so every prompt that reads the
@@ -393,6 +401,7 @@ class LLMSession:
             response_schema=schema,
             deadline=self.deadline,
             max_tokens=self.registry.reply_tokens(prompt_id),
+            plain=prompt_id in PLAIN,
         )
 
     def _system_prompt(self, prompt_id: PromptId) -> str:
@@ -403,7 +412,7 @@ def call_cost(call: LLMCall) -> int:
     """The most tokens `call` may take: its prompt, estimated at CHARS_PER_TOKEN (fewer
     characters per token than most text has, so rarely an underestimate), and its reply budget
     (REPLY_TOKENS), which the server may not exceed."""
-    prompt_chars = len(call.prompt.to_xml())
+    prompt_chars = len(call.message)
     return -(-prompt_chars // CHARS_PER_TOKEN) + (call.max_tokens or 0)
 
 

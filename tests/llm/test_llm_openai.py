@@ -10,9 +10,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from openai_fake import SECRET
 
+from aeonloop.contracts import AttachedFile, Usage
 from aeonloop.llm.base import LLMAdapter, LLMError, LLMUnreachable, TokenUsage
 from aeonloop.llm.openai_adapter import OpenAIAdapter
-from aeonloop.prompts.registry import PromptId, ReasoningStepInput
+from aeonloop.llm.session import LLMSession, file_context
+from aeonloop.prompts.registry import DraftAnswerInput, PromptId, PromptRegistry, ReasoningStepInput
+from aeonloop.testing import DictMemo
 
 
 @pytest.fixture
@@ -40,6 +43,32 @@ async def test_success_returns_text_usage_and_model(fake_openai, adapter_for, ca
     assert request.body["model"] == "fake-model"
     assert request.body["messages"] == [{"role": "user", "content": call.prompt.to_xml()}]
     assert "Explain tides &lt;now&gt;" in request.body["messages"][0]["content"]
+
+
+async def test_the_plain_draft_is_sent_as_the_request_alone(fake_openai, adapter_for):
+    """The draft is the one plain call a run's answer is held to: the server gets the request
+    as a user would type it, none of Aeon's framing; with files to carry it is the prompt XML."""
+    registry = PromptRegistry()
+    data = DraftAnswerInput(request="What is the capital of France?")
+    session = LLMSession(adapter_for(), registry, DictMemo(), "run-1", Usage())
+    fake_openai.reply("Paris.")
+    await session.text(PromptId.ANSWER_DRAFT_USER, data, scope="a/draft")
+    [request] = fake_openai.seen
+    assert request.body["messages"] == [
+        {"role": "user", "content": "What is the capital of France?"}
+    ]
+    with_file = LLMSession(
+        adapter_for(),
+        registry,
+        DictMemo(),
+        "run-2",
+        Usage(),
+        files=file_context([AttachedFile(path="notes.txt", content="Lyon?")]),
+    )
+    fake_openai.reply("Paris.")
+    await with_file.text(PromptId.ANSWER_DRAFT_USER, data, scope="a/draft")
+    sent = fake_openai.seen[-1].body["messages"][0]["content"]
+    assert sent.startswith("<prompt>") and "notes.txt" in sent
 
 
 async def test_missing_usage_is_estimated_and_marked(fake_openai, adapter_for, call):
