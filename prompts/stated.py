@@ -56,10 +56,11 @@ def _bullets(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
 @_stated(
     r"\b(under|fewer than|less than|at most|no more than|at least|exactly|in)\s+"
     + _N
-    + r"\s+(words|sentences)\b"
+    + r"\s+(words?|sentences?)\b"  # "in one sentence" as much as "in three sentences"
 )
 def _length(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
-    bound, n, unit = m.group(1).lower(), _number(m.group(2)), m.group(3).lower()
+    bound, n = m.group(1).lower(), _number(m.group(2))
+    unit = m.group(3).lower().removesuffix("s") + "s"
     if bound in ("under", "fewer than", "less than"):
         low, high = None, n - 1
     elif bound in ("at most", "no more than") or (bound == "in" and unit == "words"):
@@ -69,11 +70,12 @@ def _length(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
     else:  # exactly; "in three sentences"
         low, high = n, n
     said = f"exactly {n}" if low == high else f"at most {high}" if low is None else f"at least {n}"
-    return unit, f"{said} {unit}", _count(unit, low, high)
+    return unit, f"{said} {unit if n != 1 else unit[:-1]}", _count(unit, low, high)
 
 
 @_stated(
-    r"\bmentions?(?:ing)?\s+(?:the\s+(?:word|name|phrase)\s+)?(?:"
+    r"\b(?:mention(?:s|ing)?|nam(?:e|es|ing)|includ(?:e|es|ing)|contain(?:s|ing)?)\s+"
+    r"(?:the\s+(?:word|name|phrase)\s+)?(?:"
     + _QUOTED
     + r"|(?-i:([A-Z][\w-]*(?:\s+[A-Z][\w-]*)*)))(?:\s+(once|twice|thrice))?"
 )

@@ -1,0 +1,37 @@
+"""The constraints a text states in so many words (prompts/stated.py): what the host adopts as
+PREPARE's floor and the offline model prepares from."""
+
+from __future__ import annotations
+
+import pytest
+
+from aeonloop.prompts.stated import stated_checks, stated_constraints
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("List three fruits as three bullet points.", [("bullets", "count", 3, 3)]),
+        ("Answer in one sentence.", [("sentences", "count", 1, 1)]),
+        ("Explain it in under 100 words.", [("words", "count", None, 99)]),
+        ("The answer names Mars.", [("mentions-mars", "phrase_count", 1, None)]),
+        ("It must include Lisbon twice.", [("mentions-lisbon", "phrase_count", 2, None)]),
+        ('Mention "Darjeeling".', [("mentions-darjeeling", "phrase_count", 1, None)]),
+        ("Name two planets.", []),  # "two" is no name: nothing to check
+        ("Explain how tides work.", []),
+    ],
+)
+def test_what_a_text_states(text: str, expected: list[tuple]) -> None:
+    found = [
+        (name, check["type"], check.get("min"), check.get("max"))
+        for name, _, check in stated_constraints(text)
+    ]
+    assert found == expected
+
+
+def test_a_rule_in_words_keeps_its_id_and_the_request_gets_its_own() -> None:
+    checks = stated_checks("Name two planets in one sentence.", "- mars: The answer names Mars.")
+    assert [(c["rule_id"], c["description"]) for c in checks] == [
+        ("mars", "mentions Mars"),
+        ("request.sentences", "exactly 1 sentence"),
+    ]
