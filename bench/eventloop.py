@@ -2,7 +2,7 @@
 
 `aeon worker` runs on uvloop when it is installed (gateway.cli.main._run), so the reference
 consumers and the bench process do too: comparing a uvloop pipeline with default-loop references
-would flatter the pipeline by about 20 % of CPU (docs/architecture.md, "Performance notes").
+would flatter the pipeline by about 20 % of CPU (docs/bus.md, "Performance notes").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One consumer group on one stream's shards: read in batches, dedupe, handle, commit, recover.
 
 Why not FastStream's subscriber: it reads, decodes, logs and acks one message at a time, and
-was measured at ~1,300 µs of CPU per hop against ~80 µs for batched redis-py (docs/architecture.md,
+was measured at ~1,300 µs of CPU per hop against ~80 µs for batched redis-py (docs/bus.md,
 "Why Aeon has its own bus"); it also leaves a failed message pending forever. This loop keeps the
 same Redis commands but does the per-message work once per batch, and owns the recovery rules
 (docs/delivery.md states them and their invariants). It is the read loop, and composes the

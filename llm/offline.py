@@ -12,7 +12,7 @@ Across a run it behaves like a model that improves once, so the loop visibly ref
 - pass 2 on: the assessment says converged (0.97 / 0.95, all aligned), and validation finds
   nothing once the executed review step's output (which restates its description) is in the pass.
 
-Verified answers (docs/architecture.md): it prepares checks from the constraints a request or a
+Verified answers (docs/verified-answers.md): it prepares checks from the constraints a request or a
 rule in words states, in the few forms `prompts.stated` reads ("three bullet points", "under
 100 words", "mention X"); its plain draft restates the request without meeting them, as a weak
 model's one call would; and its refinement of an answer meets those constraints, so a run shows

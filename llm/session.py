@@ -123,7 +123,7 @@ WITH_FILES = frozenset(
 #: The prompts sent as one plain call sends them: the request alone, with none of Aeon's
 #: framing, when they have no files or turns to carry. The draft is the floor a run's answer is
 #: held to ("never worse than one call"), so it must be that call: a small model answers the
-#: bare request far better than the same words inside Aeon's prompt XML (docs/architecture.md,
+#: bare request far better than the same words inside Aeon's prompt XML (docs/verified-answers.md,
 #: "Verified answers").
 PLAIN = frozenset({PromptId.ANSWER_DRAFT_USER})
 

@@ -270,7 +270,7 @@ Unit = Literal[
 class CountCheck(_Range):
     """How many words, sentences, paragraphs, lines, bullets, numbered items, sections (Markdown
     headings), placeholders (`[...]`) or characters the text has, within [min, max]. `unit` says in
-    short what each counts; docs/architecture.md ("The check vocabulary") says it in full."""
+    short what each counts; docs/verified-answers.md ("The check vocabulary") says it in full."""
 
     type: Literal["count"] = "count"
     unit: Unit = Field(

@@ -1,6 +1,6 @@
 """Rule evaluation (docs/requirements.md, EVALUATE): the host runs the checks, never the LLM.
 
-Each rule's check gives a verdict, scored as in docs/architecture.md, "Rules and scoring":
+Each rule's check gives a verdict, scored as in docs/verified-answers.md, "Rules and scoring":
 
 - score = Σ weight of passed rules / Σ weight of active rules, 1.0 when that sum is 0;
 - passed = score ≥ threshold and no fail-severity rule failed.

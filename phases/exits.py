@@ -1,6 +1,6 @@
 """How a run ends: every decision that ends the loop, and what its answer then is.
 
-One model, decided here and nowhere else (docs/architecture.md, "How a run ends"):
+One model, decided here and nowhere else (docs/run-lifecycle.md, "How a run ends"):
 
 - `ExitReason` (phases.models) is why the C-loop ended: `LoopExited.reason`, and the answer's
   `ExecutionResult.status`. The phases and the worker ask the functions below, which return an

@@ -52,7 +52,7 @@ class TaskProfile(Model):
         return cls(raw_inference="default profile")
 
     def allocate_ttl(self, cap: int = DEFAULT_MAX_PASSES) -> int:
-        """Passes the loop may spend (docs/architecture.md, "A: task profile and TTL"): at least 1
+        """Passes the loop may spend (docs/phases.md, "A: task profile and TTL"): at least 1
         and at most `cap`, the run's cap on passes (`pass_cap`)."""
         raw = (
             self.reasoning_depth
@@ -299,8 +299,8 @@ class ConvergenceAssessment(Model):
     summary: str = ""
 
     def meets_default_rubric(self) -> bool:
-        """The default rubric when no rule was judged (docs/architecture.md, "Convergence: the host
-        decides"): the host's test, not the LLM's word."""
+        """The default rubric when no rule was judged (docs/verified-answers.md, "Convergence:
+        the host decides"): the host's test, not the LLM's word."""
         c = self.consistency
         return (
             self.completeness_score >= 0.95
@@ -488,7 +488,7 @@ class ExecutionPass(Model):
 
 
 # ---------------------------------------------------------------------------------------------
-# How a run ends (docs/architecture.md, "How a run ends"): decided in phases.exits, put in words
+# How a run ends (docs/run-lifecycle.md, "How a run ends"): decided in phases.exits, put in words
 # by phases.render.
 # ---------------------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """Phase A: infer the TaskProfile and allocate the run's TTL; prepare the run's checks and write
 the plain draft, all three at once; end the run on the draft when it is enough.
 
-See docs/architecture.md, "A: task profile and TTL" and "Verified answers".
+See docs/phases.md, "A: task profile and TTL", and docs/verified-answers.md, "Verified answers".
 
 A profile is only a judgement of effort, so a failed inference must not stop the run: the default
 profile stands in, `run.profile_is_default` says so, and a note says why. PREPARE and the draft

@@ -56,7 +56,7 @@ def misjudged(record: ExecutionPass) -> bool:
 def rescale_ttl(ttl: int, old_depth: int, new_depth: int, ceiling: int) -> int:
     """TTL after a depth change of Δ = new - old: up ×(1 + 0.2Δ), down ×(1 + 0.15Δ).
 
-    (docs/architecture.md, "D: adaptive depth at the pass boundary".) The product is truncated
+    (docs/phases.md, "D: adaptive depth at the pass boundary".) The product is truncated
     (`int`, as in A's allocation) and then capped by `ceiling`: "never above what is left". We
     read "what is left" as what is left of the request's TTL cap (`max_ttl` minus the passes
     already charged), not as the TTL in force: capping at the TTL in force would make every

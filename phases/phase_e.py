@@ -165,7 +165,7 @@ async def answer_run(
     context: ExitContext,
     settings: LoopSettings,
 ) -> FinalAnswer:
-    """The run's answer, checked (docs/architecture.md, "Verified answers"): the draft, when the
+    """The run's answer, checked (docs/verified-answers.md, "Verified answers"): the draft, when the
     run ended at Phase A on it (no synthesis call); else the model's answer, checked, critiqued
     and refined while a fail-severity check does not hold, and the candidate that holds the
     most published. A run without checks or a draft (or whose state was lost) is answered as
@@ -428,7 +428,7 @@ def synthesis_input(phase_e_input: PhaseEInput, cap: int | None = None) -> Answe
 
 def last_pass_score(phase_e_input: PhaseEInput) -> float:
     """The last pass's score, 0 to 1: the rule score when rules decided, else the assessment's
-    (docs/architecture.md, "Convergence: the host decides"). 0 when no pass ran or its record
+    (docs/verified-answers.md, "Convergence: the host decides"). 0 when no pass ran or its record
     carries no usable score: nothing was measured."""
     passes = phase_e_input.execution_passes or []
     last = passes[-1] if passes else None

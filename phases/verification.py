@@ -1,6 +1,6 @@
 """Verified answers: the checks a run's answer is held to, and the candidates it is chosen from.
 
-docs/architecture.md, "Verified answers", is the design; in short:
+docs/verified-answers.md, "Verified answers", is the design; in short:
 
 - **PREPARE** (docs/requirements.md, PREPARE), in Phase A beside the profile and the draft:
   one call turns every rule whose check is in words, and every checkable constraint the request

@@ -81,7 +81,7 @@ class PromptId(StrEnum):
     # What the C-loop needs beyond FR-005: the CRITIQUE step (docs/requirements.md).
     RULE_CRITIQUE_SYSTEM = "RULE_CRITIQUE_SYSTEM"
     RULE_CRITIQUE_USER = "RULE_CRITIQUE_USER"
-    # Verified answers (docs/architecture.md, "Verified answers"): PREPARE, the plain draft
+    # Verified answers (docs/verified-answers.md, "Verified answers"): PREPARE, the plain draft
     # Phase A writes beside it, and REFINE of the answer the user gets (its CRITIQUE is
     # RULE_CRITIQUE_USER's, on the answer): docs/requirements.md, "Rules, evaluation and critique".
     CHECKS_PREPARE_SYSTEM = "CHECKS_PREPARE_SYSTEM"

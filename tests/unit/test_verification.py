@@ -1,4 +1,4 @@
-"""Verified answers (docs/architecture.md, "Verified answers"): PREPARE from rules in words and
+"""Verified answers (docs/verified-answers.md, "Verified answers"): PREPARE from rules in words and
 from the request's own constraints, the plain draft that may end a run at Phase A, and the
 answer that Phase E checks, critiques and refines, publishing the candidate that holds most."""
 
