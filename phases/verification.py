@@ -34,6 +34,7 @@ from aeonloop.phases.checks import Check, parse_check
 from aeonloop.phases.deps import LoopSettings
 from aeonloop.phases.events import RunState
 from aeonloop.phases.models import CritiqueIssue, Evaluation, Rule
+from aeonloop.prompts.baseline import plain_call
 from aeonloop.prompts.clipping import clip
 from aeonloop.prompts.echo import quoted_instruction
 from aeonloop.prompts.registry import (
@@ -139,9 +140,14 @@ def request_rule(rule_id: str, description: str) -> Rule:
 
 
 async def draft(session: LLMSession, run: RunState) -> Reply:
-    """The plain draft (memoised under `a/draft`): the request, as one call sends it."""
+    """The plain draft (memoised under `a/draft`): the request as one call sends it, the
+    user's rules written in as instructions (prompts.baseline.plain_call), as a person asking
+    the model once would, and as the quality bench's plain baseline does: so the draft is that
+    baseline, and the answer published, never holding fewer checks than the draft, is never
+    worse than it on the host's checks."""
+    asked = plain_call(run.request, [r.description for r in run.rules if r.origin == "rules"])
     return await session.text(
-        PromptId.ANSWER_DRAFT_USER, DraftAnswerInput(request=run.request), scope=DRAFT_SCOPE
+        PromptId.ANSWER_DRAFT_USER, DraftAnswerInput(request=asked), scope=DRAFT_SCOPE
     )
 
 

@@ -1,4 +1,6 @@
-"""The prompt of the quality benchmark's baseline: one plain call with the request and its rules.
+"""One plain call with the request and its rules: the run's draft (phases/verification.py) and
+the quality benchmark's baseline, the same message, so the draft a run's answer is held to is
+the one call it is compared with.
 
 `python -m bench --only quality` compares Aeon's loop with what a user would do without it: ask
 the same model once, the rules written into the request as instructions (bench/quality.py). The

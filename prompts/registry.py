@@ -202,7 +202,8 @@ class PrepareChecksInput(PromptInput):
 
 
 class DraftAnswerInput(PromptInput):
-    """The plain draft: the request, answered as one call would (nothing else is shown)."""
+    """The plain draft: the request as one call sends it, the user's rules written in as
+    instructions (prompts.baseline.plain_call); nothing else is shown."""
 
     request: str = Field(..., min_length=1)
 

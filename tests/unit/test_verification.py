@@ -35,6 +35,7 @@ from aeonloop.phases.models import (
     RuleFinding,
     TaskProfile,
 )
+from aeonloop.prompts.baseline import plain_call
 from aeonloop.prompts.registry import PromptId
 
 INFER = PromptId.TASKPROFILE_INFERENCE_USER
@@ -593,3 +594,18 @@ async def test_a_draft_that_copies_aeons_instructions_is_not_kept(
     (out,) = await phase_a.handle(make_request(), h.deps)
     assert isinstance(out, TaskProfiled) and not out.run.has_draft
     assert any("repeats Aeon's own instructions" in note for note in out.run.notes)
+
+
+async def test_the_draft_is_the_plain_call_with_the_users_rules(
+    harness, replies, make_request
+) -> None:
+    """The draft asks what a person asking once would: the request, then the user's rules as
+    instructions, the same message the quality bench's plain baseline sends."""
+    rule = Rule(id="moon", description="Name the Moon as a cause.", check="names the Moon")
+    h = harness({INFER: replies.profile(), PREPARE: '{"checks": []}', DRAFT: "x"})
+    request = make_request(rules=[rule])
+    await phase_a.handle(request, h.deps)
+    (sent,) = [call for call in h.llm.history if call.prompt_id is DRAFT]
+    assert sent.input.request == plain_call(request.request, ["Name the Moon as a cause."])
+    assert sent.input.request.startswith(request.request)
+    assert "- Name the Moon as a cause." in sent.input.request
