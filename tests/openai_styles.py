@@ -107,8 +107,12 @@ class Request:
 
 
 def read(seen: Seen) -> tuple[PromptId, str]:
-    """The prompt id and instructions of a request, as the model sees them."""
-    root = ET.fromstring(seen.body["messages"][0]["content"])
+    """The prompt id and instructions of a request, as the model sees them. A message that is
+    no prompt XML is the plain draft: the request as one call sends it (llm.session.PLAIN)."""
+    content = seen.body["messages"][0]["content"]
+    if not content.startswith("<prompt>"):
+        return PromptId.ANSWER_DRAFT_USER, content
+    root = ET.fromstring(content)
     instructions = root.findtext("instructions") or ""
     for opening, prompt_id in SIGNATURES:
         if instructions.startswith(opening):
