@@ -12,7 +12,7 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends build-essential \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md __init__.py exceptions.py settings.py webhooks.py ./
+COPY pyproject.toml README.md __init__.py contracts.py exceptions.py limits.py settings.py testing.py webhooks.py ./
 COPY bus ./bus
 COPY phases ./phases
 COPY prompts ./prompts

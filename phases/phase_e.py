@@ -102,6 +102,11 @@ class ExitContext:
 
 NO_CONTEXT = ExitContext()
 
+#: What a degraded answer's opening says of the text after it: the plain draft, or the model's
+#: answer from what the run had.
+DRAFT_CAVEAT = "What follows is the plain draft answer (one call)."
+DATA_CAVEAT = "What follows rests only on the data that was available and may be incomplete."
+
 
 # ---------------------------------------------------------------------------------------------
 # Entry points.
@@ -166,20 +171,26 @@ async def answer_run(
     settings: LoopSettings,
 ) -> FinalAnswer:
     """The run's answer, checked (docs/verified-answers.md, "Verified answers"): the draft, when the
-    run ended at Phase A on it (no synthesis call); else the model's answer, checked, critiqued
-    and refined while a fail-severity check does not hold, and the candidate that holds the
-    most published. A run without checks or a draft (or whose state was lost) is answered as
-    before."""
+    run ran no pass (it ended at Phase A on it, or the loop failed before its first pass), with
+    no synthesis call, since a synthesis of no work is one more plain call, and a worse one;
+    else the model's answer, checked, critiqued and refined while a fail-severity check does
+    not hold, and the candidate that holds the most published. A run without checks or a
+    draft (or whose state was lost) is answered as before."""
     run = event.run
     if run is None or not (run.rules or run.draft):
         return await synthesize(phase_e_input, session, context)
-    if run.draft and exits.answered_by_draft(event.reason, run.pass_count, True):
+    if run.draft and run.pass_count == 0:
         checked = await verification.draft_only(run, run.draft, settings)
         return model_answer(phase_e_input, None, _noted(context, run), checked, run.has_draft)
 
     async def verify(output: FinalAnswerOutput) -> FinalAnswer:
         checked = await verification.verified(
-            session, run, output.answer_text, settings, lambda: not event.expired()
+            session,
+            run,
+            output.answer_text,
+            settings,
+            lambda: not event.expired(),
+            loop_converged=exits.converged(event.reason),
         )
         return model_answer(phase_e_input, output, _noted(context, run), checked, run.has_draft)
 
@@ -199,8 +210,7 @@ def draft_instead(
     metadata = {**host_made.metadata, **checked.metadata()}
     opening = f"Degraded answer: {ending_text(phase_e_input, metadata)}"
     return FinalAnswer(
-        answer_text=f"{opening} What follows is the plain draft answer (one call).\n\n"
-        f"{checked.chosen.text}",
+        answer_text=f"{opening} {DRAFT_CAVEAT}\n\n{checked.chosen.text}",
         ttl_exhausted=host_made.ttl_exhausted,
         metadata=metadata,
     )
@@ -467,7 +477,8 @@ def model_answer(
         metadata.update(checked.metadata())
     text = checked.chosen.text if checked is not None else output.answer_text if output else ""
     if reason is not AnswerReason.CONVERGED:
-        caveat = "What follows rests only on the data that was available and may be incomplete."
+        drafted = checked is not None and checked.chosen.source == "draft"
+        caveat = DRAFT_CAVEAT if drafted else DATA_CAVEAT
         text = f"Degraded answer: {ending_text(phase_e_input, metadata)} {caveat}\n\n{text}"
     # The model's own confidence and step ids are of the text it wrote (or refined); the draft
     # was written before any step, and judged by nobody.

@@ -227,14 +227,24 @@ async def candidate(
     return Candidate(source, text, judged, held(run.rules, judged), round)
 
 
-def best(candidates: Sequence[Candidate]) -> Candidate:
-    """The candidate that holds the most fail-severity checks; ties go to the later one (the
-    answer over the draft, a refinement over what it refined)."""
+def best(candidates: Sequence[Candidate], *, loop_converged: bool = True) -> Candidate:
+    """The candidate that holds the most fail-severity checks. Ties go to the later one (the
+    answer over the draft, a refinement over what it refined), except that a loop that did not
+    converge showed nothing its answer could rest on: then a tie goes to the draft, one call's
+    answer, which such a loop's answer (on a weak model, often a copy of the reply format's
+    example) has not been shown to beat."""
     chosen = candidates[0]
     for each in candidates[1:]:
-        if each.held >= chosen.held:
+        if each.held > chosen.held or (
+            each.held == chosen.held and not _keeps(chosen, loop_converged)
+        ):
             chosen = each
     return chosen
+
+
+def _keeps(chosen: Candidate, loop_converged: bool) -> bool:
+    """Whether `chosen` holds its place against a later candidate that ties it."""
+    return chosen.source == "draft" and not loop_converged
 
 
 # ---------------------------------------------------------------------------------------------
@@ -335,10 +345,13 @@ async def verified(
     answer: str,
     settings: LoopSettings,
     may_go_on: Callable[[], bool],
+    *,
+    loop_converged: bool = True,
 ) -> Verified:
     """The candidates, oldest first: the draft (if the run has one), the answer, then a
     refinement per round while a fail-severity check does not hold, the rounds last, and
-    `may_go_on()` says the run has time for another; and the one to publish (`best`).
+    `may_go_on()` says the run has time for another; and the one to publish (`best`, told
+    whether the loop converged).
 
     A round that cannot start (the token budget is spent, the LLM server is away) ends the
     rounds with a note: the candidates in hand are still published.
@@ -358,7 +371,8 @@ async def verified(
             break
         candidates.append(refined)
         current = refined
-    return Verified(best(candidates), tuple(candidates), tuple(run.rules))
+    chosen = best(candidates, loop_converged=loop_converged)
+    return Verified(chosen, tuple(candidates), tuple(run.rules))
 
 
 def never_held(rules: Sequence[Rule], candidates: Sequence[Candidate]) -> list[str]:

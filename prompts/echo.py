@@ -162,7 +162,9 @@ def _unusable(value: Any, path: str, echo: Callable[[str], str | None]) -> str |
     if not isinstance(value, str):
         return None
     if is_id_field(name):
-        if clean_id(value):
+        # An empty entry in a list of ids names nothing, and the host keeps only ids it knows
+        # (SmolLM2 wrote `"used_step_ids": [""]` for "none"): not worth a repair call.
+        if clean_id(value) or (not value.strip() and path.endswith("]")):
             return None
         return (
             f"{path} is {value!r}, not a clean id: write each id alone, exactly as the prompt "

@@ -251,8 +251,8 @@ PLAIN_REPLIES = [
     "Water moves.",
     "The Moon's gravity gives most places two high tides a day.",
 ]
-#: Every step of the loop holds all three tides rules; its draft, its answer and every
-#: refinement of it hold none.
+#: Every step of the loop holds all three tides rules; its answer and every refinement of it
+#: hold none, and so does its draft (a plain call past the three above: "Tides.").
 STEP = "The Moon's gravity pulls the sea, so most places get two high tides a day."
 PUBLISHED = "The sea rises and falls as the Earth turns."
 
@@ -301,7 +301,8 @@ def test_every_column_is_scored_on_the_answer_as_published(redis_url: str, tmp_p
     as its answer is (never its steps), and loses the rule the first plain call held (a flip).
     Best of k takes the third plain call, the one that holds all three. The baseline and the
     loop run apart, as the real model's are: the second run keeps the first's plain calls from
-    the results file and makes none of its own."""
+    the results file, and its one plain call is the loop's own draft (sent as the request
+    alone, llm.session.PLAIN), which holds none of the rules here."""
     model = TidesModel()
     results = tmp_path / "cases.json"
     keep = ["--quality-cases", "1", "--quality-results", str(results)]
@@ -319,7 +320,7 @@ def test_every_column_is_scored_on_the_answer_as_published(redis_url: str, tmp_p
         report = _bench(
             fake.base_url, redis_url, tmp_path / "b.json", *keep, "--quality-columns", "loop"
         )
-    assert model.plain_calls == K_MAX
+    assert model.plain_calls == K_MAX + 1  # the loop's draft; the baseline's calls were kept
     [first] = baseline["quality"]["per_case"]
     assert first["bestof"]["k"] == K_MAX and "loop" not in first
     [row] = report["quality"]["per_case"]

@@ -218,6 +218,19 @@ def test_an_unclean_dependency_makes_the_reply_unusable_and_names_it() -> None:
     assert "plan.steps[0].depends_on[0]" in said and "'s2,'" in said and "clean id" in said
 
 
+def test_an_empty_entry_in_a_list_of_ids_names_nothing_and_is_let_be() -> None:
+    """SmolLM2 wrote `"used_step_ids": [""]` for "none" (CI, issue 32): the host keeps only the
+    ids it knows, so the empty entry costs no repair call; an id beside it is still held to
+    being clean."""
+    answer = validate_model(
+        FinalAnswerOutput,
+        {"answer_text": "Paris.", "confidence": 0.9, "used_step_ids": ["", "s1"]},
+    )
+    assert unusable_reply(answer) is None
+    said = unusable_reply(_plan(depends_on=["s2", "s2,"]))
+    assert said is not None and "depends_on[1]" in said
+
+
 def test_a_copied_goal_makes_the_reply_unusable_and_names_it_without_quoting_it() -> None:
     """The reason reaches notes and host-made answers: it must not carry the copy on."""
     example = REGISTRY.get_definition(PromptId.PLAN_GENERATION_USER).example_output

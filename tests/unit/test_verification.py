@@ -540,6 +540,52 @@ async def test_the_draft_stands_in_when_the_answer_cannot_be_had(
     assert [c["verdict"] for c in final.metadata["checks"]] == ["pass"]
 
 
+async def test_a_loop_that_fails_before_its_first_pass_publishes_the_draft_without_synthesis(
+    harness, replies, make_request, drive
+) -> None:
+    """B gets no usable plan (SmolLM2 copies the plan format's example): no pass ran, so there
+    is no work to synthesise from, and a synthesis would be one more plain call, a worse one
+    (on SmolLM2, the answer format's example copied). The draft is published as it is, after
+    the host's opening that says the run failed and why, and no synthesis call is made."""
+    h = harness(
+        loop_script(
+            replies,
+            **{
+                DRAFT: THREE,
+                PLAN: "not json at all",
+                PromptId.SUPERVISOR_REPAIR_JSON_USER: "still not json",
+            },
+        )
+    )
+    out = await answered(h, make_request, drive)
+    final = out.result.final_answer
+    assert out.result.status == ExitReason.FAILED and out.result.degraded
+    assert final.metadata["reason"] == "no_passes" and final.metadata["answered_by"] == "draft"
+    assert final.answer_text.startswith("Degraded answer: ")
+    assert final.answer_text.endswith(f"plain draft answer (one call).\n\n{THREE}")
+    assert SYNTH not in h.llm.calls
+
+
+def _candidate(source: verification.Source, held: int) -> verification.Candidate:
+    return verification.Candidate(source, source, _judged(held == 0), held)
+
+
+@pytest.mark.parametrize(
+    ("loop_converged", "held", "chosen"),
+    [
+        (True, (1, 1, 1), "refinement"),  # ties go to the later one
+        (False, (1, 1, 1), "draft"),  # but not past the draft, where the loop showed nothing
+        (False, (0, 1, 1), "refinement"),
+        (False, (1, 2, 0), "answer"),  # more checks held win, whatever the loop did
+    ],
+)
+def test_the_candidate_published(loop_converged: bool, held: tuple[int, ...], chosen: str) -> None:
+    candidates = [
+        _candidate(source, n) for source, n in zip(("draft", "answer", "refinement"), held)
+    ]
+    assert verification.best(candidates, loop_converged=loop_converged).source == chosen
+
+
 async def test_the_draft_stands_in_when_the_deadline_passed(
     harness, replies, make_request, drive
 ) -> None:
