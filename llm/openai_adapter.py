@@ -162,7 +162,9 @@ class OpenAIAdapter:
                     f"the LLM server {self.where} refuses the key (HTTP {exc.status_code}): "
                     "set AEON_LLM_API_KEY to a key it accepts"
                 ) from None
-            return  # it answers, and lists no models (404 and the like): nothing to compare
+            if exc.status_code == 404:  # no model list: is the chat endpoint there at least?
+                await self._chat_endpoint_found()
+            return  # it answers, and lists no models: nothing to compare
         except (openai.APIConnectionError, TimeoutError) as exc:
             why = "no answer in 5 s" if isinstance(exc, TimeoutError) else _cause(exc)
             raise LLMNotReady(
@@ -176,9 +178,33 @@ class OpenAIAdapter:
             )
 
     async def _models(self, timeout: float) -> list[str]:
+        """The model ids the server lists; none when its answer is no model list (some proxies
+        and older servers answer 200 with another body)."""
         async with asyncio.timeout(timeout):
             page = await self._client.models.list(timeout=timeout)
-        return [model.id for model in page.data]
+        data = getattr(page, "data", None)
+        if not isinstance(data, list):
+            return []
+        return [model.id for model in data if isinstance(getattr(model, "id", None), str)]
+
+    async def _chat_endpoint_found(self) -> None:
+        """A one-token completion, for a server that lists no models: a 404 there too means
+        AEON_LLM_BASE_URL does not name an OpenAI-compatible API (most often, `/v1` left off),
+        which would fail every call of every run. Anything else (an answer, another status, no
+        answer in time: a CPU server may take a while) leaves the calls to say more."""
+        try:
+            async with asyncio.timeout(CHECK_TIMEOUT_S):
+                await self._client.chat.completions.create(
+                    model=self.model,
+                    messages=[{"role": "user", "content": "1"}],  # the shortest prompt, not text
+                    max_tokens=1,
+                    timeout=CHECK_TIMEOUT_S,
+                )
+        except openai.APIStatusError as exc:
+            if exc.status_code == 404:
+                raise LLMNotReady(_not_found(self.where)) from None
+        except (openai.OpenAIError, TimeoutError):
+            return
 
     async def _probe(self) -> None:
         """While the outage gate is closed: any answer but a 5xx means the server is back."""
@@ -405,6 +431,18 @@ class OpenAIAdapter:
 
     def _scrub(self, text: str) -> str:
         return text.replace(self._secret, "***") if self._secret else text
+
+
+def _not_found(where: str) -> str:
+    """The line for a server that answers 404 at both the model list and the chat endpoint."""
+    said = (
+        f"the LLM server {where} answers 404 Not Found at /models and /chat/completions, so "
+        "AEON_LLM_BASE_URL does not name its OpenAI-compatible API"
+    )
+    path = where.split("://", 1)[-1].partition("/")[2].rstrip("/")
+    if not path.endswith("v1"):
+        return f"{said}: most servers serve it under /v1 (try {where.rstrip('/')}/v1)"
+    return f"{said}: set it to the URL the server's docs give for that API"
 
 
 def _reasoning_field(message: Any) -> str:

@@ -50,6 +50,9 @@ class FakeOpenAI:
     models: list[str] | None = field(default_factory=lambda: ["fake-model"])
     #: While set, GET /v1/models answers this status (a server that is up but failing).
     models_status: int | None = None
+    #: While set, GET /v1/models answers 200 with this body instead of a model list (as some
+    #: proxies and older servers do).
+    models_body: dict[str, Any] | None = None
 
     def reply(
         self, text: str | None, model: str = "fake-model", usage: bool = True, **message: Any
@@ -112,6 +115,8 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._send(Planned(status=404, body=error_body("not found")))
             elif fake.models_status is not None:
                 self._send(Planned(status=fake.models_status, body=error_body("down")))
+            elif fake.models_body is not None:
+                self._send(Planned(body=fake.models_body))
             else:
                 data = [{"id": name, "object": "model", "owned_by": "me"} for name in fake.models]
                 self._send(Planned(body={"object": "list", "data": data}))
@@ -122,6 +127,9 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             headers = {name.lower(): value for name, value in self.headers.items()}
             seen = Seen(self.path, headers, body)
             fake.seen.append(seen)
+            if self.path != "/v1/chat/completions":  # as a server does where nothing is served
+                self._send(Planned(status=404, body=error_body("not found")))
+                return
             planned = fake.next_response(seen)
             if planned.sleep:
                 time.sleep(planned.sleep)

@@ -222,6 +222,20 @@ def test_a_model_the_server_does_not_serve_is_named_with_those_it_does(
     assert_one_line(proc, 6, "does not serve AEON_LLM_MODEL='x'; it serves: llama3.1, qwen2.5")
 
 
+@pytest.mark.timeout(30)
+def test_a_base_url_without_v1_is_one_line_exit_6_naming_v1(
+    procs: Processes, env: dict[str, str]
+) -> None:
+    """Issue 33: the server's root for its API passed the start-up check, and every run then
+    ended degraded with HTTP 404."""
+    with serve() as server:
+        root = server.base_url.removesuffix("/v1")
+        llm = {"AEON_LLM": "openai", "AEON_LLM_BASE_URL": root, "AEON_LLM_MODEL": "fake-model"}
+        proc = procs.run_aeon({**env, **llm}, "worker", timeout=20)
+    assert_one_line(proc, 6, "answers 404 Not Found at /models and /chat/completions")
+    assert f"(try {root}/v1)" in proc.stderr
+
+
 class _Quiet(http.server.BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:
         """Not on the test's stderr."""

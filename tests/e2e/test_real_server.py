@@ -133,26 +133,35 @@ def llm_env(llama: LlamaServer, redis_url: str | None = None, prefix: str | None
 
 #: How a result names a reply that stayed a copy of Aeon's prompt text (prompts.echo).
 COPIED = "repeats the prompt's own instruction or example text"
+#: How it names a reply whose ids are not clean (`s2,`, prompts.echo): the same refusal of a
+#: reply that is not the model's own answer, which issue 32 made unusable.
+UNCLEAN_ID = "not a clean id"
+
+
+def refused_as_not_the_models(text: str) -> bool:
+    """Whether `text` names a reply Aeon refused as not the model's own (prompts.echo)."""
+    return COPIED in text or UNCLEAN_ID in text
 
 
 def decided_by_the_loop(ask: Proc) -> dict[str, Any]:
     """The run's result, checked against what every run through the real server must hold.
 
     Issue 32 changed what that is: this model copies the reply formats' examples into its
-    replies, which Aeon now refuses. A copy gets the one repair call (so repair calls are no
-    longer zero here), and a reply that stays a copy fails its phase, which the result names.
-    Nothing else may fail a run: no timeout, no LLM error, no reply unusable for another reason.
+    replies, and writes ids with punctuation around them, which Aeon now refuses. Such a reply
+    gets the one repair call (so repair calls are no longer zero here), and one that stays a
+    copy fails its phase, which the result names. Nothing else may fail a run: no timeout, no
+    LLM error, no reply unusable for another reason.
     """
     assert ask.returncode in (0, 1), ask.output
     result = json.loads(ask.stdout)
     said = json.dumps(result)
     if result["status"] not in LOOP_DECIDED:
-        assert result["status"] == "failed" and COPIED in said, result["status"]
+        assert result["status"] == "failed" and refused_as_not_the_models(said), said[-2000:]
     assert not result["usage"]["estimated"], "the server counted the tokens"
     metadata = result["final_answer"]["metadata"]
     assert metadata.get("reason") != "llm_error", metadata
     if metadata.get("reason") == "invalid_llm_output":
-        assert COPIED in metadata.get("error", ""), metadata
+        assert refused_as_not_the_models(metadata.get("error", "")), metadata
     assert quoted_instruction(result["final_answer"]["answer_text"]) is None, "Aeon's own text"
     return result
 
@@ -296,10 +305,11 @@ def test_the_quality_harness_on_the_real_model(
         for loop in ("loop", "words"):
             assert row[loop]["calls"] > 1 and row[loop]["prompt_tokens"] > 0, row
             # Decided by the loop, or, as for every run here (`decided_by_the_loop`), failed
-            # only on a reply this model copied from the prompt, which the answer names.
+            # only on a reply this model copied from the prompt (or whose ids were not clean),
+            # which the answer names.
             status = row[loop]["status"]
             assert status in LOOP_DECIDED or (
-                status == "failed" and COPIED in texts[row["case"]][loop]
+                status == "failed" and refused_as_not_the_models(texts[row["case"]][loop])
             ), row
         assert row["words"]["agreement"]["checked"] <= row["rules"], row
     assert "Quality, rules in words (PREPARE makes the checks)" in done.stdout

@@ -11,6 +11,7 @@ import pytest
 from openai_fake import SECRET
 
 from aeonloop.contracts import AttachedFile, Usage
+from aeonloop.exceptions import LLMNotReady
 from aeonloop.llm.base import LLMAdapter, LLMError, LLMUnreachable, TokenUsage
 from aeonloop.llm.openai_adapter import OpenAIAdapter
 from aeonloop.llm.session import LLMSession, file_context
@@ -155,6 +156,45 @@ async def test_an_outage_past_the_deadline_ends_as_unreachable(fake_openai, adap
         )
 
     assert time.monotonic() - started < 3.0
+
+
+# -- the start-up check -------------------------------------------------------------------------
+
+
+async def test_a_base_url_without_v1_is_refused_at_start_with_the_hint(
+    fake_openai, adapter_for
+) -> None:
+    """Issue 33: `http://localhost:8089` for llama-cpp-python's server passed the check, and
+    every run then ended degraded with HTTP 404. A 404 at the model list now gets a one-token
+    completion, and a 404 there too is one line that names `/v1`."""
+    root = fake_openai.base_url.removesuffix("/v1")
+    with pytest.raises(LLMNotReady) as caught:
+        await adapter_for(base_url=root).check()
+    said = str(caught.value)
+    assert "answers 404 Not Found at /models and /chat/completions" in said
+    assert f"(try {root}/v1)" in said
+    assert [seen.path for seen in fake_openai.seen] == ["/chat/completions"]
+
+
+async def test_a_server_with_no_model_list_but_a_chat_endpoint_passes_the_check(
+    fake_openai, adapter_for
+) -> None:
+    fake_openai.models = None  # GET /v1/models answers 404
+    await adapter_for().check()
+    [probe] = fake_openai.seen
+    assert probe.path == "/v1/chat/completions" and probe.body["max_tokens"] == 1
+
+
+@pytest.mark.parametrize(
+    "body", [{"object": "list", "data": None}, {"models": ["fake-model"]}, {"data": [{"x": 1}]}]
+)
+async def test_a_model_list_that_is_not_a_list_reads_as_no_models(
+    fake_openai, adapter_for, body
+) -> None:
+    """A 200 whose body is no model list crashed `aeon ask` with a TypeError in `_models`."""
+    fake_openai.models_body = body
+    await adapter_for(model="not-listed-anywhere").check()
+    assert not fake_openai.seen  # it answers: nothing to compare, nothing more to ask
 
 
 @pytest.mark.parametrize("status", [400, 401, 404, 422])
