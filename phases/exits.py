@@ -34,6 +34,7 @@ from aeonloop.limits import LoopSettings
 from aeonloop.phases import evaluation
 from aeonloop.phases.events import Event, LoopExited, RequestSubmitted, RunState, utcnow
 from aeonloop.phases.models import AnswerReason, Evaluation, ExecutionPass, ExitReason, Plan
+from aeonloop.prompts.stated import one_short_ask
 
 #: How long Phase E has to answer a run known only by its correlation id (its deadline went
 #: with the event that could not be read).
@@ -60,22 +61,32 @@ DRAFT_MAX_DEPTH = 2
 
 def draft_suffices(run: RunState, judged: Evaluation, *, tools_available: bool) -> Exit | None:
     """The run ends at Phase A, its draft to be published, when the draft holds every
-    fail-severity check, the profile asks for no more (depth at most DRAFT_MAX_DEPTH, and no
-    tool use where the run has tools), and nobody asked to see the plan first."""
+    fail-severity check, the request asks for no more, and nobody asked to see the plan first.
+
+    What the request asks for is the profile's to say: depth at most DRAFT_MAX_DEPTH, and no
+    tool use where the run has tools. When the model's profile could not be had (the default
+    stands in), the host reads the request itself: one short ask (prompts.stated.one_short_ask)
+    and no tools to use; a weak model that cannot profile "What is the capital of France?"
+    would otherwise send it through a plan it cannot make either."""
     profile = run.profile
-    if profile is None or run.profile_is_default or run.approve_plan or judged.failed:
+    if profile is None or run.approve_plan or judged.failed:
         return None
-    if profile.reasoning_depth > DRAFT_MAX_DEPTH:
+    if run.profile_is_default:
+        if tools_available or not one_short_ask(run.request):
+            return None
+        asks = "the request is one short ask (the profile could not be had)"
+    elif profile.reasoning_depth > DRAFT_MAX_DEPTH or (
+        tools_available and profile.expected_tool_usage != "none"
+    ):
         return None
-    if tools_available and profile.expected_tool_usage != "none":
-        return None
+    else:
+        asks = (
+            f"the profile asks for no more (reasoning depth {profile.reasoning_depth}, tool "
+            f"use {profile.expected_tool_usage})"
+        )
     checks = sum(1 for rule in run.rules if rule.severity == "fail")
     held = f"held all {checks} fail-severity check(s)" if checks else "had no check to fail"
-    return Exit(
-        ExitReason.CONVERGED,
-        f"the plain draft {held}, and the profile asks for no more (reasoning depth "
-        f"{profile.reasoning_depth}, tool use {profile.expected_tool_usage})",
-    )
+    return Exit(ExitReason.CONVERGED, f"the plain draft {held}, and {asks}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -159,3 +159,19 @@ def stated_checks(request: str, rules_in_words: str) -> list[dict[str, Any]]:
             names.add(rule_id)
             checks.append({"rule_id": rule_id, "description": said, "check": check})
     return checks
+
+
+#: The most words a request may have and still read as one short ask (`one_short_ask`).
+SHORT_ASK_WORDS = 25
+#: Where one ask ends and another begins: a sentence's end, a semicolon, or "then".
+_ASK_BREAK = re.compile(r"[.!?;]\s+\S|\bthen\b|\n\s*\S", re.IGNORECASE)
+
+
+def one_short_ask(request: str) -> bool:
+    """Whether the request is one short ask: a single sentence of at most SHORT_ASK_WORDS words,
+    with no second sentence, semicolon or "then" in it ("What is the capital of France?", "List
+    three fruits as bullet points, in lower case."). The host's own reading of how much a
+    request asks, for when the model's profile could not be had (phases.exits.draft_suffices):
+    such a request asks for one answer, not for several connected steps."""
+    text = request.strip()
+    return 0 < len(text.split()) <= SHORT_ASK_WORDS and _ASK_BREAK.search(text) is None

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from aeonloop.prompts.stated import stated_checks, stated_constraints
+from aeonloop.prompts.stated import (
+    SHORT_ASK_WORDS,
+    one_short_ask,
+    stated_checks,
+    stated_constraints,
+)
 
 
 @pytest.mark.parametrize(
@@ -35,3 +40,21 @@ def test_a_rule_in_words_keeps_its_id_and_the_request_gets_its_own() -> None:
         ("mars", "mentions Mars"),
         ("request.sentences", "exactly 1 sentence"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("request_text", "short"),
+    [
+        ("What is the capital of France?", True),
+        ("List three fruits as bullet points, in lower case, and write nothing else.", True),
+        ("What is 2.5 times 3?", True),  # a decimal point ends no sentence
+        ("Explain how photosynthesis works, then rewrite it for a 10-year-old", False),
+        ("Name two planets. Then say which is bigger.", False),
+        ("Compare the two; say which is cheaper.", False),
+        ("Summarise this:\nthe report's findings", False),
+        (" ".join(["word"] * (SHORT_ASK_WORDS + 1)), False),
+        ("   ", False),
+    ],
+)
+def test_one_short_ask(request_text: str, short: bool) -> None:
+    assert one_short_ask(request_text) is short
