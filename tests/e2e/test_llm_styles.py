@@ -141,9 +141,13 @@ def test_a_model_that_always_copies_its_prompt_ends_degraded_saying_why(
     assert code == 1 and result["degraded"] is True, result
     never_publishes_aeons_text(result)
     metadata = result["final_answer"]["metadata"]
-    assert metadata["reason"] == "invalid_llm_output"
-    assert "answer_text repeats the prompt's own instruction" in metadata["error"]
+    # Its profile and plan are copies, refused: no pass ran, so no synthesis is asked for (it
+    # would be a copy too) and the draft, the model's reply to the request alone, is published
+    # after the host's opening, which names the copy.
+    assert metadata["reason"] == "no_passes" and metadata["answered_by"] == "draft"
+    assert "plan.goal repeats the prompt's own instruction" in metadata["exit_detail"]
     assert "repeats the prompt's own instruction" in json.dumps(metadata["run_notes"])
+    assert not any(r.prompt_id == PromptId.ANSWER_SYNTHESIS_USER for r in model.requests)
 
 
 # -- what each style proves beyond the answer ----------------------------------------------------
@@ -190,11 +194,14 @@ def test_retry_after_is_waited(procs: Processes, server: FakeOpenAI) -> None:
 @pytest.mark.timeout(120)
 def test_cut_replies_are_asked_again_with_a_budget(procs: Processes, server: FakeOpenAI) -> None:
     _, _, model = ask(procs, server, "cut-at-length-once")
-    budgets = [r.options.get("max_tokens") for r in model.requests]
     # Every call sends its prompt contract's budget; the cut one is asked again with twice it.
-    first = model.requests[0].prompt_id
-    assert budgets[0] == default_registry().reply_tokens(first)
-    assert budgets[1] >= 2 * budgets[0]
+    # Phase A's calls start at once, so the one asked again is the next of the first's prompt,
+    # not the next request.
+    first, *rest = model.requests
+    again = next(r for r in rest if r.prompt_id == first.prompt_id)
+    budget = first.options.get("max_tokens")
+    assert budget == default_registry().reply_tokens(first.prompt_id)
+    assert again.options.get("max_tokens") >= 2 * budget
 
 
 @pytest.mark.timeout(120)
