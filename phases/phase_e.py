@@ -105,6 +105,9 @@ NO_CONTEXT = ExitContext()
 #: What a degraded answer's opening says of the text after it: the plain draft, or the model's
 #: answer from what the run had.
 DRAFT_CAVEAT = "What follows is the plain draft answer (one call)."
+REFINED_DRAFT_CAVEAT = (
+    "What follows is the plain draft answer (one call), refined where the checks failed."
+)
 DATA_CAVEAT = "What follows rests only on the data that was available and may be incomplete."
 
 
@@ -170,29 +173,30 @@ async def answer_run(
     context: ExitContext,
     settings: LoopSettings,
 ) -> FinalAnswer:
-    """The run's answer, checked (docs/verified-answers.md, "Verified answers"): the draft, when the
-    run ran no pass (it ended at Phase A on it, or the loop failed before its first pass), with
-    no synthesis call, since a synthesis of no work is one more plain call, and a worse one;
-    else the model's answer, checked, critiqued and refined while a fail-severity check does
-    not hold, and the candidate that holds the most published. A run without checks or a
-    draft (or whose state was lost) is answered as before."""
+    """The run's answer, checked (docs/verified-answers.md, "Verified answers"): the model's
+    answer, checked, critiqued and refined while a fail-severity check does not hold, and the
+    candidate that holds the most published. A run that ran no pass (it ended at Phase A on
+    its draft, or the loop failed before its first pass) has no synthesis call, since a
+    synthesis of no work is one more plain call, and a worse one: its draft is the text
+    checked and refined. A run without checks or a draft (or whose state was lost) is answered
+    as before."""
     run = event.run
     if run is None or not (run.rules or run.draft):
         return await synthesize(phase_e_input, session, context)
-    if run.draft and run.pass_count == 0:
-        checked = await verification.draft_only(run, run.draft, settings)
-        return model_answer(phase_e_input, None, _noted(context, run), checked, run.has_draft)
 
-    async def verify(output: FinalAnswerOutput) -> FinalAnswer:
+    async def verify(output: FinalAnswerOutput | None) -> FinalAnswer:
         checked = await verification.verified(
             session,
             run,
-            output.answer_text,
+            output.answer_text if output is not None else None,
             settings,
             lambda: not event.expired(),
             loop_converged=exits.converged(event.reason),
         )
         return model_answer(phase_e_input, output, _noted(context, run), checked, run.has_draft)
+
+    if run.draft and run.pass_count == 0:
+        return await verify(None)  # the draft is the text checked, and refined where it fails
 
     answer = await synthesize(phase_e_input, session, context, verify)
     if run.draft and "answered_by" not in answer.metadata:  # the host wrote it, for want of one
@@ -477,8 +481,7 @@ def model_answer(
         metadata.update(checked.metadata())
     text = checked.chosen.text if checked is not None else output.answer_text if output else ""
     if reason is not AnswerReason.CONVERGED:
-        drafted = checked is not None and checked.chosen.source == "draft"
-        caveat = DRAFT_CAVEAT if drafted else DATA_CAVEAT
+        caveat = _caveat(checked.chosen.source if checked is not None else "answer", output)
         text = f"Degraded answer: {ending_text(phase_e_input, metadata)} {caveat}\n\n{text}"
     # The model's own confidence and step ids are of the text it wrote (or refined); the draft
     # was written before any step, and judged by nobody.
@@ -493,6 +496,15 @@ def model_answer(
         ttl_exhausted=ttl_flag(phase_e_input),
         metadata=metadata,
     )
+
+
+def _caveat(source: verification.Source, output: FinalAnswerOutput | None) -> str:
+    """What a degraded answer's opening says of the text after it."""
+    if source == "draft":
+        return DRAFT_CAVEAT
+    if output is None:  # a refinement of the draft: no pass ran, the model wrote no answer
+        return REFINED_DRAFT_CAVEAT
+    return DATA_CAVEAT
 
 
 def degraded_answer(

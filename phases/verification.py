@@ -342,7 +342,7 @@ async def draft_only(run: RunState, draft_text: str, settings: LoopSettings) -> 
 async def verified(
     session: LLMSession,
     run: RunState,
-    answer: str,
+    answer: str | None,
     settings: LoopSettings,
     may_go_on: Callable[[], bool],
     *,
@@ -353,12 +353,16 @@ async def verified(
     `may_go_on()` says the run has time for another; and the one to publish (`best`, told
     whether the loop converged).
 
+    `answer` None: the model wrote no answer of its own, since no pass ran, and the draft is
+    the text critiqued and refined; the checks are the outside signal either way.
+
     A round that cannot start (the token budget is spent, the LLM server is away) ends the
     rounds with a note: the candidates in hand are still published.
     """
     candidates = [await candidate(run, "draft", run.draft, settings)] if run.draft else []
-    current = await candidate(run, "answer", answer, settings)
-    candidates.append(current)
+    if answer is not None:
+        candidates.append(await candidate(run, "answer", answer, settings))
+    current = candidates[-1]
     for round in range(1, settings.answer_refine_rounds + 1):
         if all_hold(current.evaluation) or not may_go_on():
             break

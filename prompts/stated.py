@@ -148,9 +148,10 @@ def stated_checks(request: str, rules_in_words: str) -> list[dict[str, Any]]:
     for line in rules_in_words.splitlines():
         match = _WORDS_RULE.match(line.strip())
         if match:
+            words = match.group(2)
             checks += [
                 {"rule_id": match.group(1), "description": said, "check": check}
-                for _, said, check in stated_constraints(match.group(2))
+                for _, said, check in stated_constraints(words) or _mention_rule(words)
             ]
     names: set[str] = set()
     for name, said, check in stated_constraints(request):
@@ -159,6 +160,35 @@ def stated_checks(request: str, rules_in_words: str) -> list[dict[str, Any]]:
             names.add(rule_id)
             checks.append({"rule_id": rule_id, "description": said, "check": check})
     return checks
+
+
+#: A rule whose whole text is "Mention X." (`_mention_rule`): X is one to three words.
+_MENTION_RULE = re.compile(
+    r"^\s*(?:(?:mention|name)\s+(?:the\s+(?:word|term|phrase|name)\s+|the\s+)?"
+    r"|(?:use|include)\s+the\s+(?:word|term|phrase|name)\s+)"
+    r"([a-z][\w-]*(?:\s+[a-z][\w-]*){0,2})\s*\.?\s*$",
+    re.IGNORECASE,
+)
+#: Words that make X more than a thing to mention ("Name the Moon as a cause.").
+_NOT_A_NAME = frozenset(
+    {"a", "an", "and", "as", "at", "by", "for", "from", "in", "into", "of", "on", "or", "that"}
+    | {"the", "this", "to", "which", "with", "how", "why", "what"}
+)
+
+
+def _mention_rule(rule: str) -> list[tuple[str, str, dict[str, Any]]]:
+    """A rule in words that is only "Mention gravity." ("Name X.", "Use the word X."; one to
+    three words, lower case allowed): the request's own reading asks for a capital or quotes,
+    since a request says much else, but a rule that says nothing else asks for that phrase."""
+    match = _MENTION_RULE.match(rule)
+    if match is None:
+        return []
+    phrase = match.group(1)
+    words = phrase.lower().split()
+    if _NOT_A_NAME.intersection(words) or any(w.isdigit() or w in _NUMBER_WORDS for w in words):
+        return []  # "Name two planets." asks for any two, not for the words "two planets"
+    check = {"type": "phrase_count", "phrase": phrase, "min": 1, "max": None}
+    return [(f"mentions-{_slug(phrase)}", f"mentions {phrase}", check)]
 
 
 #: The most words a request may have and still read as one short ask (`one_short_ask`).

@@ -58,3 +58,24 @@ def test_a_rule_in_words_keeps_its_id_and_the_request_gets_its_own() -> None:
 )
 def test_one_short_ask(request_text: str, short: bool) -> None:
     assert one_short_ask(request_text) is short
+
+
+@pytest.mark.parametrize(
+    ("rule", "phrase"),
+    [
+        ("Mention gravity.", "gravity"),
+        ("Mention carbon dioxide.", "carbon dioxide"),
+        ("Use the word wavelength.", "wavelength"),
+        ("name the moon", "moon"),
+        ("Name the Moon as a cause.", None),  # more than a thing to mention
+        ("Name two planets.", None),  # any two: no phrase to find
+        ("Use bullet points.", None),  # a form, not a word to use
+        ("Include examples.", None),
+        ("Mention the history of tides and their causes at length.", None),
+    ],
+)
+def test_a_rule_in_words_that_only_says_mention_x(rule: str, phrase: str | None) -> None:
+    """Issue 32's harness: "Mention gravity." went unchecked when the model prepared nothing,
+    since the request's reading wants a capital or quotes."""
+    checks = stated_checks("Explain tides.", f"- r: {rule}")
+    assert [c["check"]["phrase"] for c in checks] == ([phrase] if phrase else [])

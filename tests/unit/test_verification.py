@@ -586,6 +586,34 @@ async def test_a_loop_that_fails_before_its_first_pass_publishes_the_draft_witho
     assert SYNTH not in h.llm.calls
 
 
+async def test_a_draft_that_fails_a_check_is_refined_when_no_pass_ran(
+    harness, replies, make_request, drive
+) -> None:
+    """No plan, so no pass and no answer of the model's: the draft is the text the checks
+    point at, critiqued and refined as an answer would be, and the refinement that holds is
+    published, still degraded (the loop failed), with no synthesis call."""
+    draft = "Teas: green, black and oolong."
+    h = harness(
+        loop_script(
+            replies,
+            **{
+                DRAFT: draft,
+                PLAN: "not json at all",
+                PromptId.SUPERVISOR_REPAIR_JSON_USER: "still not json",
+            },
+        )
+    )
+    out = await answered(h, make_request, drive)
+    final = out.result.final_answer
+    assert final.metadata["reason"] == "no_passes" and out.result.degraded
+    assert final.metadata["answered_by"] == "refinement:1"
+    assert [c["held"] for c in final.metadata["candidates"]] == [0, 1]
+    assert final.answer_text.endswith(f"refined where the checks failed.\n\n{THREE}")
+    assert SYNTH not in h.llm.calls
+    [critique] = [c for c in h.llm.history if c.prompt_id == CRITIQUE]
+    assert critique.input.artifact == draft
+
+
 def _candidate(source: verification.Source, held: int) -> verification.Candidate:
     return verification.Candidate(source, source, _judged(held == 0), held)
 
