@@ -76,5 +76,10 @@ class LoopSettings(AeonSettings):
     #: Rounds of critique and refinement the answer may get while a fail-severity check does
     #: not hold on it (AEON_ANSWER_REFINE_ROUNDS; 0: the answer is checked, never refined).
     answer_refine_rounds: Annotated[int, Field(ge=0, le=10)] = 2
+    #: Plain drafts Phase A may take while the last fails a fail-severity check
+    #: (AEON_DRAFT_SAMPLES; 1: the first draft only). Each is one plain call, a small part of a
+    #: plan's cost; the samples stop at the first that holds every check, or at one that
+    #: repeats an earlier (a model that answers alike each time has nothing more to give).
+    draft_samples: Annotated[int, Field(ge=1, le=10)] = 4
     #: Seconds one tool call may take (never past the run's deadline); past it the step fails.
     tool_timeout_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0

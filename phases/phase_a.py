@@ -9,8 +9,10 @@ are the same: without them the run goes on as it would have, with a note.
 
 The three calls need only the request, so they are made at once (one call's wall time), each
 memoised under its own scope (`a`, `a/prepare`, `a/draft`): a redelivered hop makes none of
-them again. If the draft holds every fail-severity check and the profile asks for no more
-(phases.exits.draft_suffices), the run goes straight to Phase E, which publishes the draft.
+them again. While the draft fails a fail-severity check, further plain drafts are taken, one at
+a time, up to AEON_DRAFT_SAMPLES (`a/draft:<n>`), and the one that holds most is kept
+(verification.best_draft). If it holds every fail-severity check and the profile asks for no
+more (phases.exits.draft_suffices), the run goes straight to Phase E, which publishes it.
 """
 
 from __future__ import annotations
@@ -73,9 +75,12 @@ async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
     elif (why := verification.unusable(drafted, run.request)) is not None:
         run.notes.append(f"phase A: the draft was not kept: {why}")
     else:
-        run.draft = clip(drafted.text.strip(), deps.settings.max_step_output_chars)
+        first = clip(drafted.text.strip(), deps.settings.max_step_output_chars)
+        judged = await verification.check_text(run, first, deps.settings)
+        run.draft, judged = await verification.best_draft(
+            session, run, first, judged, deps.settings
+        )
         run.has_draft = True
-        judged = await verification.check_text(run, run.draft, deps.settings)
         tools = bool(deps.tool_runner(run).specs)
         end = exits.draft_suffices(run, judged, tools_available=tools)
         if end is not None:

@@ -139,16 +139,52 @@ def request_rule(rule_id: str, description: str) -> Rule:
     return Rule(id=name, description=words, severity="fail", check=words, origin="request")
 
 
-async def draft(session: LLMSession, run: RunState) -> Reply:
-    """The plain draft (memoised under `a/draft`): the request as one call sends it, the
-    user's rules written in as instructions (prompts.baseline.plain_call), as a person asking
-    the model once would, and as the quality bench's plain baseline does: so the draft is that
-    baseline, and the answer published, never holding fewer checks than the draft, is never
-    worse than it on the host's checks."""
+async def draft(session: LLMSession, run: RunState, sample: int = 1) -> Reply:
+    """The plain draft (memoised under `a/draft`; a later sample under `a/draft:<n>`): the
+    request as one call sends it, the user's rules written in as instructions
+    (prompts.baseline.plain_call), as a person asking the model once would, and as the quality
+    bench's plain baseline does: so the draft is that baseline, and the answer published, never
+    holding fewer checks than the draft, is never worse than it on the host's checks."""
     asked = plain_call(run.request, [r.description for r in run.rules if r.origin == "rules"])
+    scope = DRAFT_SCOPE if sample == 1 else memo_scope("a", "draft", step=str(sample))
     return await session.text(
-        PromptId.ANSWER_DRAFT_USER, DraftAnswerInput(request=asked), scope=DRAFT_SCOPE
+        PromptId.ANSWER_DRAFT_USER, DraftAnswerInput(request=asked), scope=scope
     )
+
+
+async def best_draft(
+    session: LLMSession, run: RunState, first: str, judged: Evaluation, settings: LoopSettings
+) -> tuple[str, Evaluation]:
+    """The draft that holds the most fail-severity checks among `first` and further samples,
+    taken one at a time while the best still fails one, up to AEON_DRAFT_SAMPLES in all.
+
+    A weak model's plain answers differ from one sample to the next, and the host's checks
+    tell them apart at the price of a plain call each, far less than a plan and its passes
+    (the quality bench's best of k). A sample that repeats an earlier one ends the sampling (a
+    model that answers alike each time has nothing more to give: the offline model); one that
+    cannot be used is noted and passed over; a call that fails, or that the budget or the
+    deadline forbids, ends it with a note (the run goes on with the best in hand)."""
+    best, best_judged = first, judged
+    seen = {first}
+    for sample in range(2, settings.draft_samples + 1):
+        if all_hold(best_judged):
+            break
+        try:
+            reply = await draft(session, run, sample)
+        except (LLMFailure, BudgetExhausted, LLMUnreachable) as error:
+            run.notes.append(summaries.failure_note("A", f"draft {sample}", error, "no more"))
+            break
+        if (why := unusable(reply, run.request)) is not None:
+            run.notes.append(f"phase A: draft {sample} was not kept: {why}")
+            continue
+        text = clip(reply.text.strip(), settings.max_step_output_chars)
+        if text in seen:
+            break
+        seen.add(text)
+        checked = await check_text(run, text, settings)
+        if held(run.rules, checked) > held(run.rules, best_judged):
+            best, best_judged = text, checked
+    return best, best_judged
 
 
 def unusable(reply: Reply, request: str) -> str | None:

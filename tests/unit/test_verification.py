@@ -193,14 +193,19 @@ async def test_a_redelivered_prepare_hop_makes_no_second_call(
     )
     event = make_request()
     (first,) = await phase_a.handle(delivered(event), h.deps)
+    made = list(h.llm.calls)
     (again,) = await phase_a.handle(delivered(event), h.deps)
-    assert h.llm.calls.count(PREPARE) == 1 and h.llm.calls.count(DRAFT) == 1
+    assert h.llm.calls == made, "the redelivered hop made a call"
+    # The draft "x" fails the bullets check, so a second is sampled; it repeats the first,
+    # which ends the sampling.
+    assert made.count(PREPARE) == 1 and made.count(DRAFT) == 2
     assert again.run.prepared == first.run.prepared and again.run.rules == first.run.rules
     assert first.event_id == again.event_id
     keys = [key.split("/", 1)[1] for key in h.deps.memo.values]
     assert sorted(keys) == [
         "a/TASKPROFILE_INFERENCE_USER",
         "a/draft/ANSWER_DRAFT_USER",
+        "a/draft:2/ANSWER_DRAFT_USER",
         "a/prepare/CHECKS_PREPARE_USER",
     ]
 
@@ -232,6 +237,50 @@ async def test_a_draft_that_holds_ends_the_run_in_three_calls(
     assert final.metadata["reason"] == "converged" and not out.result.degraded
     assert [c["verdict"] for c in final.metadata["checks"]] == ["pass"]
     assert len(h.llm.calls) == out.result.usage.calls == 3 <= 5
+
+
+async def test_a_draft_that_fails_is_sampled_again_until_one_holds(
+    harness, replies, make_request, drive
+) -> None:
+    """A weak model's plain answers differ from one sample to the next: the second draft holds
+    the check the first failed, so it is kept, and the run (a simple request) ends on it."""
+    script = {
+        INFER: replies.profile(depth=1, tool="none"),
+        PREPARE: prepared(("request.bullets", BULLETS)),
+        DRAFT: ["Teas: green, black and oolong.", THREE, "never asked"],
+    }
+    h = harness(script)
+    (exit_event,) = await drive(make_request(), h.deps)
+    assert isinstance(exit_event, LoopExited) and exit_event.reason is ExitReason.CONVERGED
+    (out,) = await phase_e.handle(exit_event, h.deps)
+    assert out.result.final_answer.answer_text == THREE
+    assert h.llm.calls.count(DRAFT) == 2 and out.result.usage.calls == 4
+
+
+OOLONG = {"type": "phrase_count", "phrase": "oolong", "min": 1}
+REFUSAL = "I'm sorry, but I can't help with that."
+
+
+@pytest.mark.parametrize(
+    ("samples", "drafts", "made", "kept"),
+    [
+        (3, ["none", "oolong", THREE], 3, THREE),  # the best of three: it holds both checks
+        (4, ["none", THREE, "never asked"], 2, THREE),  # the first that holds ends them
+        (2, ["none", "oolong", THREE], 2, "oolong"),  # AEON_DRAFT_SAMPLES bounds them
+        (1, ["none", THREE], 1, "none"),  # 1: the first draft only
+        (4, ["none", "none", THREE], 2, "none"),  # a repeat ends them: nothing more to give
+        (3, ["none", REFUSAL, "oolong"], 3, "oolong"),  # a refusal is passed over
+        (3, ["oolong", "oolong tea", "green oolong"], 3, "oolong"),  # ties keep the earlier
+    ],
+)
+async def test_draft_samples(
+    harness, replies, make_request, samples: int, drafts: list[str], made: int, kept: str
+) -> None:
+    checks = prepared(("request.bullets", BULLETS), ("request.oolong", OOLONG))
+    h = harness({INFER: replies.profile(), PREPARE: checks, DRAFT: drafts}, draft_samples=samples)
+    (out,) = await phase_a.handle(make_request(), h.deps)
+    assert isinstance(out, TaskProfiled)  # the default depth (3) asks for the loop
+    assert h.llm.calls.count(DRAFT) == made and out.run.draft == kept
 
 
 @pytest.mark.parametrize(
