@@ -172,6 +172,19 @@ def test_a_runs_option_comes_through_extra_body(stack: Stack) -> None:
     assert completion.choices[0].message.content == run["result"]["final_answer"]["answer_text"]
 
 
+def test_the_openapi_document_describes_the_chat_endpoint(stack: Stack) -> None:
+    document = stack.server.get("/openapi.json").body
+    assert {"/v1/chat/completions", "/v1/models", "/v1/models/{model}"} <= set(document["paths"])
+    request = document["components"]["schemas"]["ChatRequest"]
+    assert request["properties"]["model"]["enum"] == ["aeon"]
+    assert request["additionalProperties"] is False
+    assert {"temperature", "rules", "max_ttl", "stream_options"} <= set(request["properties"])
+    assert request["properties"]["max_ttl"]["maximum"] == 8  # AEON_MAX_PASSES
+    answers = document["paths"]["/v1/chat/completions"]["post"]["responses"]
+    assert set(answers["200"]["content"]) == {"application/json", "text/event-stream"}
+    assert answers["400"]["content"]["application/json"]["schema"]["$ref"].endswith("OpenAIError")
+
+
 # -- streamed ---------------------------------------------------------------------------------
 
 
