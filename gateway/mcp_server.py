@@ -43,7 +43,7 @@ from aeonloop.contracts import AttachedFile, Usage
 from aeonloop.exceptions import AnswerTimeout, BadInput
 from aeonloop.gateway.client import ANSWER_GRACE_S, DEFAULT_TIMEOUT_S, AeonClient
 from aeonloop.gateway.embedded import embedded_pipeline
-from aeonloop.gateway.progress import Progress
+from aeonloop.gateway.progress import Progress, lines_until
 from aeonloop.gateway.validation import parse_rules
 from aeonloop.llm.factory import ready_adapter
 from aeonloop.phases.events import ExecutionResult
@@ -195,16 +195,7 @@ async def _report(
     """Send each progress line as a notification until the answer is in (the lines before it
     first); the SDK sends nothing when the client gave no progress token."""
     sent = 0
-    while not (waiting.done() and lines.empty()):
-        if lines.empty():
-            line = asyncio.ensure_future(lines.get())
-            await asyncio.wait({line, waiting}, return_when=asyncio.FIRST_COMPLETED)
-            if not line.done():
-                line.cancel()
-                continue
-            progress = line.result()
-        else:
-            progress = lines.get_nowait()
+    async for progress in lines_until(lines, waiting):
         sent += 1
         await ctx.report_progress(sent, message=progress.line)
 

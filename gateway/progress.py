@@ -10,8 +10,10 @@ request's timeout (seconds, `--timeout`) end a run for different reasons and rea
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from aeonloop.phases import render
 from aeonloop.phases.events import (
@@ -101,3 +103,25 @@ def pass_progress(correlation_id: str, record: ExecutionPass) -> Progress:
     if added:
         line += f" (added {', '.join(added)})"
     return Progress(correlation_id, "C", line, record.pass_number, record.score)
+
+
+async def lines_until(
+    lines: asyncio.Queue[Progress], done: asyncio.Future[Any]
+) -> AsyncIterator[Progress]:
+    """Each progress line as it is put in `lines` (a run's `on_progress`), until `done` is (its
+    answer, waited for), the lines queued before it first: what a caller that relays a run's
+    progress as it goes sends (MCP progress notifications, the chat endpoint's reasoning)."""
+    while not (done.done() and lines.empty()):
+        if not lines.empty():
+            yield lines.get_nowait()
+            continue
+        line = asyncio.ensure_future(lines.get())
+        try:
+            await asyncio.wait({line, done}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # the caller went: its wait for a line goes too
+            line.cancel()
+            raise
+        if line.done():
+            yield line.result()
+        else:
+            line.cancel()  # the answer came first; a line still queued is taken next round

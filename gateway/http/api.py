@@ -5,6 +5,8 @@
     GET  /v1/runs                 the newest runs, with their answers when stored
     GET  /v1/runs/{id}            the result (200), the newest step while running (202), or 404
     GET  /v1/runs/{id}/events     Server-Sent Events, one per step, ending with the answer
+    POST /v1/chat/completions     OpenAI's Chat Completions API over runs (gateway.http.chat)
+    GET  /v1/models               the one model it serves, `aeon`
     GET  /healthz, /readyz        the process is up; Redis answers
     GET  /openapi.json, /docs     the API described; the run page at /
     /mcp                          MCP over streamable HTTP: the tool `ask` (gateway.mcp_server)
@@ -23,27 +25,34 @@ import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
-from pydantic import BaseModel, ValidationError
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from aeonloop.bus.cancels import CancelOutcome
-from aeonloop.bus.redis_errors import FAILURES, refuses_writes, said
-from aeonloop.bus.settings import redact
-from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput, ForeignEventId, TooLarge
+from aeonloop.bus.redis_errors import FAILURES
+from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput, ForeignEventId
 from aeonloop.gateway.client import AeonClient, answer_due_by
-from aeonloop.gateway.http.errors import CLIENT_CLOSED, error_response, json_response, refusal
+from aeonloop.gateway.http.bodies import checked_run, parsed, read_json, status_of
+from aeonloop.gateway.http.chat import RUN_ID_HEADER, ChatApi
+from aeonloop.gateway.http.errors import (
+    CHAT_PATH,
+    MODELS_PATH,
+    error_response,
+    json_response,
+    redis_reason,
+    refusal,
+)
 from aeonloop.gateway.http.guards import MCP_PATH, ApiGuard, HostGuard
 from aeonloop.gateway.http.models import (
     MAX_RECENT,
@@ -66,14 +75,12 @@ from aeonloop.gateway.http.run_steps import (
     webhook_data,
 )
 from aeonloop.gateway.http.settings import HttpSettings
-from aeonloop.gateway.validation import parse_rules, request_checks
 from aeonloop.phases import approvals
 from aeonloop.phases.events import ExecutionResult, RequestSubmitted
 from aeonloop.phases.models import Plan
 from aeonloop.telemetry.http import RequestMetrics, scrape
 
 log = logging.getLogger("aeon.http")
-B = TypeVar("B", bound=BaseModel)
 
 STATIC = Path(__file__).with_name("static")
 #: A correlation id as Aeon makes them (32 hex digits) or a producer may choose them.
@@ -85,17 +92,6 @@ SEND_TIMEOUT_S = 30.0
 #: How long a reader waits between two tries of a dropped event stream (SSE `retry:`).
 RETRY_MS = 1_000
 _READY_TIMEOUT_S = 2.0
-#: What pydantic says of a bad field, as `aeon ask` would say it.
-_TYPE_WORDS = {
-    "missing": "is required",
-    "string_type": "must be a string",
-    "float_type": "must be a number",
-    "float_parsing": "must be a number",
-    "finite_number": "must be a finite number",
-    "int_type": "must be a whole number",
-    "int_parsing": "must be a whole number",
-    "int_from_float": "must be a whole number",
-}
 _PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
     "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
@@ -122,7 +118,7 @@ class HttpApi:
 
     async def submit(self, request: Request) -> Response:
         wait = _number(request.query_params.get("wait", "0"), "wait", 0, MAX_WAIT_S)
-        body = _checked(await self._body(request), self.client)
+        body = checked_run(parsed(RunRequest, await read_json(request, self.settings)), self.client)
         if body["approve_plan"]:
             wait = 0  # it pauses for its plan's approval before any answer: 202 at once
         # Watched only when this request waits for the answer: the client keeps a watched
@@ -130,7 +126,7 @@ class HttpApi:
         try:
             correlation_id = await self.client.submit(**body, watch=bool(wait))
         except BadInput as error:  # the whole event over AEON_MAX_EVENT_BYTES
-            raise ApiError(_status_of(error), "body", str(error)) from None
+            raise ApiError(status_of(error), "body", str(error)) from None
         self.feed.note_submitted(correlation_id)
         headers = {"Location": links(correlation_id).self}
         if wait:
@@ -142,45 +138,6 @@ class HttpApi:
                 view = RunView(None, None, result)
                 return _run_response(correlation_id, view, headers, body["request"])
         return _accepted(correlation_id, "running", body["request"], headers)
-
-    async def _body(self, request: Request) -> Any:
-        """The body as JSON, refused past AEON_HTTP_MAX_BODY_BYTES before it is all read.
-        Only `Content-Type: application/json` is taken: a browser sends that from another
-        site's page only after asking (CORS preflight), so no page can submit runs unasked."""
-        media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
-        if media_type != "application/json":
-            raise ApiError(
-                415, "Content-Type", "send the body as JSON, with Content-Type: application/json"
-            )
-        limit = self.settings.http_max_body_bytes
-        too_large = ApiError(
-            413, "body", f"the body is over {limit:,} bytes (AEON_HTTP_MAX_BODY_BYTES)"
-        )
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            raise too_large
-        chunks, size = [], 0
-        wait = self.settings.http_body_timeout_s
-        try:
-            async with asyncio.timeout(wait):
-                async for chunk in request.stream():
-                    size += len(chunk)
-                    if size > limit:
-                        raise too_large
-                    chunks.append(chunk)
-        except TimeoutError:
-            reason = f"the body did not arrive within {wait:g} s (AEON_HTTP_BODY_TIMEOUT_S)"
-            # The rest of the body may never come: the connection ends with the answer.
-            raise ApiError(408, "body", reason, {"Connection": "close"}) from None
-        except ClientDisconnect:  # nobody to answer: a client error, not the server's
-            log.info("a client closed its connection after %d bytes of its body", size)
-            raise ApiError(
-                CLIENT_CLOSED, "body", "the client closed the connection before the whole body"
-            ) from None
-        try:
-            return orjson.loads(b"".join(chunks))
-        except orjson.JSONDecodeError as error:
-            raise ApiError(422, "body", f"the body is not JSON: {error}") from None
 
     async def run(self, request: Request) -> Response:
         correlation_id = _correlation_id(request)
@@ -218,7 +175,7 @@ class HttpApi:
         if request.headers.get("content-length", "0") != "0" or "transfer-encoding" in (
             request.headers
         ):
-            plan = _approval(await self._body(request))
+            plan = _approval(await read_json(request, self.settings))
         if not await self.feed.known(correlation_id):
             raise _unknown(correlation_id)
         if not await self.client.approve(correlation_id, plan):
@@ -284,76 +241,14 @@ class HttpApi:
         try:
             await asyncio.wait_for(self.client.redis.ping(), _READY_TIMEOUT_S)
         except FAILURES as error:
-            return json_response({"status": "unavailable", "reason": _redis_reason(error)}, 503)
+            return json_response({"status": "unavailable", "reason": redis_reason(error)}, 503)
         return json_response({"status": "ready"})
-
-
-def _checked(data: Any, client: AeonClient) -> dict[str, Any]:
-    """The submit's arguments from a request body, checked as `aeon ask` checks its input
-    against the client's limits (AEON_MAX_PASSES, the webhooks allowed, the files' and the
-    earlier turns' limits);
-    ApiError names the first field at fault: 413 for one past a limit on bytes, else 422."""
-    body = _body(RunRequest, data)
-    checks = request_checks(
-        client.limits,
-        body.request,
-        max_ttl=body.max_ttl,
-        timeout=body.timeout_s,
-        token_budget=body.token_budget,
-        webhook_url=body.webhook_url,
-        files=body.files,
-        tools=body.tools,
-        messages=body.messages,
-    )
-
-    def rules() -> list:
-        return [] if body.rules is None else parse_rules(body.rules, source="rules")
-
-    checked: dict[str, Any] = {"threshold": body.threshold, "approve_plan": body.approve_plan}
-    for field, check in {"request": checks["request"], "rules": rules, **checks}.items():
-        try:
-            checked[field] = check()
-        except BadInput as error:
-            raise ApiError(_status_of(error), _BODY_FIELDS.get(field, field), str(error)) from None
-    return checked
-
-
-#: The body's name of a field the checks name otherwise.
-_BODY_FIELDS = {"timeout": "timeout_s"}
-
-
-def _status_of(error: BadInput) -> int:
-    """413 for input past a limit on bytes (TooLarge), else 422."""
-    return 413 if isinstance(error, TooLarge) else 422
 
 
 def _approval(data: Any) -> Plan | None:
     """The plan an approval's body carries, if any; ApiError(422) naming what is wrong."""
-    body = _body(Approval, data)
+    body = parsed(Approval, data, "an approval")
     return approvals.plan_from_output(body.plan) if body.plan is not None else None
-
-
-def _body(model: type[B], data: Any) -> B:
-    """`data` read as the body `model` says; ApiError(422) naming the first field at fault."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as error:
-        problem = error.errors(include_url=False)[0]
-        field = ".".join(str(part) for part in problem["loc"]) or "body"
-        raise ApiError(422, field, _plain(problem)) from None
-
-
-def _plain(problem: Any) -> str:
-    kind, context = problem["type"], problem.get("ctx") or {}
-    if kind == "extra_forbidden":
-        return f"is not a field of a run; the fields are {', '.join(RunRequest.model_fields)}"
-    if kind == "greater_than_equal":
-        return f"must be at least {context['ge']} (got {problem['input']!r})"
-    if kind == "less_than_equal":
-        return f"must be at most {context['le']} (got {problem['input']!r})"
-    if kind == "model_type":
-        return 'must be a JSON object, e.g. {"request": "Explain tides"}'
-    return _TYPE_WORDS.get(kind, problem["msg"])
 
 
 def _number(text: str, field: str, low: float, high: float) -> float:
@@ -488,13 +383,6 @@ def _recent(run: RequestSubmitted, answer: ExecutionResult | None) -> RecentRun:
     )
 
 
-def _redis_reason(error: BaseException) -> str:
-    what = redact(said(error))
-    if refuses_writes(error):
-        return f"Redis refuses writes ({what}): nothing was stored; try again later"
-    return f"Redis does not answer ({what}); try again once it is back"
-
-
 # -- the app ----------------------------------------------------------------------------------
 
 
@@ -504,6 +392,7 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
     from aeonloop.gateway import mcp_server
 
     api = HttpApi(client, feed, settings)
+    chat = ChatApi(client, feed, settings)
     mcp_sessions = mcp_server.http_sessions(
         mcp_server.build_server(client), settings.http_max_body_bytes
     )
@@ -535,6 +424,10 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
         Route("/v1/runs/{correlation_id}/events", api.events, methods=["GET"]),
         Route("/v1/runs/{correlation_id}/cancel", api.cancel, methods=["POST"]),
         Route("/v1/runs/{correlation_id}/approve", api.approve, methods=["POST"]),
+        # OpenAI's Chat Completions API (gateway.http.chat).
+        Route(CHAT_PATH, chat.completions, methods=["POST"]),
+        Route(MODELS_PATH, chat.models, methods=["GET"]),
+        Route(MODELS_PATH + "/{model}", chat.model_of, methods=["GET"]),
         Mount("/static", _PageFiles(directory=STATIC)),
         Route(MCP_PATH, mcp_server.http_endpoint(mcp_sessions)),
     ]
@@ -551,7 +444,7 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
             allow_origins=list(settings.http_cors_origins),
             allow_methods=["GET", "POST"],
             allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
-            expose_headers=["Location"],
+            expose_headers=["Location", RUN_ID_HEADER],
         )
         middleware.insert(1, cors)  # outside the guards: refusals carry CORS headers too
     app = Starlette(
@@ -580,18 +473,21 @@ class _PageFiles(StaticFiles):
 
 async def _api_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, ApiError)
-    return refusal(error)
+    return refusal(error, request.url.path)
 
 
 async def _http_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, HTTPException)
     if error.status_code == 404:
-        return error_response(404, "path", f"no such endpoint: {request.url.path}")
+        path = request.url.path
+        return error_response(404, "path", f"no such endpoint: {path}", None, path)
     if error.status_code == 405:
         reason = f"{request.method} is not served here"
-        return error_response(405, "method", reason, error.headers)
-    return error_response(error.status_code, None, str(error.detail), error.headers)
+        return error_response(405, "method", reason, error.headers, request.url.path)
+    return error_response(
+        error.status_code, None, str(error.detail), error.headers, request.url.path
+    )
 
 
 async def _redis_error(request: Request, error: Exception) -> Response:
-    return error_response(503, None, _redis_reason(error), {"Retry-After": "1"})
+    return error_response(503, None, redis_reason(error), {"Retry-After": "1"}, request.url.path)

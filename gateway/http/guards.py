@@ -2,9 +2,10 @@
 bearer token.
 
 The rate limit comes first, so guessing tokens is as slow as any other request. Both answer
-in the API's JSON (gateway.http.errors). A token is compared in constant time and never
-logged, echoed or kept beyond the request; the page, health checks and OpenAPI document are
-outside the guard (they hold nothing a token protects).
+in the API's JSON (gateway.http.errors), in OpenAI's shape on the paths that speak its API. A
+token is compared in constant time and never logged, echoed or kept beyond the request; the
+page, health checks and OpenAPI document are outside the guard (they hold nothing a token
+protects).
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class ApiGuard:
                     f"{self._limiter.per_s:g} a second from {client}; try again in "
                     f"{wait:.1f} s",
                     {"Retry-After": str(math.ceil(wait))},
+                    scope["path"],
                 )
         if self._tokens and not self._authorized(Headers(scope=scope)):
             return error_response(
@@ -107,6 +109,7 @@ class ApiGuard:
                 "this API needs a bearer token: send `Authorization: Bearer <token>` with one "
                 "of the tokens in AEON_HTTP_TOKENS",
                 {"WWW-Authenticate": 'Bearer realm="aeon"'},
+                scope["path"],
             )
         return None
 
@@ -146,7 +149,7 @@ class HostGuard:
             "this server does not answer to that host name; call it by one it serves "
             "(AEON_HTTP_ALLOWED_HOSTS)"
         )
-        await error_response(400, "Host", reason)(scope, receive, send)
+        await error_response(400, "Host", reason, None, scope["path"])(scope, receive, send)
 
     @staticmethod
     def _matches(host: str, pattern: str) -> bool:

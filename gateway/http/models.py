@@ -56,10 +56,9 @@ _TEXT = "[^\\u0000-\\u0008\\u000B\\u000C\\u000E-\\u001F\\u007F-\\u009F]"
 REQUEST_PATTERN = f"^{_TEXT}*[^\\s\\u0000-\\u001F\\u007F-\\u009F]{_TEXT}*$"
 
 
-class RunRequest(BaseModel):
-    """A request to run, as `POST /v1/runs` takes it; checked as `aeon ask` checks its input."""
-
-    model_config = ConfigDict(extra="forbid")
+class RequestText(BaseModel):
+    """What to answer: a run's request, as `POST /v1/runs` takes it (the chat endpoint takes it
+    as its last user message instead)."""
 
     request: str = Field(
         description=f"what to answer, in natural language; 1 to {MAX_REQUEST_CHARS:,} characters, "
@@ -70,6 +69,14 @@ class RunRequest(BaseModel):
             "pattern": REQUEST_PATTERN,
         },
     )
+
+
+class RunOptions(BaseModel):
+    """How a run is to go: the fields of a run besides its request and earlier turns, taken
+    alike by `POST /v1/runs` and, as extra body fields, by `POST /v1/chat/completions`."""
+
+    model_config = ConfigDict(extra="forbid")
+
     #: Any JSON here: parse_rules says what is wrong with it in the words `aeon ask` uses.
     rules: Any = Field(
         None,
@@ -131,6 +138,12 @@ class RunRequest(BaseModel):
         "AEON_MAX_FILE_BYTES, or the files together over AEON_MAX_FILES_BYTES, is 413; one "
         "that is not text (control characters, a NUL byte), or too many files, is 422",
     )
+
+
+# Inherited in this order so the request comes first, as a reader of the schema expects it.
+class RunRequest(RunOptions, RequestText):
+    """A request to run, as `POST /v1/runs` takes it; checked as `aeon ask` checks its input."""
+
     messages: list[Turn] = Field(
         default_factory=list,
         description="the earlier turns of the conversation this request continues, oldest "

@@ -12,6 +12,18 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+from aeonloop.gateway.http.chat import RUN_ID_HEADER
+from aeonloop.gateway.http.chat_models import (
+    IGNORED_FIELDS,
+    MODEL_ID,
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatRequest,
+    Model,
+    ModelList,
+    OpenAIError,
+)
+from aeonloop.gateway.http.errors import CHAT_PATH, MODELS_PATH
 from aeonloop.gateway.http.models import (
     MAX_RECENT,
     MAX_WAIT_S,
@@ -32,9 +44,22 @@ _REF = "#/components/schemas/{model}"
 _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (RunRequest, "validation"),
     (Approval, "validation"),
+    (ChatRequest, "validation"),
     *(
         (model, "serialization")
-        for model in (Run, RecentRuns, StepEvent, EventFrame, ErrorBody, Health)
+        for model in (
+            Run,
+            RecentRuns,
+            StepEvent,
+            EventFrame,
+            ErrorBody,
+            Health,
+            ChatCompletion,
+            ChatCompletionChunk,
+            ModelList,
+            Model,
+            OpenAIError,
+        )
     ),
 ]
 _RUN_ID = {
@@ -53,7 +78,9 @@ def openapi_document(max_passes: int = DEFAULT_MAX_PASSES) -> dict[str, Any]:
     """The document of a server whose AEON_MAX_PASSES is `max_passes`: a request's `max_ttl`
     above it is refused, so the schema says so."""
     schemas = _schemas()
-    schemas["RunRequest"]["properties"]["max_ttl"]["maximum"] = max_passes
+    for body in ("RunRequest", "ChatRequest"):
+        schemas[body]["properties"]["max_ttl"]["maximum"] = max_passes
+    _chat_request(schemas["ChatRequest"])
     return {
         "openapi": "3.1.0",
         "info": {
@@ -61,7 +88,8 @@ def openapi_document(max_passes: int = DEFAULT_MAX_PASSES) -> dict[str, Any]:
             "version": "1",
             "description": "Submit requests to Aeon's multi-pass reasoning pipeline, follow their "
             "steps live, and read their answers. Errors are JSON: "
-            '{"error", "field", "reason"}.',
+            '{"error", "field", "reason"}; on the endpoints that speak OpenAI\'s Chat '
+            'Completions API, its shape: {"error": {"message", "type", "param", "code"}}.',
         },
         "paths": _paths(),
         "components": {
@@ -77,6 +105,15 @@ def _schemas() -> dict[str, Any]:
     return definitions["$defs"]
 
 
+def _chat_request(schema: dict[str, Any]) -> None:
+    """What JSON Schema can say of a chat request beyond its model: the one model, the standard
+    fields taken and ignored, and no other field."""
+    schema["properties"]["model"]["enum"] = [MODEL_ID]
+    for name in sorted(IGNORED_FIELDS):
+        schema["properties"][name] = {"description": "OpenAI's; taken, and ignored"}
+    schema["additionalProperties"] = False
+
+
 def _ref(model: str) -> dict[str, str]:
     return {"$ref": _REF.format(model=model)}
 
@@ -86,11 +123,13 @@ def _json(model: str) -> dict[str, Any]:
 
 
 def _responses(
-    described: dict[str, tuple[str, str | None]], errors: dict[str, str] | None = None
+    described: dict[str, tuple[str, str | None]],
+    errors: dict[str, str] | None = None,
+    error_body: str = "ErrorBody",
 ) -> dict[str, Any]:
     """OpenAPI responses from `{"200": ("what it means", "Model" or None)}`, and `errors`
-    (`{"404": "what it means"}`), whose bodies are all ErrorBody."""
-    every = {**described, **{code: (words, "ErrorBody") for code, words in (errors or {}).items()}}
+    (`{"404": "what it means"}`), whose bodies are all `error_body`."""
+    every = {**described, **{code: (words, error_body) for code, words in (errors or {}).items()}}
     responses: dict[str, Any] = {}
     for code, (description, model) in every.items():
         responses[code] = {"description": description}
@@ -252,6 +291,7 @@ def _paths() -> dict[str, Any]:
                 ),
             }
         },
+        **_chat_paths(guarded),
         "/healthz": {
             "get": {
                 "summary": "The process is up",
@@ -269,6 +309,77 @@ def _paths() -> dict[str, Any]:
                         "200": ("ready", "Health"),
                         "503": ("Redis does not answer, or a reader of it stopped", "Health"),
                     }
+                ),
+            }
+        },
+    }
+
+
+def _chat_paths(guarded: dict[str, str]) -> dict[str, Any]:
+    """OpenAI's Chat Completions API over runs (gateway.http.chat, docs/chat.md)."""
+    run_id = {
+        RUN_ID_HEADER: {
+            "description": "the run's correlation id",
+            "schema": {"type": "string"},
+        }
+    }
+    return {
+        CHAT_PATH: {
+            "post": {
+                "summary": "A run, asked as OpenAI's Chat Completions API asks",
+                "description": "The last message is the request, the ones before it its "
+                "earlier turns; a run's options come as extra fields. Checked as POST /v1/runs "
+                "checks a run, and nothing is published for a request refused. With `stream: "
+                "false`, the answer as a `chat.completion` once the run has it; with `stream: "
+                "true`, `chat.completion.chunk` events: the run's progress lines as "
+                "`reasoning_content`, the answer's text as `content`, a chunk with "
+                "`finish_reason` (and the run's outcome as `aeon`), the usage if "
+                "`stream_options.include_usage`, then `data: [DONE]`. A client that leaves "
+                "before the answer has its run cancelled, unless "
+                "AEON_CHAT_FINISH_ON_DISCONNECT. Errors are OpenAI's shape (OpenAIError).",
+                "requestBody": {"required": True, "content": _json("ChatRequest")},
+                "responses": {
+                    "200": {
+                        "description": "the completion, or with `stream: true` its chunks",
+                        "headers": run_id,
+                        "content": {
+                            **_json("ChatCompletion"),
+                            "text/event-stream": {"schema": _ref("ChatCompletionChunk")},
+                        },
+                    },
+                    **_responses(
+                        {},
+                        {
+                            "400": "a field is wrong, or asks what Aeon cannot do (n above 1, "
+                            "JSON output, log probabilities, audio, functions), or approve_plan "
+                            "with stream; or the Host is not served",
+                            "404": "a model other than `aeon`",
+                            "413": "the body, a file, the files or the turns over their limits",
+                            "415": "the body is not sent as application/json",
+                            "504": "no answer came by the run's deadline and its grace",
+                            **guarded,
+                        },
+                        "OpenAIError",
+                    ),
+                },
+            }
+        },
+        MODELS_PATH: {
+            "get": {
+                "summary": "The models: `aeon`, the one",
+                "responses": _responses({"200": ("the list", "ModelList")}, guarded, "OpenAIError"),
+            }
+        },
+        MODELS_PATH + "/{model}": {
+            "get": {
+                "summary": "A model: `aeon`",
+                "parameters": [
+                    {"name": "model", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "responses": _responses(
+                    {"200": ("the model", "Model")},
+                    {"404": "a model other than `aeon`", **guarded},
+                    "OpenAIError",
                 ),
             }
         },

@@ -49,6 +49,10 @@ class HttpSettings(AeonSettings):
     #: Connections and requests at once; past it, a new request is answered 503 by the server
     #: (a thousand readers of event streams fit).
     http_max_connections: Annotated[int, Field(ge=1)] = 4096
+    #: A chat completion whose client goes before its answer (a stream closed, a request
+    #: dropped) has its run cancelled, as nobody will read the answer; true lets the run finish,
+    #: its answer kept like any run's (`aeon answer ID`, the run page).
+    chat_finish_on_disconnect: bool = False
 
     @field_validator(
         "http_tokens",

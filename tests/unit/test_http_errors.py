@@ -1,7 +1,8 @@
 """How the HTTP app answers when Redis fails in ways a test server cannot easily make: a
 cluster with a slot uncovered, a node unreachable, a socket error. Each must be the API's
-`503` with Retry-After (try again), never a bare `500`. Driven through the app's ASGI
-interface, without a server."""
+`503` with Retry-After (try again), never a bare `500`. And how the endpoints that speak
+OpenAI's API say no, the guards' refusals included: in OpenAI's shape, where the rest of the
+API keeps its own. Driven through the app's ASGI interface, without a server."""
 
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ class _Feed:
         raise self.error
 
 
-async def _get(app: Any, path: str) -> tuple[int, dict[str, str], Any]:
+async def _get(
+    app: Any, path: str, headers: list[tuple[bytes, bytes]] | None = None
+) -> tuple[int, dict[str, str], Any]:
     path, _, query = path.partition("?")
     scope = {
         "type": "http",
@@ -57,7 +60,7 @@ async def _get(app: Any, path: str) -> tuple[int, dict[str, str], Any]:
         "raw_path": path.encode(),
         "query_string": query.encode(),
         "root_path": "",
-        "headers": [(b"host", b"127.0.0.1")],
+        "headers": headers or [(b"host", b"127.0.0.1")],
         "client": ("127.0.0.1", 5000),
         "server": ("127.0.0.1", 8080),
     }
@@ -91,3 +94,41 @@ async def test_readiness_names_a_reader_that_stopped() -> None:
     app = build_app(_Client(OSError(), stopped), _Feed(OSError()), HttpSettings())  # type: ignore[arg-type]
     status, _, body = await _get(app, "/readyz")
     assert status == 503 and body == {"status": "unavailable", "reason": stopped}
+
+
+def _openai_error(body: Any, param: str | None, kind: str) -> str:
+    """The message of an error in OpenAI's shape, after checking its other fields."""
+    assert set(body) == {"error"}, body
+    error = body["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert (error["param"], error["type"]) == (param, kind)
+    return error["message"]
+
+
+async def test_the_openai_endpoints_refuse_in_openais_shape_and_the_rest_in_aeons() -> None:
+    settings = HttpSettings(http_tokens=("t" * 20,), http_rate_per_s=1, http_rate_burst=2)
+    app = build_app(_Client(OSError()), _Feed(OSError()), settings)  # type: ignore[arg-type]
+    status, headers, body = await _get(app, "/v1/models")
+    assert status == 401 and headers["www-authenticate"] == 'Bearer realm="aeon"'
+    message = _openai_error(body, "Authorization", "authentication_error")
+    assert message.startswith("Authorization: this API needs a bearer token")
+    status, _, body = await _get(app, "/v1/runs")
+    assert status == 401 and body["error"] == "unauthorized" and body["field"] == "Authorization"
+    status, headers, body = await _get(app, "/v1/chat/completions")  # the burst is spent
+    assert status == 429 and int(headers["retry-after"]) >= 1
+    _openai_error(body, None, "rate_limit_error")
+
+
+async def test_a_bad_host_and_a_wrong_method_on_the_chat_endpoint_in_openais_shape() -> None:
+    app = build_app(_Client(OSError()), _Feed(OSError()), HttpSettings())  # type: ignore[arg-type]
+    status, _, body = await _get(app, "/v1/chat/completions", [(b"host", b"evil.example")])
+    assert status == 400
+    assert "AEON_HTTP_ALLOWED_HOSTS" in _openai_error(body, "Host", "invalid_request_error")
+    status, headers, body = await _get(app, "/v1/chat/completions")
+    assert status == 405 and headers["allow"] == "POST"
+    _openai_error(body, "method", "invalid_request_error")
+    status, _, body = await _get(app, "/v1/models/gpt-4o")
+    assert status == 404
+    assert "'aeon'" in _openai_error(body, "model", "not_found_error")
+    status, _, body = await _get(app, "/v1/models")
+    assert status == 200 and [model["id"] for model in body["data"]] == ["aeon"]

@@ -1,12 +1,16 @@
 """The lines `aeon ask` prints as a run goes (gateway.progress): Phase B's count is the plan as B
 made it, a step a later refinement added is named in the line of the pass that added it, and
-a run paused for its plan's approval has B's line before the question."""
+a run paused for its plan's approval has B's line before the question. And how a gateway relays
+them as they come (`lines_until`: MCP's progress notifications, the chat stream's reasoning)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
-from aeonloop.gateway.progress import progress_of
+import pytest
+
+from aeonloop.gateway.progress import Progress, lines_until, progress_of
 from aeonloop.phases import approvals
 from aeonloop.phases.events import (
     PassCompleted,
@@ -72,3 +76,39 @@ def test_a_paused_run_says_b_planned_then_that_its_plan_was_approved() -> None:
     ]
     edited = Plan(goal="g", steps=[PlanStep(step_id="only", description="say it")])
     assert _lines(approvals.approved(paused, edited)) == ["B  plan approved: 1 steps; running it"]
+
+
+async def test_lines_until_relays_each_line_then_those_queued_before_the_answer() -> None:
+    lines: asyncio.Queue[Progress] = asyncio.Queue()
+    answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    relayed: list[str] = []
+
+    async def relay() -> None:
+        async for progress in lines_until(lines, answer):
+            relayed.append(progress.line)
+
+    relaying = asyncio.ensure_future(relay())
+    lines.put_nowait(Progress("c", "A", "A  profiled"))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert relayed == ["A  profiled"]  # as it comes, not at the end
+    # The answer and the last lines arrive together: the lines are not lost to the answer.
+    lines.put_nowait(Progress("c", "C", "C  pass 1"))
+    lines.put_nowait(Progress("c", "E", "E  loop ended"))
+    answer.set_result("answered")
+    await asyncio.wait_for(relaying, 5)
+    assert relayed == ["A  profiled", "C  pass 1", "E  loop ended"]
+
+
+async def test_lines_until_ends_with_its_caller_and_leaves_the_queue_whole() -> None:
+    lines: asyncio.Queue[Progress] = asyncio.Queue()
+    answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    relaying = asyncio.ensure_future(anext(lines_until(lines, answer)))
+    await asyncio.sleep(0)
+    relaying.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await relaying
+    lines.put_nowait(Progress("c", "A", "A  profiled"))
+    for _ in range(3):
+        await asyncio.sleep(0)  # a wait for a line left behind would take it now
+    assert lines.get_nowait().line == "A  profiled"

@@ -1,0 +1,287 @@
+"""Aeon behind OpenAI's Chat Completions API, for the clients that speak it (docs/chat.md).
+
+    POST /v1/chat/completions    a run, asked as a chat: its answer as the assistant's message
+    GET  /v1/models              the one model, `aeon` (and GET /v1/models/aeon)
+
+A completion is an ordinary run: its messages become the request (the last user message) and
+its earlier turns (gateway.conversation.split_messages), a run's own options come as extra body
+fields, and all of it is checked as `POST /v1/runs` checks it (gateway.http.bodies) before
+anything is published. It is submitted through the same client, so it has its correlation id
+(the completion's `id`, and the `X-Aeon-Run-Id` header), shows on the run page, and can be
+cancelled.
+
+- `stream: false` waits for the answer and returns it as a `chat.completion`, `usage` being the
+  run's own token counts.
+- `stream: true` sends `chat.completion.chunk` events: each progress line `aeon ask` prints
+  (gateway.progress) as `reasoning_content`, the field chat UIs show as thinking; then the
+  answer's text as `content`, in pieces that join to the published text exactly; a chunk with
+  `finish_reason`; the usage, when `stream_options.include_usage` asks; `data: [DONE]`.
+- A client that goes before the answer (a stream closed, a request dropped) has its run
+  cancelled, as nobody will read the answer, unless AEON_CHAT_FINISH_ON_DISCONNECT says to
+  let it finish. Either way the run is answered once, by the pipeline.
+- Refusals are OpenAI's shape (gateway.http.errors), so its clients raise the exception the
+  status calls for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import anyio
+import orjson
+from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from aeonloop.bus.redis_errors import FAILURES, said
+from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput
+from aeonloop.gateway.client import ANSWER_GRACE_S, AeonClient
+from aeonloop.gateway.conversation import split_messages
+from aeonloop.gateway.http.bodies import checked_run, parsed, read_json, status_of
+from aeonloop.gateway.http.chat_models import (
+    MODEL_ID,
+    ChatRequest,
+    Chunks,
+    Model,
+    ModelList,
+    answer_pieces,
+    completion,
+    unknown_field,
+    unknown_field_reason,
+)
+from aeonloop.gateway.http.errors import (
+    CLIENT_CLOSED,
+    error_response,
+    json_response,
+    openai_error,
+    redis_reason,
+)
+from aeonloop.gateway.http.models import RunOptions, RunRequest
+from aeonloop.gateway.http.run_feed import RunFeed
+from aeonloop.gateway.http.settings import HttpSettings
+from aeonloop.gateway.progress import Progress, lines_until
+from aeonloop.phases.events import ExecutionResult
+
+log = logging.getLogger("aeon.http")
+
+#: The header naming a completion's run, on every answer to a request that started one.
+RUN_ID_HEADER = "X-Aeon-Run-Id"
+#: Keep-alive comments while a stream waits for the run's next line, so proxies do not cut it.
+PING_S = 15
+#: A stream whose socket took no bytes for this long is dropped (its client has gone).
+SEND_TIMEOUT_S = 30.0
+#: A stream's last event, as OpenAI's API ends one.
+DONE = "[DONE]"
+
+
+class ChatApi:
+    """The endpoints, bound to the API's client, run feed and settings."""
+
+    def __init__(self, client: AeonClient, feed: RunFeed, settings: HttpSettings) -> None:
+        self.client = client
+        self.feed = feed
+        self.settings = settings
+        self.model = Model(created=int(time.time()))
+
+    async def models(self, request: Request) -> Response:
+        """`GET /v1/models`: the one model."""
+        return json_response(ModelList(data=[self.model]).model_dump(mode="json"))
+
+    async def model_of(self, request: Request) -> Response:
+        """`GET /v1/models/{model}`: the model, if it is `aeon`."""
+        _check_model(request.path_params["model"])
+        return json_response(self.model.model_dump(mode="json"))
+
+    async def completions(self, request: Request) -> Response:
+        """`POST /v1/chat/completions`: checked, submitted, then answered or streamed."""
+        body, run = _checked(await read_json(request, self.settings), self.client)
+        lines: asyncio.Queue[Progress] = asyncio.Queue()
+        try:
+            correlation_id = await self.client.submit(
+                **run, on_progress=lines.put_nowait if body.stream else None
+            )
+        except BadInput as error:  # the whole event over AEON_MAX_EVENT_BYTES
+            raise ApiError(status_of(error), "body", str(error)) from None
+        self.feed.note_submitted(correlation_id)
+        created = int(time.time())
+        log.info(
+            "run %s submitted as a chat completion%s",
+            correlation_id,
+            " (streamed)" if body.stream else "",
+        )
+        waiting = asyncio.ensure_future(
+            self.client.wait(correlation_id, run["timeout"] + ANSWER_GRACE_S)
+        )
+        headers = {RUN_ID_HEADER: correlation_id}
+
+        async def left() -> None:
+            await self._left(correlation_id, waiting)
+
+        if body.stream:
+            chunks = Chunks(correlation_id, created, body.include_usage())
+            return _Stream(_events(chunks, lines, waiting), left, headers)
+        try:
+            return await _answer(request, correlation_id, created, waiting, headers)
+        finally:
+            await left()
+
+    async def _left(self, correlation_id: str, waiting: asyncio.Future[ExecutionResult]) -> None:
+        """The completion is over: if its answer had not come, its client has gone (or the
+        server is stopping), and nobody will read it. Its run is cancelled, unless
+        AEON_CHAT_FINISH_ON_DISCONNECT says to let it finish."""
+        if waiting.done():
+            return
+        waiting.cancel()
+        if self.settings.chat_finish_on_disconnect:
+            log.info(
+                "run %s: its chat client left before the answer; it runs on "
+                "(AEON_CHAT_FINISH_ON_DISCONNECT)",
+                correlation_id,
+            )
+            return
+        # Shielded: this runs as the request's scope is being cancelled, which would stop it.
+        with anyio.CancelScope(shield=True):
+            try:
+                outcome = await self.client.cancel(correlation_id)
+            except FAILURES as error:
+                log.warning(
+                    "run %s: its chat client left before the answer, and it could not be "
+                    "cancelled (%s); it runs to its end",
+                    correlation_id,
+                    said(error),
+                )
+                return
+        log.info(
+            "run %s: its chat client left before the answer; cancel %s",
+            correlation_id,
+            outcome.value,
+        )
+
+
+def _checked(data: Any, client: AeonClient) -> tuple[ChatRequest, dict[str, Any]]:
+    """The request and the submit's arguments of its run; ApiError naming the field at fault
+    (400 for the fields the checks refuse, as OpenAI answers; 413 past a limit on bytes)."""
+    unknown = unknown_field(data)
+    if unknown is not None:
+        raise ApiError(422, unknown, unknown_field_reason())
+    body = parsed(ChatRequest, data, example=_EXAMPLE)
+    _check_model(body.model)
+    if body.stream and body.approve_plan:
+        raise ApiError(
+            422,
+            "approve_plan",
+            "a streamed completion cannot pause for its plan's approval: send stream: false "
+            "(then approve the plan on the run page or by POST /v1/runs/{id}/approve), or leave "
+            "approve_plan out",
+        )
+    try:
+        request, turns = split_messages(body.messages)
+    except BadInput as error:
+        raise ApiError(422, "messages", str(error)) from None
+    options = {name: getattr(body, name) for name in RunOptions.model_fields}
+    # Built from fields ChatRequest has checked already, by the same definitions.
+    run = RunRequest.model_construct(request=request, messages=turns, **options)
+    last = f"messages.{len(body.messages) - 1}.content"
+    return body, checked_run(run, client, {"request": last})
+
+
+_EXAMPLE = '{"model": "aeon", "messages": [{"role": "user", "content": "Explain tides"}]}'
+
+
+def _check_model(model: str) -> None:
+    if model != MODEL_ID:
+        raise ApiError(
+            404,
+            "model",
+            f"no model {model[:80]!r} here: the one model is {MODEL_ID!r} (GET /v1/models)",
+        )
+
+
+async def _answer(
+    request: Request,
+    correlation_id: str,
+    created: int,
+    waiting: asyncio.Future[ExecutionResult],
+    headers: dict[str, str],
+) -> Response:
+    """The completion once the answer is in; 499 if the client went first."""
+    gone = asyncio.ensure_future(_disconnected(request.receive))
+    try:
+        await asyncio.wait({waiting, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if not waiting.done():  # nobody reads this: it is what the metrics count
+        reason = "the client closed the connection before the answer"
+        return error_response(CLIENT_CLOSED, None, reason, headers, request.url.path)
+    try:
+        result = waiting.result()
+    except AnswerTimeout as error:
+        raise ApiError(504, None, str(error), {**headers, "x-should-retry": "false"}) from None
+    body = completion(correlation_id, created, result).model_dump(mode="json")
+    return json_response(body, headers=headers)
+
+
+async def _disconnected(receive: Receive) -> None:
+    """Return once the client has closed its connection (its body is read by then)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _events(
+    chunks: Chunks, lines: asyncio.Queue[Progress], waiting: asyncio.Future[ExecutionResult]
+) -> AsyncIterator[ServerSentEvent]:
+    """A streamed completion's events: the role, the run's progress lines, the answer in
+    pieces, the finish, the usage if asked, `[DONE]`; an error event if no answer comes."""
+    yield _event(chunks.delta(role="assistant", content=""))
+    async for progress in lines_until(lines, waiting):
+        yield _event(chunks.delta(reasoning_content=progress.line + "\n"))
+    try:
+        result = waiting.result()
+    except AnswerTimeout as error:
+        yield _event(openai_error(504, None, str(error)))
+        return
+    except FAILURES as error:
+        yield _event(openai_error(503, None, redis_reason(error)))
+        return
+    for piece in answer_pieces(result.final_answer.answer_text):
+        yield _event(chunks.delta(content=piece))
+    yield _event(chunks.finish(result))
+    if chunks.include_usage:
+        yield _event(chunks.usage(result))
+    yield _event(DONE)
+
+
+def _event(data: str | dict[str, object]) -> ServerSentEvent:
+    """One `data:` event: a chunk's JSON, an error as JSON, or `[DONE]`."""
+    return ServerSentEvent(data if isinstance(data, str) else orjson.dumps(data).decode())
+
+
+class _Stream(EventSourceResponse):
+    """An event stream that calls `left` once it is over, however it ended: done, its client
+    gone, its socket stalled, or the server stopping."""
+
+    def __init__(
+        self,
+        events: AsyncIterator[ServerSentEvent],
+        left: Callable[[], Awaitable[None]],
+        headers: dict[str, str],
+    ) -> None:
+        super().__init__(
+            events,
+            headers=headers,
+            ping=PING_S,
+            send_timeout=SEND_TIMEOUT_S,
+            sep="\n",  # as OpenAI's API writes its streams
+        )
+        self._left = left
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._left()
