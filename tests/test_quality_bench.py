@@ -14,6 +14,7 @@ as CI runs it.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -75,11 +76,15 @@ def test_word_line_and_absence_rules_are_written_as_patterns(
     assert bool(re.search(rule.check.search or "", text, flags=re.MULTILINE)) is holds
 
 
-def _bench(base_url: str, redis_url: str, out: Path, *extra: str) -> dict[str, Any]:
-    """`python -m bench --only quality` against the given server; its section of the report."""
+def _bench(
+    base_url: str, redis_url: str, out: Path, *extra: str, **settings: str
+) -> dict[str, Any]:
+    """`python -m bench --only quality` against the given server, with `settings` (AEON_*) in
+    its environment; its section of the report."""
     argv = [sys.executable, "-m", "bench", "--only", "quality", "--llm-url", base_url]
     argv += ["--model", "fake-model", "--redis-url", redis_url, "--out", str(out), *extra]
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=220)
+    env = {**os.environ, **settings}
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=220)
     assert done.returncode == 0, done.stderr + done.stdout
     report = json.loads(out.read_text())
     report["stdout"] = done.stdout
@@ -301,8 +306,8 @@ def test_every_column_is_scored_on_the_answer_as_published(redis_url: str, tmp_p
     as its answer is (never its steps), and loses the rule the first plain call held (a flip).
     Best of k takes the third plain call, the one that holds all three. The baseline and the
     loop run apart, as the real model's are: the second run keeps the first's plain calls from
-    the results file, and its one plain call is the loop's own draft (sent as the request
-    alone, llm.session.PLAIN), which holds none of the rules here."""
+    the results file, and its plain calls are the loop's own drafts (sent as the request
+    alone, llm.session.PLAIN), which hold none of the rules here."""
     model = TidesModel()
     results = tmp_path / "cases.json"
     keep = ["--quality-cases", "1", "--quality-results", str(results)]
@@ -320,7 +325,9 @@ def test_every_column_is_scored_on_the_answer_as_published(redis_url: str, tmp_p
         report = _bench(
             fake.base_url, redis_url, tmp_path / "b.json", *keep, "--quality-columns", "loop"
         )
-    assert model.plain_calls == K_MAX + 1  # the loop's draft; the baseline's calls were kept
+    # The loop's drafts: the first ("Tides."), then a second that repeats it, which ends the
+    # sampling (verification.best_draft); the baseline's calls were kept.
+    assert model.plain_calls == K_MAX + 2
     [first] = baseline["quality"]["per_case"]
     assert first["bestof"]["k"] == K_MAX and "loop" not in first
     [row] = report["quality"]["per_case"]
@@ -341,29 +348,34 @@ def test_rules_in_words_are_judged_by_prepared_checks_against_the_hand_written(
     redis_url: str, tmp_path: Path
 ) -> None:
     """The tides rules in words: PREPARE makes a check for moon that agrees with the
-    hand-written one on the published answer (both fail), one for gravity that does not (it
-    holds, the hand-written one fails), none for two, and one from the request itself."""
+    hand-written one on the published answer (both fail), one for two that does not (it holds,
+    the hand-written one fails), none for gravity, which the host reads itself ("Mention
+    gravity.": its check fails, as the hand-written one does), and one from the request. One
+    draft (AEON_DRAFT_SAMPLES=1): a second sample would be the plain reply that holds every
+    rule, and the answer these checks are judged on would be that draft."""
     prepared = [
         {"rule_id": "moon", "check": {"type": "phrase_count", "phrase": "moon", "min": 1}},
-        {"rule_id": "gravity", "check": {"type": "pattern", "pattern": "sea"}},
+        {"rule_id": "two", "check": {"type": "pattern", "pattern": "sea"}},
         {"rule_id": "request.short", "check": {"type": "count", "unit": "words", "max": 100}},
     ]
     model = TidesModel(prepared)
     with serve() as fake:
         fake.responder = model
         argv = ["--quality-cases", "1", "--quality-columns", "plain,words"]
-        report = _bench(fake.base_url, redis_url, tmp_path / "r.json", *argv)
+        report = _bench(
+            fake.base_url, redis_url, tmp_path / "r.json", *argv, AEON_DRAFT_SAMPLES="1"
+        )
     section = report["quality"]
     [row] = section["per_case"]
     assert row["words"]["rules_held"] == 0 and row["words"]["flipped"] == ["moon"]
     assert row["words"]["agreement"] == {
-        "checked": 2,
-        "agreed": 1,
-        "disagreed": ["gravity"],
-        "unchecked": ["two"],
+        "checked": 3,
+        "agreed": 2,
+        "disagreed": ["two"],
+        "unchecked": [],
         "request_checks": 1,
     }
-    assert section["words"]["agreement"]["agreed"] == 1
+    assert section["words"]["agreement"]["agreed"] == 2
     words_table = report["stdout"].split("Quality, rules in words")[1]
     [line] = [ln for ln in words_table.splitlines() if ln.startswith("tides ")]
-    assert line.split()[-2:] == ["1/2", "1"]  # agreed of checked, and rules with no check
+    assert line.split()[-2:] == ["2/3", "0"]  # agreed of checked, and rules with no check
