@@ -165,11 +165,21 @@ class OpenAIAdapter:
             if exc.status_code == 404:  # no model list: is the chat endpoint there at least?
                 await self._chat_endpoint_found()
             return  # it answers, and lists no models: nothing to compare
-        except (openai.APIConnectionError, TimeoutError) as exc:
-            why = "no answer in 5 s" if isinstance(exc, TimeoutError) else _cause(exc)
+        except (TimeoutError, openai.APITimeoutError):
+            # Connected, but no answer in time: a local server busy with another request (one
+            # slot, on a CPU) answers nothing else until it is done. Its calls have bounds of
+            # their own; failing here would refuse a server that works.
+            log.warning(
+                "the LLM server %s took its connection but did not list its models within "
+                "%g s (busy?); going on without checking AEON_LLM_MODEL",
+                self.where,
+                CHECK_TIMEOUT_S,
+            )
+            return
+        except openai.APIConnectionError as exc:
             raise LLMNotReady(
-                f"the LLM server {self.where} does not answer ({why}): start it, or point "
-                "AEON_LLM_BASE_URL at one (e.g. http://localhost:11434/v1)"
+                f"the LLM server {self.where} does not answer ({_cause(exc)}): start it, or "
+                "point AEON_LLM_BASE_URL at one (e.g. http://localhost:11434/v1)"
             ) from None
         if listed and self.model not in listed:
             raise LLMNotReady(

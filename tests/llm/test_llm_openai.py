@@ -197,6 +197,31 @@ async def test_a_model_list_that_is_not_a_list_reads_as_no_models(
     assert not fake_openai.seen  # it answers: nothing to compare, nothing more to ask
 
 
+async def test_a_server_that_connects_but_is_busy_passes_the_check_with_a_warning(
+    adapter_for, monkeypatch, caplog
+) -> None:
+    """A local server busy with another request (llama-cpp-python, one slot on a CPU) takes the
+    connection and answers nothing else until it is done: the check must not refuse a server
+    that works (issue 33's slow servers). A port where nothing listens still fails it."""
+    monkeypatch.setattr("aeonloop.llm.openai_adapter.CHECK_TIMEOUT_S", 0.3)
+    held: list[asyncio.StreamWriter] = []
+
+    async def accept_and_say_nothing(_: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        held.append(writer)
+
+    server = await asyncio.start_server(accept_and_say_nothing, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with caplog.at_level(logging.WARNING, logger="aeonloop.llm.openai_adapter"):
+            await adapter_for(base_url=f"http://127.0.0.1:{port}/v1").check()
+    finally:
+        server.close()
+        for writer in held:
+            writer.close()
+    assert held, "the check connected"
+    assert "did not list its models within 0.3 s (busy?)" in caplog.text
+
+
 @pytest.mark.parametrize("status", [400, 401, 404, 422])
 async def test_client_errors_fail_at_once(fake_openai, adapter_for, call, status):
     fake_openai.fail(status, "bad request")
