@@ -7,14 +7,18 @@ line by line as a browser's EventSource would (gateway.http.run_feed's events: `
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import re
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from e2e_support import Proc, Processes
+import redis
+from e2e_support import Bus, Proc, Processes, child_env
 
 _SERVING = re.compile(r"serving http://([^:/]+):(\d+)/")
 
@@ -152,3 +156,33 @@ def expected_kinds(result: Mapping[str, Any]) -> list[str]:
     """The steps a run answered with `result` streams, in order."""
     passes = [f"pass-{n}" for n in range(1, result["total_passes"] + 1)]
     return ["profile", "plan", *passes, "exit", "answer"]
+
+
+@contextlib.contextmanager
+def served(redis_url: str, logs: Path, **env: str) -> Iterator[tuple[Server, Bus, dict[str, str]]]:
+    """One worker and one `aeon serve`, under a prefix of their own (`env`: AEON_* settings),
+    their logs printed if the block fails, and the prefix's keys deleted after it."""
+    prefix = "t" + uuid.uuid4().hex[:8]
+    procs = Processes(logs)
+    child = child_env(redis_url, prefix, **env)
+    bus = Bus(redis_url, prefix)
+    try:
+        procs.worker(child)
+        yield Server(procs, child), bus, child
+    except BaseException:
+        print(procs.report())
+        raise
+    finally:
+        procs.kill_all()
+        bus.close()
+        _delete_prefix(redis_url, prefix)
+
+
+def _delete_prefix(url: str, prefix: str) -> None:
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+        for start in range(0, len(keys), 500):
+            client.delete(*keys[start : start + 500])
+    finally:
+        client.close()

@@ -16,16 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import openai
 import pytest
-import redis
-from e2e_support import Bus, Processes, child_env, wait_until
-from http_support import Server
+from e2e_support import Bus, Processes, wait_until
+from http_support import Server, served
 
 pytestmark = pytest.mark.e2e
 
@@ -78,24 +76,10 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """One worker and one server, behind a bearer token, under a prefix of their own."""
-    prefix = "t" + uuid.uuid4().hex[:8]
-    procs = Processes(tmp_path_factory.mktemp("chat-logs"))
-    env = child_env(redis_url, prefix, AEON_LLM_DELAY_MS=LLM_DELAY_MS, AEON_HTTP_TOKENS=TOKEN)
-    bus = Bus(redis_url, prefix)
-    try:
-        procs.worker(env)
-        yield Stack(Server(procs, env), bus, env)
-    except BaseException:
-        print(procs.report())
-        raise
-    finally:
-        procs.kill_all()
-        bus.close()
-        client = redis.Redis.from_url(redis_url)
-        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
-        if keys:
-            client.delete(*keys)
-        client.close()
+    logs = tmp_path_factory.mktemp("chat-logs")
+    settings = {"AEON_LLM_DELAY_MS": LLM_DELAY_MS, "AEON_HTTP_TOKENS": TOKEN}
+    with served(redis_url, logs, **settings) as (server, bus, env):
+        yield Stack(server, bus, env)
 
 
 def phase_starts(lines: list[str]) -> list[int]:

@@ -18,9 +18,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-import redis
 from e2e_support import Bus, Processes, child_env, wait_until
-from http_support import Server, expected_kinds
+from http_support import Server, expected_kinds, served
 
 from aeonloop.bus.compact import unpack
 
@@ -40,33 +39,12 @@ class Stack:
     env: dict[str, str]
 
 
-def _delete_prefix(url: str, prefix: str) -> None:
-    client = redis.Redis.from_url(url)
-    try:
-        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
-        for start in range(0, len(keys), 500):
-            client.delete(*keys[start : start + 500])
-    finally:
-        client.close()
-
-
 @pytest.fixture(scope="module")
 def stack(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """One worker and one server for the whole module, under a prefix of its own."""
-    prefix = "t" + uuid.uuid4().hex[:8]
-    procs = Processes(tmp_path_factory.mktemp("http-api-logs"))
-    env = child_env(redis_url, prefix, AEON_LLM_DELAY_MS=LLM_DELAY_MS)
-    bus = Bus(redis_url, prefix)
-    try:
-        procs.worker(env)
-        yield Stack(Server(procs, env), bus, env)
-    except BaseException:
-        print(procs.report())
-        raise
-    finally:
-        procs.kill_all()
-        bus.close()
-        _delete_prefix(redis_url, prefix)
+    logs = tmp_path_factory.mktemp("http-api-logs")
+    with served(redis_url, logs, AEON_LLM_DELAY_MS=LLM_DELAY_MS) as (server, bus, env):
+        yield Stack(server, bus, env)
 
 
 def _answered(server: Server, correlation_id: str) -> dict:

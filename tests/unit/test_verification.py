@@ -88,6 +88,12 @@ def loop_script(replies: Any, **overrides: Any) -> dict[Any, Any]:
     }
 
 
+def no_plan_script(replies: Any, draft: str) -> dict[Any, Any]:
+    """A run whose plan cannot be had (its reply unusable even after the repair)."""
+    unusable = {PLAN: "not json at all", PromptId.SUPERVISOR_REPAIR_JSON_USER: "still not json"}
+    return loop_script(replies, **{DRAFT: draft, **unusable})
+
+
 async def answered(h: Any, make_request: Any, drive: Any, **request: Any) -> FinalAnswerReady:
     """The run from its request to its answer, through every phase."""
     trail = await drive(make_request(**request), h.deps)
@@ -616,16 +622,7 @@ async def test_a_loop_that_fails_before_its_first_pass_publishes_the_draft_witho
     is no work to synthesise from, and a synthesis would be one more plain call, a worse one
     (on SmolLM2, the answer format's example copied). The draft is published as it is, after
     the host's opening that says the run failed and why, and no synthesis call is made."""
-    h = harness(
-        loop_script(
-            replies,
-            **{
-                DRAFT: THREE,
-                PLAN: "not json at all",
-                PromptId.SUPERVISOR_REPAIR_JSON_USER: "still not json",
-            },
-        )
-    )
+    h = harness(no_plan_script(replies, THREE))
     out = await answered(h, make_request, drive)
     final = out.result.final_answer
     assert out.result.status == ExitReason.FAILED and out.result.degraded
@@ -642,16 +639,7 @@ async def test_a_draft_that_fails_a_check_is_refined_when_no_pass_ran(
     point at, critiqued and refined as an answer would be, and the refinement that holds is
     published, still degraded (the loop failed), with no synthesis call."""
     draft = "Teas: green, black and oolong."
-    h = harness(
-        loop_script(
-            replies,
-            **{
-                DRAFT: draft,
-                PLAN: "not json at all",
-                PromptId.SUPERVISOR_REPAIR_JSON_USER: "still not json",
-            },
-        )
-    )
+    h = harness(no_plan_script(replies, draft))
     out = await answered(h, make_request, drive)
     final = out.result.final_answer
     assert final.metadata["reason"] == "no_passes" and out.result.degraded
