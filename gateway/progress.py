@@ -26,7 +26,7 @@ from aeonloop.phases.events import (
     RunState,
     TaskProfiled,
 )
-from aeonloop.phases.models import ExecutionPass
+from aeonloop.phases.models import ExecutionPass, ExitReason
 
 Phase = Literal["A", "B", "C", "D", "E"]
 
@@ -53,14 +53,7 @@ def progress_of(event: Event) -> list[Progress]:
     """
     cid = event.correlation_id
     if isinstance(event, TaskProfiled):
-        profile = event.run.profile
-        depth = profile.reasoning_depth if profile else "?"
-        fallback = " (default profile)" if event.run.profile_is_default else ""
-        budget = event.run.ttl_remaining
-        checks = sum(len(made) for made in event.run.prepared.values())
-        prepared = f", {checks} check(s) prepared" if checks else ""
-        line = f"A  profiled: depth {depth}, pass budget {budget}{fallback}{prepared}"
-        return [Progress(cid, "A", line)]
+        return [Progress(cid, "A", _profiled(event.run))]
     if isinstance(event, PlanAwaitingApproval):
         return [Progress(cid, "B", f"{_planned(event.run)}; awaiting approval")]
     if isinstance(event, PlanReady):
@@ -77,10 +70,24 @@ def progress_of(event: Event) -> list[Progress]:
     if isinstance(event, LoopExited):
         last = event.execution_pass
         passes = [pass_progress(cid, last)] if last else []
+        run = event.run
+        ended_at_a = event.reason is ExitReason.CONVERGED and run is not None and not run.plan
+        if ended_at_a and run.profile is not None and not run.pass_count:
+            # Ended by Phase A itself (its draft was enough): no TaskProfiled said A's part.
+            passes = [Progress(cid, "A", f"{_profiled(run)}; the draft is enough")]
         detail = f" ({event.detail})" if event.detail else ""
         words = render.exit_words(event.reason)
         return [*passes, Progress(cid, "E", f"E  loop ended: {words}{detail}; answering")]
     return []
+
+
+def _profiled(run: RunState) -> str:
+    """Phase A's line: the profile's depth, the pass budget, and the checks prepared."""
+    depth = run.profile.reasoning_depth if run.profile else "?"
+    fallback = " (default profile)" if run.profile_is_default else ""
+    checks = sum(len(made) for made in run.prepared.values())
+    prepared = f", {checks} check(s) prepared" if checks else ""
+    return f"A  profiled: depth {depth}, pass budget {run.ttl_remaining}{fallback}{prepared}"
 
 
 def _planned(run: RunState) -> str:

@@ -186,9 +186,18 @@ def test_aeon_ask_embedded_through_the_real_server(procs: Processes, llama: Llam
     assert result["final_answer"]["answer_text"].strip()
 
 
+#: A rule no answer of this model holds: the draft fails it, so the run goes into the loop.
+UNMET_RULE = {
+    "id": "table",
+    "description": "Cite the harbour's tide table by its reference.",
+    "severity": "fail",
+    "check": {"type": "content", "search": "TT-7731-REF"},
+}
+
+
 @pytest.mark.timeout(2 * RUN_TIMEOUT_S)
 def test_a_worker_on_real_redis_and_a_server_killed_mid_run(
-    procs: Processes, llama: LlamaServer, redis_url: str, redis_prefix: str
+    procs: Processes, llama: LlamaServer, redis_url: str, redis_prefix: str, tmp_path: Path
 ) -> None:
     """Two runs through `aeon worker` on a real Redis. Mid-run the server is SIGKILLed: the
     worker says so once, takes no new work, and a worker started meanwhile refuses to start
@@ -196,12 +205,20 @@ def test_a_worker_on_real_redis_and_a_server_killed_mid_run(
     both runs end by the loop's own decision, none degraded by the outage."""
     env = llm_env(llama, redis_url, redis_prefix)
     worker = procs.worker(env, name="real-worker")
+    # The first run's rule holds on no draft, so the run goes on past Phase A (a draft that
+    # holds can end a run there, issue 32), and the kill lands mid-run.
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps([UNMET_RULE]))
+    timeout = ["--timeout", str(RUN_TIMEOUT_S)]
     asks = [
-        procs.aeon(env, "ask", "--json", "--timeout", str(RUN_TIMEOUT_S), request, name="ask")
-        for request in (REQUEST, "Why is the sky blue? Answer in two paragraphs.")
+        procs.aeon(env, "ask", "--json", *timeout, *extra, request, name="ask")
+        for request, extra in (
+            (REQUEST, ["--rules", str(rules)]),
+            ("Why is the sky blue? Answer in two paragraphs.", []),
+        )
     ]
-    # Killed mid-run: once a run has its profile (its plan's call is next, or under way; a
-    # plan this model copies from the format's example ends the run there, issue 32).
+    # Killed mid-run: once a run has its profile and goes on (its plan's call is next, or
+    # under way; a plan this model copies from the format's example ends the run there).
     wait_until(lambda: "A  profiled" in asks[0].stderr, RUN_TIMEOUT_S / 3, "a run to be profiled")
 
     llama.kill()

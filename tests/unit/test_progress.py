@@ -13,6 +13,7 @@ import pytest
 from aeonloop.gateway.progress import Progress, lines_until, progress_of
 from aeonloop.phases import approvals
 from aeonloop.phases.events import (
+    LoopExited,
     PassCompleted,
     PlanAwaitingApproval,
     PlanReady,
@@ -21,10 +22,12 @@ from aeonloop.phases.events import (
 )
 from aeonloop.phases.models import (
     ExecutionPass,
+    ExitReason,
     Plan,
     PlanStep,
     RefinementAction,
     RefinementRecord,
+    TaskProfile,
 )
 
 PLAN = Plan(
@@ -66,6 +69,28 @@ def test_b_counts_the_steps_it_planned_and_a_pass_names_the_steps_its_refinement
     )
     (line,) = _lines(_event(PassCompleted, run=run, execution_pass=record))
     assert line.endswith("2 step(s) run, 2 refinement action(s) applied (added s3)"), line
+
+
+@pytest.mark.parametrize(
+    ("reason", "lines"),
+    [
+        (
+            ExitReason.CONVERGED,
+            [
+                "A  profiled: depth 1, pass budget 2; the draft is enough",
+                "E  loop ended: converged (why); answering",
+            ],
+        ),
+        (ExitReason.CANCELLED, ["E  loop ended: cancelled (why); answering"]),
+    ],
+)
+def test_a_run_phase_a_ends_on_its_draft_says_a_profiled_it(
+    reason: ExitReason, lines: list[str]
+) -> None:
+    """No TaskProfiled is sent for a run Phase A ends on its draft, so its exit says A's part;
+    an exit at A for another reason (a cancel) says nothing of a draft."""
+    run = RunState(request="Name Paris", profile=TaskProfile(reasoning_depth=1), ttl_remaining=2)
+    assert _lines(_event(LoopExited, reason=reason, detail="why", run=run)) == lines
 
 
 def test_a_paused_run_says_b_planned_then_that_its_plan_was_approved() -> None:
