@@ -544,15 +544,16 @@ class OpenAIAdapter:
             return LLMError(self._describe(call, detail))
         if watch.bound == "idle":
             detail = (
-                f"the reply stalled: no token for {watch.seconds:.3g}s after "
-                f"{watch.tokens} streamed chunk(s) (AEON_LLM_IDLE_TIMEOUT={self.idle_timeout:.3g}s)"
+                f"the reply stalled: no token for {_seconds(watch.seconds)}s after {watch.tokens} "
+                f"streamed chunk(s) (AEON_LLM_IDLE_TIMEOUT={_seconds(self.idle_timeout)}s)"
             )
         else:
             what = "first token" if streamed else "reply (sent whole, not streamed)"
             detail = (
-                f"no {what} within {watch.seconds:.3g}s (AEON_LLM_TIMEOUT={self.timeout:.3g}s "
-                f"+ AEON_LLM_FIRST_TOKEN_PER_1K_S={self.first_token_per_1k:.3g}s for each 1,000 "
-                f"of the prompt's ~{self._prompt_tokens(call):,} tokens)"
+                f"no {what} within {_seconds(watch.seconds)}s "
+                f"(AEON_LLM_TIMEOUT={_seconds(self.timeout)}s + AEON_LLM_FIRST_TOKEN_PER_1K_S="
+                f"{_seconds(self.first_token_per_1k)}s for each 1,000 of the prompt's "
+                f"~{self._prompt_tokens(call):,} tokens)"
             )
         return LLMError(self._describe(call, detail), transient=True)
 
@@ -613,6 +614,11 @@ def _retry_after(headers: Any) -> float | None:
 def _jitter(seconds: float) -> float:
     """At least what the server asked for, plus up to 10% so many workers do not return at once."""
     return seconds * (1 + random.uniform(0, 0.1))
+
+
+def _seconds(value: float) -> str:
+    """Seconds as a bound is said: 0.8, 61.2, 105, 1234 (never 1.23e+03)."""
+    return f"{value:.3g}" if value < 100 else f"{value:.0f}"
 
 
 def _seconds_left(call: LLMCall) -> float | None:
