@@ -15,7 +15,8 @@ from aeonloop.bus.settings import BusSettings
 from aeonloop.contracts import AttachedFile, Usage
 from aeonloop.exceptions import ApiError, BadInput, HistoryMissing, SettingsError, TooLarge
 from aeonloop.gateway.client import AeonClient
-from aeonloop.gateway.http.api import _checked
+from aeonloop.gateway.http.bodies import checked_run, parsed
+from aeonloop.gateway.http.models import RunRequest
 from aeonloop.gateway.validation import FileSettings, check_files, read_files
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.session import LLMSession, file_context
@@ -37,6 +38,11 @@ WITH_FILES = {
     PromptId.ANSWER_SYNTHESIS_USER,
     PromptId.ANSWER_DRAFT_USER,
 }
+
+
+def _checked(data: object, client: AeonClient) -> dict:
+    """A runs API body read and checked as `POST /v1/runs` does (gateway.http.bodies)."""
+    return checked_run(parsed(RunRequest, data), client)
 
 
 def attached(path: str, content: str) -> AttachedFile:

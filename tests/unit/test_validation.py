@@ -13,8 +13,9 @@ import pytest
 
 from aeonloop.bus.settings import BusSettings
 from aeonloop.gateway.client import AeonClient
-from aeonloop.gateway.http.api import _checked
+from aeonloop.gateway.http.bodies import checked_run, parsed
 from aeonloop.gateway.http.errors import ApiError
+from aeonloop.gateway.http.models import RunRequest
 from aeonloop.gateway.validation import (
     BadInput,
     FileSettings,
@@ -27,6 +28,11 @@ from aeonloop.gateway.validation import (
 from aeonloop.limits import LoopSettings
 
 LIMITS = FileSettings(max_files=2, max_file_bytes=100, max_files_bytes=150)
+
+
+def _checked(data: object, client: AeonClient) -> dict:
+    """A runs API body read and checked as `POST /v1/runs` does (gateway.http.bodies)."""
+    return checked_run(parsed(RunRequest, data), client)
 
 
 @pytest.mark.parametrize("asked", [1, 5, 8])
