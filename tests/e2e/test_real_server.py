@@ -250,10 +250,8 @@ def test_a_worker_on_real_redis_and_a_server_killed_mid_run(
 
 #: What a new user tries first (issue 32): a fact one plain call answers in a sentence, and a
 #: request with three constraints it states itself.
-FIRST_REQUESTS = (
-    "What is the capital of France?",
-    "List three fruits as bullet points, in lower case, and write nothing else.",
-)
+FRUITS = "List three fruits as bullet points, in lower case, and write nothing else."
+FIRST_REQUESTS = ("What is the capital of France?", FRUITS)
 
 
 @pytest.mark.timeout(len(FIRST_REQUESTS) * RUN_TIMEOUT_S + 120)
@@ -263,10 +261,15 @@ def test_no_published_answer_repeats_aeons_instruction_text(
     """Issue 32: this model copies what a prompt shows it, and Aeon published its own answer
     format's example as the answer. Whatever a run comes to here, the answer it publishes holds
     no paragraph of Aeon's prompt text (prompts.echo); a run that could not get past a copy ends
-    degraded, and says it was a copy."""
+    degraded, and says it was a copy. The fruits' constraints are checks of the run, origin
+    "request" (so `test_checks_in_words_and_in_the_request_on_the_real_model` need not ask it
+    again)."""
     for request in FIRST_REQUESTS:
         ask = procs.run_aeon(llm_env(llama), "ask", "--json", request, timeout=RUN_TIMEOUT_S)
         result = decided_by_the_loop(ask)  # which holds the answer free of Aeon's text
+        if request == FRUITS:  # its constraints are checks PREPARE (or the host) made
+            checks = result["final_answer"]["metadata"]["checks"]
+            assert any(check["origin"] == "request" for check in checks), checks
         usage = result["usage"]
         print(
             f"{request!r}: status={result['status']} degraded={result['degraded']} "
@@ -344,9 +347,9 @@ def test_the_quality_harness_on_the_real_model(
 
 
 #: Checks PREPARE must make on the real model (issue 32): from what a request states itself,
-#: and from a rule whose check is in words only. (request, rules) each.
+#: and from a rule whose check is in words only. (request, rules) each. A request's own
+#: constraints alone are the fruits' of FIRST_REQUESTS: one run fewer in CI's 30 minutes.
 STATED_CHECKS = {
-    "in-the-request": ("List three fruits as three bullet points.", []),
     "in-words-and-in-the-request": (
         "Name two planets, in one sentence of under 20 words.",
         [{"id": "mars", "description": "Name Mars.", "check": "The answer names Mars."}],
