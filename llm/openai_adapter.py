@@ -48,6 +48,7 @@ import random
 import re
 from datetime import UTC, datetime
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import openai
 
@@ -449,8 +450,7 @@ def _not_found(where: str) -> str:
         f"the LLM server {where} answers 404 Not Found at /models and /chat/completions, so "
         "AEON_LLM_BASE_URL does not name its OpenAI-compatible API"
     )
-    path = where.split("://", 1)[-1].partition("/")[2].rstrip("/")
-    if not path.endswith("v1"):
+    if not urlsplit(where).path.rstrip("/").endswith("/v1"):
         return f"{said}: most servers serve it under /v1 (try {where.rstrip('/')}/v1)"
     return f"{said}: set it to the URL the server's docs give for that API"
 
