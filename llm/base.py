@@ -7,7 +7,7 @@ the typed input, which is what lets them fit every contract without parsing pros
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -53,6 +53,21 @@ def approx_tokens(length: int) -> int:
     return max(1, length // 4)
 
 
+class TextSink(Protocol):
+    """Where a call's answer text goes as the model writes it (the answer's deltas, issue 34).
+
+    An adapter that streams writes each piece of the answer (never reasoning) as it arrives; one
+    that gets its reply whole writes it once. When an attempt is void (cut, then sent again),
+    the adapter calls `reset` before the next attempt writes: what was written is not the reply.
+    The reply the call returns stays the truth; the pieces written since the last reset join to
+    its text.
+    """
+
+    async def write(self, text: str) -> None: ...
+
+    async def reset(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class LLMCall:
     prompt_id: PromptId
@@ -69,6 +84,9 @@ class LLMCall:
     #: Sent as one plain call sends it: the instructions alone (the request itself), not the
     #: prompt's XML, unless it has context to carry (llm.session.PLAIN).
     plain: bool = False
+    #: Where the answer's text is written as it comes, for a call whose reply may be published;
+    #: None for every other call. Not part of what the call is (equality, memo keys).
+    sink: TextSink | None = field(default=None, compare=False)
 
     @property
     def message(self) -> str:
