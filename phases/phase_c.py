@@ -22,7 +22,6 @@ import asyncio
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import cast
 
 from aeonloop.bus.keys import memo_scope
 from aeonloop.exceptions import LLMFailure
@@ -41,15 +40,15 @@ from aeonloop.phases.models import (
     SemanticValidationReport,
     ToolCall,
 )
-from aeonloop.phases.planning import adopt, refine, refinement_budget, validate
+from aeonloop.phases.planning import adopt, refine, refinement_budget
 from aeonloop.phases.tool_calls import ToolRunner, run_tool_step
 from aeonloop.prompts.clipping import STORED_MARKER, clip
 from aeonloop.prompts.echo import instruction_echo
 from aeonloop.prompts.registry import (
-    ConvergenceAssessmentInput,
-    ConvergenceAssessmentOutput,
     CritiqueInput,
     CritiqueOutput,
+    PassEvaluationInput,
+    PassEvaluationOutput,
     PromptId,
     ReasoningStepInput,
     goal_text,
@@ -272,7 +271,9 @@ async def evaluate(
 ) -> None:
     """Fill the pass's rule evaluation, validation, assessment, score and convergence.
 
-    The rules are checked first (on the host) so the assessment can be shown their results.
+    The rules are checked first (on the host) so the evaluation can be shown their results.
+    Then one LLM call (PASS_EVALUATION_USER) judges the pass and lists its semantic issues
+    together: the assessment and the validation were two calls on the same outputs.
     """
     number = record.pass_number
     if run.rules:
@@ -287,28 +288,25 @@ async def evaluate(
         )
     done = [s for s in plan.steps if s.status == "done"]
 
-    def outputs(cap: int | None) -> str:
-        return summaries.step_outputs(done, cap)
+    def build(cap: int | None) -> PassEvaluationInput:
+        return PassEvaluationInput(
+            request=run.request,
+            goal=goal_text(plan.goal, run.request),
+            pass_number=number,
+            step_outputs=summaries.step_outputs(done, cap),
+            rules_summary=summaries.rule_results_text(record.evaluation),
+        )
 
-    # At once: the assessment is not shown the validation's findings (the host weighs those
-    # itself, in is_converged), so neither call waits for the other. Both run to the end,
-    # so a redelivery finds both replies memoised; the first failure, in this order, is raised.
-    validation, assessment = await asyncio.gather(
-        validate(
-            session,
-            run.request,
-            "pass",
-            outputs,
-            scope=memo_scope("c", "validate", pass_number=number),
-        ),
-        assess(session, run, plan, outputs, record, number),
-        return_exceptions=True,
+    output = await session.json(
+        PromptId.PASS_EVALUATION_USER,
+        build,
+        PassEvaluationOutput,
+        scope=memo_scope("c", "evaluate", pass_number=number),
     )
-    for outcome in (validation, assessment):
-        if isinstance(outcome, BaseException):
-            raise outcome
-    record.validation = cast(SemanticValidationReport, validation)
-    record.assessment = cast(ConvergenceAssessment, assessment)
+    # One reply, read as the two records the host decides from: the validation's issues and
+    # the assessment's verdict.
+    record.validation = SemanticValidationReport.model_validate(output, from_attributes=True)
+    record.assessment = ConvergenceAssessment.model_validate(output, from_attributes=True)
     by_rules = evaluation.judged(run.rules, record.evaluation)
     record.converged = is_converged(
         by_rules=by_rules,
@@ -318,34 +316,6 @@ async def evaluate(
         blocked=bool(record.blocked_step_ids or record.failed_steps),
     )
     record.score = pass_score(by_rules, record.evaluation, record.assessment)
-
-
-async def assess(
-    session: LLMSession,
-    run: RunState,
-    plan: Plan,
-    outputs: Callable[[int | None], str],
-    record: ExecutionPass,
-    number: int,
-) -> ConvergenceAssessment:
-    """The LLM's view of the pass: evidence for the host's decision, not the decision."""
-
-    def build(cap: int | None) -> ConvergenceAssessmentInput:
-        return ConvergenceAssessmentInput(
-            request=run.request,
-            goal=goal_text(plan.goal, run.request),
-            pass_number=number,
-            step_outputs=outputs(cap),
-            rules_summary=summaries.rule_results_text(record.evaluation),
-        )
-
-    output = await session.json(
-        PromptId.CONVERGENCE_ASSESSMENT_USER,
-        build,
-        ConvergenceAssessmentOutput,
-        scope=memo_scope("c", "assess", pass_number=number),
-    )
-    return ConvergenceAssessment.model_validate(output, from_attributes=True)
 
 
 def is_converged(

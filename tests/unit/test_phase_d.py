@@ -175,7 +175,7 @@ async def test_ttl_exhausted_path(harness, replies, make_request, drive) -> None
         PromptId.PLAN_GENERATION_USER: replies.plan("one", "two"),
         PromptId.VALIDATION_SEMANTIC_USER: replies.validation(),
         PromptId.REASONING_STEP_USER: replies.step_output,
-        PromptId.CONVERGENCE_ASSESSMENT_USER: [replies.weak(0.5), replies.weak(0.9)],
+        PromptId.PASS_EVALUATION_USER: [replies.weak(0.5), replies.weak(0.9)],
         PromptId.RECURSIVE_REFINEMENT_USER: refinements,
     }
     h = harness(script)
