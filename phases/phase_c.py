@@ -22,6 +22,7 @@ import asyncio
 import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 from aeonloop.bus.keys import memo_scope
 from aeonloop.exceptions import LLMFailure
@@ -79,13 +80,10 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
         deps.tool_runner(run),
     )
     try:
-        await evaluate(session, run, plan, record, settings)
+        stop = await evaluate_and_refine(session, run, plan, record, settings)
     except LLMFailure as error:
         run.add_pass(record)
         return [exits.loop_exited(event, exits.evaluation_failed(number, error))]
-    stop = exits.after_pass(run, record, settings)
-    if stop is None:
-        stop = await refine_for_next_pass(session, run, plan, record, settings)
     run.add_pass(record)
     if stop is not None:
         return [exits.loop_exited(event, stop)]
@@ -266,16 +264,57 @@ async def attempt_step(
 # ---------------------------------------------------------------------------------------------
 
 
-async def evaluate(
+async def evaluate_and_refine(
     session: LLMSession, run: RunState, plan: Plan, record: ExecutionPass, settings: LoopSettings
-) -> None:
-    """Fill the pass's rule evaluation, validation, assessment, score and convergence.
+) -> exits.Exit | None:
+    """Judge the pass, and refine the plan for the next one unless the loop ends: an exit, or
+    None to go on. LLMFailure when the pass could not be judged.
 
-    The rules are checked first (on the host) so the evaluation can be shown their results.
-    Then one LLM call (PASS_EVALUATION_USER) judges the pass and lists its semantic issues
-    together: the assessment and the validation were two calls on the same outputs.
+    The rules are checked first, on the host. When they decide and the pass fails them
+    (`refinement_can_start`), the host knows before the model's evaluation comes back that
+    the pass does not converge, that the loop goes on, and what the refinement fixes (the
+    critique of the failed rules): the critique and refinement then run beside the
+    evaluation, not after it. Both run to the end, so a redelivery finds every reply
+    memoised; the evaluation's failure is raised first.
     """
-    number = record.pass_number
+    await check_rules(run, plan, record, settings)
+    if refinement_can_start(run, record, settings):
+        judged, refined = await asyncio.gather(
+            evaluate(session, run, plan, record),
+            refine_for_next_pass(session, run, plan, record, settings),
+            return_exceptions=True,
+        )
+        for outcome in (judged, refined):
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return cast(exits.Exit | None, refined)
+    await evaluate(session, run, plan, record)
+    stop = exits.after_pass(run, record, settings)
+    if stop is not None:
+        return stop
+    return await refine_for_next_pass(session, run, plan, record, settings)
+
+
+def refinement_can_start(run: RunState, record: ExecutionPass, settings: LoopSettings) -> bool:
+    """Whether the refinement needs nothing of the pass's LLM evaluation: the rules decide
+    convergence (evaluation.judged) and some failed or warned, so the pass's convergence,
+    score, exit and the issues to fix (the critique of those rules) are the host's alone."""
+    rules = record.evaluation
+    if rules is None or not evaluation.judged(run.rules, rules):
+        return False
+    if not (rules.failed or rules.warnings):  # the issues would be the evaluation's
+        return False
+    blocked = bool(record.blocked_step_ids or record.failed_steps)
+    if rules.passed and not blocked:  # converges: nothing to refine
+        return False
+    known = record.model_copy(update={"converged": False, "score": rules.score})
+    return exits.after_pass(run, known, settings) is None
+
+
+async def check_rules(
+    run: RunState, plan: Plan, record: ExecutionPass, settings: LoopSettings
+) -> None:
+    """The pass's rule evaluation, on the host (none without rules)."""
     if run.rules:
         record.evaluation = await evaluation.evaluate_rules(
             run.rules,
@@ -286,6 +325,14 @@ async def evaluate(
             timeout=settings.executable_check_timeout,
             pattern_timeout=settings.check_pattern_timeout_s,
         )
+
+
+async def evaluate(session: LLMSession, run: RunState, plan: Plan, record: ExecutionPass) -> None:
+    """Fill the pass's validation, assessment, score and convergence from one LLM call
+    (PASS_EVALUATION_USER), which judges the pass and lists its semantic issues together (the
+    assessment and the validation were two calls on the same outputs). It is shown the rule
+    results `check_rules` put in the record."""
+    number = record.pass_number
     done = [s for s in plan.steps if s.status == "done"]
 
     def build(cap: int | None) -> PassEvaluationInput:

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMCall, LLMError, LLMReply, TokenUsage
 from aeonloop.phases import phase_c
 from aeonloop.phases.events import LoopExited, PassCompleted, PassRequested
@@ -16,6 +17,8 @@ from aeonloop.phases.models import (
     ExecutionPass,
     Rule,
     RuleCheck,
+    RuleFinding,
+    RuleResult,
     SemanticValidationReport,
     ValidationIssue,
 )
@@ -518,6 +521,111 @@ async def test_one_evaluation_call_judges_and_validates_the_pass(
     ]
     assert record.assessment.completeness_score == 0.7 and not record.converged
     assert "no comparison" in h.llm.history[-1].input.issues  # the refinement is shown them
+
+
+def in_flight_at_start(overlap: Overlap, watched: PromptId, others: tuple[PromptId, ...]):
+    """Record, as each `watched` call starts, how many of `others` are in flight."""
+    seen: list[int] = []
+    original = overlap.complete
+
+    async def watching(call: LLMCall) -> LLMReply:
+        if call.prompt_id is watched:
+            seen.append(sum(overlap.now.get(kind, 0) for kind in others))
+        return await original(call)
+
+    overlap.complete = watching  # type: ignore[method-assign]
+    return seen
+
+
+async def test_a_pass_failing_its_rules_is_refined_beside_its_evaluation(
+    harness, replies, make_plan_ready
+) -> None:
+    """Issue 33: failed rules decide that the pass does not converge and what to fix, so the
+    critique and the refinement need nothing of the evaluation and run while it is in flight."""
+
+    async def slow_evaluation(call: LLMCall) -> str:
+        await asyncio.sleep(0.1)  # still in flight when the refinement starts
+        return replies.weak()
+
+    script = base_script(replies) | {
+        EVALUATE: slow_evaluation,
+        CRITIQUE: replies.critique("has-price"),
+        REFINE: replies.refinement(replies.add("s2", "PRICE: 1")),
+    }
+    h = harness(script)
+    h.deps.llm = overlap = Overlap(h.llm)
+    seen = in_flight_at_start(overlap, REFINE, (EVALUATE,))
+    event = make_plan_ready("one", rules=[content_rule("has-price", "PRICE")])
+    (out,) = await phase_c.handle(event, h.deps)
+    assert isinstance(out, PassCompleted)
+    assert seen == [1], "the refinement waited for the evaluation"
+    record = out.run.passes[0]
+    assert record.assessment is not None and record.refinement is not None
+    assert [i.rule_id for i in record.critique] == ["has-price"]
+    assert [s.step_id for s in out.run.plan.steps] == ["s1", "s2"]
+
+
+async def test_a_redelivered_pass_refined_beside_its_evaluation_makes_no_second_call(
+    harness, delivered, replies, make_plan_ready
+) -> None:
+    script = base_script(replies) | {
+        CRITIQUE: replies.critique("has-price"),
+        REFINE: replies.refinement(replies.add("s2", "PRICE: 1")),
+    }
+    h = harness(script)
+    h.deps.llm = Overlap(h.llm)
+    event = make_plan_ready("one", rules=[content_rule("has-price", "PRICE")])
+    (first,) = await phase_c.handle(delivered(event), h.deps)
+    calls = list(h.llm.calls)
+    (second,) = await phase_c.handle(delivered(event), h.deps)
+    assert h.llm.calls == calls and {EVALUATE, CRITIQUE, REFINE} <= set(calls)
+    assert first.event_id == second.event_id
+    assert first.run.model_dump(exclude={"usage"}) == second.run.model_dump(exclude={"usage"})
+
+
+async def test_without_rules_the_refinement_waits_for_the_evaluation(
+    harness, replies, make_plan_ready
+) -> None:
+    """Without rules, the evaluation decides whether the pass converged and names the issues
+    to fix, so the refinement comes after it."""
+    script = base_script(replies) | {
+        EVALUATE: replies.weak(issues=(("medium", "thin"),)),
+        REFINE: replies.refinement(replies.add("s2", "more")),
+    }
+    h = harness(script)
+    h.deps.llm = overlap = Overlap(h.llm)
+    seen = in_flight_at_start(overlap, REFINE, (EVALUATE,))
+    (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
+    assert isinstance(out, PassCompleted) and seen == [0]
+    assert "thin" in h.llm.history[-1].input.issues
+
+
+@pytest.mark.parametrize(
+    ("rules", "passed", "blocked", "expected"),
+    [
+        (True, False, False, True),  # failed rules: the host knows it all
+        (True, True, True, True),  # rules hold, a step is blocked, a warning to fix
+        (True, True, False, False),  # converges: nothing to refine
+        (False, False, False, False),  # no rules: the evaluation decides
+    ],
+)
+def test_refinement_can_start(make_plan_ready, rules, passed, blocked, expected) -> None:
+    rule = content_rule("r1", "x", severity="warn")
+    run = make_plan_ready("one", rules=[rule] if rules else None).run
+    finding = RuleFinding(id="r1", severity="warn", message="m")
+    record = ExecutionPass(
+        pass_number=1,
+        blocked_step_ids=["s1"] if blocked else [],
+        evaluation=Evaluation(
+            score=0.5,
+            passed=passed,
+            warnings=[finding],
+            rule_results=[RuleResult(id="r1", verdict="warn", details="d")],
+        )
+        if rules
+        else None,
+    )
+    assert phase_c.refinement_can_start(run, record, LoopSettings()) is expected
 
 
 async def test_a_redelivered_pass_with_steps_at_once_makes_no_second_call(
