@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import cast
 
@@ -28,7 +28,7 @@ from aeonloop.bus.keys import memo_scope
 from aeonloop.exceptions import LLMFailure
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.session import LLMSession
-from aeonloop.phases import evaluation, exits, history, render, summaries, verification
+from aeonloop.phases import evaluation, exits, history, phase_d, render, summaries, verification
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import Event, PassCompleted, PassRequested, PlanReady, RunState
 from aeonloop.phases.models import (
@@ -39,9 +39,11 @@ from aeonloop.phases.models import (
     Plan,
     PlanStep,
     SemanticValidationReport,
+    TaskProfile,
     ToolCall,
 )
 from aeonloop.phases.planning import adopt, refine, refinement_budget
+from aeonloop.phases.profiling import PROFILE_FAILURES
 from aeonloop.phases.tool_calls import ToolRunner, run_tool_step
 from aeonloop.prompts.clipping import STORED_MARKER, clip
 from aeonloop.prompts.echo import instruction_echo
@@ -70,7 +72,7 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
     files = await history.load_files(deps.records, event.correlation_id, run)
     turns = await history.load_turns(deps.records, event.correlation_id, run)
     session = deps.session(event.correlation_id, run.usage, event.deadline, files, turns)
-    record = await execute(
+    execution = execute(
         session,
         run,
         plan,
@@ -79,6 +81,7 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
         settings.max_parallel_steps,
         deps.tool_runner(run),
     )
+    record = await beside_reprofile(session, run, execution)
     try:
         stop = await evaluate_and_refine(session, run, plan, record, settings)
     except LLMFailure as error:
@@ -149,6 +152,30 @@ async def execute(
         for step, outcome in zip(ready, outcomes, strict=True):
             _record_step(run, plan, record, step, outcome, number)
             waiting.remove(step.step_id)
+    return record
+
+
+async def beside_reprofile(
+    session: LLMSession, run: RunState, execution: Awaitable[ExecutionPass]
+) -> ExecutionPass:
+    """The pass's execution, with the re-profile Phase D left to it made at the same time
+    (phases.phase_d.reprofile_due): it needs only the last pass's evidence, and the pass runs
+    whatever it says. Its result is applied after the steps, so the run's notes come out in
+    the same order whichever call ends first; both run to the end, so a redelivery finds
+    every reply memoised."""
+    evidence = run.reprofile_evidence
+    if evidence is None:
+        return await execution
+    after = run.pass_count
+    record, update = await asyncio.gather(
+        execution, phase_d.reprofile(session, run, evidence, after), return_exceptions=True
+    )
+    if isinstance(record, BaseException):
+        raise record
+    if isinstance(update, BaseException) and not isinstance(update, PROFILE_FAILURES):
+        raise update  # what stops the run (a cancel, the budget); a failed update is its value
+    run.reprofile_evidence = None
+    phase_d.apply_update(run, after, cast(TaskProfile | Exception, update))
     return record
 
 

@@ -583,6 +583,62 @@ async def test_a_redelivered_pass_refined_beside_its_evaluation_makes_no_second_
     assert first.run.model_dump(exclude={"usage"}) == second.run.model_dump(exclude={"usage"})
 
 
+def with_reprofile_due(event, ttl: int = 3):
+    """A pass-2 request whose run Phase D left a re-profile to (pass 1 charged from ttl + 1)."""
+    run = event.run.model_copy(deep=True)
+    run.plan.steps.append(run.plan.steps[0].model_copy(update={"step_id": "s2"}))
+    run.plan.steps[0] = run.plan.steps[0].model_copy(
+        update={"status": "done", "output": "old", "executed_in_pass": 1}
+    )
+    run.add_pass(ExecutionPass(pass_number=1, score=0.5))
+    run.ttl_remaining = ttl
+    run.reprofile_evidence = "pass 1: score 0.50, not converged\n- [high] the sums are missing"
+    return event.child(PassRequested, run=run)
+
+
+async def test_a_due_reprofile_runs_beside_the_pass_steps(
+    harness, replies, make_plan_ready
+) -> None:
+    """Issue 33: Phase D's re-profile needs only the last pass's evidence, and the pass runs
+    whatever it says, so the pass makes it while its steps run; the TTL comes out as D's."""
+    h = harness(base_script(replies) | {UPDATE: replies.profile(depth=5)})
+    h.deps.llm = overlap = Overlap(h.llm)
+    seen = in_flight_at_start(overlap, STEP, (UPDATE,))
+    (out,) = await phase_c.handle(with_reprofile_due(make_plan_ready("a"), ttl=3), h.deps)
+    assert seen == [1], "the step waited for the re-profile"
+    update = next(c.input for c in h.llm.history if c.prompt_id is UPDATE)
+    assert "the sums are missing" in update.evidence
+    run = out.run
+    assert run.reprofile_evidence is None
+    assert (run.profile.reasoning_depth, run.profile.profile_version) == (5, 2)
+    assert run.ttl_remaining == 4  # D saw 4: 4 × 1.4 = 5.6 → 5, less pass 1's unit
+    assert any("beside pass 2's steps" in note for note in run.notes)
+
+
+async def test_a_failed_reprofile_beside_the_pass_keeps_the_profile(
+    harness, replies, make_plan_ready
+) -> None:
+    h = harness(base_script(replies) | {UPDATE: LLMError("rate limited")})
+    (out,) = await phase_c.handle(with_reprofile_due(make_plan_ready("a"), ttl=3), h.deps)
+    assert out.run.profile.profile_version == 1 and out.run.reprofile_evidence is None
+    assert any("rate limited" in note for note in out.run.notes)
+    assert out.run.passes[-1].executed_step_ids == ["s2"]
+
+
+async def test_a_redelivered_pass_with_a_reprofile_makes_no_second_call(
+    harness, replies, make_plan_ready
+) -> None:
+    h = harness(base_script(replies) | {UPDATE: replies.profile(depth=4)})
+    h.deps.llm = Overlap(h.llm)
+    event = with_reprofile_due(make_plan_ready("a"))
+    (first,) = await phase_c.handle(event.model_copy(deep=True), h.deps)
+    calls = list(h.llm.calls)
+    (second,) = await phase_c.handle(event.model_copy(deep=True), h.deps)
+    assert h.llm.calls == calls and UPDATE in calls
+    assert first.event_id == second.event_id
+    assert first.run.model_dump(exclude={"usage"}) == second.run.model_dump(exclude={"usage"})
+
+
 async def test_without_rules_the_refinement_waits_for_the_evaluation(
     harness, replies, make_plan_ready
 ) -> None:
