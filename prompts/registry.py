@@ -10,7 +10,9 @@ Which prompts return JSON. FR-005 lists PLAN_GENERATION_*, RECURSIVE_SUBPLAN_GEN
 RECURSIVE_REFINEMENT_*, CONVERGENCE_ASSESSMENT_*, SUPERVISOR_REPAIR_JSON_USER and
 ANSWER_SYNTHESIS_*. Project decision beyond FR-005: TASKPROFILE_INFERENCE_*,
 TASKPROFILE_UPDATE_* (TaskProfileOutput), VALIDATION_SEMANTIC_* (SemanticValidationOutput),
-RULE_CRITIQUE_* (CritiqueOutput) and CHECKS_PREPARE_* (PrepareChecksOutput) return JSON too,
+RULE_CRITIQUE_* (CritiqueOutput), CHECKS_PREPARE_* (PrepareChecksOutput) and PASS_EVALUATION_*
+(PassEvaluationOutput: CONVERGENCE_ASSESSMENT's fields and VALIDATION_SEMANTIC's issues in one
+reply, an addition beside those two) return JSON too,
 because the loop acts on their structure (TTL from the profile, issues to refine, critique issues
 tied to rules, checks the host runs) and parsing prose for it would be a second, hidden
 extraction next to `validate_output`. Every other prompt (REASONING_STEP_*, ANSWER_DRAFT_*,
