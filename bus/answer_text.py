@@ -1,0 +1,274 @@
+"""A run's answer text, as the model writes it: one Redis stream per run (`Keys.answer_text`).
+
+The FinalAnswer stays the one source of truth; this stream lets a reader show the answer while
+it is written (docs/run-lifecycle.md, "The answer's text as it is written"). Its entries:
+
+- `delta`: a piece of a candidate answer (`text`), which candidate it belongs to (`candidate`:
+  `draft`, `draft:2`, `answer`, `refinement:1`, … or `published`), and whether the host's
+  checks may still set it aside (`provisional` "1") or it will be published as written ("0");
+- `reset`: the text since the previous reset is not the answer (`why`, `ResetWhy`): another
+  candidate replaces it, the call was cut and is made again, the host set it aside, or the
+  answer published differs from it;
+- `settled`: the answer is published; nothing follows.
+
+Every entry is numbered (`n`, from 1) by the script that adds it, so a reader, and the
+settlement, can tell a stream whose oldest entries were trimmed (MAXLEN) from a whole one.
+
+The invariant, kept by the script that publishes the answer (bus.commit, `SETTLE`): once a
+stream is settled, its deltas since the last reset, joined, are the FinalAnswer's
+`answer_text`. The settlement writes what the published text adds to the streamed text when
+the one starts with the other, else a reset and the whole published text. It runs in the
+commit that sets the answer key (SET NX: once per run), so it holds however the run ended (a
+host-made answer, a fallback from dead letters, a caveat before the model's text), and a
+worker killed between the answer and its settlement cannot be: they are one script.
+
+Writes (`AnswerSink`) are refused once the run's answer key is set: a worker still writing
+a candidate that lost (a duplicate Phase E, a redelivery) cannot add to a settled stream. A
+call's first write resets the text before it when that text is a delta of an unsettled
+attempt, so a call made again after its worker was killed mid-answer starts clean
+(`ResetWhy.RETRIED` when it is the same candidate, `REPLACED` for another), deterministically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+from aeonloop.bus.codec import text as field_text
+from aeonloop.bus.connection import RedisClient
+from aeonloop.bus.keys import Keys
+
+DELTA = "delta"
+RESET = "reset"
+SETTLED = "settled"
+#: The candidate label of the text the settlement adds: the published answer's own.
+PUBLISHED = "published"
+
+
+class ResetWhy(StrEnum):
+    """Why the text since the previous reset is not the answer."""
+
+    #: Another candidate answer is being written in its place.
+    REPLACED = "replaced"
+    #: The call writing it was cut (its worker killed, its attempt void) and is made again.
+    RETRIED = "retried"
+    #: The host set it aside (its checks failed; the run goes on past its draft).
+    SET_ASIDE = "set_aside"
+    #: The answer published is not this text (nor does it start with it).
+    PUBLISHED = "published"
+
+
+@dataclass(frozen=True, slots=True)
+class TextEntry:
+    """One entry of a run's answer text stream."""
+
+    entry_id: str
+    number: int
+    kind: str
+    text: str = ""
+    candidate: str = ""
+    provisional: bool = True
+    why: str = ""
+
+
+def parse(entry_id: bytes | str, fields: dict[bytes, bytes]) -> TextEntry:
+    number = field_text(fields, b"n")
+    return TextEntry(
+        entry_id=entry_id.decode() if isinstance(entry_id, bytes) else entry_id,
+        number=int(number) if number.isdigit() else 0,
+        kind=field_text(fields, b"kind"),
+        text=field_text(fields, b"text"),
+        candidate=field_text(fields, b"candidate"),
+        provisional=field_text(fields, b"provisional") != "0",
+        why=field_text(fields, b"why"),
+    )
+
+
+def since_reset(entries: list[TextEntry]) -> str:
+    """The deltas after the last reset, joined: once settled, the published answer's text."""
+    parts: list[str] = []
+    for entry in entries:
+        if entry.kind == RESET:
+            parts = []
+        elif entry.kind == DELTA:
+            parts.append(entry.text)
+    return "".join(parts)
+
+
+#: Lua shared by the scripts: the last entry's number and kind, and adding a numbered entry.
+_COMMON = """
+local function text_last(key)
+  local last = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)
+  local n, kind, candidate = 0, false, false
+  if #last > 0 then
+    local f = last[1][2]
+    for i = 1, #f, 2 do
+      if f[i] == 'n' then n = tonumber(f[i + 1])
+      elseif f[i] == 'kind' then kind = f[i + 1]
+      elseif f[i] == 'candidate' then candidate = f[i + 1] end
+    end
+  end
+  return n, kind, candidate
+end
+local function text_add(key, maxlen, n, ...)
+  redis.call('XADD', key, 'MAXLEN', '~', maxlen, '*', 'n', n, ...)
+  return n
+end
+"""
+
+#: Settle a run's answer text stream on its published text (run by bus.commit's script, right
+#: after it set the answer key): the deltas since the last reset, joined, become that text.
+#: What was streamed is known whole when the stream holds a reset, or its first entry is
+#: number 1 (nothing trimmed), or it is empty; else a reset and the whole text.
+SETTLE = (
+    _COMMON
+    + """
+local function text_settle(key, published, maxlen, ttl)
+  local entries = redis.call('XRANGE', key, '-', '+')
+  local parts, known, n = {}, #entries == 0, 0
+  for i, e in ipairs(entries) do
+    local f = {}
+    for j = 1, #e[2], 2 do f[e[2][j]] = e[2][j + 1] end
+    n = tonumber(f['n']) or n
+    if i == 1 and n == 1 then known = true end
+    if f['kind'] == 'reset' then parts = {}; known = true
+    elseif f['kind'] == 'delta' then parts[#parts + 1] = f['text']
+    elseif f['kind'] == 'settled' then return end
+  end
+  local streamed = table.concat(parts)
+  if known and string.sub(published, 1, #streamed) == streamed then
+    if #published > #streamed then
+      n = text_add(key, maxlen, n + 1, 'kind', 'delta', 'text',
+        string.sub(published, #streamed + 1), 'candidate', 'published', 'provisional', '0')
+    end
+  else
+    n = text_add(key, maxlen, n + 1, 'kind', 'reset', 'why', 'published')
+    if #published > 0 then
+      n = text_add(key, maxlen, n + 1, 'kind', 'delta', 'text', published,
+        'candidate', 'published', 'provisional', '0')
+    end
+  end
+  text_add(key, maxlen, n + 1, 'kind', 'settled')
+  redis.call('EXPIRE', key, ttl)
+end
+"""
+)
+
+#: One write. KEYS: the run's answer text stream, its answer key. ARGV: maxlen, ttl s, kind
+#: ("delta" or "reset"), fresh ("1": a call's first write), text, candidate, provisional, why.
+#: Nothing once the answer is set (or the stream settled). A reset, or a call's first write,
+#: first closes the text before it when that text is a delta: `retried` for the same
+#: candidate, else `replaced` (a reset names its own why). Returns the last entry's number.
+_WRITE = (
+    _COMMON
+    + """
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+local n, kind, candidate = text_last(KEYS[1])
+if kind == 'settled' then return 0 end
+local maxlen = ARGV[1]
+if kind == 'delta' and (ARGV[3] == 'reset' or ARGV[4] == '1') then
+  local why = ARGV[8]
+  if ARGV[3] == 'delta' then why = (candidate == ARGV[6]) and 'retried' or 'replaced' end
+  n = text_add(KEYS[1], maxlen, n + 1, 'kind', 'reset', 'why', why)
+end
+if ARGV[3] == 'delta' then
+  n = text_add(KEYS[1], maxlen, n + 1, 'kind', 'delta', 'text', ARGV[5],
+    'candidate', ARGV[6], 'provisional', ARGV[7])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return n
+"""
+)
+
+
+class RedisAnswerText:
+    """Where the phases write their runs' answer text: makes a sink per call (llm.base.TextSink),
+    and resets a run's text when the host sets a candidate aside."""
+
+    def __init__(self, redis: RedisClient, keys: Keys, maxlen: int, ttl_s: int) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._maxlen = maxlen
+        self._ttl_s = ttl_s
+
+    def sink(self, correlation_id: str, candidate: str, provisional: bool) -> AnswerSink:
+        """A sink for one call writing `candidate` of run `correlation_id`."""
+        return AnswerSink(self, correlation_id, candidate, provisional)
+
+    async def reset(self, correlation_id: str, why: ResetWhy) -> None:
+        """Close the run's text so far (if it is a delta): the host set it aside."""
+        await self._write(correlation_id, RESET, False, "", "", True, why)
+
+    async def _write(
+        self,
+        correlation_id: str,
+        kind: str,
+        fresh: bool,
+        text: str,
+        candidate: str,
+        provisional: bool,
+        why: str,
+    ) -> int:
+        keys = [self._keys.answer_text(correlation_id), self._keys.answer(correlation_id)]
+        args = [self._maxlen, self._ttl_s, kind, "1" if fresh else "0", text, candidate]
+        args += ["1" if provisional else "0", why]
+        # EVAL, not EVALSHA: a master new after a failover knows no script, and Redis keeps
+        # the compiled script by its hash anyway; the text costs ~1 KB a write on the wire.
+        return int(await self._redis.eval(_WRITE, len(keys), *keys, *args))
+
+
+class AnswerSink:
+    """One call's answer text (llm.base.TextSink): its first write starts a new attempt."""
+
+    def __init__(
+        self, stream: RedisAnswerText, correlation_id: str, candidate: str, provisional: bool
+    ) -> None:
+        self._stream = stream
+        self._cid = correlation_id
+        self.candidate = candidate
+        self.provisional = provisional
+        self._fresh = True
+
+    async def write(self, text: str) -> None:
+        if not text:
+            return
+        fresh, self._fresh = self._fresh, False
+        await self._stream._write(
+            self._cid, DELTA, fresh, text, self.candidate, self.provisional, ""
+        )
+
+    async def reset(self) -> None:
+        """The attempt is void: what it wrote is not the reply; the next write starts over."""
+        self._fresh = True
+        await self._stream.reset(self._cid, ResetWhy.RETRIED)
+
+
+async def read(
+    redis: RedisClient, keys: Keys, correlation_id: str, after: str = "0-0"
+) -> list[TextEntry]:
+    """The run's answer text entries after entry `after`, without waiting."""
+    entries = await redis.xrange(keys.answer_text(correlation_id), f"({after}", "+")
+    return [parse(entry_id, fields) for entry_id, fields in entries]
+
+
+async def follow(
+    redis: RedisClient,
+    keys: Keys,
+    correlation_id: str,
+    after: str = "0-0",
+    block_ms: int = 1_000,
+) -> AsyncIterator[TextEntry]:
+    """The run's answer text entries after `after`, as they are added, up to and with the
+    `settled` one. It never ends on its own before that: the caller stops it (its run's answer
+    came, read the rest with `read`; or it gave up)."""
+    key = keys.answer_text(correlation_id)
+    while True:
+        reply = await redis.xread({key: after}, block=block_ms)
+        for _stream, entries in reply or []:
+            for entry_id, fields in entries:
+                entry = parse(entry_id, fields)
+                after = entry.entry_id
+                yield entry
+                if entry.kind == SETTLED:
+                    return
