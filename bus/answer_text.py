@@ -31,19 +31,27 @@ attempt, so a call made again after its worker was killed mid-answer starts clea
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
 from aeonloop.bus.codec import text as field_text
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.keys import Keys
+from aeonloop.bus.redis_errors import TRANSIENT
+
+log = logging.getLogger("aeon.bus")
 
 DELTA = "delta"
 RESET = "reset"
 SETTLED = "settled"
 #: The candidate label of the text the settlement adds: the published answer's own.
 PUBLISHED = "published"
+#: How often a `TextPoller` reads the runs it watches: about a token's time on a fast server.
+POLL_S = 0.05
 
 
 class ResetWhy(StrEnum):
@@ -272,3 +280,92 @@ async def follow(
                 yield entry
                 if entry.kind == SETTLED:
                     return
+
+
+class TextWatch:
+    """One run's answer text as a `TextPoller` reads it: every entry so far, and who to tell
+    when more come."""
+
+    def __init__(self, correlation_id: str, after: str) -> None:
+        self.correlation_id = correlation_id
+        self.entries: list[TextEntry] = []
+        #: Called (with no argument) after new entries are added.
+        self.listeners: list[Callable[[], None]] = []
+        self.holders = 0
+        self._after = after
+        self._grew = asyncio.Event()
+
+    @property
+    def settled(self) -> bool:
+        return bool(self.entries) and self.entries[-1].kind == SETTLED
+
+    def add(self, entries: list[TextEntry]) -> None:
+        if not entries:
+            return
+        self.entries += entries
+        self._after = entries[-1].entry_id
+        for listener in self.listeners:
+            listener()
+        self._grew.set()
+        self._grew = asyncio.Event()
+
+    async def more_than(self, count: int) -> None:
+        """Return once more than `count` entries are in."""
+        while len(self.entries) <= count:
+            await self._grew.wait()
+
+
+class TextPoller:
+    """Reads the answer text of every run someone watches, in one pipelined round trip each
+    `interval_s`: a process that follows many runs at once (the HTTP gateway's event streams
+    and chat completions) must not hold a connection per run in a blocking read, which its
+    bounded pool (bus.connection) cannot give. A run stops being read once settled, and the
+    poller stops once nobody watches anything (the next watch starts it again)."""
+
+    def __init__(self, redis: RedisClient, keys: Keys, interval_s: float = POLL_S) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._interval_s = interval_s
+        self._watches: dict[str, TextWatch] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def watch(self, correlation_id: str) -> TextWatch:
+        """Hold run `correlation_id`'s text (shared with its other holders); `release` it."""
+        watch = self._watches.get(correlation_id)
+        if watch is None:
+            watch = self._watches[correlation_id] = TextWatch(correlation_id, "0-0")
+        watch.holders += 1
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run())
+        return watch
+
+    def release(self, watch: TextWatch) -> None:
+        watch.holders -= 1
+        if watch.holders <= 0 and self._watches.get(watch.correlation_id) is watch:
+            del self._watches[watch.correlation_id]
+
+    async def poll(self) -> None:
+        """One read of every watched run not settled yet."""
+        watches = [watch for watch in self._watches.values() if not watch.settled]
+        if not watches:
+            return
+        pipe = self._redis.pipeline(transaction=False)
+        for watch in watches:
+            pipe.xrange(self._keys.answer_text(watch.correlation_id), f"({watch._after}", "+")
+        replies = await pipe.execute()
+        for watch, entries in zip(watches, replies, strict=True):
+            watch.add([parse(entry_id, fields) for entry_id, fields in entries])
+
+    async def _run(self) -> None:
+        while self._watches:
+            try:
+                await self.poll()
+            except TRANSIENT as error:  # Redis away: the next round reads on from where it was
+                log.info("answer text not read (%s); trying again", type(error).__name__)
+            await asyncio.sleep(self._interval_s)
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
