@@ -69,7 +69,7 @@ from aeonloop.gateway.http.errors import (
 from aeonloop.gateway.http.models import RunOptions, RunRequest
 from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
-from aeonloop.gateway.progress import Progress
+from aeonloop.gateway.progress import SET_ASIDE_WORDS, Progress
 from aeonloop.phases.events import ExecutionResult
 
 log = logging.getLogger("aeon.http")
@@ -341,7 +341,7 @@ class _AnswerRelay:
 
 #: The reasoning line after a candidate answer the host set aside (its checks failed, the run
 #: went on, or the call was made again).
-SET_ASIDE_LINE = "\n(the text above was set aside)\n"
+SET_ASIDE_LINE = f"\n{SET_ASIDE_WORDS}\n"
 #: Before the published answer when the `content` sent is not its start (`_AnswerRelay.rest`).
 CUT_LINE = "\n\n(the text above was cut off; the answer is:)\n\n"
 
