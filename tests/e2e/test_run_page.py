@@ -501,6 +501,8 @@ def test_the_answer_is_written_on_the_page_as_it_comes(
     assert not steps("answer"), "the answer's card came: it was not seen being written"
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / "run-page-mid-answer.png"
+    live = driver.find_element(By.CSS_SELECTOR, '#run .step[data-kind="answer_live"]')
+    driver.execute_script("arguments[0].scrollIntoView({block: 'end'})", live)
     driver.save_screenshot(str(path))
     print(f"\nscreenshot: {path} ({len(written())} characters written)")
 
