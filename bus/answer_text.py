@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -258,28 +258,6 @@ async def read(
     """The run's answer text entries after entry `after`, without waiting."""
     entries = await redis.xrange(keys.answer_text(correlation_id), f"({after}", "+")
     return [parse(entry_id, fields) for entry_id, fields in entries]
-
-
-async def follow(
-    redis: RedisClient,
-    keys: Keys,
-    correlation_id: str,
-    after: str = "0-0",
-    block_ms: int = 1_000,
-) -> AsyncIterator[TextEntry]:
-    """The run's answer text entries after `after`, as they are added, up to and with the
-    `settled` one. It never ends on its own before that: the caller stops it (its run's answer
-    came, read the rest with `read`; or it gave up)."""
-    key = keys.answer_text(correlation_id)
-    while True:
-        reply = await redis.xread({key: after}, block=block_ms)
-        for _stream, entries in reply or []:
-            for entry_id, fields in entries:
-                entry = parse(entry_id, fields)
-                after = entry.entry_id
-                yield entry
-                if entry.kind == SETTLED:
-                    return
 
 
 class TextWatch:

@@ -53,6 +53,8 @@ from aeonloop.bus.redis_errors import TRANSIENT
 from aeonloop.exceptions import ForeignEventId
 from aeonloop.gateway.client import PROGRESS_STREAMS, answer_due_by
 from aeonloop.gateway.http.run_steps import (
+    ANSWER_DELTA,
+    ANSWER_RESET,
     ANSWERED,
     BEFORE_ANY_STEP,
     START,
@@ -661,7 +663,7 @@ def _text_steps(
         if _entry_rank(entry.entry_id.encode()) <= floor:
             continue
         if entry.kind in (DELTA, RESET):
-            kind = "answer_delta" if entry.kind == DELTA else "answer_reset"
+            kind = ANSWER_DELTA if entry.kind == DELTA else ANSWER_RESET
             data = (
                 {"text": entry.text, "candidate": entry.candidate, "provisional": entry.provisional}
                 if entry.kind == DELTA

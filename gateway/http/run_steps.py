@@ -52,6 +52,13 @@ StepKind = Literal[
     "webhook_delivered",
     "webhook_failed",
 ]
+#: The answer's text as it is written (bus.answer_text), sent between a run's steps: a piece
+#: of it, or the text so far set aside.
+TextKind = Literal["answer_delta", "answer_reset"]
+ANSWER_DELTA: TextKind = "answer_delta"
+ANSWER_RESET: TextKind = "answer_reset"
+#: The SSE `event:` field's values: a step's kind, or the answer's text.
+EventKind = Literal[StepKind, TextKind]
 #: A run ends with its answer, or, past its deadline without one, with `no_answer`: either is
 #: its last step.
 _KIND_ORDER: dict[str, int] = {

@@ -7,15 +7,11 @@ real `aeon serve`, read over real HTTP.
 
 from __future__ import annotations
 
-import os
-import pty
-import re
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from e2e_support import Bus, Processes, aeon_argv
+from e2e_support import Bus, Processes, aeon_argv, run_on_a_terminal, submitted_id
 from http_support import Server, Stream, answer_written, served
 
 from aeonloop.gateway.progress import SET_ASIDE_WORDS
@@ -79,36 +75,13 @@ def test_a_reader_that_comes_after_the_answer_gets_the_answer_alone(stack: Stack
     assert late.events[-1].kind == "answer"
 
 
-def _ask_on_a_terminal(stack: Stack, request: str) -> tuple[str, str]:
-    """`aeon ask REQUEST` with its stdout a terminal (a pseudo-terminal this test reads):
-    what the terminal showed, and the run's correlation id."""
-    main, terminal = pty.openpty()
-    argv = [*aeon_argv(), "ask", request]
-    with subprocess.Popen(
-        argv, env=stack.env, stdout=terminal, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
-    ) as proc:
-        os.close(terminal)
-        shown = bytearray()
-        while True:
-            try:
-                chunk = os.read(main, 4096)
-            except OSError:  # the terminal's other end closed: the command is done
-                break
-            if not chunk:
-                break
-            shown += chunk
-        _, stderr = proc.communicate(timeout=120)
-    os.close(main)
-    assert proc.returncode == 0, stderr.decode()
-    found = re.search(r"request (\S+) submitted", stderr.decode())
-    assert found, stderr.decode()
-    return shown.decode().replace("\r\n", "\n"), found.group(1)
-
-
 def test_aeon_ask_on_a_terminal_prints_the_answer_as_it_is_written(stack: Stack) -> None:
     """The draft, then the line saying it was set aside when the run went on, then the
     answer as written, once: the result's other lines follow it, and no second `Answer:`."""
-    shown, cid = _ask_on_a_terminal(stack, "Explain tides, then summarise them for a child")
+    shown, stderr = run_on_a_terminal(
+        [*aeon_argv(), "ask", "Explain tides, then summarise them for a child"], stack.env
+    )
+    cid = submitted_id(stderr)
     answer = stack.server.get(f"/v1/runs/{cid}").body["result"]["final_answer"]["answer_text"]
     draft, set_aside, rest = shown.partition(f"\n{SET_ASIDE_WORDS}\n")
     assert set_aside and draft.startswith("Answer: ") and OFFLINE_NOTICE in draft

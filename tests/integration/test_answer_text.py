@@ -24,6 +24,7 @@ from aeonloop.bus.answer_text import (
     RedisAnswerText,
     ResetWhy,
     TextEntry,
+    TextPoller,
     since_reset,
 )
 from aeonloop.bus.commit import Commit
@@ -193,24 +194,31 @@ async def test_a_trimmed_stream_settles_with_the_whole_text(
     assert since_reset(found) == published
 
 
-async def test_follow_reads_until_settled(redis: RedisClient, settings: BusSettings) -> None:
+async def test_the_poller_reads_each_watched_run_until_settled(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """One poller reads every watched run in one round trip (a gateway's event streams and
+    chat completions), each as it is written, and stops reading a run once it is settled."""
     keys = Keys(settings.prefix, settings.shards)
-    sink = stream_of(redis, settings).sink("run-8", "answer", provisional=False)
-    got: list[TextEntry] = []
-
-    async def reader() -> None:
-        async for entry in answer_text.follow(redis, keys, "run-8", block_ms=100):
-            got.append(entry)
-
-    task = asyncio.create_task(reader())
-    await sink.write("Streamed ")
-    await asyncio.sleep(0.2)
-    assert [e.text for e in got] == ["Streamed "]  # read while the answer is being written
-    await sink.write("and done.")
-    await publish(redis, settings, "run-8", "Streamed and done.")
-    await asyncio.wait_for(task, 10)
-    assert got[-1].kind == SETTLED
-    assert since_reset(got) == "Streamed and done."
+    stream = stream_of(redis, settings)
+    poller = TextPoller(redis, keys, interval_s=0.02)
+    first, second = poller.watch("run-8"), poller.watch("run-9")
+    try:
+        await stream.sink("run-8", "answer", provisional=False).write("Streamed ")
+        await stream.sink("run-9", "draft", provisional=True).write("Other")
+        await asyncio.wait_for(first.more_than(0), 5)
+        await asyncio.wait_for(second.more_than(0), 5)
+        assert [e.text for e in first.entries] == ["Streamed "]  # read while it is written
+        await publish(redis, settings, "run-8", "Streamed and done.")
+        await asyncio.wait_for(first.more_than(1), 5)
+        while not first.settled:
+            await asyncio.wait_for(first.more_than(len(first.entries)), 5)
+        assert since_reset(first.entries) == "Streamed and done."
+        assert [e.text for e in second.entries] == ["Other"]
+    finally:
+        poller.release(first)
+        poller.release(second)
+        await poller.aclose()
 
 
 async def test_whole_runs_stream_their_answer_and_settle_on_it(settings: BusSettings) -> None:
