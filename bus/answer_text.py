@@ -41,7 +41,7 @@ from enum import StrEnum
 from aeonloop.bus.codec import text as field_text
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.keys import Keys
-from aeonloop.bus.redis_errors import TRANSIENT
+from aeonloop.bus.redis_errors import FAILURES, TRANSIENT, said
 
 log = logging.getLogger("aeon.bus")
 
@@ -205,8 +205,13 @@ class RedisAnswerText:
         return AnswerSink(self, correlation_id, candidate, provisional)
 
     async def reset(self, correlation_id: str, why: ResetWhy) -> None:
-        """Close the run's text so far (if it is a delta): the host set it aside."""
-        await self._write(correlation_id, RESET, False, "", "", True, why)
+        """Close the run's text so far (if it is a delta): the host set it aside. A reset
+        Redis does not take is logged, not raised: the settlement still makes the text the
+        answer's (`AnswerSink`)."""
+        try:
+            await self._write(correlation_id, RESET, False, "", "", True, why)
+        except FAILURES as error:
+            log.warning("%s: the answer's text not reset (%s)", correlation_id, said(error))
 
     async def _write(
         self,
@@ -227,7 +232,12 @@ class RedisAnswerText:
 
 
 class AnswerSink:
-    """One call's answer text (llm.base.TextSink): its first write starts a new attempt."""
+    """One call's answer text (llm.base.TextSink): its first write starts a new attempt.
+
+    The text is a view of the answer, never a condition of it: a write Redis does not take
+    (away, failing over, out of memory) is logged, and the sink writes nothing more of this
+    attempt (a gap would show a text that is not the answer's); the call goes on, and the
+    settlement writes what the readers lack."""
 
     def __init__(
         self, stream: RedisAnswerText, correlation_id: str, candidate: str, provisional: bool
@@ -237,19 +247,32 @@ class AnswerSink:
         self.candidate = candidate
         self.provisional = provisional
         self._fresh = True
+        self._broken = False
 
     async def write(self, text: str) -> None:
-        if not text:
+        if not text or self._broken:
             return
         fresh, self._fresh = self._fresh, False
-        await self._stream._write(
-            self._cid, DELTA, fresh, text, self.candidate, self.provisional, ""
-        )
+        await self._send(DELTA, fresh, text)
 
     async def reset(self) -> None:
         """The attempt is void: what it wrote is not the reply; the next write starts over."""
-        self._fresh = True
-        await self._stream.reset(self._cid, ResetWhy.RETRIED)
+        self._fresh, self._broken = True, False
+        await self._send(RESET, False, "")
+
+    async def _send(self, kind: str, fresh: bool, text: str) -> None:
+        why = ResetWhy.RETRIED if kind == RESET else ""
+        try:
+            await self._stream._write(
+                self._cid, kind, fresh, text, self.candidate, self.provisional, why
+            )
+        except FAILURES as error:
+            self._broken = True
+            log.warning(
+                "%s: the answer's text is not written as it comes (%s); it is whole once published",
+                self._cid,
+                said(error),
+            )
 
 
 async def read(

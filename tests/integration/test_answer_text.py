@@ -241,3 +241,4 @@ async def test_whole_runs_stream_their_answer_and_settle_on_it(settings: BusSett
             assert len(written) > 1, "the offline model writes its answer in chunks"
     deep = list(results.values())[1]
     assert deep.total_passes > 0
+
