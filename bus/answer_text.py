@@ -14,6 +14,13 @@ it is written (docs/run-lifecycle.md, "The answer's text as it is written"). Its
 Every entry is numbered (`n`, from 1) by the script that adds it, so a reader, and the
 settlement, can tell a stream whose oldest entries were trimmed (MAXLEN) from a whole one.
 
+A stream is kept as long as its run's answer while the run goes on (each write sets it to
+AEON_ANSWER_TTL_S), and AEON_STREAM_KEEP_S once settled: the window a run's progress entries
+are kept for the readers that follow them live (bus.retention). Later, the answer itself is
+what a reader gets (a reader that comes after it gets no text), and a run's text kept a day
+would more than double what a run leaves in Redis (4.8 KB for an offline run's, beside 3.5 KB
+for its answer and records).
+
 The invariant, kept by the script that publishes the answer (bus.commit, `SETTLE`): once a
 stream is settled, its deltas since the last reset, joined, are the FinalAnswer's
 `answer_text`. The settlement writes what the published text adds to the streamed text when
@@ -126,7 +133,8 @@ end
 """
 
 #: Settle a run's answer text stream on its published text (run by bus.commit's script, right
-#: after it set the answer key): the deltas since the last reset, joined, become that text.
+#: after it set the answer key): the deltas since the last reset, joined, become that text;
+#: the stream is then kept `ttl` seconds (AEON_STREAM_KEEP_S).
 #: What was streamed is known whole when the stream holds a reset, or its first entry is
 #: number 1 (nothing trimmed), or it is empty; else a reset and the whole text.
 SETTLE = (

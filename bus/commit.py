@@ -53,7 +53,8 @@ MemoWrite = tuple[str, str, int]
 #: One commit. KEYS: the entry's stream, its event's lock (the stream again when there is none),
 #: then per output its stream (a record: its run's hash), and for an answer also the answer
 #: key, the run's hash and its answer text stream. ARGV: group, entry id, stream maxlen,
-#: done-mark TTL ms, answer TTL s, the done value, answer text maxlen, then per output: its
+#: done-mark TTL ms, answer TTL s, the done value, answer text maxlen, how long a settled
+#: answer text stream is kept (s), then per output: its
 #: kind ("record", "event", "answer", "dead"), its number of fields and the fields (a record's:
 #: its name and value), and for an answer the value its answer key stores (its body, packed:
 #: bus.compact) and its published text. Records come first, so an event is never added
@@ -71,7 +72,7 @@ if KEYS[2] ~= KEYS[1] and redis.call('GET', KEYS[2]) == ARGV[6] then
   redis.pcall('XACK', KEYS[1], ARGV[1], ARGV[2])
   return false
 end
-local maxlen, k, a, dead = ARGV[3], 3, 8, false
+local maxlen, k, a, dead = ARGV[3], 3, 9, false
 while a <= #ARGV do
   local kind, n = ARGV[a], tonumber(ARGV[a + 1])
   local fields = {unpack(ARGV, a + 2, a + 1 + 2 * n)}
@@ -84,7 +85,7 @@ while a <= #ARGV do
     local stored, published = ARGV[a], ARGV[a + 1]
     a = a + 2
     if redis.call('SET', KEYS[k + 1], stored, 'NX', 'EX', ARGV[5]) then
-      text_settle(KEYS[k + 3], published, ARGV[7], ARGV[5])
+      text_settle(KEYS[k + 3], published, ARGV[7], ARGV[8])
       redis.call('XADD', KEYS[k], 'MAXLEN', '~', maxlen, '*', unpack(fields))
       redis.call('EXPIRE', KEYS[k + 2], ARGV[5])
     end
@@ -308,6 +309,7 @@ class Committer:
             settings.answer_ttl_s,
             LockState.DONE.value,
             settings.answer_text_maxlen,
+            settings.stream_keep_s,
         ]
         published = iter(item.published)
         # Outputs go to the shard of the entry they come from, which is their run's (a run's

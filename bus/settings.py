@@ -105,7 +105,8 @@ class BusSettings(AeonSettings):
     #: client that lost its connection needs, at a seventh of the memory a week held.
     answer_ttl_s: Whole = 24 * 3600
     dedupe_ttl_s: Whole = 24 * 3600
-    #: Entries a run's answer text stream keeps at most (bus.answer_text): one per piece the
+    #: Entries a run's answer text stream keeps at most (bus.answer_text; kept while the run
+    #: goes on, and AEON_STREAM_KEEP_S once its answer is published): one per piece the
     #: model wrote (about a token each from a streaming server), over every candidate answer.
     #: Past it the oldest go, and a reader that missed them gets the whole answer at the end.
     answer_text_maxlen: Whole = 10_000

@@ -100,6 +100,9 @@ async def test_the_published_text_extends_what_was_streamed(
     assert found[3].text == "-two." and found[3].candidate == answer_text.PUBLISHED
     assert not found[3].provisional
     assert since_reset(found) == "The answer is forty-two."
+    # Kept for the readers that follow it live, as long as the run's progress entries.
+    keys = Keys(settings.prefix, settings.shards)
+    assert 0 < await redis.ttl(keys.answer_text("run-1")) <= settings.stream_keep_s
 
 
 async def test_a_published_text_that_differs_resets_and_comes_whole(
@@ -241,4 +244,3 @@ async def test_whole_runs_stream_their_answer_and_settle_on_it(settings: BusSett
             assert len(written) > 1, "the offline model writes its answer in chunks"
     deep = list(results.values())[1]
     assert deep.total_passes > 0
-
