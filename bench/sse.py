@@ -305,7 +305,10 @@ def count(readings: list[Reading], cids: list[str], truth: Mapping[str, Reading]
         incomplete += not (reading.status == 200 and reading.ended and got[-1:] == ["answer"])
     return {
         "streams": len(readings),
-        "events_delivered": sum(len(r.events) for r in readings),
+        "events_delivered": sum(len(r.keys) for r in readings),
+        #: The answer's text as it was written, between the steps (readers live before the
+        #: answer get some; the counts above are of steps).
+        "text_events_delivered": sum(len(r.events) - len(r.keys) for r in readings),
         "events_expected": sum(len(truth[cid].keys) for cid in cids),
         "missed": missed,
         "repeated": repeated,
