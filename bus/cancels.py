@@ -61,8 +61,8 @@ class RedisCancels:
         self._redis = redis
         self._keys = keys
         self._poll_s = poll_s
-        #: Runs in flight: the event each watcher waits on, with how many watch it.
-        self._watched: dict[str, tuple[asyncio.Event, int]] = {}
+        #: Runs in flight: the future each watcher waits on, with how many watch it.
+        self._watched: dict[str, tuple[asyncio.Future[None], int]] = {}
         self._poller: asyncio.Task[None] | None = None
         #: Lookups asked for and not yet sent: each run's mark, and who waits for it.
         self._asked: list[tuple[str, asyncio.Future[bool]]] = []
@@ -122,8 +122,9 @@ class RedisCancels:
         return list(await pipe.execute())
 
     @contextlib.asynccontextmanager
-    async def watch(self, correlation_id: str) -> AsyncIterator[asyncio.Event]:
-        seen, count = self._watched.get(correlation_id, (asyncio.Event(), 0))
+    async def watch(self, correlation_id: str) -> AsyncIterator[asyncio.Future[None]]:
+        held = self._watched.get(correlation_id)
+        seen, count = held or (asyncio.get_running_loop().create_future(), 0)
         self._watched[correlation_id] = (seen, count + 1)
         if self._poller is None or self._poller.done():
             self._poller = asyncio.create_task(self._poll())
@@ -149,5 +150,6 @@ class RedisCancels:
                 log.info("cancels not read (%s); reading again", type(error).__name__)
                 continue
             for correlation_id, marked in zip(runs, marks, strict=True):
-                if marked and correlation_id in self._watched:
-                    self._watched[correlation_id][0].set()
+                held = self._watched.get(correlation_id)
+                if marked and held is not None and not held[0].done():
+                    held[0].set_result(None)
