@@ -144,14 +144,16 @@ def render(runs: Sequence[RunFigures]) -> str:
     return table(headers, rows)
 
 
-def ask(log: Path, request: str, aeon: Sequence[str]) -> RunFigures:
-    """`aeon ask --json REQUEST`, and the calls it added to `log`."""
+def ask(log: Path, request: str, aeon: Sequence[str], timeout: float | None = None) -> RunFigures:
+    """`aeon ask --json REQUEST` (with `--timeout`, when given), and the calls it added to
+    `log`."""
     start = log.stat().st_size
+    argv = [*aeon, "ask", "--json", *(["--timeout", f"{timeout:g}"] if timeout else []), request]
     done = subprocess.run(
-        [*aeon, "ask", "--json", request],
+        argv,
         capture_output=True,
         text=True,
-        timeout=RUN_TIMEOUT_S,
+        timeout=(timeout or RUN_TIMEOUT_S) + RUN_TIMEOUT_S,
         check=False,
     )
     time.sleep(LOG_SETTLE_S)
@@ -171,7 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         if args.ask:
-            runs = [ask(args.log, request, args.aeon.split()) for request in args.ask]
+            aeon = args.aeon.split()
+            runs = [ask(args.log, request, aeon, args.timeout) for request in args.ask]
         else:
             text = args.log.read_text(encoding="utf-8", errors="replace")
             runs = [summed(args.log.name, read_calls(text.splitlines()))]
@@ -199,6 +202,9 @@ def _parser() -> argparse.ArgumentParser:
         help="run each request through `aeon ask --json`, one at a time, and report each run",
     )
     parser.add_argument("--aeon", default="aeon", help="the aeon command (default: aeon)")
+    parser.add_argument(
+        "--timeout", type=float, default=None, help="seconds each run may take (aeon's default)"
+    )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     return parser
 
