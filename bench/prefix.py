@@ -18,20 +18,24 @@ processed (the prompt eval line). On a CPU server the processed ones are most of
 of them a server can skip (prompts.unified).
 
 With --ask, the requests run through `aeon ask --json` with the environment as it is (AEON_LLM,
-AEON_LLM_BASE_URL naming the server that writes LOG, ...), one after the other, and the lines
-each run added to LOG are its calls; the run's own count of prompt tokens (its `usage`) is shown
-beside the log's, which should agree. Exit status: 0, or 2 when the log cannot be read or a run
-did not answer.
+AEON_LLM_BASE_URL naming the server that writes LOG, ...), one after the other, and the calls
+each run added to LOG are its own. A run can end with calls still queued at the server (a call
+that timed out at Aeon is still processed there), so after each run one more call of a single
+token is sent, which the server (one at a time, in order) answers only once every call before it
+is done; the calls up to it are the run's, and it is left out. The run's own count of prompt
+tokens (its `usage`) is shown beside the log's: it counts only the calls whose replies the run
+took. Exit status: 0, or 2 when the log cannot be read or a run did not answer.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
-import time
+import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,8 +47,6 @@ _HIT = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) pro
 _EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
 #: Seconds a run may take before it is given up on (a run is 10-20 calls on a CPU server).
 RUN_TIMEOUT_S = 1800
-#: Seconds to wait after a run for the server to finish writing its log.
-LOG_SETTLE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,8 @@ class RunFigures:
     prompt_ms: float
     #: The run's own count of prompt tokens (`usage.prompt_tokens`), when it was run here.
     usage_prompt_tokens: int | None = None
+    #: How the run ended (its result's `status`), when it was run here.
+    status: str | None = None
 
     @property
     def share(self) -> float:
@@ -111,10 +115,16 @@ class RunFigures:
             "share": round(self.share, 4),
             "prompt_s": round(self.prompt_ms / 1000, 2),
             "usage_prompt_tokens": self.usage_prompt_tokens,
+            "status": self.status,
         }
 
 
-def summed(name: str, calls: Sequence[Call], usage_prompt_tokens: int | None = None) -> RunFigures:
+def summed(
+    name: str,
+    calls: Sequence[Call],
+    usage_prompt_tokens: int | None = None,
+    status: str | None = None,
+) -> RunFigures:
     return RunFigures(
         name=name,
         calls=len(calls),
@@ -123,14 +133,17 @@ def summed(name: str, calls: Sequence[Call], usage_prompt_tokens: int | None = N
         processed=sum(call.processed for call in calls),
         prompt_ms=sum(call.prompt_ms for call in calls),
         usage_prompt_tokens=usage_prompt_tokens,
+        status=status,
     )
 
 
 def render(runs: Sequence[RunFigures]) -> str:
-    headers = ["run", "calls", "sent", "reused", "processed", "cache share", "prompt s", "usage"]
+    headers = ["run", "status", "calls", "sent", "reused", "processed", "cache share", "prompt s"]
+    headers.append("usage")
     rows = [
         [
             run.name,
+            run.status,
             run.calls,
             run.sent,
             run.reused,
@@ -144,9 +157,23 @@ def render(runs: Sequence[RunFigures]) -> str:
     return table(headers, rows)
 
 
+def drain(base_url: str, model: str) -> None:
+    """Return once the server has answered every call sent to it before: llama-cpp-python's
+    server takes calls one at a time, in the order they came (a first-in, first-out lock), so a
+    one-token call sent now is answered after them."""
+    body = {"model": model, "messages": [{"role": "user", "content": "1"}], "max_tokens": 1}
+    request = urllib.request.Request(
+        f"{base_url.rstrip('/')}/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=RUN_TIMEOUT_S) as reply:
+        reply.read()
+
+
 def ask(log: Path, request: str, aeon: Sequence[str], timeout: float | None = None) -> RunFigures:
     """`aeon ask --json REQUEST` (with `--timeout`, when given), and the calls it added to
-    `log`."""
+    `log` until the server had answered them all (`drain`; its own call left out)."""
     start = log.stat().st_size
     argv = [*aeon, "ask", "--json", *(["--timeout", f"{timeout:g}"] if timeout else []), request]
     done = subprocess.run(
@@ -156,20 +183,25 @@ def ask(log: Path, request: str, aeon: Sequence[str], timeout: float | None = No
         timeout=(timeout or RUN_TIMEOUT_S) + RUN_TIMEOUT_S,
         check=False,
     )
-    time.sleep(LOG_SETTLE_S)
     if done.returncode not in (0, 1):
         raise RuntimeError(f"aeon ask exited {done.returncode}: {done.stderr.strip()[-500:]}")
-    usage = json.loads(done.stdout).get("usage") or {}
+    result = json.loads(done.stdout)
+    usage = result.get("usage") or {}
+    drain(os.environ["AEON_LLM_BASE_URL"], os.environ["AEON_LLM_MODEL"])
     with log.open("rb") as handle:
         handle.seek(start)
         added = handle.read().decode("utf-8", "replace").splitlines()
-    return summed(request, read_calls(added), usage.get("prompt_tokens"))
+    calls = read_calls(added)[:-1]  # the last is drain's
+    return summed(request, calls, usage.get("prompt_tokens"), result.get("status"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if not args.log.is_file():
         print(f"bench.prefix: no log at {args.log}: give the server's stderr", file=sys.stderr)
+        return 2
+    if args.ask and not all(map(os.environ.get, ("AEON_LLM_BASE_URL", "AEON_LLM_MODEL"))):
+        print("bench.prefix: --ask needs AEON_LLM_BASE_URL and AEON_LLM_MODEL", file=sys.stderr)
         return 2
     try:
         if args.ask:
@@ -178,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             text = args.log.read_text(encoding="utf-8", errors="replace")
             runs = [summed(args.log.name, read_calls(text.splitlines()))]
-    except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as error:
+    except (RuntimeError, OSError, subprocess.TimeoutExpired, json.JSONDecodeError) as error:
         print(f"bench.prefix: {error}", file=sys.stderr)
         return 2
     if args.json:

@@ -1,8 +1,9 @@
 """`python -m bench.prefix` reads a llama-cpp-python server's log into calls and runs: what each
 call's prompt kept from the server's cache and what the server processed (issue 33).
 
-The log lines are the server's own (llama-cpp-python 0.3 with `--verbose true`), from a run of
-SmolLM2-135M; no timing is asserted, only that the figures are read as the log states them.
+The log is the server's own (llama-cpp-python 0.3.36, `--verbose true --cache true`, SmolLM2-135M
+answering `aeon ask`), three calls with two refused requests' tracebacks between them; no timing
+is asserted, only that the figures are read as the log states them.
 """
 
 from __future__ import annotations
@@ -17,29 +18,31 @@ from bench.prefix import Call, read_calls, summed
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Three completions: the first processes its whole prompt (no prefix-match line), the second
-#: keeps 212 tokens of it, the third is the same prompt again (one token replayed).
+#: keeps 24 tokens (the chat template's start), the third 247, its prefix-match line apart from
+#: its timings by two refused requests' tracebacks.
 LOG = (ROOT / "tests" / "fixtures" / "llama-cpp-python-verbose.log").read_text()
 
 
 def test_each_completion_is_a_call_with_what_it_kept_and_what_was_processed() -> None:
     assert read_calls(LOG.splitlines()) == [
-        Call(reused=0, processed=742, prompt_ms=1479.52),
-        Call(reused=212, processed=530, prompt_ms=998.10),
-        Call(reused=741, processed=1, prompt_ms=12.50),
+        Call(reused=0, processed=34, prompt_ms=0.10),
+        Call(reused=24, processed=648, prompt_ms=3691.74),
+        Call(reused=247, processed=428, prompt_ms=41559.25),
     ]
 
 
 def test_a_run_sums_its_calls_and_the_cache_share_is_the_kept_part_of_what_was_sent() -> None:
     run = summed("tides", read_calls(LOG.splitlines()))
-    assert (run.calls, run.sent, run.reused, run.processed) == (3, 2226, 953, 1273)
-    assert run.share == 953 / 2226
+    assert (run.calls, run.sent, run.reused, run.processed) == (3, 1381, 271, 1110)
+    assert run.share == 271 / 1381
     assert summed("none", []).share == 0.0
 
 
 def test_a_prefix_match_belongs_to_its_own_call_only() -> None:
     """The next call without a prefix-match line processed its whole prompt."""
-    lines = LOG.splitlines()[7:12] + LOG.splitlines()[1:6]
-    assert [call.reused for call in read_calls(lines)] == [212, 0]
+    lines = LOG.splitlines()
+    second = next(i for i, line in enumerate(lines) if "prefix-match" in line)
+    assert [call.reused for call in read_calls(lines[second:] + lines[:second])] == [24, 247, 0]
 
 
 def test_the_command_prints_the_log_as_one_run(tmp_path: Path) -> None:
@@ -54,7 +57,7 @@ def test_the_command_prints_the_log_as_one_run(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     (run,) = json.loads(done.stdout)
-    assert run["sent"] == 2226 and run["processed"] == 1273 and run["share"] == 0.4281
+    assert run["sent"] == 1381 and run["processed"] == 1110 and run["share"] == 0.1962
 
 
 def test_a_missing_log_is_one_line_and_exit_2(tmp_path: Path) -> None:
