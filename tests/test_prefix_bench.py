@@ -13,7 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.prefix import Call, read_calls, summed
+import pytest
+from openai_fake import Planned, Seen, completion, serve
+
+from bench.prefix import Call, ask, read_calls, summed
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,3 +73,42 @@ def test_a_missing_log_is_one_line_and_exit_2(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "no log at" in done.stderr
+
+
+#: A stand-in `aeon`: its run's one answered call is in the log when it answers; the call it
+#: left queued (one that timed out at Aeon, say) is not yet.
+FAKE_AEON = """\
+import json, sys
+with open(sys.argv[1], "a") as log:
+    log.write("Llama.generate: 24 prefix-match hit, remaining 10 prompt tokens to eval\\n")
+    log.write("llama_perf_context_print: prompt eval time = 5.00 ms / 10 tokens (x)\\n")
+print(json.dumps({"status": "converged", "usage": {"prompt_tokens": 34}}))
+"""
+
+
+def test_ask_counts_the_calls_a_run_left_queued_and_not_the_drain_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server answers in order: the call the run left queued is written to the log before
+    the drain call is answered, and counts to the run; the drain call does not."""
+    log = tmp_path / "server.log"
+    log.write_text(LOG)  # an earlier run's calls: not this one's
+    script = tmp_path / "aeon.py"
+    script.write_text(FAKE_AEON)
+
+    def server_side(seen: Seen) -> Planned:
+        with log.open("a") as written:
+            written.write("Llama.generate: 34 prefix-match hit, remaining 600 prompt tokens\n")
+            written.write("llama_perf_context_print: prompt eval time = 9.00 ms / 600 tokens\n")
+            written.write("Llama.generate: 24 prefix-match hit, remaining 6 prompt tokens\n")
+            written.write("llama_perf_context_print: prompt eval time = 1.00 ms / 6 tokens\n")
+        assert seen.body["max_tokens"] == 1
+        return Planned(body=completion("1"))
+
+    with serve() as fake:
+        fake.responder = server_side
+        monkeypatch.setenv("AEON_LLM_BASE_URL", fake.base_url)
+        monkeypatch.setenv("AEON_LLM_MODEL", "fake-model")
+        run = ask(log, "tides", [sys.executable, str(script), str(log)])
+    assert (run.calls, run.reused, run.processed) == (2, 58, 610)
+    assert (run.usage_prompt_tokens, run.status) == (34, "converged")
