@@ -206,7 +206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.ask:
             aeon = args.aeon.split()
-            runs = [ask(args.log, request, aeon, args.timeout) for request in args.ask]
+            runs = []
+            for request in args.ask:  # minutes each on a CPU server: each said as it ends
+                runs.append(ask(args.log, request, aeon, args.timeout))
+                print(f"bench.prefix: {json.dumps(runs[-1].as_dict())}", file=sys.stderr)
         else:
             text = args.log.read_text(encoding="utf-8", errors="replace")
             runs = [summed(args.log.name, read_calls(text.splitlines()))]
