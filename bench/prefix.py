@@ -97,7 +97,8 @@ class RunFigures:
     prompt_ms: float
     #: The run's own count of prompt tokens (`usage.prompt_tokens`), when it was run here.
     usage_prompt_tokens: int | None = None
-    #: How the run ended (its result's `status`), when it was run here.
+    #: How the run ended (its result's `status`, and its answer's `reason` when it has one),
+    #: when it was run here.
     status: str | None = None
 
     @property
@@ -192,7 +193,15 @@ def ask(log: Path, request: str, aeon: Sequence[str], timeout: float | None = No
         handle.seek(start)
         added = handle.read().decode("utf-8", "replace").splitlines()
     calls = read_calls(added)[:-1]  # the last is drain's
-    return summed(request, calls, usage.get("prompt_tokens"), result.get("status"))
+    return summed(request, calls, usage.get("prompt_tokens"), _ending(result))
+
+
+def _ending(result: dict[str, Any]) -> str | None:
+    """`status`, with the answer's `reason` (why it is degraded) when there is one."""
+    status = result.get("status")
+    metadata = (result.get("final_answer") or {}).get("metadata") or {}
+    reason = metadata.get("reason")
+    return f"{status} ({reason})" if status and reason else status
 
 
 def main(argv: Sequence[str] | None = None) -> int:

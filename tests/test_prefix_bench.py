@@ -82,7 +82,8 @@ import json, sys
 with open(sys.argv[1], "a") as log:
     log.write("Llama.generate: 24 prefix-match hit, remaining 10 prompt tokens to eval\\n")
     log.write("llama_perf_context_print: prompt eval time = 5.00 ms / 10 tokens (x)\\n")
-print(json.dumps({"status": "converged", "usage": {"prompt_tokens": 34}}))
+answer = {"answer_text": "-", "metadata": {"reason": "invalid_llm_output"}}
+print(json.dumps({"status": "failed", "usage": {"prompt_tokens": 34}, "final_answer": answer}))
 """
 
 
@@ -111,4 +112,4 @@ def test_ask_counts_the_calls_a_run_left_queued_and_not_the_drain_call(
         monkeypatch.setenv("AEON_LLM_MODEL", "fake-model")
         run = ask(log, "tides", [sys.executable, str(script), str(log)])
     assert (run.calls, run.reused, run.processed) == (2, 58, 610)
-    assert (run.usage_prompt_tokens, run.status) == (34, "converged")
+    assert (run.usage_prompt_tokens, run.status) == (34, "failed (invalid_llm_output)")
