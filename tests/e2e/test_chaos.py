@@ -102,7 +102,7 @@ def _killed_under_load(
         return procs.worker(worker_env, "--concurrency", "4", name=name)
 
     # Both consume before the burst, so the work is shared from its start even where a worker
-    # takes seconds to start (a loaded machine); a restarted victim is not waited for.
+    # takes seconds to start (a loaded machine).
     start("steady").ready(30)
     victim = start("victim").ready(30)
     gateway = procs.gateway(env, REQUESTS, timeout=90, request=request)
@@ -110,6 +110,10 @@ def _killed_under_load(
 
     kills = []
     for threshold in kill_after:
+        # A restarted victim consumes before its next kill is due: on a loaded machine its
+        # start took longer than the wait for it to hold entries, and the steady worker had
+        # answered the rest of the burst meanwhile (a kill then had nothing to land on).
+        victim.ready(60)
         wait_until(lambda t=threshold: len(bus.answer_cids()) >= t, 60, f"{threshold} answers")
         held = wait_until(
             lambda v=victim: bus.pending(v.consumer), 15, f"{victim.name} to hold entries"
