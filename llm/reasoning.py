@@ -17,11 +17,15 @@ Forms handled, tags matched case-insensitively:
 
 A tag elsewhere in running prose (a model explaining what `<think>` means) is left alone unless
 it forms one of the blocks above.
+
+Servers that split the thinking out put it in a field of its own (`reasoning_field`), in a whole
+reply's message and in each streamed chunk's delta alike.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 TAGS = ("think", "thinking", "reasoning")
 _NAMES = "|".join(TAGS)
@@ -49,3 +53,13 @@ def split_reasoning(reply: str) -> tuple[str, str]:
         thinking.append(answer)
         answer = ""
     return answer.strip(), "\n".join(part.strip() for part in thinking if part.strip())
+
+
+def reasoning_field(message: Any) -> str:
+    """The thinking a server split out of the content (vLLM, DeepSeek, llama.cpp, OpenRouter),
+    from a message or a streamed delta."""
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(message, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return ""

@@ -47,6 +47,13 @@ REQUEST = "Explain how tides work"
 LOOP_DECIDED = {"converged", "stagnated", "ttl_exhausted", "max_passes"}
 #: Generous: a run is 12-16 calls, each a few seconds on 2 cores.
 RUN_TIMEOUT_S = 900
+#: What the adapter says of a call cut for time (llm.streaming's bounds), retried or not: no
+#: call to this server may stall with the default settings (issue 33).
+CUT_FOR_TIME = (
+    "no first token within",
+    "no reply (sent whole, not streamed) within",
+    "the reply stalled",
+)
 
 
 def _model_path() -> Path | None:
@@ -182,7 +189,7 @@ def stepped_down_once(log: str) -> None:
     assert len(said) == 1, said
     assert "refused response_format json_schema (HTTP 500)" in said[0]
     assert "use json_object with the schema from now on" in said[0]
-    assert "no reply within" not in log, "a call timed out"
+    assert not any(cut in log for cut in CUT_FOR_TIME), "a call was cut for time"
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 120)
@@ -193,7 +200,7 @@ def test_aeon_ask_embedded_through_the_real_server(procs: Processes, llama: Llam
     # The step down is said at INFO (issue 35: a WARNING on every `aeon ask` against this
     # server), which `aeon ask` does not print by default; a worker logs it, once (below).
     assert "refused response_format" not in ask.stderr, ask.stderr
-    assert "no reply within" not in ask.stderr, "a call timed out"
+    assert not any(cut in ask.stderr for cut in CUT_FOR_TIME), "a call was cut for time"
     assert result["final_answer"]["answer_text"].strip()
 
 
