@@ -9,6 +9,7 @@
 | AEON_LLM_TIMEOUT      | seconds to a call's first token (with the next setting) | 60       |
 | AEON_LLM_FIRST_TOKEN_PER_1K_S | more seconds to it per 1,000 prompt tokens      | 30       |
 | AEON_LLM_IDLE_TIMEOUT | seconds a streaming reply may go without a token        | 30       |
+| AEON_LLM_WHOLE_REPLY_PER_1K_S | more seconds per 1,000 reply tokens, sent whole | 120      |
 | AEON_LLM_MAX_RETRIES  | retries of transient failures after the first attempt   | 3        |
 | AEON_LLM_STRUCTURED_OUTPUT | auto (json_schema, stepping down), json_object, off | auto     |
 | AEON_LLM_MAX_TOKENS   | reply token budget sent to the server (unset: its own)  | (none)   |
@@ -19,7 +20,10 @@ Offline is the default so that `aeon ask` works on a fresh machine with no key a
 
 The three time limits judge a call by its progress (llm.streaming): a call that keeps producing
 tokens is never cut for its length, only one whose first token, or next token, does not come in
-time (a stall, retried within AEON_LLM_MAX_RETRIES), or whose request's deadline passes.
+time (a stall, retried within AEON_LLM_MAX_RETRIES), or whose request's deadline passes. A
+call sent whole (to a server that does not stream, or cuts streams short) has one "token", its
+whole reply: its bound is the first-token bound plus AEON_LLM_WHOLE_REPLY_PER_1K_S for each
+1,000 tokens of its reply budget.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ class LLMSettings(AeonSettings, env_prefix="AEON_LLM_"):
         "kind": "AEON_LLM",
         "api_key": "AEON_LLM_API_KEY",
         "prompt_s_per_1k": "AEON_LLM_FIRST_TOKEN_PER_1K_S",
+        "reply_s_per_1k": "AEON_LLM_WHOLE_REPLY_PER_1K_S",
     }
 
     kind: AdapterKind = Field("offline", validation_alias="AEON_LLM")
@@ -71,6 +76,14 @@ class LLMSettings(AeonSettings, env_prefix="AEON_LLM_"):
     ] = 30.0
     #: Seconds a streaming reply may go without a token once its first has come.
     idle_timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 30.0
+    #: More seconds a call sent whole (not streamed) may take, beyond its first-token bound, for
+    #: each 1,000 tokens of its reply budget: the server writes all the reply before it sends a
+    #: byte. 120 s is ~8 tokens a second, what a few-billion-parameter model writes on a busy
+    #: 2-core CPU; a reply is most often shorter than its budget, which leaves time for calls
+    #: queued before it.
+    reply_s_per_1k: Annotated[
+        float, Field(ge=0, allow_inf_nan=False, validation_alias="AEON_LLM_WHOLE_REPLY_PER_1K_S")
+    ] = 120.0
     max_retries: Annotated[int, Field(ge=0)] = 3
     structured_output: StructuredOutput = "auto"
     max_tokens: Annotated[int, Field(ge=1)] | None = None
@@ -141,6 +154,7 @@ def _openai(settings: LLMSettings) -> OpenAIAdapter:
         max_retries=settings.max_retries,
         idle_timeout=settings.idle_timeout,
         first_token_per_1k=settings.prompt_s_per_1k,
+        whole_reply_per_1k=settings.reply_s_per_1k,
         structured_output=settings.structured_output,
         max_tokens=settings.max_tokens,
     )

@@ -70,9 +70,9 @@ from aeonloop.exceptions import ContextLengthError, LLMError, LLMNotReady, LLMUn
 from aeonloop.llm import observed
 from aeonloop.llm.base import LLMCall, LLMReply, StructuredOutput, TokenUsage, approx_tokens
 from aeonloop.llm.outage import Outage
-from aeonloop.llm.reasoning import split_reasoning
+from aeonloop.llm.reasoning import opened_in_prompt, split_reasoning
 from aeonloop.llm.schemas import enforceable
-from aeonloop.llm.streaming import Assembled, Watch
+from aeonloop.llm.streaming import Assembled, Relay, Watch
 from aeonloop.settings import redact
 
 log = logging.getLogger(__name__)
@@ -106,6 +106,9 @@ _REFUSAL_STATUSES = (400, 404, 415, 422, 500, 501)
 #: Seconds the start-up check waits for the model list.
 CHECK_TIMEOUT_S = 5.0
 
+#: The reply budget a whole call's bound allows for when the call sends none (the server's own
+#: applies): generous, since a reply's length is then unknown.
+UNBUDGETED_REPLY_TOKENS = 4_096
 #: The smallest token budget asked for when a truncated reply is requested again.
 MIN_RETRY_TOKENS = 1024
 #: The longest `Retry-After` honoured; a server asking for more is waited on this long.
@@ -147,6 +150,7 @@ class OpenAIAdapter:
         *,
         idle_timeout: float = 30.0,
         first_token_per_1k: float = 30.0,
+        whole_reply_per_1k: float = 120.0,
         structured_output: StructuredOutput = "auto",
         max_tokens: int | None = None,
         backoff_base: float = 0.5,
@@ -158,6 +162,8 @@ class OpenAIAdapter:
             raise ValueError(f"idle_timeout must be positive seconds, got {idle_timeout!r}")
         if first_token_per_1k < 0:
             raise ValueError(f"first_token_per_1k must be 0 or more, got {first_token_per_1k!r}")
+        if whole_reply_per_1k < 0:
+            raise ValueError(f"whole_reply_per_1k must be 0 or more, got {whole_reply_per_1k!r}")
         if max_retries < 0:
             raise ValueError(f"max_retries must be 0 or more, got {max_retries!r}")
         self.family = family
@@ -168,6 +174,8 @@ class OpenAIAdapter:
         self.idle_timeout = idle_timeout
         #: More seconds to the first token for each 1,000 tokens of prompt.
         self.first_token_per_1k = first_token_per_1k
+        #: More seconds a whole (not streamed) reply may take for each 1,000 tokens of its budget.
+        self.whole_reply_per_1k = whole_reply_per_1k
         self.max_retries = max_retries
         self.max_tokens = max_tokens
         self.backoff_base = backoff_base
@@ -178,6 +186,9 @@ class OpenAIAdapter:
         )
         #: How calls stream now; only ever steps down.
         self.streaming: Streaming = "with_usage"
+        #: The model's replies begin inside a thinking block its prompt opened (learnt from a
+        #: reply): streamed answers are held back until the block closes (llm.streaming.Relay).
+        self.opens_in_prompt = False
         self._max_tokens_name = "max_tokens"
         self._secret = api_key or ""
         self.where = redact(base_url)
@@ -267,10 +278,11 @@ class OpenAIAdapter:
         max_tokens = self.max_tokens or call.max_tokens
         enlarged = False
         failures = 0
+        relay = Relay(call.sink, self.opens_in_prompt)
         while True:
             await self.outage.wait(call.deadline)
             try:
-                reply = await self._attempt(call, max_tokens)
+                reply = await self._attempt(call, max_tokens, relay)
             except LLMError as error:
                 if not error.transient:
                     raise
@@ -291,6 +303,7 @@ class OpenAIAdapter:
                     max_tokens,
                 )
                 continue
+            await relay.settle(reply.text)
             return reply
 
     async def aclose(self) -> None:
@@ -300,21 +313,24 @@ class OpenAIAdapter:
 
     # -- one request ---------------------------------------------------------------------------
 
-    async def _attempt(self, call: LLMCall, max_tokens: int | None) -> LLMReply:
+    async def _attempt(self, call: LLMCall, max_tokens: int | None, relay: Relay) -> LLMReply:
         """One answered request; a refused option (response_format, streaming) is stepped down
-        and the request sent again."""
+        and the request sent again, as is a stream the server cut short (sent whole)."""
         while True:
             sent_format, sent_streaming = self.response_format, self.streaming
             options = self._options(call, max_tokens)
+            streamed = "stream" in options
+            first = self.first_token_s(call) if streamed else self.whole_reply_s(call, max_tokens)
             left = self._left_to_send(call)
+            relay.next_attempt()
             try:
                 async with asyncio.timeout(None) as timer:
-                    watch = Watch(timer, self.first_token_s(call), self.idle_timeout, left)
-                    reply = await self._send(call, options, watch, sent_streaming)
+                    watch = Watch(timer, first, self.idle_timeout, left)
+                    reply = await self._send(call, options, watch, relay, sent_streaming)
             except TimeoutError:
                 if not timer.expired():
                     raise
-                raise self._cut(call, watch, streamed="stream" in options) from None
+                raise self._cut(call, watch, max_tokens, streamed=streamed) from None
             except openai.APIConnectionError as exc:
                 detail = f"cannot reach {self.where} ({self._scrub(_cause(exc))})"
                 raise LLMError(self._describe(call, detail), unreachable=True) from None
@@ -329,13 +345,21 @@ class OpenAIAdapter:
                 raise LLMError(self._describe(call, detail), transient=False) from None
             if reply is None:  # no event stream, and no answer in what came: send it whole
                 continue
+            if reply.cut_short:
+                self._cut_short(sent_streaming)
+                continue
             return self._reply(call, reply)
 
     async def _send(
-        self, call: LLMCall, options: dict[str, Any], watch: Watch, sent: Streaming
+        self,
+        call: LLMCall,
+        options: dict[str, Any],
+        watch: Watch,
+        relay: Relay,
+        sent: Streaming,
     ) -> Assembled | None:
         """The reply to one request, streamed when `options` ask for it: each chunk that carries
-        some of it tells `watch` the call is making progress."""
+        some of it tells `watch` the call is making progress, and its answer goes to `relay`."""
         messages = [{"role": "user", "content": call.message}]
         if not options.get("stream"):
             completion = await self._client.chat.completions.create(
@@ -351,8 +375,11 @@ class OpenAIAdapter:
                 return await self._unstreamed(stream.response, kind, sent)
             reply = Assembled()
             async for chunk in stream:
+                written = len(reply.content)
                 if reply.add(chunk):
                     watch.token()
+                if len(reply.content) > written:
+                    await relay.show(reply.content)
             return reply
 
     async def _unstreamed(self, response: Any, kind: str, sent: Streaming) -> Assembled | None:
@@ -444,11 +471,31 @@ class OpenAIAdapter:
         )
         self.streaming = lower
 
+    def _cut_short(self, sent: Streaming) -> None:
+        """A stream the server ended with no finish reason: the attempt is void, and calls are
+        sent whole from now on, since this server cuts streams. llama-cpp-python's server does
+        so to a stream whenever another request comes while it is served (its setting
+        `interrupt_requests`, on by default), which Aeon's calls in parallel make happen every
+        run; sent whole, calls wait their turn instead. Said once, as a WARNING: unlike the
+        other step downs, the user can undo it, by a setting of the server."""
+        if sent != self.streaming:
+            return
+        log.warning(
+            "%r at %s ended a streamed reply with no finish reason (cut short, as "
+            "llama-cpp-python's server cuts a stream when another request comes, unless started "
+            "with --interrupt_requests false); calls %s from now on",
+            self.model,
+            self.where,
+            _STREAMING_SAID["off"],
+        )
+        self.streaming = "off"
+
     def _reply(self, call: LLMCall, reply: Assembled) -> LLMReply:
         if not reply.answered:
             raise LLMError(self._describe(call, "the reply had no choices"), transient=True)
         answer, thinking = split_reasoning(reply.content)
-        usage = self._usage(call, reply.usage, len(reply.content) + len(reply.reasoning))
+        self.opens_in_prompt = self.opens_in_prompt or bool(opened_in_prompt(reply.content))
+        usage = self._usage(call, reply)
         model = reply.model or self.model
         refusal = reply.refusal.strip()
         if (refusal and not answer) or reply.finish_reason == "content_filter":
@@ -461,10 +508,22 @@ class OpenAIAdapter:
             raise LLMError(self._describe(call, detail), transient=True)
         return LLMReply(text=answer, usage=usage, model=model, truncated=truncated)
 
-    def _usage(self, call: LLMCall, usage: Any, reply_chars: int) -> TokenUsage:
+    def _usage(self, call: LLMCall, reply: Assembled) -> TokenUsage:
+        """The server's count, or where it sent none, an estimate, marked so.
+
+        A stream with no usage is estimated, not stepped down to whole calls to get the count:
+        llama-cpp-python's server sends none in a stream, `stream_options.include_usage` or not,
+        and stepping down for it would give up, on every such server, what streaming is for (a
+        slow server judged by its progress, the answer shown as it is written) for an exact
+        count. Budgets stay enforced on the estimate (llm.session counts it as it counts the
+        server's, as for the offline model), and the run's usage says it is estimated. The
+        estimate of the reply is never below the chunks that carried text, each at least a
+        token (one each, from llama.cpp's servers)."""
+        usage = reply.usage
         if usage is None:
-            prompt_chars = len(call.message)
-            return TokenUsage(approx_tokens(prompt_chars), approx_tokens(reply_chars), True)
+            chars = len(reply.content) + len(reply.reasoning) + len(reply.refusal)
+            written = max(approx_tokens(chars), reply.pieces)
+            return TokenUsage(approx_tokens(len(call.message)), written, estimated=True)
         return TokenUsage(
             prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
@@ -537,6 +596,13 @@ class OpenAIAdapter:
         processes before it writes a token."""
         return self.timeout + self.first_token_per_1k * self._prompt_tokens(call) / 1000
 
+    def whole_reply_s(self, call: LLMCall, max_tokens: int | None) -> float:
+        """The bound of `call` sent whole, not streamed: its one "token" is the whole reply, so
+        its first-token bound, plus AEON_LLM_WHOLE_REPLY_PER_1K_S for each 1,000 tokens of the
+        reply budget (UNBUDGETED_REPLY_TOKENS where none is sent): time to write all of it."""
+        budget = max_tokens or UNBUDGETED_REPLY_TOKENS
+        return self.first_token_s(call) + self.whole_reply_per_1k * budget / 1000
+
     def _prompt_tokens(self, call: LLMCall) -> int:
         return approx_tokens(len(call.message))
 
@@ -547,7 +613,9 @@ class OpenAIAdapter:
             raise LLMError(self._describe(call, "the request's deadline has passed"))
         return left
 
-    def _cut(self, call: LLMCall, watch: Watch, *, streamed: bool) -> LLMError:
+    def _cut(
+        self, call: LLMCall, watch: Watch, max_tokens: int | None, *, streamed: bool
+    ) -> LLMError:
         """The error for an attempt `watch` cut: a stall (no first token, or no further token,
         in time) is transient and retried; the deadline ends the call."""
         if watch.bound == "deadline":
@@ -564,8 +632,15 @@ class OpenAIAdapter:
                 f"no {what} within {_seconds(watch.seconds)}s "
                 f"(AEON_LLM_TIMEOUT={_seconds(self.timeout)}s + AEON_LLM_FIRST_TOKEN_PER_1K_S="
                 f"{_seconds(self.first_token_per_1k)}s for each 1,000 of the prompt's "
-                f"~{self._prompt_tokens(call):,} tokens)"
+                f"~{self._prompt_tokens(call):,} tokens"
             )
+            if not streamed:
+                budget = max_tokens or UNBUDGETED_REPLY_TOKENS
+                detail += (
+                    f" + AEON_LLM_WHOLE_REPLY_PER_1K_S={_seconds(self.whole_reply_per_1k)}s for "
+                    f"each 1,000 of the reply's budget of {budget:,} tokens"
+                )
+            detail += ")"
         return LLMError(self._describe(call, detail), transient=True)
 
     def _backoff(self, attempt: int) -> float:

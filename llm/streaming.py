@@ -12,11 +12,18 @@ within N seconds", which cuts a slow server that is working and had a CPU server
 - the request's deadline.
 
 A reply that keeps coming is never cut for its length: its token budget (`max_tokens`) bounds it.
-A reply sent whole (a server that does not stream) has one "token", the whole reply, so the
-first-token bound covers it all.
+A reply sent whole (a server that does not stream, or one that cuts streams short) has one
+"token", the whole reply, so its bound is the first-token bound plus an allowance for writing
+the whole reply budget (AEON_LLM_WHOLE_REPLY_PER_1K_S per 1,000 tokens of it): a slow server
+that is working is given the time to write all it may write.
+
+A stream that ends with no finish reason is not a reply but an attempt cut short (llama-cpp-
+python's server ends a stream that way when another request comes while it is served): the
+adapter sends it again, whole.
 
 `Assembled` is one reply as the adapter judges it, whether it came in chunks or whole, so the
-rules for an answer (reasoning apart, truncation, refusal, usage) are written once.
+rules for an answer (reasoning apart, truncation, refusal, usage) are written once. `Relay`
+writes a call's answer to its sink (LLMCall.sink) as it comes.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from aeonloop.llm.reasoning import reasoning_field
+from aeonloop.llm.base import TextSink
+from aeonloop.llm.reasoning import answer_so_far, reasoning_field
 
 #: What an attempt was waiting for when it was cut.
 Bound = Literal["first token", "idle", "deadline"]
@@ -78,6 +86,17 @@ class Assembled:
     #: The server's `usage` object, when it sent one.
     usage: Any = None
     model: str | None = None
+    #: It came as a stream (chunks), not whole.
+    streamed: bool = False
+    #: Streamed chunks that carried text (content, reasoning, refusal): each holds at least one
+    #: token, so a usage estimate is never below it (llama.cpp's servers send one a chunk).
+    pieces: int = 0
+
+    @property
+    def cut_short(self) -> bool:
+        """A stream that ended with no finish reason: the server stopped it part way (or never
+        began it), so what came is no reply, whatever it holds."""
+        return self.streamed and self.finish_reason is None
 
     @classmethod
     def whole(cls, completion: Any) -> Assembled:
@@ -98,6 +117,7 @@ class Assembled:
         piece of text in any field, the finish reason, or the usage): progress. A chunk with only
         the role, as some servers send before the prompt is processed, is not."""
         self.model = self.model or _model(chunk)
+        self.streamed = True
         progressed = False
         if getattr(chunk, "usage", None) is not None:
             self.usage = chunk.usage
@@ -108,14 +128,62 @@ class Assembled:
             self.answered = True
             delta = getattr(choice, "delta", None)
             if delta is not None:
-                self.content += getattr(delta, "content", None) or ""
-                self.reasoning += reasoning_field(delta)
-                self.refusal += getattr(delta, "refusal", None) or ""
+                text = (getattr(delta, "content", None) or "", reasoning_field(delta))
+                refusal = getattr(delta, "refusal", None) or ""
+                self.content += text[0]
+                self.reasoning += text[1]
+                self.refusal += refusal
+                self.pieces += any(text) or bool(refusal)
                 progressed = progressed or _carries(delta)
             if choice.finish_reason is not None:
                 self.finish_reason = choice.finish_reason
                 progressed = True
         return progressed
+
+
+class Relay:
+    """One call's answer, written to its sink (LLMCall.sink, a TextSink) as it comes, across
+    the call's attempts; a call with no sink writes nothing.
+
+    What is written is the answer only: never reasoning (its own fields are never shown, and
+    blocks in the content are held back until they close: reasoning.answer_so_far). At the end
+    the call settles on the answer it returns: what was written is completed to it, or, where it
+    differs (a closing tag with no opening one made thinking of what was shown), reset and
+    written again, so the pieces written since the last reset always join to the reply's text.
+    An attempt after one that wrote resets the sink before it writes.
+    """
+
+    def __init__(self, sink: TextSink | None, opens_in_prompt: bool = False) -> None:
+        self._sink = sink
+        #: The model's prompt opens a thinking block its reply closes: hold all until it does.
+        self.opens_in_prompt = opens_in_prompt
+        #: Written since the last reset.
+        self._written = ""
+        #: What was written belongs to an attempt that is void.
+        self._void = False
+
+    def next_attempt(self) -> None:
+        """A new attempt: what earlier ones wrote is not the reply."""
+        self._void = bool(self._written)
+
+    async def show(self, content: str) -> None:
+        """The content of a streamed reply so far: write what of it is sure to be answer."""
+        if self._sink is not None:
+            await self._bring_to(self._sink, answer_so_far(content, self.opens_in_prompt))
+
+    async def settle(self, text: str) -> None:
+        """The call's answer, as it returns it (a whole reply's is written here, once)."""
+        if self._sink is not None:
+            await self._bring_to(self._sink, text)
+
+    async def _bring_to(self, sink: TextSink, text: str) -> None:
+        """Make what was written `text`: the rest of it, or a reset and all of it."""
+        if self._void or not text.startswith(self._written):
+            await sink.reset()
+            self._written, self._void = "", False
+        if len(text) > len(self._written):
+            await sink.write(text[len(self._written) :])
+            self._written = text
 
 
 def _carries(delta: Any) -> bool:

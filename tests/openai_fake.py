@@ -9,8 +9,9 @@ reasoning, the content or refusal, the finish reason, then the usage when
 `stream_options.include_usage` asks for it), and `data: [DONE]`. A Planned response says how
 slowly: a stall before the first chunk (`sleep`, the prompt's processing), a gap between chunks
 (a slow server that keeps writing), a stall after some chunks (`pause`), an error event after
-some chunks (`error_after`), or no streaming at all (`streams=False`: a server that ignores
-`stream` and answers JSON).
+some chunks (`error_after`), a stream cut short, `data: [DONE]` with no finish reason (`cut`:
+llama-cpp-python's server when another request comes), or no streaming at all (`streams=False`:
+a server that ignores `stream` and answers JSON).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ class Planned:
     streams: bool = True
     #: (chunks, message): after that many streamed chunks, an error event ends the stream.
     error_after: tuple[int, str] | None = None
+    #: Asked after each streamed chunk: True ends the stream there, `data: [DONE]` with no
+    #: finish reason, as llama-cpp-python's server cuts a stream another request interrupts.
+    cut: Callable[[int], bool] | None = None
 
 
 @dataclass
@@ -218,6 +222,8 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                         self.wfile.write(b"data: " + error + b"\n\n")
                         return
                     self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    if planned.cut and planned.cut(sent + 1):
+                        break
                 self.wfile.write(b"data: [DONE]\n\n")
             except OSError:
                 pass  # the client cut the call (a stall test)

@@ -8,8 +8,8 @@ a given server or model does: reasoning blocks (DeepSeek-R1, Qwen3), a separate
 limit, empty replies, rate limits, server errors, no structured output, no usage, refusals, and a
 small context window, and a model that copies its prompt's examples and instructions back. Every
 reply is streamed when the call asks (openai_fake), so a style can also be timed: a reply that
-stalls before its first token or in its middle, one written slowly, and servers that refuse or
-ignore streaming.
+stalls before its first token or in its middle, one written slowly, servers that refuse or
+ignore streaming, and one that cuts a stream short when another call comes (llama-cpp-python's).
 """
 
 from __future__ import annotations
@@ -351,6 +351,39 @@ def ignores_streaming(request: Request, reply: str) -> Planned:
     return Planned(body=completion(reply), streams=False)
 
 
+class Interrupting:
+    """llama-cpp-python's server as it runs by default (`interrupt_requests`): a stream it is
+    serving ends at once, `[DONE]` with no content after the role and no finish reason, when
+    another request comes; a reply sent whole is never cut. Streams are written a chunk every
+    GAP_S, so the calls a run sends at once (Phase A's) do overlap."""
+
+    GAP_S = 0.05
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        #: Requests that came so far, whichever run's (the count only grows).
+        self.arrived = 0
+        #: Streams cut short.
+        self.cut = 0
+
+    def __call__(self, request: Request, reply: str) -> Planned:
+        with self._lock:
+            self.arrived += 1
+            mine = self.arrived
+        if not request.options.get("stream"):
+            return ok(reply)
+        return Planned(body=completion(reply), gap=self.GAP_S, cut=lambda _: self._later(mine))
+
+    def _later(self, mine: int) -> bool:
+        """Another request came after this stream's: the server cuts this one."""
+        with self._lock:
+            cut = self.arrived > mine
+            self.cut += cut
+        return cut
+
+
+INTERRUPTING = Interrupting()
+
 CONTEXT_TOKENS = 8_192
 
 
@@ -398,6 +431,7 @@ CASES: dict[str, Case] = {
     "slow-plan": Case(slow_plan, env=TIMED),
     "refuses-streaming": Case(refuses_streaming),
     "ignores-streaming": Case(ignores_streaming),
+    "interrupts-streams": Case(INTERRUPTING),
     "refuses-every-step": Case(refuses_every_step, answerable=False),
     # Answerable, but only through repair calls and a second pass.
     "echoes-sometimes": Case(echoes_sometimes, answerable=False),

@@ -15,7 +15,15 @@ from collections.abc import Iterator
 import pytest
 from e2e_support import Processes, child_env
 from openai_fake import FakeOpenAI, serve
-from openai_styles import BOUND_S, CASES, CONTEXT_TOKENS, PLAN, SLOW_WORD_S, PipelineModel
+from openai_styles import (
+    BOUND_S,
+    CASES,
+    CONTEXT_TOKENS,
+    INTERRUPTING,
+    PLAN,
+    SLOW_WORD_S,
+    PipelineModel,
+)
 
 from aeonloop.prompts.echo import quoted_instruction
 from aeonloop.prompts.registry import PromptId, default_registry
@@ -285,6 +293,28 @@ def test_a_server_refusing_streaming_is_sent_whole_replies(
     assert 1 <= streamed.count(True) <= A_JSON_CALLS + 1
     assert True not in streamed[streamed.index(False) :]
     assert result["degraded"] is False
+
+
+#: Calls Phase A sends at once: the profile, PREPARE and the draft.
+A_CALLS = 3
+
+
+@pytest.mark.timeout(120)
+def test_a_server_cutting_streams_when_calls_overlap_is_sent_whole_calls(
+    procs: Processes, server: FakeOpenAI
+) -> None:
+    """llama-cpp-python's server by default ends a stream with no finish reason when another
+    call comes (issue 33 on the real server): each stream cut is sent again whole, every call
+    after is whole, and the run is answered as if nothing happened."""
+    cut_before = INTERRUPTING.cut
+    code, result, model = ask(procs, server, "interrupts-streams")
+    report("interrupts-streams", code, result, model)
+
+    answered_in_full(code, result, model)
+    assert INTERRUPTING.cut > cut_before, "no stream was cut: the calls did not overlap"
+    streamed = [bool(r.seen.body.get("stream")) for r in model.requests]
+    assert 1 <= streamed.count(True) <= A_CALLS  # the calls in flight when it was learnt
+    assert True not in streamed[streamed.index(False) :]
 
 
 @pytest.mark.timeout(120)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from datetime import UTC, datetime, timedelta
@@ -277,7 +278,13 @@ async def test_client_has_no_retries_of_its_own(adapter_for):
 
 @pytest.mark.parametrize(
     "options",
-    [{"timeout": 0}, {"max_retries": -1}, {"idle_timeout": 0}, {"first_token_per_1k": -1}],
+    [
+        {"timeout": 0},
+        {"max_retries": -1},
+        {"idle_timeout": 0},
+        {"first_token_per_1k": -1},
+        {"whole_reply_per_1k": -1},
+    ],
 )
 def test_bad_options_are_refused(options):
     base = {"base_url": "http://127.0.0.1:9/v1", "model": "m", "api_key": None}
@@ -522,20 +529,214 @@ async def test_a_stream_answered_with_no_reply_in_it_is_sent_again_whole(
     assert fake_openai.streamed == [True, False]
 
 
-async def test_a_reply_sent_whole_is_bounded_by_the_first_token_bound(
+async def test_a_whole_reply_has_its_first_token_bound_and_time_to_write_its_budget(
+    adapter_for, call
+):
+    """A call sent whole has one "token", its whole reply, written before any byte is sent: its
+    bound is the first-token bound plus AEON_LLM_WHOLE_REPLY_PER_1K_S per 1,000 tokens of the
+    reply budget (a budget of UNBUDGETED_REPLY_TOKENS where the call sends none)."""
+    adapter = adapter_for(timeout=60.0, first_token_per_1k=30.0, whole_reply_per_1k=120.0)
+
+    assert adapter.whole_reply_s(call, 500) == adapter.first_token_s(call) + 60.0
+    assert adapter.whole_reply_s(call, None) == adapter.first_token_s(call) + 120.0 * 4.096
+
+
+async def test_a_slow_whole_reply_within_its_budget_s_time_is_not_cut(
     fake_openai, adapter_for, call
 ):
-    """Once a server does not stream, its whole reply is its first token: a reply later than the
-    bound is a stall, retried, and said as such."""
+    """Later than the first-token bound, within the allowance for its budget: one request."""
+    adapter = quick(adapter_for, whole_reply_per_1k=1.0, max_tokens=2_000)  # bound: 2.8 s
+    adapter.streaming = "off"
+    fake_openai.planned.append(Planned(body=completion("slow but whole"), sleep=1.5))
+
+    reply = await adapter.complete(call)
+
+    assert reply.text == "slow but whole"
+    assert fake_openai.streamed == [False]
+
+
+async def test_a_whole_reply_later_than_its_bound_is_a_stall(fake_openai, adapter_for, call):
+    """A reply later than the whole bound is a stall, retried, and said as such."""
     fake_openai.responder = None
-    adapter = quick(adapter_for, max_retries=1)
+    adapter = quick(adapter_for, max_retries=1, whole_reply_per_1k=0.0, max_tokens=300)
     adapter.streaming = "off"
     fake_openai.stall(STALL_S)
 
-    with pytest.raises(LLMError, match=r"no reply \(sent whole, not streamed\) within"):
+    with pytest.raises(LLMError, match=r"no reply \(sent whole, not streamed\) within") as cut:
         await adapter.complete(call)
 
+    assert "AEON_LLM_WHOLE_REPLY_PER_1K_S=0s for each 1,000 of the reply's budget of 300" in str(
+        cut.value
+    )
     assert fake_openai.streamed == [False, False]
+
+
+def cut_short(text: str = "The tides follow the Moon.") -> Planned:
+    """A stream llama-cpp-python's server cuts after its role chunk, as another request comes
+    while it is served (its `interrupt_requests`): `[DONE]`, no content, no finish reason."""
+    return Planned(body=completion(text), cut=lambda sent: sent >= 1)
+
+
+async def test_a_stream_cut_short_is_sent_again_whole_and_streams_stop(
+    fake_openai, adapter_for, call, caplog
+):
+    """A stream with no finish reason is no reply: the call is sent again at once, whole, and so
+    is every call after it; said once, as a WARNING naming the server's setting. The attempt
+    is not a failure: with no retries allowed, the call is still answered."""
+    caplog.set_level(logging.INFO, logger=ADAPTER_LOG)
+    fake_openai.planned += [cut_short(), cut_short()]
+    fake_openai.reply("whole")
+    adapter = adapter_for(max_retries=0)
+
+    replies = await asyncio.gather(adapter.complete(call), adapter.complete(call))
+    again = await adapter.complete(call)
+
+    assert [reply.text for reply in [*replies, again]] == ["whole"] * 3
+    assert fake_openai.streamed == [True, True, False, False, False]
+    said = [r for r in caplog.records if "no finish reason" in r.getMessage()]
+    assert [r.levelno for r in said] == [logging.WARNING]
+    assert "--interrupt_requests false" in said[0].getMessage()
+    assert adapter.streaming == "off"
+
+
+async def test_a_stream_with_content_but_no_finish_reason_is_no_reply(
+    fake_openai, adapter_for, call
+):
+    """Cut part way, what came is not the reply, however much it holds."""
+    fake_openai.planned.append(cut_short("The tides follow the Moon, twice a day."))
+    fake_openai.planned[-1].cut = lambda sent: sent >= 4
+    fake_openai.reply("The whole answer.")
+
+    reply = await adapter_for().complete(call)
+
+    assert reply.text == "The whole answer."
+    assert fake_openai.streamed == [True, False]
+
+
+async def test_a_stream_without_usage_is_estimated_never_below_its_chunks(
+    fake_openai, adapter_for, call
+):
+    """llama-cpp-python's server sends no usage in a stream, include_usage or not: the usage is
+    estimated and marked so; each chunk that carried text counts at least one token."""
+    text = "a b c d e f g h i j k l"  # 12 chunks of 2 characters: 6 tokens by length alone
+    fake_openai.reply(text, usage=False)
+
+    reply = await adapter_for().complete(call)
+
+    assert fake_openai.seen[0].body["stream_options"] == {"include_usage": True}
+    assert reply.usage.estimated is True
+    assert reply.usage.completion_tokens == 12
+    assert reply.usage.prompt_tokens == len(call.message) // 4
+
+
+class Sink:
+    """A TextSink that keeps what it is told, in order: ("write", text) and ("reset", "")."""
+
+    def __init__(self) -> None:
+        self.said: list[tuple[str, str]] = []
+
+    async def write(self, text: str) -> None:
+        self.said.append(("write", text))
+
+    async def reset(self) -> None:
+        self.said.append(("reset", ""))
+
+    @property
+    def writes(self) -> list[str]:
+        return [text for kind, text in self.said if kind == "write"]
+
+    @property
+    def shown(self) -> str:
+        """What the pieces since the last reset join to."""
+        resets = [n for n, (kind, _) in enumerate(self.said) if kind == "reset"]
+        since = self.said[resets[-1] + 1 :] if resets else self.said
+        return "".join(text for _, text in since)
+
+
+def with_sink(call, sink: Sink):
+    return dataclasses.replace(call, sink=sink)
+
+
+async def test_a_streamed_answer_is_written_as_it_comes_and_never_its_reasoning(
+    fake_openai, adapter_for, call
+):
+    fake_openai.reply(
+        "<think>a draft of it</think>The tides follow the Moon, twice a day.",
+        reasoning_content="First I think it over.",
+    )
+    sink = Sink()
+
+    reply = await adapter_for().complete(with_sink(call, sink))
+
+    assert sink.shown == reply.text == "The tides follow the Moon, twice a day."
+    assert len(sink.writes) > 3  # a piece at a time, as the words came
+    assert [kind for kind, _ in sink.said] == ["write"] * len(sink.writes)
+    assert "draft" not in "".join(sink.writes) and "think" not in "".join(sink.writes)
+
+
+async def test_a_whole_reply_is_written_once(fake_openai, adapter_for, call):
+    adapter = adapter_for()
+    adapter.streaming = "off"
+    fake_openai.reply("<think>a draft</think>The tides follow the Moon.")
+    sink = Sink()
+
+    await adapter.complete(with_sink(call, sink))
+
+    assert sink.said == [("write", "The tides follow the Moon.")]
+
+
+async def test_an_attempt_after_one_that_wrote_resets_the_sink_first(
+    fake_openai, adapter_for, call
+):
+    """The stalled attempt wrote its first words; the next resets before it writes, so what is
+    shown since is the reply, whole."""
+    fake_openai.reply("The tides stall here and", pause=(3, STALL_S))
+    fake_openai.reply("The tides follow the Moon.")
+    sink = Sink()
+
+    reply = await quick(adapter_for).complete(with_sink(call, sink))
+
+    assert sink.said[:2] == [("write", "The"), ("write", " tides")]
+    assert sink.said.count(("reset", "")) == 1
+    assert sink.shown == reply.text == "The tides follow the Moon."
+
+
+async def test_a_stream_cut_short_and_sent_whole_shows_the_whole_reply(
+    fake_openai, adapter_for, call
+):
+    fake_openai.planned.append(cut_short("The first words, then cut"))
+    fake_openai.planned[-1].cut = lambda sent: sent >= 3
+    fake_openai.reply("The whole answer.")
+    sink = Sink()
+
+    await adapter_for().complete(with_sink(call, sink))
+
+    assert sink.said == [
+        ("write", "The"),
+        ("write", " first"),
+        ("reset", ""),
+        ("write", "The whole answer."),
+    ]
+
+
+async def test_thinking_the_prompt_opened_is_taken_back_then_held_back(
+    fake_openai, adapter_for, call
+):
+    """R1's and Qwen3's templates open `<think>` in the prompt: the reply's first words are
+    thinking, known as such only at the closing tag. The first such reply is taken back (a
+    reset) and its answer written; the adapter has learnt, and the next shows no thinking."""
+    thinking = "Okay, the user wants tides explained.\n</think>\n\nThe tides follow the Moon."
+    fake_openai.reply(thinking)
+    adapter = adapter_for()
+    first, second = Sink(), Sink()
+
+    await adapter.complete(with_sink(call, first))
+    await adapter.complete(with_sink(call, second))
+
+    assert "Okay," in first.writes[0] and ("reset", "") in first.said
+    assert first.shown == "The tides follow the Moon."
+    assert "".join(second.writes) == "The tides follow the Moon."
+    assert ("reset", "") not in second.said
 
 
 async def test_an_error_event_mid_stream_is_transient(fake_openai, adapter_for, call):
