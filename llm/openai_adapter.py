@@ -14,7 +14,15 @@ further token within AEON_LLM_IDLE_TIMEOUT, or the request's deadline passes. A 
 refuses `stream_options` (an HTTP 4xx naming it) gets streaming without it; one that refuses
 streaming (a 4xx naming `stream`), or answers it with something other than an event stream, gets
 whole replies from then on (an answer it sent whole is used, not asked for again). Each step down
-happens once per adapter and is logged once, at INFO, as structured output's are.
+happens once per adapter and is logged once, at INFO, as structured output's are. A stream that
+ends with no finish reason was cut short (llama-cpp-python's server, by default, cuts the one it
+serves when another request comes): no reply, so it is sent again at once, whole, and so is
+every call after; said once, as a WARNING naming the server's setting that undoes it. A call
+sent whole has one "token", its reply, so its bound is the first-token bound plus
+AEON_LLM_WHOLE_REPLY_PER_1K_S for each 1,000 tokens of its reply budget.
+
+A call that carries a sink (`LLMCall.sink`) gets its answer written to it as it streams, never
+its reasoning, reset before a later attempt writes (llm.streaming.Relay).
 
 What comes back is made into an answer the caller can trust to be one:
 

@@ -204,6 +204,40 @@ def test_aeon_ask_embedded_through_the_real_server(procs: Processes, llama: Llam
     assert result["final_answer"]["answer_text"].strip()
 
 
+#: CPU-bound processes the contended run starts beside the server: as many as CI's cores.
+BURNERS = 2
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 120)
+def test_contended_cores_cut_no_call_for_time(procs: Processes, llama: LlamaServer) -> None:
+    """Issue 33: a slow server that is working is never failed for time. The tier's standard
+    request, default settings, while BURNERS CPU-bound processes compete for the cores: the
+    server processes prompts and writes tokens slower, and by default cuts a stream when calls
+    overlap (so calls go whole). No call is cut for time, retried or not, and the run ends by
+    the loop's own decision."""
+    argv = (sys.executable, "-c", "while True: pass")
+    burners = [procs.program("burner", *argv) for _ in range(BURNERS)]
+    started = time.monotonic()
+    try:
+        ask = procs.run_aeon(llm_env(llama), "ask", "--json", REQUEST, timeout=RUN_TIMEOUT_S)
+        assert all(burner.alive for burner in burners), "the cores were not contended throughout"
+    finally:
+        for burner in burners:
+            burner.kill()
+    seconds = time.monotonic() - started
+
+    result = decided_by_the_loop(ask)
+    cut = [line for line in ask.stderr.splitlines() if any(c in line for c in CUT_FOR_TIME)]
+    assert not cut, cut
+    usage = result["usage"]
+    print(
+        f"contended cores ({BURNERS} CPU-bound processes): status={result['status']} "
+        f"degraded={result['degraded']} calls={usage['calls']} "
+        f"repair_calls={usage['repair_calls']} estimated={usage['estimated']} "
+        f"wall_seconds={seconds:.0f}"
+    )
+
+
 #: A rule no answer of this model holds: the drafts fail it, so a run goes into the loop.
 UNMET_RULE = {
     "id": "table",
