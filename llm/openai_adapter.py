@@ -17,7 +17,9 @@ whole replies from then on (an answer it sent whole is used, not asked for again
 happens once per adapter and is logged once, at INFO, as structured output's are. A stream that
 ends with no finish reason was cut short (llama-cpp-python's server, by default, cuts the one it
 serves when another request comes): no reply, so it is sent again at once, whole, and so is
-every call after; said once, as a WARNING naming the server's setting that undoes it. A call
+every call after, one at a time (such a server serves one at a time: a call queued there would
+run its bound while others are served); said once, as a WARNING naming the server's setting
+that undoes it. A call
 sent whole has one "token", its reply, so its bound is the first-token bound plus
 AEON_LLM_WHOLE_REPLY_PER_1K_S for each 1,000 tokens of its reply budget.
 
@@ -63,10 +65,12 @@ that exception's text is exactly what may echo the key.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
 import re
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -194,6 +198,11 @@ class OpenAIAdapter:
         )
         #: How calls stream now; only ever steps down.
         self.streaming: Streaming = "with_usage"
+        #: The watches of streamed attempts in flight (voided when streams stop: `_cut_short`).
+        self._streams: set[Watch] = set()
+        #: Set once the server has shown it serves one call at a time: each call waits its turn
+        #: here, not at the server, where its bound would run (`_turn`).
+        self._one_at_a_time: asyncio.Lock | None = None
         #: The model's replies begin inside a thinking block its prompt opened (learnt from a
         #: reply): streamed answers are held back until the block closes (llm.streaming.Relay).
         self.opens_in_prompt = False
@@ -329,15 +338,16 @@ class OpenAIAdapter:
             options = self._options(call, max_tokens)
             streamed = "stream" in options
             first = self.first_token_s(call) if streamed else self.whole_reply_s(call, max_tokens)
-            left = self._left_to_send(call)
             relay.next_attempt()
             try:
-                async with asyncio.timeout(None) as timer:
-                    watch = Watch(timer, first, self.idle_timeout, left)
-                    reply = await self._send(call, options, watch, relay, sent_streaming)
+                async with self._turn(call), asyncio.timeout(None) as timer:
+                    watch = Watch(timer, first, self.idle_timeout, self._left_to_send(call))
+                    reply = await self._watched(call, options, watch, relay, sent_streaming)
             except TimeoutError:
                 if not timer.expired():
                     raise
+                if watch.bound == "void":  # streams stopped meanwhile: sent again, whole
+                    continue
                 raise self._cut(call, watch, max_tokens, streamed=streamed) from None
             except openai.APIConnectionError as exc:
                 detail = f"cannot reach {self.where} ({self._scrub(_cause(exc))})"
@@ -357,6 +367,47 @@ class OpenAIAdapter:
                 self._cut_short(sent_streaming)
                 continue
             return self._reply(call, reply)
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, call: LLMCall) -> AsyncIterator[None]:
+        """The call's turn at the server. Every call has it at once, unless the server has
+        shown it serves one call at a time (it cut a stream short for another, `_cut_short`):
+        then calls are sent one at a time, since the server would queue them anyway, and a call
+        queued there has its bound running while the calls before it are served, which a slow
+        server working through them would break. Waiting here, it runs no bound; never past
+        the call's deadline. (Other processes' calls to the same server still queue there.)"""
+        turn = self._one_at_a_time
+        if turn is None:
+            yield
+            return
+        try:
+            async with asyncio.timeout(_seconds_left(call)):
+                await turn.acquire()
+        except TimeoutError:
+            detail = "the request's deadline passed while the call waited its turn at the server"
+            raise LLMError(self._describe(call, detail)) from None
+        try:
+            yield
+        finally:
+            turn.release()
+
+    async def _watched(
+        self,
+        call: LLMCall,
+        options: dict[str, Any],
+        watch: Watch,
+        relay: Relay,
+        sent: Streaming,
+    ) -> Assembled | None:
+        """`_send`, with a streamed attempt's watch kept while it is in flight (`_cut_short`
+        voids them)."""
+        if "stream" not in options:
+            return await self._send(call, options, watch, relay, sent)
+        self._streams.add(watch)
+        try:
+            return await self._send(call, options, watch, relay, sent)
+        finally:
+            self._streams.discard(watch)
 
     async def _send(
         self,
@@ -484,10 +535,16 @@ class OpenAIAdapter:
         sent whole from now on, since this server cuts streams. llama-cpp-python's server does
         so to a stream whenever another request comes while it is served (its setting
         `interrupt_requests`, on by default), which Aeon's calls in parallel make happen every
-        run; sent whole, calls wait their turn instead. Said once, as a WARNING: unlike the
-        other step downs, the user can undo it, by a setting of the server."""
+        run; whole calls it does not cut. Such a server serves one call at a time, so calls are
+        sent one at a time from now on (`_turn`), and the streams still in flight are ended and
+        sent again, whole, in turn: waiting at the server behind whole calls, they would be cut
+        short or run out their first-token bound. Said once, as a WARNING: unlike the other step
+        downs, the user can undo it, by a setting of the server."""
         if sent != self.streaming:
             return
+        self._one_at_a_time = asyncio.Lock()
+        for watch in list(self._streams):
+            watch.void()
         log.warning(
             "%r at %s ended a streamed reply with no finish reason (cut short, as "
             "llama-cpp-python's server cuts a stream when another request comes, unless started "

@@ -35,8 +35,9 @@ from typing import Any, Literal
 from aeonloop.llm.base import TextSink
 from aeonloop.llm.reasoning import answer_so_far, reasoning_field
 
-#: What an attempt was waiting for when it was cut.
-Bound = Literal["first token", "idle", "deadline"]
+#: What an attempt was waiting for when it was cut; "void": not cut for time, but ended by the
+#: adapter, to be sent again another way (Watch.void).
+Bound = Literal["first token", "idle", "deadline", "void"]
 
 
 class Watch:
@@ -65,7 +66,15 @@ class Watch:
         self.tokens += 1
         self._arm("idle", self.idle_s)
 
+    def void(self) -> None:
+        """End the attempt now, through its timer, as no stall: the adapter sends it again
+        another way (a stream the server would cut short, sent whole)."""
+        self.bound = "void"
+        self._timer.reschedule(self._loop.time())
+
     def _arm(self, bound: Bound, seconds: float) -> None:
+        if self.bound == "void":  # a token that came as it was voided changes nothing
+            return
         when = self._loop.time() + seconds
         if self._deadline is not None and self._deadline <= when:
             bound, when = "deadline", self._deadline

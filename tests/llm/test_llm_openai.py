@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import itertools
 import logging
 import time
 from datetime import UTC, datetime, timedelta
@@ -597,6 +598,40 @@ async def test_a_stream_cut_short_is_sent_again_whole_and_streams_stop(
     assert [r.levelno for r in said] == [logging.WARNING]
     assert "--interrupt_requests false" in said[0].getMessage()
     assert adapter.streaming == "off"
+
+
+async def test_once_streams_are_cut_short_calls_go_one_at_a_time_and_none_waits_in_a_stream(
+    fake_openai, adapter_for, call, caplog
+):
+    """The server serves one call at a time (what cutting a stream for another means). The
+    stream still waiting for its first token is ended at once and sent again whole, as no stall
+    (no retry is said); whole calls are then sent one at a time, each once the one before has
+    its reply, so none waits at the server with its bound running."""
+    caplog.set_level(logging.WARNING, logger=ADAPTER_LOG)
+    whole_s = 0.4
+
+    def respond(seen):
+        if not seen.body.get("stream"):
+            return Planned(body=completion("whole"), sleep=whole_s)
+        if len(fake_openai.seen) == 1:  # queued at the server behind the next, being served
+            return Planned(body=completion("too late"), sleep=STALL_S)
+        return cut_short()
+
+    fake_openai.responder = respond
+    adapter = adapter_for(timeout=30.0)
+    waiting = asyncio.create_task(adapter.complete(call))
+    await asyncio.sleep(0.2)  # the others come while it waits for its first token
+    started = time.monotonic()
+
+    replies = await asyncio.gather(waiting, adapter.complete(call), adapter.complete(call))
+
+    assert [reply.text for reply in replies] == ["whole"] * 3
+    assert time.monotonic() - started < STALL_S  # the waiting stream was ended, not waited out
+    streamed = fake_openai.streamed
+    assert streamed[0] is True and streamed[-3:] == [False] * 3
+    whole = [seen.at for seen in fake_openai.seen if not seen.body.get("stream")]
+    assert all(later - earlier >= whole_s for earlier, later in itertools.pairwise(whole))
+    assert "retrying" not in caplog.text
 
 
 async def test_a_stream_with_content_but_no_finish_reason_is_no_reply(
