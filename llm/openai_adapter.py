@@ -198,11 +198,11 @@ class OpenAIAdapter:
         )
         #: How calls stream now; only ever steps down.
         self.streaming: Streaming = "with_usage"
-        #: The watches of streamed attempts in flight (voided when streams stop: `_cut_short`).
-        self._streams: set[Watch] = set()
-        #: Set once the server has shown it serves one call at a time: each call waits its turn
-        #: here, not at the server, where its bound would run (`_turn`).
+        #: Set once the server has shown it cuts a stream when another call comes: each call
+        #: waits its turn here, not at the server (`_turn`).
         self._one_at_a_time: asyncio.Lock | None = None
+        #: Attempts at the server sent before the turns began (their streams may be cut).
+        self._out_of_turn = 0
         #: The model's replies begin inside a thinking block its prompt opened (learnt from a
         #: reply): streamed answers are held back until the block closes (llm.streaming.Relay).
         self.opens_in_prompt = False
@@ -340,14 +340,12 @@ class OpenAIAdapter:
             first = self.first_token_s(call) if streamed else self.whole_reply_s(call, max_tokens)
             relay.next_attempt()
             try:
-                async with self._turn(call), asyncio.timeout(None) as timer:
+                async with self._turn(call) as alone, asyncio.timeout(None) as timer:
                     watch = Watch(timer, first, self.idle_timeout, self._left_to_send(call))
-                    reply = await self._watched(call, options, watch, relay, sent_streaming)
+                    reply = await self._send(call, options, watch, relay, sent_streaming)
             except TimeoutError:
                 if not timer.expired():
                     raise
-                if watch.bound == "void":  # streams stopped meanwhile: sent again, whole
-                    continue
                 raise self._cut(call, watch, max_tokens, streamed=streamed) from None
             except openai.APIConnectionError as exc:
                 detail = f"cannot reach {self.where} ({self._scrub(_cause(exc))})"
@@ -364,21 +362,26 @@ class OpenAIAdapter:
             if reply is None:  # no event stream, and no answer in what came: send it whole
                 continue
             if reply.cut_short:
-                self._cut_short(sent_streaming)
+                self._cut_short(sent_streaming, alone=alone)
                 continue
             return self._reply(call, reply)
 
     @contextlib.asynccontextmanager
-    async def _turn(self, call: LLMCall) -> AsyncIterator[None]:
-        """The call's turn at the server. Every call has it at once, unless the server has
-        shown it serves one call at a time (it cut a stream short for another, `_cut_short`):
-        then calls are sent one at a time, since the server would queue them anyway, and a call
-        queued there has its bound running while the calls before it are served, which a slow
-        server working through them would break. Waiting here, it runs no bound; never past
-        the call's deadline. (Other processes' calls to the same server still queue there.)"""
+    async def _turn(self, call: LLMCall) -> AsyncIterator[bool]:
+        """The call's turn at the server; True when it is sent alone: in its turn, with no call
+        sent before the turns began still at the server. Every call has its turn at once,
+        unless the server has shown it cuts a stream when another call comes (`_cut_short`):
+        then calls are sent one at a time, so none of ours cuts another's stream. Such a server
+        serves one call at a time anyway, and a call queued there would have its bound running
+        while the calls before it are served; waiting here, it runs none, and never waits past
+        its deadline. (Other processes' calls still queue there.)"""
         turn = self._one_at_a_time
         if turn is None:
-            yield
+            self._out_of_turn += 1
+            try:
+                yield False
+            finally:
+                self._out_of_turn -= 1
             return
         try:
             async with asyncio.timeout(_seconds_left(call)):
@@ -387,27 +390,9 @@ class OpenAIAdapter:
             detail = "the request's deadline passed while the call waited its turn at the server"
             raise LLMError(self._describe(call, detail)) from None
         try:
-            yield
+            yield self._out_of_turn == 0
         finally:
             turn.release()
-
-    async def _watched(
-        self,
-        call: LLMCall,
-        options: dict[str, Any],
-        watch: Watch,
-        relay: Relay,
-        sent: Streaming,
-    ) -> Assembled | None:
-        """`_send`, with a streamed attempt's watch kept while it is in flight (`_cut_short`
-        voids them)."""
-        if "stream" not in options:
-            return await self._send(call, options, watch, relay, sent)
-        self._streams.add(watch)
-        try:
-            return await self._send(call, options, watch, relay, sent)
-        finally:
-            self._streams.discard(watch)
 
     async def _send(
         self,
@@ -530,30 +515,33 @@ class OpenAIAdapter:
         )
         self.streaming = lower
 
-    def _cut_short(self, sent: Streaming) -> None:
-        """A stream the server ended with no finish reason: the attempt is void, and calls are
-        sent whole from now on, since this server cuts streams. llama-cpp-python's server does
-        so to a stream whenever another request comes while it is served (its setting
-        `interrupt_requests`, on by default), which Aeon's calls in parallel make happen every
-        run; whole calls it does not cut. Such a server serves one call at a time, so calls are
-        sent one at a time from now on (`_turn`), and the streams still in flight are ended and
-        sent again, whole, in turn: waiting at the server behind whole calls, they would be cut
-        short or run out their first-token bound. Said once, as a WARNING: unlike the other step
-        downs, the user can undo it, by a setting of the server."""
-        if sent != self.streaming:
+    def _cut_short(self, sent: Streaming, *, alone: bool) -> None:
+        """A stream the server ended with no finish reason: the attempt is void, and the caller
+        sends it again at once, as no failure. llama-cpp-python's server ends a stream so
+        whenever another request comes while it serves it (its setting `interrupt_requests`,
+        on by default), which Aeon's calls in parallel make happen on every run.
+
+        The first such stream makes calls go one at a time (`_turn`): none of ours then cuts
+        another's, and calls keep streaming, judged by their progress as whole calls cannot be.
+        Said once, as a WARNING naming the server's setting, which the user can turn off. A
+        stream cut short even so, sent `alone` (in its turn, no call of ours sent before the
+        turns began still at the server), was cut by another client's request (more processes
+        on one server): calls are sent whole from then on, which such a server never cuts, said
+        at INFO as the other step downs are."""
+        if alone:
+            said = "cut short a stream sent alone (another client's request came?)"
+            self._stop_streaming("off", said, sent)
+            return
+        if self._one_at_a_time is not None:
             return
         self._one_at_a_time = asyncio.Lock()
-        for watch in list(self._streams):
-            watch.void()
         log.warning(
-            "%r at %s ended a streamed reply with no finish reason (cut short, as "
-            "llama-cpp-python's server cuts a stream when another request comes, unless started "
-            "with --interrupt_requests false); calls %s from now on",
+            "%r at %s ended a streamed reply with no finish reason: it cuts a stream short when "
+            "another request comes (llama-cpp-python's server does, unless started with "
+            "--interrupt_requests false); calls are sent one at a time from now on",
             self.model,
             self.where,
-            _STREAMING_SAID["off"],
         )
-        self.streaming = "off"
 
     def _reply(self, call: LLMCall, reply: Assembled) -> LLMReply:
         if not reply.answered:

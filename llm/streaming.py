@@ -19,7 +19,8 @@ that is working is given the time to write all it may write.
 
 A stream that ends with no finish reason is not a reply but an attempt cut short (llama-cpp-
 python's server ends a stream that way when another request comes while it is served): the
-adapter sends it again, whole.
+adapter sends it again, and its calls one at a time, which such a server never cuts; whole, if
+streams are cut even so (other clients' requests).
 
 `Assembled` is one reply as the adapter judges it, whether it came in chunks or whole, so the
 rules for an answer (reasoning apart, truncation, refusal, usage) are written once. `Relay`
@@ -35,9 +36,8 @@ from typing import Any, Literal
 from aeonloop.llm.base import TextSink
 from aeonloop.llm.reasoning import answer_so_far, reasoning_field
 
-#: What an attempt was waiting for when it was cut; "void": not cut for time, but ended by the
-#: adapter, to be sent again another way (Watch.void).
-Bound = Literal["first token", "idle", "deadline", "void"]
+#: What an attempt was waiting for when it was cut.
+Bound = Literal["first token", "idle", "deadline"]
 
 
 class Watch:
@@ -66,15 +66,7 @@ class Watch:
         self.tokens += 1
         self._arm("idle", self.idle_s)
 
-    def void(self) -> None:
-        """End the attempt now, through its timer, as no stall: the adapter sends it again
-        another way (a stream the server would cut short, sent whole)."""
-        self.bound = "void"
-        self._timer.reschedule(self._loop.time())
-
     def _arm(self, bound: Bound, seconds: float) -> None:
-        if self.bound == "void":  # a token that came as it was voided changes nothing
-            return
         when = self._loop.time() + seconds
         if self._deadline is not None and self._deadline <= when:
             bound, when = "deadline", self._deadline

@@ -353,9 +353,9 @@ def ignores_streaming(request: Request, reply: str) -> Planned:
 
 class Interrupting:
     """llama-cpp-python's server as it runs by default (`interrupt_requests`): a stream it is
-    serving ends at once, `[DONE]` with no content after the role and no finish reason, when
-    another request comes; a reply sent whole is never cut. Streams are written a chunk every
-    GAP_S, so the calls a run sends at once (Phase A's) do overlap."""
+    serving ends at once, `[DONE]` with no finish reason, when another request comes; a reply
+    sent whole is never cut. Streams are written a chunk every GAP_S, so the calls a run sends
+    at once (Phase A's) do overlap."""
 
     GAP_S = 0.05
 

@@ -578,60 +578,74 @@ def cut_short(text: str = "The tides follow the Moon.") -> Planned:
     return Planned(body=completion(text), cut=lambda sent: sent >= 1)
 
 
-async def test_a_stream_cut_short_is_sent_again_whole_and_streams_stop(
+async def test_a_stream_cut_short_is_sent_again_and_calls_go_one_at_a_time(
     fake_openai, adapter_for, call, caplog
 ):
-    """A stream with no finish reason is no reply: the call is sent again at once, whole, and so
-    is every call after it; said once, as a WARNING naming the server's setting. The attempt
-    is not a failure: with no retries allowed, the call is still answered."""
+    """A stream with no finish reason is no reply: the call is sent again at once, not as a
+    failure (with no retries allowed it is still answered). The server cuts a stream when
+    another call comes, so calls go one at a time from then on, still streamed, each sent once
+    the one before has its reply; said once, as a WARNING naming the server's setting."""
     caplog.set_level(logging.INFO, logger=ADAPTER_LOG)
+    served_s = 0.4
     fake_openai.planned += [cut_short(), cut_short()]
-    fake_openai.reply("whole")
+    fake_openai.planned.append(Planned(body=completion("answered"), sleep=served_s))
     adapter = adapter_for(max_retries=0)
 
     replies = await asyncio.gather(adapter.complete(call), adapter.complete(call))
     again = await adapter.complete(call)
 
-    assert [reply.text for reply in [*replies, again]] == ["whole"] * 3
-    assert fake_openai.streamed == [True, True, False, False, False]
-    said = [r for r in caplog.records if "no finish reason" in r.getMessage()]
+    assert [reply.text for reply in [*replies, again]] == ["answered"] * 3
+    assert fake_openai.streamed == [True] * 5 and adapter.streaming == "with_usage"
+    sent_again = [seen.at for seen in fake_openai.seen[2:]]
+    assert all(later - earlier >= served_s for earlier, later in itertools.pairwise(sent_again))
+    said = [r for r in caplog.records if r.name == ADAPTER_LOG]
     assert [r.levelno for r in said] == [logging.WARNING]
     assert "--interrupt_requests false" in said[0].getMessage()
-    assert adapter.streaming == "off"
+    assert "calls are sent one at a time from now on" in said[0].getMessage()
 
 
-async def test_once_streams_are_cut_short_calls_go_one_at_a_time_and_none_waits_in_a_stream(
+async def test_a_stream_cut_short_when_sent_alone_steps_down_to_whole_calls(
     fake_openai, adapter_for, call, caplog
 ):
-    """The server serves one call at a time (what cutting a stream for another means). The
-    stream still waiting for its first token is ended at once and sent again whole, as no stall
-    (no retry is said); whole calls are then sent one at a time, each once the one before has
-    its reply, so none waits at the server with its bound running."""
-    caplog.set_level(logging.WARNING, logger=ADAPTER_LOG)
-    whole_s = 0.4
+    """Sent in its turn, with no call of ours before it still at the server, a stream cut short
+    was cut by another client's request (more processes on one server): calls are sent whole
+    from then on, which such a server never cuts, said at INFO as the other step downs are."""
+    caplog.set_level(logging.INFO, logger=ADAPTER_LOG)
+    fake_openai.planned += [cut_short(), cut_short()]
+    fake_openai.reply("whole")
+    adapter = adapter_for()
+
+    reply = await adapter.complete(call)
+
+    assert reply.text == "whole"
+    assert fake_openai.streamed == [True, True, False] and adapter.streaming == "off"
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == ADAPTER_LOG]
+    assert [level for level, _ in said] == [logging.WARNING, logging.INFO]
+    assert "cut short a stream sent alone" in said[1][1]
+
+
+async def test_a_stream_cut_short_by_our_own_earlier_call_is_no_step_down(
+    fake_openai, adapter_for, call
+):
+    """A call sent before the turns began, still waiting at the server, cuts the stream sent in
+    its turn: that is our own doing, not another client's, and calls keep streaming."""
 
     def respond(seen):
-        if not seen.body.get("stream"):
-            return Planned(body=completion("whole"), sleep=whole_s)
-        if len(fake_openai.seen) == 1:  # queued at the server behind the next, being served
-            return Planned(body=completion("too late"), sleep=STALL_S)
-        return cut_short()
+        if len(fake_openai.seen) == 1:  # waits at the server while the others are cut
+            return Planned(body=completion("first"), sleep=1.0)
+        if len(fake_openai.seen) in (2, 3):
+            return cut_short()
+        return Planned(body=completion("second"))
 
     fake_openai.responder = respond
-    adapter = adapter_for(timeout=30.0)
+    adapter = adapter_for()
     waiting = asyncio.create_task(adapter.complete(call))
-    await asyncio.sleep(0.2)  # the others come while it waits for its first token
-    started = time.monotonic()
+    await asyncio.sleep(0.2)
 
-    replies = await asyncio.gather(waiting, adapter.complete(call), adapter.complete(call))
+    second = await adapter.complete(call)
 
-    assert [reply.text for reply in replies] == ["whole"] * 3
-    assert time.monotonic() - started < STALL_S  # the waiting stream was ended, not waited out
-    streamed = fake_openai.streamed
-    assert streamed[0] is True and streamed[-3:] == [False] * 3
-    whole = [seen.at for seen in fake_openai.seen if not seen.body.get("stream")]
-    assert all(later - earlier >= whole_s for earlier, later in itertools.pairwise(whole))
-    assert "retrying" not in caplog.text
+    assert [(await waiting).text, second.text] == ["first", "second"]
+    assert fake_openai.streamed == [True] * 4 and adapter.streaming == "with_usage"
 
 
 async def test_a_stream_with_content_but_no_finish_reason_is_no_reply(
@@ -645,7 +659,7 @@ async def test_a_stream_with_content_but_no_finish_reason_is_no_reply(
     reply = await adapter_for().complete(call)
 
     assert reply.text == "The whole answer."
-    assert fake_openai.streamed == [True, False]
+    assert fake_openai.streamed == [True, True]
 
 
 async def test_a_stream_without_usage_is_estimated_never_below_its_chunks(
@@ -736,7 +750,7 @@ async def test_an_attempt_after_one_that_wrote_resets_the_sink_first(
     assert sink.shown == reply.text == "The tides follow the Moon."
 
 
-async def test_a_stream_cut_short_and_sent_whole_shows_the_whole_reply(
+async def test_a_stream_cut_short_and_sent_again_shows_the_whole_reply(
     fake_openai, adapter_for, call
 ):
     fake_openai.planned.append(cut_short("The first words, then cut"))
@@ -746,12 +760,9 @@ async def test_a_stream_cut_short_and_sent_whole_shows_the_whole_reply(
 
     await adapter_for().complete(with_sink(call, sink))
 
-    assert sink.said == [
-        ("write", "The"),
-        ("write", " first"),
-        ("reset", ""),
-        ("write", "The whole answer."),
-    ]
+    assert sink.said[:3] == [("write", "The"), ("write", " first"), ("reset", "")]
+    assert sink.said.count(("reset", "")) == 1
+    assert sink.shown == "The whole answer."
 
 
 async def test_thinking_the_prompt_opened_is_taken_back_then_held_back(
