@@ -21,9 +21,9 @@ Offline is the default so that `aeon ask` works on a fresh machine with no key a
 The three time limits judge a call by its progress (llm.streaming): a call that keeps producing
 tokens is never cut for its length, only one whose first token, or next token, does not come in
 time (a stall, retried within AEON_LLM_MAX_RETRIES), or whose request's deadline passes. A
-call sent whole (to a server that does not stream, or cuts streams short) has one "token", its
-whole reply: its bound is the first-token bound plus AEON_LLM_WHOLE_REPLY_PER_1K_S for each
-1,000 tokens of its reply budget.
+call sent whole (to a server that does not stream, or whose streams others cut short) has one
+"token", its whole reply: its bound is the first-token bound plus
+AEON_LLM_WHOLE_REPLY_PER_1K_S for each 1,000 tokens of its reply budget.
 """
 
 from __future__ import annotations

@@ -16,10 +16,10 @@ streaming (a 4xx naming `stream`), or answers it with something other than an ev
 whole replies from then on (an answer it sent whole is used, not asked for again). Each step down
 happens once per adapter and is logged once, at INFO, as structured output's are. A stream that
 ends with no finish reason was cut short (llama-cpp-python's server, by default, cuts the one it
-serves when another request comes): no reply, so it is sent again at once, whole, and so is
-every call after, one at a time (such a server serves one at a time: a call queued there would
-run its bound while others are served); said once, as a WARNING naming the server's setting
-that undoes it. A call
+serves when another request comes): no reply, so it is sent again at once, and calls go one at
+a time from then on, still streamed (none of ours then cuts another's); said once, as a WARNING
+naming the server's setting that undoes it. Only if a stream sent alone is cut even so (another
+client's requests) are calls sent whole (`_cut_short`). A call
 sent whole has one "token", its reply, so its bound is the first-token bound plus
 AEON_LLM_WHOLE_REPLY_PER_1K_S for each 1,000 tokens of its reply budget.
 
@@ -332,7 +332,7 @@ class OpenAIAdapter:
 
     async def _attempt(self, call: LLMCall, max_tokens: int | None, relay: Relay) -> LLMReply:
         """One answered request; a refused option (response_format, streaming) is stepped down
-        and the request sent again, as is a stream the server cut short (sent whole)."""
+        and the request sent again, as is a stream the server cut short."""
         while True:
             sent_format, sent_streaming = self.response_format, self.streaming
             options = self._options(call, max_tokens)
