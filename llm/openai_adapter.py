@@ -203,6 +203,9 @@ class OpenAIAdapter:
         self._one_at_a_time: asyncio.Lock | None = None
         #: Attempts at the server sent before the turns began (their streams may be cut).
         self._out_of_turn = 0
+        #: The watches of the attempts at the server: what one gets tells the others the server
+        #: is working (Watch.elsewhere).
+        self._watches: set[Watch] = set()
         #: The model's replies begin inside a thinking block its prompt opened (learnt from a
         #: reply): streamed answers are held back until the block closes (llm.streaming.Relay).
         self.opens_in_prompt = False
@@ -342,7 +345,7 @@ class OpenAIAdapter:
             try:
                 async with self._turn(call) as alone, asyncio.timeout(None) as timer:
                     watch = Watch(timer, first, self.idle_timeout, self._left_to_send(call))
-                    reply = await self._send(call, options, watch, relay, sent_streaming)
+                    reply = await self._watched(call, options, watch, relay, sent_streaming)
             except TimeoutError:
                 if not timer.expired():
                     raise
@@ -394,6 +397,31 @@ class OpenAIAdapter:
         finally:
             turn.release()
 
+    async def _watched(
+        self,
+        call: LLMCall,
+        options: dict[str, Any],
+        watch: Watch,
+        relay: Relay,
+        sent: Streaming,
+    ) -> Assembled | None:
+        """`_send`, with its watch among those of the attempts at the server, and its answer,
+        when one comes, said to the others as the server's work (`_progressed`)."""
+        self._watches.add(watch)
+        try:
+            reply = await self._send(call, options, watch, relay, sent)
+        finally:
+            self._watches.discard(watch)
+        self._progressed(watch)
+        return reply
+
+    def _progressed(self, watch: Watch) -> None:
+        """The server wrote for the attempt `watch` watches: the others still waiting for a
+        first token are queued behind it, not stalled (Watch.elsewhere)."""
+        for other in self._watches:
+            if other is not watch:
+                other.elsewhere()
+
     async def _send(
         self,
         call: LLMCall,
@@ -422,6 +450,7 @@ class OpenAIAdapter:
                 written = len(reply.content)
                 if reply.add(chunk):
                     watch.token()
+                    self._progressed(watch)
                 if len(reply.content) > written:
                     await relay.show(reply.content)
             return reply

@@ -7,7 +7,8 @@ within N seconds", which cuts a slow server that is working and had a CPU server
 
 - no first token within the first-token bound, which covers the prompt's processing and so grows
   with the prompt (the adapter sets it: AEON_LLM_TIMEOUT plus AEON_LLM_FIRST_TOKEN_PER_1K_S per
-  1,000 prompt tokens);
+  1,000 prompt tokens); it runs again whenever the server writes for another of the process's
+  calls, since a call queued behind that one is waiting, not stalled;
 - no further token within the idle bound (AEON_LLM_IDLE_TIMEOUT) once tokens flow;
 - the request's deadline.
 
@@ -65,6 +66,13 @@ class Watch:
         """Some of the reply came: the idle bound runs again from now."""
         self.tokens += 1
         self._arm("idle", self.idle_s)
+
+    def elsewhere(self) -> None:
+        """The server wrote for another of the process's calls. One still waiting for its
+        first token is queued behind that call, not stalled (a server that serves one call at
+        a time answers none other meanwhile): its first-token bound runs again from now."""
+        if self.tokens == 0 and self.bound == "first token":
+            self._arm("first token", self.seconds)
 
     def _arm(self, bound: Bound, seconds: float) -> None:
         when = self._loop.time() + seconds

@@ -417,6 +417,33 @@ async def test_a_slow_steady_stream_longer_than_the_timeout_is_not_cut(
     assert len(fake_openai.seen) == 1
 
 
+async def test_a_call_queued_behind_another_that_is_being_written_is_not_cut(
+    fake_openai, adapter_for, call
+):
+    """A server serving one call at a time answers a queued call only once the one before it
+    is written: longer than the first-token bound, but the server is working all the while,
+    for this process. Its first-token bound runs again at each token the other gets, so the
+    queued call is not cut, and no call is sent twice."""
+    text = " ".join(f"word{n}" for n in range(WORDS))
+    written_s = WORDS * GAP_S
+    assert written_s > 2 * FIRST_TOKEN_S  # the premise: the queue outlasts the bound
+
+    def respond(seen):
+        if len(fake_openai.seen) == 1:
+            return Planned(body=completion(text), gap=GAP_S)
+        return Planned(body=completion("queued"), sleep=written_s + GAP_S)  # served after
+
+    fake_openai.responder = respond
+    adapter = quick(adapter_for)
+    first = asyncio.create_task(adapter.complete(call))
+    await asyncio.sleep(0.05)
+
+    queued = await adapter.complete(call)
+
+    assert [(await first).text, queued.text] == [text, "queued"]
+    assert len(fake_openai.seen) == 2
+
+
 async def test_the_deadline_cuts_a_stream_that_keeps_coming(fake_openai, adapter_for, make_call):
     data = ReasoningStepInput(
         request="Explain tides", goal="Explain", step_id="s1", step_description="d", pass_number=1
