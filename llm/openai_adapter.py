@@ -9,9 +9,11 @@ into a chat "system" message as well would repeat it, paying its tokens twice pe
 Every call streams (`stream: true`, asking for the usage with `stream_options` where the server
 takes it), and is judged by its progress, not its length (llm.streaming): it is cut only when no
 first token comes within the first-token bound (AEON_LLM_TIMEOUT, plus
-AEON_LLM_FIRST_TOKEN_PER_1K_S for each 1,000 tokens of prompt the server must process first), no
-further token within AEON_LLM_IDLE_TIMEOUT, or the request's deadline passes. A server that
-refuses `stream_options` (an HTTP 4xx naming it) gets streaming without it; one that refuses
+AEON_LLM_FIRST_TOKEN_PER_1K_S for each 1,000 tokens of prompt the server must process first, and
+run again whenever the server writes for another of this adapter's calls: queued behind it, a
+call is waiting, not stalled), no further token within AEON_LLM_IDLE_TIMEOUT, or the request's
+deadline passes. A server that refuses `stream_options` (an HTTP 4xx naming it) gets streaming
+without it; one that refuses
 streaming (a 4xx naming `stream`), or answers it with something other than an event stream, gets
 whole replies from then on (an answer it sent whole is used, not asked for again). Each step down
 happens once per adapter and is logged once, at INFO, as structured output's are. A stream that
