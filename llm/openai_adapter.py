@@ -13,9 +13,9 @@ AEON_LLM_FIRST_TOKEN_PER_1K_S for each 1,000 tokens of prompt the server must pr
 run again whenever the server writes for another of this adapter's calls: queued behind it, a
 call is waiting, not stalled), no further token within AEON_LLM_IDLE_TIMEOUT, or the request's
 deadline passes. A server that refuses `stream_options` (an HTTP 4xx naming it) gets streaming
-without it; one that refuses
-streaming (a 4xx naming `stream`), or answers it with something other than an event stream, gets
-whole replies from then on (an answer it sent whole is used, not asked for again). Each step down
+without it; one that refuses streaming (a 4xx naming `stream`), or answers it with something
+other than an event stream, gets whole replies from then on (an answer it sent whole is used,
+not asked for again). Each step down
 happens once per adapter and is logged once, at INFO, as structured output's are. A stream that
 ends with no finish reason was cut short (llama-cpp-python's server, by default, cuts the one it
 serves when another request comes): no reply, so it is sent again at once, and calls go one at
