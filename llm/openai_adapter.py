@@ -567,7 +567,7 @@ class OpenAIAdapter:
             return
         self._one_at_a_time = asyncio.Lock()
         log.warning(
-            "%r at %s ended a streamed reply with no finish reason: it cuts a stream short when "
+            "%r at %s ended a stream with no finish reason: it cuts a stream short when "
             "another request comes (llama-cpp-python's server does, unless started with "
             "--interrupt_requests false); calls are sent one at a time from now on",
             self.model,
