@@ -289,6 +289,11 @@ class Processes:
         proc = self._add(Worker(self._name(name), [*aeon_argv(), "worker", *args], env, self.logs))
         return proc.ready() if ready else proc
 
+    def program(self, name: str, *argv: str, env: Mapping[str, str] | None = None) -> Proc:
+        """Any other program, in the background, with this process's environment unless `env`."""
+        env = os.environ if env is None else env
+        return self._add(Proc(self._name(name), argv, env, self.logs))
+
     def aeon(self, env: Mapping[str, str], *args: str | bytes, name: str = "aeon") -> Proc:
         """Any `aeon` command, in the background."""
         return self._add(Proc(self._name(name), [*aeon_argv(), *args], env, self.logs))
