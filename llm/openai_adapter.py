@@ -554,7 +554,9 @@ class OpenAIAdapter:
 
         The first such stream makes calls go one at a time (`_turn`): none of ours then cuts
         another's, and calls keep streaming, judged by their progress as whole calls cannot be.
-        Said once, as a WARNING naming the server's setting, which the user can turn off. A
+        Said once, at INFO as the other step downs are (a warning would print on every `aeon
+        ask` against such a server at its defaults, issue 35), naming the server's setting,
+        which the user can turn off (docs/llm-servers.md says so too). A
         stream cut short even so, sent `alone` (in its turn, no call of ours sent before the
         turns began still at the server), was cut by another client's request (more processes
         on one server): calls are sent whole from then on, which such a server never cuts, said
@@ -566,7 +568,7 @@ class OpenAIAdapter:
         if self._one_at_a_time is not None:
             return
         self._one_at_a_time = asyncio.Lock()
-        log.warning(
+        log.info(
             "%r at %s ended a stream with no finish reason: it cuts a stream short when "
             "another request comes (llama-cpp-python's server does, unless started with "
             "--interrupt_requests false); calls are sent one at a time from now on",

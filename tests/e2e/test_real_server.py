@@ -195,31 +195,21 @@ def stepped_down_once(log: str) -> None:
     assert not any(cut in log for cut in CUT_FOR_TIME), "a call was cut for time"
 
 
-@pytest.mark.timeout(RUN_TIMEOUT_S + 120)
-def test_aeon_ask_embedded_through_the_real_server(procs: Processes, llama: LlamaServer) -> None:
-    ask = procs.run_aeon(llm_env(llama), "ask", "--json", REQUEST, timeout=RUN_TIMEOUT_S)
-
-    result = decided_by_the_loop(ask)
-    # The step down is said at INFO (issue 35: a WARNING on every `aeon ask` against this
-    # server), which `aeon ask` does not print by default; a worker logs it, once (below).
-    assert "refused response_format" not in ask.stderr, ask.stderr
-    assert not any(cut in ask.stderr for cut in CUT_FOR_TIME), "a call was cut for time"
-    assert result["final_answer"]["answer_text"].strip()
-
-
-#: CPU-bound processes the contended run starts beside the server: as many as CI's cores.
+#: CPU-bound processes the embedded run starts beside the server: as many as CI's cores.
 BURNERS = 2
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 120)
-def test_contended_cores_cut_no_call_for_time(procs: Processes, llama: LlamaServer) -> None:
-    """Issue 33: a slow server that is working is never failed for time. The tier's standard
-    request, default settings, while BURNERS CPU-bound processes compete for the cores: the
-    server processes prompts and writes tokens slower, and by default cuts a stream when calls
-    overlap (so calls go whole). No call is cut for time, retried or not, and the run ends by
-    the loop's own decision. The request's own timeout is the tier's (as the worker's runs
-    have): what is held here is the calls' bounds, not how long a run on a crowded machine
-    takes."""
+def test_aeon_ask_embedded_through_the_real_server_on_contended_cores(
+    procs: Processes, llama: LlamaServer
+) -> None:
+    """`aeon ask` with its embedded stack, the tier's standard request and default settings,
+    while BURNERS CPU-bound processes compete for the cores (issue 33: a slow server that is
+    working is never failed for time). The server processes prompts and writes tokens slower,
+    and by default cuts a stream when calls overlap (so calls go one at a time). No call is
+    cut for time, retried or not, and the run ends by the loop's own decision. The request's
+    own timeout is the tier's: what is held here is the calls' bounds, not how long a run on a
+    crowded machine takes. (One run proves both: a run of its own for each cost CI minutes.)"""
     argv = (sys.executable, "-c", "while True: pass")
     burners = [procs.program("burner", *argv) for _ in range(BURNERS)]
     ask_argv = ["ask", "--json", "--timeout", str(RUN_TIMEOUT_S), REQUEST]
@@ -233,8 +223,12 @@ def test_contended_cores_cut_no_call_for_time(procs: Processes, llama: LlamaServ
     seconds = time.monotonic() - started
 
     result = decided_by_the_loop(ask)
+    # The step down is said at INFO (issue 35: a WARNING on every `aeon ask` against this
+    # server), which `aeon ask` does not print by default; a worker logs it, once (below).
+    assert "refused response_format" not in ask.stderr, ask.stderr
     cut = [line for line in ask.stderr.splitlines() if any(c in line for c in CUT_FOR_TIME)]
     assert not cut, cut
+    assert result["final_answer"]["answer_text"].strip()
     usage = result["usage"]
     print(
         f"contended cores ({BURNERS} CPU-bound processes): status={result['status']} "
