@@ -611,7 +611,7 @@ async def test_a_stream_cut_short_is_sent_again_and_calls_go_one_at_a_time(
     """A stream with no finish reason is no reply: the call is sent again at once, not as a
     failure (with no retries allowed it is still answered). The server cuts a stream when
     another call comes, so calls go one at a time from then on, still streamed, each sent once
-    the one before has its reply; said once, as a WARNING naming the server's setting."""
+    the one before has its reply; said once, at INFO, naming the server's setting."""
     caplog.set_level(logging.INFO, logger=ADAPTER_LOG)
     served_s = 0.4
     fake_openai.planned += [cut_short(), cut_short()]
@@ -626,7 +626,7 @@ async def test_a_stream_cut_short_is_sent_again_and_calls_go_one_at_a_time(
     sent_again = [seen.at for seen in fake_openai.seen[2:]]
     assert all(later - earlier >= served_s for earlier, later in itertools.pairwise(sent_again))
     said = [r for r in caplog.records if r.name == ADAPTER_LOG]
-    assert [r.levelno for r in said] == [logging.WARNING]
+    assert [r.levelno for r in said] == [logging.INFO]
     assert "--interrupt_requests false" in said[0].getMessage()
     assert "calls are sent one at a time from now on" in said[0].getMessage()
 
@@ -647,7 +647,7 @@ async def test_a_stream_cut_short_when_sent_alone_steps_down_to_whole_calls(
     assert reply.text == "whole"
     assert fake_openai.streamed == [True, True, False] and adapter.streaming == "off"
     said = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == ADAPTER_LOG]
-    assert [level for level, _ in said] == [logging.WARNING, logging.INFO]
+    assert [level for level, _ in said] == [logging.INFO, logging.INFO]
     assert "cut short a stream sent alone" in said[1][1]
 
 
