@@ -374,8 +374,11 @@ def _quality(section: Mapping[str, Any]) -> str:
 def _targets(rows: Sequence[Mapping[str, Any]]) -> str:
     verdict = {True: "PASS", False: "MISS", None: "not run"}
     return "Targets\n" + table(
-        ["target", "goal", "before", "measured", "verdict"],
-        [[r["target"], r["goal"], r["before"], r["value"], verdict[r["met"]]] for r in rows],
+        ["target", "goal", "before", "issue 33", "measured", "verdict"],
+        [
+            [r["target"], r["goal"], r["before"], r["issue_33"], r["value"], verdict[r["met"]]]
+            for r in rows
+        ],
     )
 
 

@@ -19,7 +19,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from aeonloop.bus.keys import ANSWERS, Keys
+from aeonloop.bus.keys import ANSWER_TEXT, ANSWERS, Keys
 from aeonloop.bus.retention import trim_all
 from aeonloop.gateway.client import DEFAULT_TIMEOUT_S
 from bench.context import BenchContext
@@ -35,6 +35,7 @@ BEFORE_KIB = 31.5
 _KINDS = (
     ("memo", ":memo:"),
     ("answer keys", ":answer:"),
+    ("answer text streams", f":{ANSWER_TEXT}:"),
     ("run history", ":run:"),
     ("locks / done marks", ":lock:"),
     ("answers stream", f":{ANSWERS}"),

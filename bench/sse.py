@@ -31,9 +31,10 @@ import urllib.request
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from aeonloop.bus.keys import ANSWERS, Keys
+from aeonloop.gateway.http.run_steps import TextKind
 from aeonloop.gateway.http.serve import raise_open_files_limit
 from bench.context import BenchContext
 from bench.pipeline import PHASE_STREAMS
@@ -66,7 +67,13 @@ class Reading:
 
     @property
     def keys(self) -> list[str]:
-        return [event_id.partition("@")[0] for _kind, event_id, _at in self.events]
+        """The step each event is, in order (the answer's text as it is written, sent between
+        the steps, is not counted: a reader that comes after the answer gets none)."""
+        return [
+            event_id.partition("@")[0]
+            for kind, event_id, _at in self.events
+            if kind not in get_args(TextKind)
+        ]
 
     @property
     def answered_at(self) -> float | None:
@@ -298,7 +305,10 @@ def count(readings: list[Reading], cids: list[str], truth: Mapping[str, Reading]
         incomplete += not (reading.status == 200 and reading.ended and got[-1:] == ["answer"])
     return {
         "streams": len(readings),
-        "events_delivered": sum(len(r.events) for r in readings),
+        "events_delivered": sum(len(r.keys) for r in readings),
+        #: The answer's text as it was written, between the steps (readers live before the
+        #: answer get some; the counts above are of steps).
+        "text_events_delivered": sum(len(r.events) - len(r.keys) for r in readings),
         "events_expected": sum(len(truth[cid].keys) for cid in cids),
         "missed": missed,
         "repeated": repeated,

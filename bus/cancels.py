@@ -6,10 +6,10 @@ races the answer's commit is a no-op (the answer key is `SET NX`, bus.commit: wh
 first wins, and the run has one answer either way). The mark is kept as long as an answer is
 (AEON_ANSWER_TTL_S), so it outlives every worker that could still hold the run.
 
-A worker looks a run's mark up before each hop and each LLM call (one EXISTS; those asked at
-the same moment go in one pipeline), and watches the marks of the runs it has in flight with
-one pipelined read every `POLL_S`, however many they are, so a call in flight is abandoned
-within that time of the cancel.
+A worker looks a run's mark up before each hop and each LLM call (those asked at the same
+moment go in one EXISTS, which counts the marks of them all), and watches the marks of the
+runs it has in flight with one such EXISTS every `POLL_S`, however many they are, so a call
+in flight is abandoned within that time of the cancel.
 """
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ class RedisCancels:
         self._redis = redis
         self._keys = keys
         self._poll_s = poll_s
-        #: Runs in flight: the event each watcher waits on, with how many watch it.
-        self._watched: dict[str, tuple[asyncio.Event, int]] = {}
+        #: Runs in flight: the future each watcher waits on, with how many watch it.
+        self._watched: dict[str, tuple[asyncio.Future[None], int]] = {}
         self._poller: asyncio.Task[None] | None = None
         #: Lookups asked for and not yet sent: each run's mark, and who waits for it.
         self._asked: list[tuple[str, asyncio.Future[bool]]] = []
@@ -74,9 +74,9 @@ class RedisCancels:
         watcher) asks again.
 
         The lookups asked for at one moment (a worker with many runs in flight asks before
-        each of their hops and LLM calls) are read in one pipeline: one round trip for all of
-        them instead of one each, which cost a fifth of a loaded worker's CPU (measured with
-        py-spy at 1,000 runs in flight). Each is still read after it was asked."""
+        each of their hops and LLM calls) are read together (`_marks`): one round trip for all
+        of them instead of one each, which cost a fifth of a loaded worker's CPU (measured
+        with py-spy at 1,000 runs in flight). Each is still read after it was asked."""
         answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._asked.append((correlation_id, answer))
         if self._reader is None:
@@ -84,7 +84,7 @@ class RedisCancels:
         return await answer
 
     async def _read_asked(self) -> None:
-        """Read every mark asked for until now in one pipeline, and answer each asker."""
+        """Read every mark asked for until now at once, and answer each asker."""
         await asyncio.sleep(0)  # the lookups asked at this moment join this read
         asked, self._asked, self._reader = self._asked, [], None
         try:
@@ -106,17 +106,25 @@ class RedisCancels:
                 answer.set_result(bool(marked))
 
     async def _marks(self, runs: list[str]) -> list[int]:
-        """Each run's mark (1 or 0): one command for one run, else one pipeline."""
-        if len(runs) == 1:  # a pipeline costs more than the command it would carry
-            return [await self._redis.exists(self._keys.cancel(runs[0]))]
+        """Each run's mark (1 or 0): one EXISTS naming every run's mark, which counts them;
+        only when it counts any (a cancel is rare) is each one read, in one pipeline.
+
+        One command of N keys, against a pipeline of N commands, is packed and parsed once:
+        at 1,000 runs in flight a loaded worker asks for hundreds at a time. (On a cluster,
+        redis-py splits the EXISTS by slot and adds the counts up.)"""
+        keys = [self._keys.cancel(correlation_id) for correlation_id in runs]
+        marked = await self._redis.exists(*keys)
+        if not marked or len(keys) == 1:
+            return [int(bool(marked))] * len(keys)
         pipe = self._redis.pipeline(transaction=False)
-        for correlation_id in runs:
-            pipe.exists(self._keys.cancel(correlation_id))
+        for key in keys:
+            pipe.exists(key)
         return list(await pipe.execute())
 
     @contextlib.asynccontextmanager
-    async def watch(self, correlation_id: str) -> AsyncIterator[asyncio.Event]:
-        seen, count = self._watched.get(correlation_id, (asyncio.Event(), 0))
+    async def watch(self, correlation_id: str) -> AsyncIterator[asyncio.Future[None]]:
+        held = self._watched.get(correlation_id)
+        seen, count = held or (asyncio.get_running_loop().create_future(), 0)
         self._watched[correlation_id] = (seen, count + 1)
         if self._poller is None or self._poller.done():
             self._poller = asyncio.create_task(self._poll())
@@ -130,7 +138,7 @@ class RedisCancels:
                 self._watched[correlation_id] = (seen, count - 1)
 
     async def _poll(self) -> None:
-        """Read every watched run's mark in one pipeline, every `poll_s`, while any is watched."""
+        """Read every watched run's mark at once, every `poll_s`, while any is watched."""
         while self._watched:
             await asyncio.sleep(self._poll_s)
             runs = list(self._watched)
@@ -142,5 +150,6 @@ class RedisCancels:
                 log.info("cancels not read (%s); reading again", type(error).__name__)
                 continue
             for correlation_id, marked in zip(runs, marks, strict=True):
-                if marked and correlation_id in self._watched:
-                    self._watched[correlation_id][0].set()
+                held = self._watched.get(correlation_id)
+                if marked and held is not None and not held[0].done():
+                    held[0].set_result(None)

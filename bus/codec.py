@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -47,6 +47,15 @@ class Routable(Protocol):
     correlation_id: str
 
     def model_dump_json(self) -> str: ...
+
+
+@runtime_checkable
+class Published(Routable, Protocol):
+    """An event of the answers stream: the commit that publishes it settles the run's answer
+    text stream on its text (bus.answer_text); phases.events.FinalAnswerReady fits."""
+
+    @property
+    def published_text(self) -> str: ...
 
 
 def encode(event: Routable) -> dict[str, bytes]:

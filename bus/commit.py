@@ -27,7 +27,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from aeonloop.bus.codec import Routable, encode
+from aeonloop.bus.answer_text import SETTLE
+from aeonloop.bus.codec import Published, Routable, encode
 from aeonloop.bus.compact import pack
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.deadletter import DeadLetter
@@ -51,21 +52,27 @@ MemoWrite = tuple[str, str, int]
 
 #: One commit. KEYS: the entry's stream, its event's lock (the stream again when there is none),
 #: then per output its stream (a record: its run's hash), and for an answer also the answer
-#: key and the run's hash. ARGV: group, entry id, stream maxlen, done-mark TTL ms, answer TTL
-#: s, the done value, then per output: its kind ("record", "event", "answer", "dead"), its
-#: number of fields and the fields (a record's: its name and value), and for an answer the
-#: value its answer key stores (its body, packed: bus.compact). Records come first, so an
-#: event is never added without the records it refers to; the run's hash expires with its
-#: answer (set again when the answer is). Returns the dead letter's id, if any. One
-#: FinalAnswer per run, even if two exits reach Phase E: an answer is added to its stream only
-#: if its answer key was not set yet (SET NX). A commit already done (its lock says so: sent
-#: again after a cluster node failed under the pipeline) only acks.
-_COMMIT = """
+#: key, the run's hash and its answer text stream. ARGV: group, entry id, stream maxlen,
+#: done-mark TTL ms, answer TTL s, the done value, answer text maxlen, how long a settled
+#: answer text stream is kept (s), then per output: its
+#: kind ("record", "event", "answer", "dead"), its number of fields and the fields (a record's:
+#: its name and value), and for an answer the value its answer key stores (its body, packed:
+#: bus.compact) and its published text. Records come first, so an event is never added
+#: without the records it refers to; the run's hash expires with its answer (set again when
+#: the answer is). Returns the dead letter's id, if any. One FinalAnswer per run, even if two
+#: exits reach Phase E: an answer is added to its stream only if its answer key was not set
+#: yet (SET NX), and only then is the run's answer text stream settled on its text
+#: (bus.answer_text.SETTLE), before the answer is added, so a reader that sees the answer finds
+#: the stream settled. A commit already done (its lock says so: sent again after a cluster
+#: node failed under the pipeline) only acks.
+_COMMIT = (
+    SETTLE
+    + """
 if KEYS[2] ~= KEYS[1] and redis.call('GET', KEYS[2]) == ARGV[6] then
   redis.pcall('XACK', KEYS[1], ARGV[1], ARGV[2])
   return false
 end
-local maxlen, k, a, dead = ARGV[3], 3, 7, false
+local maxlen, k, a, dead = ARGV[3], 3, 9, false
 while a <= #ARGV do
   local kind, n = ARGV[a], tonumber(ARGV[a + 1])
   local fields = {unpack(ARGV, a + 2, a + 1 + 2 * n)}
@@ -75,13 +82,14 @@ while a <= #ARGV do
     redis.call('EXPIRE', KEYS[k], ARGV[5])
     k = k + 1
   elseif kind == 'answer' then
-    local stored = ARGV[a]
-    a = a + 1
+    local stored, published = ARGV[a], ARGV[a + 1]
+    a = a + 2
     if redis.call('SET', KEYS[k + 1], stored, 'NX', 'EX', ARGV[5]) then
+      text_settle(KEYS[k + 3], published, ARGV[7], ARGV[8])
       redis.call('XADD', KEYS[k], 'MAXLEN', '~', maxlen, '*', unpack(fields))
       redis.call('EXPIRE', KEYS[k + 2], ARGV[5])
     end
-    k = k + 3
+    k = k + 4
   else
     local id = redis.call('XADD', KEYS[k], 'MAXLEN', '~', maxlen, '*', unpack(fields))
     if kind == 'dead' then dead = id end
@@ -92,6 +100,7 @@ if KEYS[2] ~= KEYS[1] then redis.call('SET', KEYS[2], ARGV[6], 'PX', ARGV[4]) en
 redis.pcall('XACK', KEYS[1], ARGV[1], ARGV[2])  -- NOGROUP (Redis lost the group): no matter
 return dead
 """
+)
 _COMMIT_SHA = hashlib.sha1(_COMMIT.encode()).hexdigest()
 
 
@@ -117,6 +126,8 @@ class Commit:
     #: Fields every output carries beside the event: the trace context (telemetry.tracing).
     trace: dict[str, bytes] = field(default_factory=dict)
     encoded: list[tuple[str, dict[str, bytes]]] = field(default_factory=list)
+    #: The text of each answer among the outputs, in order (`Routable.published_text`).
+    published: list[str] = field(default_factory=list)
     records: list[RunRecord] = field(default_factory=list)
     done: asyncio.Future[None] | None = None
     #: The dead letter's id on the dead-letter stream, once committed.
@@ -156,6 +167,11 @@ class Committer:
             (out.STREAM, item.trace | encode(out))
             for out in item.outputs
             if not isinstance(out, RunRecord)
+        ]
+        item.published = [
+            _published_text(out)
+            for out in item.outputs
+            if not isinstance(out, RunRecord) and out.STREAM == ANSWERS
         ]
         for stream, fields in item.encoded:
             size, limit = len(fields["body"]), self._settings.max_event_bytes
@@ -292,7 +308,10 @@ class Committer:
             settings.dedupe_ttl_s * 1000,
             settings.answer_ttl_s,
             LockState.DONE.value,
+            settings.answer_text_maxlen,
+            settings.stream_keep_s,
         ]
+        published = iter(item.published)
         # Outputs go to the shard of the entry they come from, which is their run's (a run's
         # events share its correlation id). An entry put in another shard than its id picks
         # keeps its run there: one commit, one slot, whatever the entry says.
@@ -305,15 +324,23 @@ class Committer:
                 cid = fields["cid"].decode()
                 keys.append(self._keys.answer(cid, item.shard))
                 keys.append(self._keys.run_records(cid, item.shard))
+                keys.append(self._keys.answer_text(cid, item.shard))
             args += ["answer" if stream == ANSWERS else "event", len(fields)]
             args += itertools.chain.from_iterable(fields.items())
             if stream == ANSWERS:
-                args.append(pack(fields["body"]))
+                args += [pack(fields["body"]), next(published)]
         if item.dead is not None:
             keys.append(self._keys.dead_letter(item.shard))
             dead = item.dead.to_fields()
             args += ["dead", len(dead), *itertools.chain.from_iterable(dead.items())]
         return [len(keys), *keys, *args]
+
+
+def _published_text(answer: Routable) -> str:
+    """The text an answer publishes, which settles its run's answer text stream."""
+    if not isinstance(answer, Published):
+        raise ValueError(f"{type(answer).__name__} goes to the answers stream without its text")
+    return answer.published_text
 
 
 def _left(memos: list[MemoWrite], replies: list[Any]) -> list[MemoWrite]:

@@ -58,21 +58,24 @@ class DictCancels:
 
     def __init__(self) -> None:
         self.runs: set[str] = set()
-        self._watched: dict[str, asyncio.Event] = {}
+        self._watched: dict[str, asyncio.Future[None]] = {}
 
     def cancel(self, correlation_id: str) -> None:
         self.runs.add(correlation_id)
-        if correlation_id in self._watched:
-            self._watched[correlation_id].set()
+        seen = self._watched.get(correlation_id)
+        if seen is not None and not seen.done():
+            seen.set_result(None)
 
     async def cancelled(self, correlation_id: str) -> bool:
         return correlation_id in self.runs
 
     @contextlib.asynccontextmanager
-    async def watch(self, correlation_id: str) -> AsyncIterator[asyncio.Event]:
-        seen = self._watched.setdefault(correlation_id, asyncio.Event())
-        if correlation_id in self.runs:
-            seen.set()
+    async def watch(self, correlation_id: str) -> AsyncIterator[asyncio.Future[None]]:
+        if correlation_id not in self._watched:
+            self._watched[correlation_id] = asyncio.get_running_loop().create_future()
+        seen = self._watched[correlation_id]
+        if correlation_id in self.runs and not seen.done():
+            seen.set_result(None)
         try:
             yield seen
         finally:

@@ -12,6 +12,9 @@ answer key, the dedupe locks and the dead letters all carry the shard's hash tag
   slots, so a cluster whose masters hold equal contiguous ranges (what `redis-cli --cluster
   create` makes) puts each shard on its own master when N equals the masters.
 
+A run's answer text stream (`Keys.answer_text`: the answer's pieces as the model writes them,
+bus.answer_text) is there too, settled by the script that publishes the answer.
+
 A run's records (`Keys.run_records`: what its events refer to instead of carrying, written by
 the same commit) live there too. Memo entries, the write probe and the recorded shard count
 are the only keys outside the shards: each is read and written alone, and losing a memo costs
@@ -57,6 +60,9 @@ FILES_RECORD = "files"
 DRAFT_RECORD = "draft"
 #: The run record holding the earlier turns its request carried, written with FILES_RECORD.
 TURNS_RECORD = "turns"
+#: The logical name of a run's answer text stream (bus.answer_text): the answer's pieces as
+#: the model writes them, one stream per run, beside its answer key.
+ANSWER_TEXT = "answer-text"
 
 
 class LockState(StrEnum):
@@ -141,6 +147,12 @@ class Keys:
         its run's shard: the one its id picks, unless the run was put in another."""
         where = self.shard_of(correlation_id) if shard is None else shard
         return f"{self._in(where)}:answer:{correlation_id}"
+
+    def answer_text(self, correlation_id: str, shard: int | None = None) -> str:
+        """A run's answer text stream (bus.answer_text): in its run's shard like its answer,
+        so the commit that publishes the answer settles the stream in the same script."""
+        where = self.shard_of(correlation_id) if shard is None else shard
+        return f"{self._in(where)}:{ANSWER_TEXT}:{correlation_id}"
 
     def cancel(self, correlation_id: str) -> str:
         """A run's cancel mark (bus.cancels), beside its answer so one script can check the

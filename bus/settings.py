@@ -105,6 +105,11 @@ class BusSettings(AeonSettings):
     #: client that lost its connection needs, at a seventh of the memory a week held.
     answer_ttl_s: Whole = 24 * 3600
     dedupe_ttl_s: Whole = 24 * 3600
+    #: Entries a run's answer text stream keeps at most (bus.answer_text; kept while the run
+    #: goes on, and AEON_STREAM_KEEP_S once its answer is published): one per piece the
+    #: model wrote (about a token each from a streaming server), over every candidate answer.
+    #: Past it the oldest go, and a reader that missed them gets the whole answer at the end.
+    answer_text_maxlen: Whole = 10_000
     memo_ttl_s: Whole = 24 * 3600
     shutdown_grace_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 25.0
     consumer_name: str = Field(default_factory=default_consumer_name, min_length=1)

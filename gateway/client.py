@@ -41,6 +41,7 @@ from redis.exceptions import ResponseError
 
 from aeonloop import webhooks
 from aeonloop.bus import approvals as bus_approvals
+from aeonloop.bus.answer_text import TextEntry, TextPoller
 from aeonloop.bus.cancels import CancelOutcome, request_cancel
 from aeonloop.bus.codec import encode, text
 from aeonloop.bus.compact import unpack
@@ -146,6 +147,8 @@ class AeonClient:
         self.keys = Keys(self.settings.prefix, self.settings.shards)
         self._waiters: dict[str, _Waiter] = {}
         self._readers: StreamReaders | None = None
+        #: Reads the answer text of the runs followed with `follow_text`, once one is.
+        self._text: TextPoller | None = None
 
     @property
     def limits(self) -> RequestLimits:
@@ -200,10 +203,33 @@ class AeonClient:
         return [tuple(key for shard in shards for key in shard)]
 
     async def __aexit__(self, *exc_info: object) -> None:
+        if self._text is not None:
+            await self._text.aclose()
         if self._readers is not None:
             await self._readers.stop()
         if self._owns_redis and self._redis is not None:
             await self._redis.aclose()
+
+    async def follow_text(
+        self, correlation_id: str, on_text: Callable[[TextEntry], object]
+    ) -> None:
+        """Call `on_text` with each entry of the run's answer text as it is written (bus.
+        answer_text), up to its settlement, which comes just before its answer; cancel it to
+        stop sooner."""
+        if self._text is None:
+            self._text = TextPoller(self.redis, self.keys)
+        watch = self._text.watch(correlation_id)
+        seen = 0
+        try:
+            while True:
+                for entry in watch.entries[seen:]:
+                    on_text(entry)
+                seen = len(watch.entries)
+                if watch.settled:
+                    return
+                await watch.more_than(seen)
+        finally:
+            self._text.release(watch)
 
     @property
     def runs_awaited(self) -> int:

@@ -6,7 +6,10 @@
 | AEON_LLM_BASE_URL     | OpenAI-compatible endpoint, e.g. http://localhost:11434/v1 | (none) |
 | AEON_LLM_MODEL        | model name sent to the endpoint                         | (none)   |
 | AEON_LLM_API_KEY      | key for the endpoint; falls back to OPENAI_API_KEY      | (none)   |
-| AEON_LLM_TIMEOUT      | seconds per call attempt                                | 60       |
+| AEON_LLM_TIMEOUT      | seconds to a call's first token (with the next setting) | 60       |
+| AEON_LLM_FIRST_TOKEN_PER_1K_S | more seconds to it per 1,000 prompt tokens      | 30       |
+| AEON_LLM_IDLE_TIMEOUT | seconds a streaming reply may go without a token        | 30       |
+| AEON_LLM_WHOLE_REPLY_PER_1K_S | more seconds per 1,000 reply tokens, sent whole | 120      |
 | AEON_LLM_MAX_RETRIES  | retries of transient failures after the first attempt   | 3        |
 | AEON_LLM_STRUCTURED_OUTPUT | auto (json_schema, stepping down), json_object, off | auto     |
 | AEON_LLM_MAX_TOKENS   | reply token budget sent to the server (unset: its own)  | (none)   |
@@ -14,6 +17,13 @@
 | AEON_LLM_SCRIPT       | JSON script file for `scripted`                         | (none)   |
 
 Offline is the default so that `aeon ask` works on a fresh machine with no key and no network.
+
+The three time limits judge a call by its progress (llm.streaming): a call that keeps producing
+tokens is never cut for its length, only one whose first token, or next token, does not come in
+time (a stall, retried within AEON_LLM_MAX_RETRIES), or whose request's deadline passes. A
+call sent whole (to a server that does not stream, or whose streams others cut short) has one
+"token", its whole reply: its bound is the first-token bound plus
+AEON_LLM_WHOLE_REPLY_PER_1K_S for each 1,000 tokens of its reply budget.
 """
 
 from __future__ import annotations
@@ -39,7 +49,14 @@ KINDS: tuple[AdapterKind, ...] = ("offline", "openai", "scripted")
 class LLMSettings(AeonSettings, env_prefix="AEON_LLM_"):
     """Which adapter to build and how; the key is a SecretStr so no repr or log can show it."""
 
-    variable_names: ClassVar[dict[str, str]] = {"kind": "AEON_LLM", "api_key": "AEON_LLM_API_KEY"}
+    #: The prompt's share of the first-token bound is named for what it bounds, the first token;
+    #: its field is not, since a field named for tokens reads as a secret (settings.describe).
+    variable_names: ClassVar[dict[str, str]] = {
+        "kind": "AEON_LLM",
+        "api_key": "AEON_LLM_API_KEY",
+        "prompt_s_per_1k": "AEON_LLM_FIRST_TOKEN_PER_1K_S",
+        "reply_s_per_1k": "AEON_LLM_WHOLE_REPLY_PER_1K_S",
+    }
 
     kind: AdapterKind = Field("offline", validation_alias="AEON_LLM")
     base_url: str | None = None
@@ -47,7 +64,26 @@ class LLMSettings(AeonSettings, env_prefix="AEON_LLM_"):
     api_key: SecretStr | None = Field(
         None, validation_alias=AliasChoices("AEON_LLM_API_KEY", "OPENAI_API_KEY")
     )
+    #: Seconds a call may wait for its first token, for a prompt of no length: the server's
+    #: queue, the connection, and a reply's start. A server that does not stream sends its
+    #: whole reply as its first token.
     timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 60.0
+    #: More seconds to the first token for each 1,000 prompt tokens (estimated at 4 characters
+    #: each), the server's processing of the prompt: 30 s is ~33 prompt tokens a second, what a
+    #: few-billion-parameter model on a busy 2-core CPU manages.
+    prompt_s_per_1k: Annotated[
+        float, Field(ge=0, allow_inf_nan=False, validation_alias="AEON_LLM_FIRST_TOKEN_PER_1K_S")
+    ] = 30.0
+    #: Seconds a streaming reply may go without a token once its first has come.
+    idle_timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 30.0
+    #: More seconds a call sent whole (not streamed) may take, beyond its first-token bound, for
+    #: each 1,000 tokens of its reply budget: the server writes all the reply before it sends a
+    #: byte. 120 s is ~8 tokens a second, what a few-billion-parameter model writes on a busy
+    #: 2-core CPU; a reply is most often shorter than its budget, which leaves time for calls
+    #: queued before it.
+    reply_s_per_1k: Annotated[
+        float, Field(ge=0, allow_inf_nan=False, validation_alias="AEON_LLM_WHOLE_REPLY_PER_1K_S")
+    ] = 120.0
     max_retries: Annotated[int, Field(ge=0)] = 3
     structured_output: StructuredOutput = "auto"
     max_tokens: Annotated[int, Field(ge=1)] | None = None
@@ -116,6 +152,9 @@ def _openai(settings: LLMSettings) -> OpenAIAdapter:
         api_key=settings.api_key.get_secret_value() if settings.api_key else None,
         timeout=settings.timeout,
         max_retries=settings.max_retries,
+        idle_timeout=settings.idle_timeout,
+        first_token_per_1k=settings.prompt_s_per_1k,
+        whole_reply_per_1k=settings.reply_s_per_1k,
         structured_output=settings.structured_output,
         max_tokens=settings.max_tokens,
     )

@@ -105,12 +105,22 @@ class OfflineLLM:
         self.delay = delay
 
     async def complete(self, call: LLMCall) -> LLMReply:
-        """Reply from the typed input; LLMError for a prompt id and input it has no reply for."""
-        if self.delay > 0:
-            await asyncio.sleep(self.delay)
+        """Reply from the typed input; LLMError for a prompt id and input it has no reply for.
+
+        A call with a sink (its reply may be published) gets its reply written there in
+        chunks of a few words, as a streaming server sends it, the delay spread over them."""
         text = reply_text(call.prompt_id, call.input)
         if call.prompt_id is PromptId.REASONING_STEP_USER:
             text += _files_note(call.prompt)
+        if call.sink is None:
+            if self.delay > 0:
+                await asyncio.sleep(self.delay)
+        else:
+            pieces = chunks(text)
+            for piece in pieces:
+                if self.delay > 0:
+                    await asyncio.sleep(self.delay / len(pieces))
+                await call.sink.write(piece)
         # No model counted these tokens: they are guessed from the text's length, and say so.
         usage = TokenUsage(
             prompt_tokens=approx_tokens(_prompt_length(call)),
@@ -124,6 +134,17 @@ class OfflineLLM:
 
     async def aclose(self) -> None:
         """Nothing to release."""
+
+
+#: Words per chunk the offline model writes a streamed reply in.
+CHUNK_WORDS = 3
+_WORD = re.compile(r"\s*\S+\s*|\s+")
+
+
+def chunks(text: str, words: int = CHUNK_WORDS) -> list[str]:
+    """`text` in pieces of `words` words each (with their spaces), which join to it."""
+    found = _WORD.findall(text)
+    return ["".join(found[i : i + words]) for i in range(0, len(found), words)] or [text]
 
 
 def reply_text(prompt_id: PromptId, data: PromptInput) -> str:

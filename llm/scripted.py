@@ -82,14 +82,20 @@ class ScriptedLLM:
             await asyncio.sleep(self.delay)
         played = await _play(self._next(key), call)
         if isinstance(played, LLMReply):
-            return played
-        usage = TokenUsage(
-            approx_tokens(len(call.prompt.instructions)), approx_tokens(len(played)), estimated=True
-        )
-        # A scripted string stands for what a model sent: its reasoning is kept out, as by
-        # every adapter (LLMReply's contract); a string without reasoning is returned as is.
-        answer, thinking = split_reasoning(played)
-        return LLMReply(text=answer if thinking else played, usage=usage, model=MODEL_NAME)
+            reply = played
+        else:
+            usage = TokenUsage(
+                approx_tokens(len(call.prompt.instructions)),
+                approx_tokens(len(played)),
+                estimated=True,
+            )
+            # A scripted string stands for what a model sent: its reasoning is kept out, as by
+            # every adapter (LLMReply's contract); a string without reasoning is returned as is.
+            answer, thinking = split_reasoning(played)
+            reply = LLMReply(text=answer if thinking else played, usage=usage, model=MODEL_NAME)
+        if call.sink is not None:  # a reply had whole is written whole (llm.base.TextSink)
+            await call.sink.write(reply.text)
+        return reply
 
     @property
     def outage(self) -> Outage | None:

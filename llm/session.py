@@ -47,7 +47,7 @@ from aeonloop.exceptions import (
 )
 from aeonloop.limits import DEFAULT_CONTEXT_TOKENS
 from aeonloop.llm import observed
-from aeonloop.llm.base import LLMAdapter, LLMCall, LLMReply
+from aeonloop.llm.base import LLMAdapter, LLMCall, LLMReply, TextSink
 from aeonloop.llm.lenient import lenient_candidates, schema_of
 from aeonloop.prompts.clipping import clip
 from aeonloop.prompts.conversation import TURN_NAME, TURNS_LEFT_OUT, TURNS_LEFT_OUT_NAME
@@ -244,9 +244,12 @@ class LLMSession:
         *,
         scope: str,
         context: Sequence[ContextItem] = (),
+        sink: TextSink | None = None,
     ) -> Reply:
-        """A free-form reply; the caller decides what a truncated or refused one is worth."""
-        return await self._reply(prompt_id, data, scope, context, None)
+        """A free-form reply; the caller decides what a truncated or refused one is worth.
+        `sink`: where its text is written as the model writes it (a reply that may be
+        published; a memoised reply is not written again)."""
+        return await self._reply(prompt_id, data, scope, context, None, sink)
 
     async def json(
         self,
@@ -256,15 +259,22 @@ class LLMSession:
         *,
         scope: str,
         context: Sequence[ContextItem] = (),
+        sink: TextSink | None = None,
     ) -> T:
-        """A reply validated against `model`: as sent, else repaired locally, else by one call."""
-        reply = await self._reply(prompt_id, data, scope, context, model)
+        """A reply validated against `model`: as sent, else repaired locally, else by one call.
+        `sink` is given the reply's text as it is written, and the repair call's after a reset
+        (the reply it repairs is not the one used)."""
+        reply = await self._reply(prompt_id, data, scope, context, model, sink)
         request = _request_of(data)
         try:
             return self._accept(prompt_id, reply, model, request)
         except _UNUSABLE as error:
             first_error = error
-        repaired = await self._repair(prompt_id, request, reply.text, first_error, scope, model)
+        if sink is not None:
+            await sink.reset()
+        repaired = await self._repair(
+            prompt_id, request, reply.text, first_error, scope, model, sink
+        )
         try:
             return self._accept(prompt_id, repaired, model, request)
         except _UNUSABLE as error:
@@ -303,6 +313,7 @@ class LLMSession:
         error: Exception,
         scope: str,
         model: type[T],
+        sink: TextSink | None = None,
     ) -> Reply:
         """The one repair call, shown the request too: a field that repeats the prompt's own
         text can only be rewritten by a model that knows what it was written for."""
@@ -319,6 +330,7 @@ class LLMSession:
             repair_scope(scope, prompt_id.value),
             (),
             model,
+            sink,
         )
 
     async def _reply(
@@ -328,6 +340,7 @@ class LLMSession:
         scope: str,
         context: Sequence[ContextItem],
         model: type[BaseModel] | None,
+        sink: TextSink | None = None,
     ) -> Reply:
         key = memo_key(self.run_key, scope, prompt_id.value)
         remembered = await self.memo.get(key)
@@ -337,10 +350,10 @@ class LLMSession:
         schema = schema_of(model) if model is not None else None
         budget = self.prompt_chars
         try:
-            answer = await self._send(self._call(prompt_id, data, context, schema, budget))
+            answer = await self._send(self._call(prompt_id, data, context, schema, budget, sink))
         except ContextLengthError as error:
             budget = _tighter(budget, error.limit_tokens)
-            answer = await self._send(self._call(prompt_id, data, context, schema, budget))
+            answer = await self._send(self._call(prompt_id, data, context, schema, budget, sink))
         reply = _reply_of(answer)
         if not (reply.text.strip() or reply.truncated):
             raise LLMError(f"{prompt_id.value}: the model returned an empty reply", transient=True)
@@ -373,6 +386,7 @@ class LLMSession:
         context: Sequence[ContextItem],
         schema: dict | None,
         budget: int,
+        sink: TextSink | None = None,
     ) -> LLMCall:
         """The call with its prompt fitted to `budget` characters as far as its input allows:
         the outputs its input is built with and the files of its context are cut to one cap,
@@ -403,6 +417,7 @@ class LLMSession:
             deadline=self.deadline,
             max_tokens=self.registry.reply_tokens(prompt_id),
             plain=prompt_id in PLAIN,
+            sink=sink,
         )
 
     def _system_prompt(self, prompt_id: PromptId) -> str:

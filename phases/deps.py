@@ -14,15 +14,17 @@ of a worker's CPU).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Protocol
 
+from aeonloop.bus.answer_text import ResetWhy
 from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.in_process import DictCancels, DictMemo, DictRunRecords
 from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.limits import LoopSettings
-from aeonloop.llm.base import LLMAdapter
+from aeonloop.llm.base import LLMAdapter, TextSink
 from aeonloop.llm.session import (
     FirstDeliveryMemo,
     LLMSession,
@@ -39,6 +41,32 @@ from aeonloop.prompts.registry import PromptRegistry
 from aeonloop.tools.base import NoTools, Toolbox
 
 
+class AnswerTexts(Protocol):
+    """Where runs' answer text is written as the model writes it (bus.answer_text)."""
+
+    def sink(self, correlation_id: str, candidate: str, provisional: bool) -> TextSink: ...
+
+    async def reset(self, correlation_id: str, why: ResetWhy) -> None: ...
+
+
+async def _nothing() -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class AnswerStream:
+    """How a handler writes one run's answer text as it is written: `sink(candidate,
+    provisional)` for a call whose reply may be published (None: nowhere to write), and
+    `set_aside()` when the host sets the candidate written so far aside."""
+
+    sink: Callable[[str, bool], TextSink | None] = lambda candidate, provisional: None
+    set_aside: Callable[[], Awaitable[None]] = _nothing
+
+
+#: For a handler with nowhere to write the answer's text (no bus: the phases as a library).
+NO_STREAM = AnswerStream()
+
+
 @dataclass
 class PhaseDeps:
     llm: LLMAdapter
@@ -51,6 +79,8 @@ class PhaseDeps:
     cancels: run_cancels.Cancels = field(default_factory=DictCancels)
     #: The tools steps may call (tools/): the MCP servers AEON_MCP_CONFIG names, else none.
     tools: Toolbox = field(default_factory=NoTools)
+    #: Where the runs' answer text is written as it comes (bus.answer_text); None: nowhere.
+    answers: AnswerTexts | None = None
 
     def delivered(self, delivery: Delivery) -> PhaseDeps:
         """These deps for one delivery of an event: the memo is read only if the event may
@@ -61,6 +91,16 @@ class PhaseDeps:
         memo = self.memo if delivery.redelivered else FirstDeliveryMemo(self.memo)
         records = ReadAhead(delivery.records, self.records) if delivery.records else self.records
         return replace(self, memo=memo, records=records)
+
+    def answer_stream(self, correlation_id: str) -> AnswerStream:
+        """How this run's answer text is written as it comes (NO_STREAM without `answers`)."""
+        answers = self.answers
+        if answers is None:
+            return NO_STREAM
+        return AnswerStream(
+            functools.partial(answers.sink, correlation_id),
+            functools.partial(answers.reset, correlation_id, ResetWhy.SET_ASIDE),
+        )
 
     def tool_runner(self, run: RunState) -> ToolRunner:
         """The tools `run` may call (its request's `tools` narrow the toolbox's), and their

@@ -334,6 +334,11 @@ class FinalAnswerReady(Event):
     #: (`aeon ask --continue`), for as long as the answer is kept. Empty from older versions.
     request: str = Field("", max_length=MAX_REQUEST_CHARS)
 
+    @property
+    def published_text(self) -> str:
+        """The answer's text: what the run's answer text stream is settled on (bus.commit)."""
+        return self.result.final_answer.answer_text
+
 
 class WebhookSettled(Event):
     """The webhooks group is done with a run's answer (aeonloop.webhooks): `delivered` (a 2xx)

@@ -22,7 +22,7 @@ import asyncio
 from aeonloop.bus.keys import memo_scope
 from aeonloop.llm.session import LLMSession
 from aeonloop.phases import exits, summaries, verification
-from aeonloop.phases.deps import PhaseDeps
+from aeonloop.phases.deps import NO_STREAM, PhaseDeps
 from aeonloop.phases.events import Event, RequestSubmitted, RunState, TaskProfiled
 from aeonloop.phases.models import TaskProfile
 from aeonloop.phases.profiling import PROFILE_FAILURES, profile_from_output
@@ -43,12 +43,15 @@ async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
     session = deps.session(
         event.correlation_id, run.usage, event.deadline, event.files, turns=event.messages
     )
+    # The draft is written as it comes when the run may end on it here (nobody asked to see
+    # the plan first): a short ask then shows its answer at once.
+    stream = NO_STREAM if run.approve_plan else deps.answer_stream(event.correlation_id)
     # All three run to the end, so a redelivery finds every reply memoised; what stops the run
     # (a cancel, the budget, the LLM away at the deadline) is raised, in this order, after.
     profiled, prepared, drafted = await asyncio.gather(
         profile(session, run),
         verification.prepare(session, run),
-        verification.draft(session, run),
+        verification.draft(session, run, stream=stream),
         return_exceptions=True,
     )
     for outcome in (profiled, prepared, drafted):  # LLMFailure: each is done without, below
@@ -78,13 +81,14 @@ async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
         first = clip(drafted.text.strip(), deps.settings.max_step_output_chars)
         judged = await verification.check_text(run, first, deps.settings)
         run.draft, judged = await verification.best_draft(
-            session, run, first, judged, deps.settings
+            session, run, first, judged, deps.settings, stream
         )
         run.has_draft = True
         tools = bool(deps.tool_runner(run).specs)
         end = exits.draft_suffices(run, judged, tools_available=tools)
         if end is not None:
             return [exits.loop_exited(event, end, run=run)]
+    await stream.set_aside()  # the run goes on to its plan: the draft is not its answer now
     return [event.child(TaskProfiled, run=run)]
 
 

@@ -43,11 +43,12 @@ from aeonloop.bus.keys import memo_scope
 from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.exceptions import RunStopped
 from aeonloop.limits import LoopSettings
-from aeonloop.llm.base import LLMAdapter
+from aeonloop.llm.answer_field import FieldSink
+from aeonloop.llm.base import LLMAdapter, TextSink
 from aeonloop.llm.session import LLMSession
 from aeonloop.phases import exits, history, render, verification
 from aeonloop.phases.cancels import Stopped, unless_stopped
-from aeonloop.phases.deps import PhaseDeps
+from aeonloop.phases.deps import NO_STREAM, AnswerStream, PhaseDeps
 from aeonloop.phases.events import (
     Event,
     ExecutionResult,
@@ -86,6 +87,9 @@ ARTIFACT_FIELDS = (
 #: The request of a run whose state was lost and whose LoopExited did not carry the text either.
 LOST_REQUEST = "(the request text was lost before answer synthesis)"
 SYNTHESIS_SCOPE = memo_scope("e", "synthesis")
+#: The field of the synthesis's reply (FinalAnswerOutput) that is the answer's text: what its
+#: sink writes on as the reply is written (llm.answer_field).
+ANSWER_FIELD = "answer_text"
 #: Characters of one step's output shown to the model, and in a host-made degraded answer.
 PROMPT_OUTPUT_CHARS = 8_000
 ANSWER_OUTPUT_CHARS = 2_000
@@ -135,11 +139,13 @@ async def synthesize(
     session: LLMSession,
     context: ExitContext = NO_CONTEXT,
     verify: Verify | None = None,
+    sink: TextSink | None = None,
 ) -> FinalAnswer:
     """The model's answer when it can be had, else the host's degraded answer; never raises.
 
     `verify`, given the model's reply, checks the answer (and refines it) and makes the
     FinalAnswer from what it chose (`answer_run`); without it the reply is the answer.
+    `sink` is given the reply's answer text as the model writes it (`synthesis_sink`).
 
     Cancellation is not caught: a worker that is stopping must be allowed to stop, and the
     event is then redelivered.
@@ -152,6 +158,7 @@ async def synthesize(
             functools.partial(synthesis_input, phase_e_input),
             FinalAnswerOutput,
             scope=SYNTHESIS_SCOPE,
+            sink=sink,
         )
         if verify is not None:
             return await verify(output)
@@ -172,6 +179,7 @@ async def answer_run(
     session: LLMSession,
     context: ExitContext,
     settings: LoopSettings,
+    stream: AnswerStream = NO_STREAM,
 ) -> FinalAnswer:
     """The run's answer, checked (docs/verified-answers.md, "Verified answers"): the model's
     answer, checked, critiqued and refined while a fail-severity check does not hold, and the
@@ -179,10 +187,12 @@ async def answer_run(
     its draft, or the loop failed before its first pass) has no synthesis call, since a
     synthesis of no work is one more plain call, and a worse one: its draft is the text
     checked and refined. A run without checks or a draft (or whose state was lost) is answered
-    as before."""
+    as before. The answer's text, and each refinement's, is written to `stream` as the model
+    writes it (`synthesis_sink`)."""
     run = event.run
+    sink = synthesis_sink(stream, phase_e_input, run)
     if run is None or not (run.rules or run.draft):
-        return await synthesize(phase_e_input, session, context)
+        return await synthesize(phase_e_input, session, context, sink=sink)
 
     async def verify(output: FinalAnswerOutput | None) -> FinalAnswer:
         checked = await verification.verified(
@@ -192,17 +202,46 @@ async def answer_run(
             settings,
             lambda: not event.expired(),
             loop_converged=exits.converged(event.reason),
+            stream=stream,
         )
         return model_answer(phase_e_input, output, _noted(context, run), checked, run.has_draft)
 
     if run.draft and run.pass_count == 0:
         return await verify(None)  # the draft is the text checked, and refined where it fails
 
-    answer = await synthesize(phase_e_input, session, context, verify)
+    answer = await synthesize(phase_e_input, session, context, verify, sink)
     if run.draft and "answered_by" not in answer.metadata:  # the host wrote it, for want of one
         checked = await verification.draft_only(run, run.draft, settings)
         return draft_instead(phase_e_input, answer, checked)
     return answer
+
+
+def synthesis_sink(
+    stream: AnswerStream, phase_e_input: PhaseEInput, run: RunState | None
+) -> TextSink | None:
+    """Where the synthesis's answer text is written as it comes: the `answer_text` of its JSON
+    reply, provisional unless the host will publish it as written (`published_as_written`)."""
+    inner = stream.sink("answer", not published_as_written(phase_e_input, run))
+    return None if inner is None else FieldSink(inner, ANSWER_FIELD)
+
+
+def published_as_written(phase_e_input: PhaseEInput, run: RunState | None) -> bool:
+    """Whether the model's answer, once it is had, is published as the model wrote it: no
+    fail-severity check can set it aside (none of the run's rules is one), and the run's end
+    asks for no caveat before it (the reason the answer would be given is CONVERGED). Only a
+    reply that turns out unusable (cut, not the JSON asked for, a copy of the prompt) is then
+    not published: the host's checks have nothing left to judge."""
+    if run is not None and verification.fail_rules(run.rules):
+        return False
+    p = phase_e_input
+    reason = exits.answer_reason(
+        p.convergence_status,
+        p.total_passes,
+        p.ttl_remaining,
+        missing_fields(p),
+        has_draft=run is not None and run.has_draft,
+    )
+    return reason is AnswerReason.CONVERGED
 
 
 def draft_instead(
@@ -292,7 +331,8 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
             answer = draft_instead(phase_e_input, answer, checked)
     else:
         session = deps.session(cid, usage, event.deadline, files, turns)
-        work = answer_run(event, phase_e_input, session, context, deps.settings)
+        stream = deps.answer_stream(cid)
+        work = answer_run(event, phase_e_input, session, context, deps.settings, stream)
         done = await unless_stopped(deps.cancels, cid, work)
         if isinstance(done, Stopped):
             reason = exits.synthesis_stopped(done.error)

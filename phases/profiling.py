@@ -20,6 +20,7 @@ PROFILE_FAILURES: tuple[type[Exception], ...] = (LLMFailure, ValidationError)
 
 def profile_from_output(output: TaskProfileOutput, version: int) -> TaskProfile:
     """The domain profile from the LLM's reply (only the fields TaskProfile knows)."""
-    fields = {k: v for k, v in output.model_dump().items() if k in TaskProfile.model_fields}
+    known = TaskProfile.model_fields  # a class property: read once, not once per field
+    fields = {k: v for k, v in output.model_dump().items() if k in known}
     fields["profile_version"] = version
     return TaskProfile(**fields)

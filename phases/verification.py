@@ -31,7 +31,7 @@ from aeonloop.exceptions import BudgetExhausted, LLMFailure, LLMUnreachable
 from aeonloop.llm.session import LLMSession, Reply
 from aeonloop.phases import evaluation, summaries
 from aeonloop.phases.checks import Check, parse_check
-from aeonloop.phases.deps import LoopSettings
+from aeonloop.phases.deps import NO_STREAM, AnswerStream, LoopSettings
 from aeonloop.phases.events import RunState
 from aeonloop.phases.models import CritiqueIssue, Evaluation, Rule
 from aeonloop.prompts.baseline import plain_call
@@ -139,7 +139,9 @@ def request_rule(rule_id: str, description: str) -> Rule:
     return Rule(id=name, description=words, severity="fail", check=words, origin="request")
 
 
-async def draft(session: LLMSession, run: RunState, sample: int = 1) -> Reply:
+async def draft(
+    session: LLMSession, run: RunState, sample: int = 1, stream: AnswerStream = NO_STREAM
+) -> Reply:
     """The plain draft (memoised under `a/draft`; a later sample under `a/draft:<n>`): the
     request as one call sends it, the user's rules written in as instructions
     (prompts.baseline.plain_call), as a person asking the model once would, and as the quality
@@ -147,13 +149,22 @@ async def draft(session: LLMSession, run: RunState, sample: int = 1) -> Reply:
     holding fewer checks than the draft, is never worse than it on the host's checks."""
     asked = plain_call(run.request, [r.description for r in run.rules if r.origin == "rules"])
     scope = DRAFT_SCOPE if sample == 1 else memo_scope("a", "draft", step=str(sample))
+    label = "draft" if sample == 1 else f"draft:{sample}"
     return await session.text(
-        PromptId.ANSWER_DRAFT_USER, DraftAnswerInput(request=asked), scope=scope
+        PromptId.ANSWER_DRAFT_USER,
+        DraftAnswerInput(request=asked),
+        scope=scope,
+        sink=stream.sink(label, True),  # the host's checks judge it before it is published
     )
 
 
 async def best_draft(
-    session: LLMSession, run: RunState, first: str, judged: Evaluation, settings: LoopSettings
+    session: LLMSession,
+    run: RunState,
+    first: str,
+    judged: Evaluation,
+    settings: LoopSettings,
+    stream: AnswerStream = NO_STREAM,
 ) -> tuple[str, Evaluation]:
     """The draft that holds the most fail-severity checks among `first` and further samples,
     taken one at a time while the best still fails one, up to AEON_DRAFT_SAMPLES in all.
@@ -170,7 +181,7 @@ async def best_draft(
         if all_hold(best_judged):
             break
         try:
-            reply = await draft(session, run, sample)
+            reply = await draft(session, run, sample, stream)
         except (LLMFailure, BudgetExhausted, LLMUnreachable) as error:
             run.notes.append(summaries.failure_note("A", f"draft {sample}", error, "no more"))
             break
@@ -322,14 +333,17 @@ async def refine(
     current: Candidate,
     round: int,
     settings: LoopSettings,
+    stream: AnswerStream = NO_STREAM,
 ) -> Candidate | None:
     """One round: critique `current`, refine it, check the refinement; None when the round
-    gave no usable text (noted)."""
+    gave no usable text (noted). The refinement's text is written to `stream` as it comes,
+    provisional: the host checks it before it may be published."""
     issues = await critique(session, run, current, round)
     data = RefineAnswerInput(request=run.request, answer=current.text, issues=issues)
     scope = memo_scope("e", "refine", step=str(round))
+    sink = stream.sink(f"refinement:{round}", True)
     try:
-        reply = await session.text(PromptId.ANSWER_REFINE_USER, data, scope=scope)
+        reply = await session.text(PromptId.ANSWER_REFINE_USER, data, scope=scope, sink=sink)
     except LLMFailure as error:
         run.notes.append(summaries.failure_note("E", f"refinement {round}", error, "not refined"))
         return None
@@ -383,6 +397,7 @@ async def verified(
     may_go_on: Callable[[], bool],
     *,
     loop_converged: bool = True,
+    stream: AnswerStream = NO_STREAM,
 ) -> Verified:
     """The candidates, oldest first: the draft (if the run has one), the answer, then a
     refinement per round while a fail-severity check does not hold, the rounds last, and
@@ -393,7 +408,8 @@ async def verified(
     the text critiqued and refined; the checks are the outside signal either way.
 
     A round that cannot start (the token budget is spent, the LLM server is away) ends the
-    rounds with a note: the candidates in hand are still published.
+    rounds with a note: the candidates in hand are still published. A candidate a round sets
+    out to refine is set aside on `stream` first (its refinement replaces it there).
     """
     candidates = [await candidate(run, "draft", run.draft, settings)] if run.draft else []
     if answer is not None:
@@ -402,8 +418,9 @@ async def verified(
     for round in range(1, settings.answer_refine_rounds + 1):
         if all_hold(current.evaluation) or not may_go_on():
             break
+        await stream.set_aside()
         try:
-            refined = await refine(session, run, current, round, settings)
+            refined = await refine(session, run, current, round, settings, stream)
         except (BudgetExhausted, LLMUnreachable) as error:
             run.notes.append(f"phase E: refinement {round} could not start: {error}")
             break

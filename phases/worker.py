@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from redis.asyncio import Redis
 
+from aeonloop.bus.answer_text import RedisAnswerText
 from aeonloop.bus.consumer import Route
 from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.bus.delivery import Delivery
@@ -126,6 +127,9 @@ def make_worker(
         settings=loop or LoopSettings.from_env(),
         cancels=worker.cancels,
         tools=tools or NoTools(),
+        answers=RedisAnswerText(
+            redis, worker.keys, settings.answer_text_maxlen, settings.answer_ttl_s
+        ),
     )
     worker.add(build_routes(deps, phases))
     sweeper = approvals.Sweeper(

@@ -571,8 +571,15 @@ def _json_user(
     task: str,
     example: dict[str, Any],
     field_rules: str,
+    data: str,
 ) -> PromptDefinition:
-    """A JSON user prompt: the task, then the literal shape of the reply and its field rules.
+    """A JSON user prompt: the task, the literal shape of the reply and its field rules, then
+    the data it is about (`data`, where the input's fields are).
+
+    Fixed text first, the data last: every call of the prompt, in every run, then begins with
+    the same bytes up to the data, which servers that cache prompt prefixes process once
+    (docs/llm-servers.md, "Prompt prefix caching"). The data lists what a run's calls share
+    (the request, its rules, the plan) before what changes from call to call (outputs, a step).
 
     The example is serialised here (and checked against the output model at import), so the shape
     the model is shown cannot drift from the shape `validate_output` accepts. Its values answer
@@ -585,10 +592,11 @@ def _json_user(
         f"{task}\n\n"
         "Reply with only the JSON object, in exactly this shape. The values below were written "
         f'for another request ("{EXAMPLE_REQUEST}"), so none of them is right here: write your '
-        "own, for the request above.\n"
+        "own, for the request given at the end.\n"
         f"{shape}\n\n"
         f"{field_rules}\n\n"
-        "No text before or after the object, and no Markdown fences."
+        "No text before or after the object, and no Markdown fences.\n\n"
+        f"{data}"
     )
     return PromptDefinition(
         prompt_id=prompt_id,
@@ -740,12 +748,12 @@ _ISSUE_FIELDS = (
 #: The convergence assessment's task, and what it is shown of the pass (the pass evaluation's
 #: too: it judges what the assessment judges, and validates beside it).
 _ASSESS_TASK = (
-    "Assess whether the work so far fully answers the request. Judge from the outputs "
-    "below, not from what the plan intended. Be strict: a score of 1.0 means nothing at "
-    "all is missing or wrong."
+    "Assess whether the work so far fully answers the request. Judge from the step "
+    "outputs given at the end, not from what the plan intended. Be strict: a score of 1.0 "
+    "means nothing at all is missing or wrong."
 )
 _PASS_SHOWN = (
-    "\n\nRequest:\n{request}\n\n"
+    "Request:\n{request}\n\n"
     "Goal of the plan:\n{goal}\n\n"
     "Step outputs after pass {pass_number}:\n{step_outputs}\n\n"
     "Rule results:\n{rules_summary}"
@@ -787,12 +795,12 @@ def _definitions() -> list[PromptDefinition]:
             TaskProfileInferenceInput,
             TaskProfileOutput,
             "Phase A: rate how much reasoning a request needs; the TTL is computed from it.",
-            "Judge what the request below will take to answer well. Do not answer it.\n\n"
-            "Request:\n{request}\n\n"
-            "Rules the answer will be checked against:\n{rules_summary}\n\n"
+            "Judge what the request given at the end will take to answer well. Do not answer "
+            "it.\n\n"
             "Rate the request on these scales:\n" + _PROFILE_SCALES,
             _PROFILE_EXAMPLE,
             "Use exactly these field names and only the allowed values listed above.",
+            "Request:\n{request}\n\nRules the answer will be checked against:\n{rules_summary}",
         ),
         _system(PromptId.TASKPROFILE_UPDATE_SYSTEM, TaskProfileOutput),
         _json_user(
@@ -800,11 +808,8 @@ def _definitions() -> list[PromptDefinition]:
             TaskProfileUpdateInput,
             TaskProfileOutput,
             "Phase D: re-rate a request when the last pass shows its profile was misjudged.",
-            "The task profile below set the budget of reasoning passes for this request. The last "
-            "pass suggests it may be wrong. Re-rate the request.\n\n"
-            "Request:\n{request}\n\n"
-            "Current profile (JSON):\n{current_profile}\n\n"
-            "What the last pass showed:\n{evidence}\n\n"
+            "The task profile given at the end set the budget of reasoning passes for the request "
+            "given there. The last pass suggests it may be wrong. Re-rate the request.\n\n"
             "Change a rating only where the evidence shows it was misjudged: for example, raise "
             "reasoning_depth when steps keep coming out incomplete, or lower "
             "information_sufficiency when steps are blocked on facts nobody supplied. Keep every "
@@ -812,6 +817,9 @@ def _definitions() -> list[PromptDefinition]:
             "The scales:\n" + _PROFILE_SCALES,
             _PROFILE_EXAMPLE,
             "Give all six fields, changed or not, with only the allowed values listed above.",
+            "Request:\n{request}\n\n"
+            "Current profile (JSON):\n{current_profile}\n\n"
+            "What the last pass showed:\n{evidence}",
         ),
         # ---- B: plan -------------------------------------------------------------------------
         _system(PromptId.PLAN_GENERATION_SYSTEM, PlanGenerationOutput),
@@ -820,11 +828,7 @@ def _definitions() -> list[PromptDefinition]:
             PlanGenerationInput,
             PlanGenerationOutput,
             "Phase B: write the plan whose steps the C-loop executes.",
-            "Write a plan for the request below.\n\n"
-            "Request:\n{request}\n\n"
-            "Task profile:\n{profile_summary}\n\n"
-            "Rules the final answer will be checked against:\n{rules_summary}\n\n"
-            "Tools a step may call:\n{tools}\n\n"
+            "Write a plan for the request given at the end.\n\n"
             "Each step is one concrete piece of work whose output later steps can build on, in "
             "the order it must be done. Use as few steps as the task needs (usually 2 to 7). A "
             "step that only restates the request is not a step; the last step assembles the "
@@ -832,6 +836,10 @@ def _definitions() -> list[PromptDefinition]:
             "what each rule checks for.",
             _PLAN_EXAMPLE,
             _PLAN_FIELDS,
+            "Request:\n{request}\n\n"
+            "Rules the final answer will be checked against:\n{rules_summary}\n\n"
+            "Tools a step may call:\n{tools}\n\n"
+            "Task profile:\n{profile_summary}",
         ),
         _system(PromptId.VALIDATION_SEMANTIC_SYSTEM, SemanticValidationOutput),
         _json_user(
@@ -839,10 +847,8 @@ def _definitions() -> list[PromptDefinition]:
             SemanticValidationInput,
             SemanticValidationOutput,
             "Phases B and C: find semantic problems in a plan or in a pass's step outputs.",
-            "Check the {artifact_kind} below for semantic problems: does it actually serve the "
-            "request?\n\n"
-            "Request:\n{request}\n\n"
-            "The {artifact_kind} to check:\n{artifact}\n\n"
+            "Check the plan or the step outputs given at the end for semantic problems: do they "
+            "actually serve the request?\n\n"
             "Look for: " + _LOOK_FOR + " If there is nothing to report, return an empty issues "
             "list.",
             {
@@ -858,6 +864,7 @@ def _definitions() -> list[PromptDefinition]:
                 "summary": "The plan misses the boiler's cost and runs s3 before s4.",
             },
             _ISSUE_FIELDS + "\n- summary: one sentence.",
+            "Request:\n{request}\n\nThe {artifact_kind} to check:\n{artifact}",
         ),
         # ---- C: execute, evaluate, refine ----------------------------------------------------
         _system(PromptId.REASONING_STEP_SYSTEM, None),
@@ -883,9 +890,10 @@ def _definitions() -> list[PromptDefinition]:
             ConvergenceAssessmentInput,
             ConvergenceAssessmentOutput,
             "Phase C: assess whether a pass's outputs answer the request (the host decides).",
-            _ASSESS_TASK + _PASS_SHOWN,
+            _ASSESS_TASK,
             _ASSESSMENT_EXAMPLE,
             _ASSESSMENT_FIELDS + "\n- summary: one or two sentences.",
+            _PASS_SHOWN,
         ),
         _system(PromptId.PASS_EVALUATION_SYSTEM, PassEvaluationOutput),
         _json_user(
@@ -894,17 +902,15 @@ def _definitions() -> list[PromptDefinition]:
             PassEvaluationOutput,
             "Phase C: judge a pass's outputs and find their semantic problems, in one call (the "
             "host decides).",
-            _ASSESS_TASK
-            + " Then list the semantic problems of the outputs."
-            + _PASS_SHOWN
-            + "\n\nProblems to list: "
-            + _LOOK_FOR,
+            _ASSESS_TASK + " Then list the semantic problems of the outputs.\n\n"
+            "Problems to list: " + _LOOK_FOR,
             {
                 **_ASSESSMENT_EXAMPLE,
                 "issues": [_ISSUE_EXAMPLE],
                 "summary": "Both yearly costs are estimated, but nothing says which is cheaper.",
             },
             _ASSESSMENT_FIELDS + "\n" + _ISSUE_FIELDS + "\n- summary: one or two sentences.",
+            _PASS_SHOWN,
         ),
         _system(PromptId.RULE_CRITIQUE_SYSTEM, CritiqueOutput),
         _json_user(
@@ -912,13 +918,10 @@ def _definitions() -> list[PromptDefinition]:
             CritiqueInput,
             CritiqueOutput,
             "Phase C (CRITIQUE): say how to fix the output for each failed rule.",
-            "The output below failed some of the rules it is checked against. Say how to fix "
-            "it.\n\n"
-            "Request:\n{request}\n\n"
-            "Output that was checked:\n{artifact}\n\n"
-            "Failed rules (id, severity, message):\n{failed_rules}\n\n"
-            "Name at most 5 issues, each tied to exactly one failed rule above. Do not rewrite "
-            "the output, and raise no issue that is not about a failed rule.",
+            "The output given at the end failed some of the rules it is checked against. Say how "
+            "to fix it.\n\n"
+            "Name at most 5 issues, each tied to exactly one of the failed rules listed there. Do "
+            "not rewrite the output, and raise no issue that is not about a failed rule.",
             {
                 "issues": [
                     {
@@ -932,6 +935,9 @@ def _definitions() -> list[PromptDefinition]:
             "- issues: at most 5. rule_id is the id of one failed rule, exactly as listed; problem "
             "says what in the output makes the rule fail; fix_instruction is one specific, "
             "actionable change; expected_effect says what will pass after the fix.",
+            "Request:\n{request}\n\n"
+            "Output that was checked:\n{artifact}\n\n"
+            "Failed rules (id, severity, message):\n{failed_rules}",
         ),
         _system(PromptId.RECURSIVE_REFINEMENT_SYSTEM, RefinementOutput),
         _json_user(
@@ -939,12 +945,9 @@ def _definitions() -> list[PromptDefinition]:
             RefinementInput,
             RefinementOutput,
             "Phases B and C: revise the pending part of a plan to address listed issues.",
-            "Revise the plan below so that it addresses the listed issues.\n\n"
-            "Request:\n{request}\n\n"
-            "Current plan (JSON):\n{plan}\n\n"
-            "Issues to address:\n{issues}\n\n"
-            "Steps already executed, which must not be changed or removed: {executed_step_ids}\n\n"
-            "Propose at most {max_actions} actions, each of one of these types:\n"
+            "Revise the plan given at the end so that it addresses the issues listed there.\n\n"
+            "Propose actions, no more than the number given at the end, each of one of these "
+            "types:\n"
             "- ADD: a new step, appended to the end of the plan. Give new_step with a step_id "
             "not used in the plan; target_step_id is null.\n"
             "- MODIFY: a new description for a pending step. Give target_step_id and new_step "
@@ -994,6 +997,11 @@ def _definitions() -> list[PromptDefinition]:
             "depends_on (the ids of the steps whose outputs it needs, [] for none), and tool and "
             "arguments (null, unless the step calls a tool the plan already uses), or is null; "
             "reason names the issue the action fixes.",
+            "Request:\n{request}\n\n"
+            "Current plan (JSON):\n{plan}\n\n"
+            "Steps already executed, which must not be changed or removed: {executed_step_ids}\n\n"
+            "Issues to address:\n{issues}\n\n"
+            "Actions to propose: at most {max_actions}.",
         ),
         # ---- verified answers: PREPARE, the draft, REFINE (the critique is RULE_CRITIQUE's) ---
         _system(PromptId.CHECKS_PREPARE_SYSTEM, PrepareChecksOutput),
@@ -1003,12 +1011,11 @@ def _definitions() -> list[PromptDefinition]:
             PrepareChecksOutput,
             "Phase A (PREPARE): turn rules in words and the request's own checkable constraints "
             "into checks the host runs on the answer.",
-            "Turn what the answer to the request below must satisfy into concrete checks. Do "
-            "not answer the request.\n\n"
-            "Request:\n{request}\n\n"
-            "Rules in words (id: what to check):\n{rules_in_words}\n\n"
+            "Turn what the answer to the request given at the end must satisfy into concrete "
+            "checks. Do not answer the request.\n\n"
             "Make checks from two sources only:\n"
-            "- each rule above: one or more checks that together decide it, under its id;\n"
+            "- each rule in words given at the end: one or more checks that together decide it, "
+            "under its id;\n"
             "- each constraint the request itself states that a program can check (a number "
             'of bullet points, words or sentences, "mention X", "start with Y", a language, '
             "JSON), under a new id that starts with request. (request.bullets, request.words).\n"
@@ -1020,6 +1027,7 @@ def _definitions() -> list[PromptDefinition]:
             "as listed, or request.<name> for a constraint of the request; description says "
             "in a few words what is checked; check is one object of the kinds above, with "
             "exactly their fields.",
+            "Request:\n{request}\n\nRules in words (id: what to check):\n{rules_in_words}",
         ),
         _system(PromptId.ANSWER_DRAFT_SYSTEM, None),
         _free_form(
@@ -1059,13 +1067,9 @@ def _definitions() -> list[PromptDefinition]:
             RecursiveSubplanInput,
             PlanGenerationOutput,
             "Expand one plan step that is too large into a sub-plan.",
-            "One step of the plan for the request below is too large to carry out in one go. "
-            "Write a sub-plan for it.\n\n"
-            "Request:\n{request}\n\n"
-            "The step to expand ({parent_step_id}):\n{parent_step_description}\n\n"
-            "The sub-plan's goal is what this step must produce. Use 2 to 5 steps, and give "
-            'them ids that start with the parent step\'s id: "{parent_step_id}.1", '
-            '"{parent_step_id}.2", and so on.',
+            "One step of the plan for the request given at the end is too large to carry out in "
+            "one go. Write a sub-plan for it. The sub-plan's goal is what this step must produce. "
+            "Use 2 to 5 steps, and give them ids that start with the parent step's id.",
             {
                 "plan": {
                     "goal": "The heat pump's yearly running cost in euros.",
@@ -1088,25 +1092,30 @@ def _definitions() -> list[PromptDefinition]:
                 }
             },
             _PLAN_FIELDS,
+            "Request:\n{request}\n\n"
+            "The step to expand ({parent_step_id}):\n{parent_step_description}\n\n"
+            'Sub-plan step ids: "{parent_step_id}.1", "{parent_step_id}.2", and so on.',
         ),
         # ---- supervisor repairs --------------------------------------------------------------
         _system(PromptId.SUPERVISOR_REPAIR_SYSTEM, None),
         PromptDefinition(
             prompt_id=PromptId.SUPERVISOR_REPAIR_JSON_USER,
             template=(
-                "A reply that had to be a JSON object could not be used.\n\n"
-                "The request it was written for:\n{request}\n\n"
-                "Why it was rejected:\n{error}\n\n"
-                "The JSON schema the reply must satisfy:\n{expected_schema}\n\n"
-                "The rejected reply:\n{malformed_output}\n\n"
+                "A reply that had to be a JSON object could not be used: it is given at the end, "
+                "with the request it was written for, why it was rejected and the JSON schema it "
+                "must satisfy.\n\n"
                 "Rewrite it as one JSON object that satisfies the schema. Keep the content of the "
                 "rejected reply; fix the syntax; add missing required fields with values that fit "
                 "that content; drop fields the schema does not have; use only allowed values. A "
                 "field that only repeats the instructions or an example is not content: write it "
-                "anew for the request above. Write each id alone, exactly as given, with no "
+                "anew for the request. Write each id alone, exactly as given, with no "
                 "punctuation around it.\n\n"
                 "Reply with only the JSON object: no text before or after it, and no Markdown "
-                "fences."
+                "fences.\n\n"
+                "The request it was written for:\n{request}\n\n"
+                "The JSON schema the reply must satisfy:\n{expected_schema}\n\n"
+                "Why it was rejected:\n{error}\n\n"
+                "The rejected reply:\n{malformed_output}"
             ),
             input_model=RepairJSONInput,
             output_model=RepairedJSONOutput,
@@ -1154,19 +1163,12 @@ def _definitions() -> list[PromptDefinition]:
             AnswerSynthesisInput,
             FinalAnswerOutput,
             "Phase E: write the final answer from whatever the loop produced (FR-041).",
-            "Write the final answer to the request below from the work that was done.\n\n"
-            "Request:\n{request}\n\n"
-            "How the reasoning loop ended: {convergence_status}, after {total_passes} pass(es) "
-            "and {total_refinements} refinement action(s) applied to the plan; passes left in "
-            "the budget: {ttl_remaining}. The last pass scored {last_pass_score} (0 to 1).\n\n"
-            "Plan:\n{plan_summary}\n\n"
-            "Step results:\n{results_summary}\n\n"
-            "Last assessment:\n{assessment_summary}\n\n"
-            "Data missing from this run: {missing_fields}\n\n"
+            "Write the final answer to the request given at the end from the work that was done, "
+            "shown there too.\n\n"
             "Answer the request directly, using the step results; do not describe the process. "
             "If the loop did not converge, ran out of budget or is missing data, still give the "
             "best answer the results support, and say plainly what is incomplete or uncertain. "
-            "Never invent results that are not shown above.",
+            "Never invent results that are not shown.",
             {
                 "answer_text": "The heat pump: about 900 euros a year against 1,400 for "
                 "the gas boiler (s1, s2).",
@@ -1179,6 +1181,14 @@ def _definitions() -> list[PromptDefinition]:
             "judged from the results and the last pass's score.\n"
             "- used_step_ids: ids of the steps whose results the answer uses (may be empty).\n"
             "- notes: caveats for the reader as a string, or null.",
+            "Request:\n{request}\n\n"
+            "How the reasoning loop ended: {convergence_status}, after {total_passes} pass(es) "
+            "and {total_refinements} refinement action(s) applied to the plan; passes left in "
+            "the budget: {ttl_remaining}. The last pass scored {last_pass_score} (0 to 1).\n\n"
+            "Plan:\n{plan_summary}\n\n"
+            "Step results:\n{results_summary}\n\n"
+            "Last assessment:\n{assessment_summary}\n\n"
+            "Data missing from this run: {missing_fields}",
         ),
     ]
 

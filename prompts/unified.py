@@ -5,14 +5,23 @@ The contract is docs/requirements.md, "Unified prompt" (R1..R5).
 Element structure of `to_xml()` (the one documented shape; tests pin it):
 
     <prompt>
-      <system_prompt>…</system_prompt>
       <context>
         <file path="…">…</file>
         <artifact name="…">…</artifact>
         <thought name="…">…</thought>
       </context>
+      <system_prompt>…</system_prompt>
       <instructions>…</instructions>
     </prompt>
+
+The context comes first because it is what a run's calls share: the earlier turns of the
+conversation and the request's attached files, the same bytes in every call that carries them
+(llm.session puts them first in it, in that order). Servers that cache a prompt's prefix
+(llama.cpp, llama-cpp-python, vLLM, OpenAI) then process them once a run, not once a call: the
+system prompt differs by phase (R3), so in front of them it would end the prefix a plan, its
+steps and the answer share (docs/llm-servers.md, "Prompt prefix caching"). R2 fixes one shape,
+not this order. What differs from call to call, the phase's system prompt and the instructions,
+comes last.
 
 `<context>` is omitted when there is no context. All text and attribute values are escaped, and
 characters XML 1.0 cannot carry are dropped, so request text can never open or close an element.
@@ -69,14 +78,12 @@ class UnifiedPrompt:
     context: tuple[ContextItem, ...] = field(default_factory=tuple)
 
     def to_xml(self) -> str:
-        parts: list[str] = [
-            "<prompt>",
-            f"<system_prompt>{_text(self.system_prompt)}</system_prompt>",
-        ]
+        parts: list[str] = ["<prompt>"]
         if self.context:
             parts.append("<context>")
             parts.extend(item.to_xml() for item in self.context)
             parts.append("</context>")
+        parts.append(f"<system_prompt>{_text(self.system_prompt)}</system_prompt>")
         parts.append(f"<instructions>{_text(self.instructions)}</instructions>")
         parts.append("</prompt>")
         return "\n".join(parts)

@@ -2,11 +2,22 @@
 
 Tests queue canned responses (`reply`, `fail`, `stall`) or set a `responder` that reads each
 request and answers it, the way a real server would. `serve()` runs one in a thread.
+
+A request with `stream: true` is answered as servers stream: the headers at once, then the reply
+as server-sent events, `data: {chat.completion.chunk}` a piece of text at a time (the role, the
+reasoning, the content or refusal, the finish reason, then the usage when
+`stream_options.include_usage` asks for it), and `data: [DONE]`. A Planned response says how
+slowly: a stall before the first chunk (`sleep`, the prompt's processing), a gap between chunks
+(a slow server that keeps writing), a stall after some chunks (`pause`), an error event after
+some chunks (`error_after`), a stream cut short, `data: [DONE]` with no finish reason (`cut`:
+llama-cpp-python's server when another request comes), or no streaming at all (`streams=False`:
+a server that ignores `stream` and answers JSON).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,12 +32,24 @@ SECRET = "sk-test-do-not-leak-0123456789"
 
 @dataclass
 class Planned:
-    """One canned response: status, JSON body, headers, and how long to stall before answering."""
+    """One canned response: status, JSON body, headers, and how it is timed."""
 
     status: int = 200
     body: dict[str, Any] | None = None
+    #: Seconds before answering; when streaming, between the headers and the first chunk.
     sleep: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    #: Seconds between streamed chunks: a slow server that keeps producing tokens.
+    gap: float = 0.0
+    #: (chunks, seconds): after that many streamed chunks, a stall of that many seconds.
+    pause: tuple[int, float] | None = None
+    #: False: a server that ignores `stream: true` and answers the whole reply as JSON.
+    streams: bool = True
+    #: (chunks, message): after that many streamed chunks, an error event ends the stream.
+    error_after: tuple[int, str] | None = None
+    #: Asked after each streamed chunk: True ends the stream there, `data: [DONE]` with no
+    #: finish reason, as llama-cpp-python's server cuts a stream another request interrupts.
+    cut: Callable[[int], bool] | None = None
 
 
 @dataclass
@@ -55,10 +78,19 @@ class FakeOpenAI:
     models_body: dict[str, Any] | None = None
 
     def reply(
-        self, text: str | None, model: str = "fake-model", usage: bool = True, **message: Any
+        self,
+        text: str | None,
+        model: str = "fake-model",
+        usage: bool = True,
+        *,
+        gap: float = 0.0,
+        pause: tuple[int, float] | None = None,
+        **message: Any,
     ) -> None:
-        """Queue a successful chat completion; `finish_reason` and message fields as keywords."""
-        self.planned.append(Planned(body=completion(text, model, usage, **message)))
+        """Queue a successful chat completion; `finish_reason` and message fields as keywords,
+        and when streamed, `gap` and `pause` as Planned has them."""
+        body = completion(text, model, usage, **message)
+        self.planned.append(Planned(body=body, gap=gap, pause=pause))
 
     def fail(
         self, status: int, message: str = "boom", headers: dict[str, str] | None = None
@@ -67,8 +99,13 @@ class FakeOpenAI:
         self.planned.append(Planned(status=status, body=error_body(message), headers=headers or {}))
 
     def stall(self, seconds: float) -> None:
-        """Queue a response that comes only after `seconds`."""
+        """Queue a response that comes only after `seconds` (streamed: its first chunk does)."""
         self.planned.append(Planned(body=completion("too late"), sleep=seconds))
+
+    @property
+    def streamed(self) -> list[bool]:
+        """Whether each request seen asked for a streamed reply."""
+        return [bool(seen.body.get("stream")) for seen in self.seen]
 
     def next_response(self, seen: Seen) -> Planned:
         if self.responder is not None:
@@ -108,6 +145,32 @@ def error_body(message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "invalid_request_error", "code": None}}
 
 
+#: A piece of text as a server streams it: a word and the white space after it.
+_PIECE = re.compile(r"\S*\s+|\S+")
+
+
+def chunks(body: dict[str, Any], include_usage: bool) -> list[dict[str, Any]]:
+    """A chat.completion body as the chunks a server streams it in: the role first (with empty
+    content, as OpenAI sends it), then each reasoning field, the refusal and the content a word
+    at a time, then the finish reason, then the usage on a chunk of its own when asked for."""
+    head = {key: body[key] for key in ("id", "created", "model")}
+    head["object"] = "chat.completion.chunk"
+    [choice] = body["choices"]
+    message = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        said = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+        return {**head, "choices": [said]}
+
+    found = [chunk({"role": "assistant", "content": ""})]
+    for name in ("reasoning_content", "reasoning", "refusal", "content"):
+        found += [chunk({name: piece}) for piece in _PIECE.findall(message.get(name) or "")]
+    found.append(chunk({}, choice["finish_reason"]))
+    if include_usage and body.get("usage"):
+        found.append({**head, "choices": [], "usage": body["usage"]})
+    return found
+
+
 def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -131,9 +194,39 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._send(Planned(status=404, body=error_body("not found")))
                 return
             planned = fake.next_response(seen)
+            if body.get("stream") and planned.streams and planned.status == 200:
+                usage = bool((body.get("stream_options") or {}).get("include_usage"))
+                self._stream(planned, usage)
+                return
             if planned.sleep:
                 time.sleep(planned.sleep)
             self._send(planned)
+
+        def _stream(self, planned: Planned, include_usage: bool) -> None:
+            """Server-sent events; HTTP/1.0, so the body ends when the connection closes."""
+            try:
+                self.send_response(200)
+                for name, value in planned.headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.end_headers()
+                time.sleep(planned.sleep)
+                for sent, chunk in enumerate(chunks(planned.body or {}, include_usage)):
+                    if sent and planned.gap:
+                        time.sleep(planned.gap)
+                    if planned.pause and sent == planned.pause[0]:
+                        time.sleep(planned.pause[1])
+                    if planned.error_after and sent == planned.error_after[0]:
+                        error = json.dumps(error_body(planned.error_after[1])).encode()
+                        self.wfile.write(b"data: " + error + b"\n\n")
+                        return
+                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    if planned.cut and planned.cut(sent + 1):
+                        break
+                self.wfile.write(b"data: [DONE]\n\n")
+            except OSError:
+                pass  # the client cut the call (a stall test)
 
         def _send(self, planned: Planned) -> None:
             payload = json.dumps(planned.body or {}).encode()

@@ -6,7 +6,10 @@ it with a reply that fits, so a whole run can go through. A style then dresses t
 a given server or model does: reasoning blocks (DeepSeek-R1, Qwen3), a separate
 `reasoning_content` field (vLLM, DeepSeek's API), fences and prose, Python-ish JSON, the length
 limit, empty replies, rate limits, server errors, no structured output, no usage, refusals, and a
-small context window, and a model that copies its prompt's examples and instructions back.
+small context window, and a model that copies its prompt's examples and instructions back. Every
+reply is streamed when the call asks (openai_fake), so a style can also be timed: a reply that
+stalls before its first token or in its middle, one written slowly, servers that refuse or
+ignore streaming, and one that cuts a stream short when another call comes (llama-cpp-python's).
 """
 
 from __future__ import annotations
@@ -302,6 +305,86 @@ def echoes_sometimes(request: Request, reply: str) -> Planned:
     return ok(reply)
 
 
+#: The time limits the timed styles run under (a stall outlasts them), in seconds.
+BOUND_S = 3
+TIMED = {
+    "AEON_LLM_TIMEOUT": str(BOUND_S),
+    "AEON_LLM_FIRST_TOKEN_PER_1K_S": "0",
+    "AEON_LLM_IDLE_TIMEOUT": str(BOUND_S),
+}
+STALL_S = 3 * BOUND_S
+
+
+def _first_plan(request: Request) -> bool:
+    return request.attempt == 1 and request.prompt_id == PromptId.PLAN_GENERATION_USER
+
+
+def flaky(request: Request, reply: str) -> Planned:
+    """A server that hangs once, longer than the timeout, before the first token of a reply
+    (the plan's, as SmolLM2's did on a busy CPU, issue 33); asked again, it answers."""
+    return Planned(body=completion(reply), sleep=STALL_S if _first_plan(request) else 0.0)
+
+
+def stalls_mid_stream(request: Request, reply: str) -> Planned:
+    """The plan's first reply stops after a few words for longer than the idle bound."""
+    return Planned(body=completion(reply), pause=(4, STALL_S) if _first_plan(request) else None)
+
+
+#: Seconds between the words of the slowly written plan: it takes longer in all than BOUND_S.
+SLOW_WORD_S = 0.15
+
+
+def slow_plan(request: Request, reply: str) -> Planned:
+    """The plan written a word at a time, SLOW_WORD_S apart: longer in all than the timeout,
+    never long without a token."""
+    slow = request.prompt_id == PromptId.PLAN_GENERATION_USER
+    return Planned(body=completion(reply), gap=SLOW_WORD_S if slow else 0.0)
+
+
+def refuses_streaming(request: Request, reply: str) -> Planned:
+    if request.options.get("stream"):
+        return Planned(400, error_body("stream: streaming responses are not supported"))
+    return ok(reply)
+
+
+def ignores_streaming(request: Request, reply: str) -> Planned:
+    """A server that answers `stream: true` with the whole reply as JSON."""
+    return Planned(body=completion(reply), streams=False)
+
+
+class Interrupting:
+    """llama-cpp-python's server as it runs by default (`interrupt_requests`): a stream it is
+    serving ends at once, `[DONE]` with no finish reason, when another request comes; a reply
+    sent whole is never cut. Streams are written a chunk every GAP_S, so the calls a run sends
+    at once (Phase A's) do overlap."""
+
+    GAP_S = 0.05
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        #: Requests that came so far, whichever run's (the count only grows).
+        self.arrived = 0
+        #: Streams cut short.
+        self.cut = 0
+
+    def __call__(self, request: Request, reply: str) -> Planned:
+        with self._lock:
+            self.arrived += 1
+            mine = self.arrived
+        if not request.options.get("stream"):
+            return ok(reply)
+        return Planned(body=completion(reply), gap=self.GAP_S, cut=lambda _: self._later(mine))
+
+    def _later(self, mine: int) -> bool:
+        """Another request came after this stream's: the server cuts this one."""
+        with self._lock:
+            cut = self.arrived > mine
+            self.cut += cut
+        return cut
+
+
+INTERRUPTING = Interrupting()
+
 CONTEXT_TOKENS = 8_192
 
 
@@ -324,6 +407,8 @@ class Case:
     step_chars: int = 0
     #: Whether the run can be answered non-degraded from these replies.
     answerable: bool = True
+    #: Settings the run needs beside the gauntlet's own (the timed styles' bounds).
+    env: dict[str, str] = field(default_factory=dict)
 
 
 CASES: dict[str, Case] = {
@@ -342,6 +427,12 @@ CASES: dict[str, Case] = {
     "no-usage": Case(no_usage),
     "refuses-a-step-once": Case(refuses_a_step_once),
     "small-context-long-steps": Case(small_context, step_chars=24_000),
+    "flaky": Case(flaky, env=TIMED),
+    "stalls-mid-stream": Case(stalls_mid_stream, env=TIMED),
+    "slow-plan": Case(slow_plan, env=TIMED),
+    "refuses-streaming": Case(refuses_streaming),
+    "ignores-streaming": Case(ignores_streaming),
+    "interrupts-streams": Case(INTERRUPTING),
     "refuses-every-step": Case(refuses_every_step, answerable=False),
     # Answerable, but only through repair calls and a second pass.
     "echoes-sometimes": Case(echoes_sometimes, answerable=False),

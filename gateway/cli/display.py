@@ -22,16 +22,17 @@ TTL_WARNING = "⚠️  Pass budget spent: the loop used all its passes (TTL) bef
 TIMEOUT_WARNING = "⚠️  Timed out: the request's timeout passed before the loop finished"
 
 
-def render_human(result: Mapping[str, Any] | None) -> str:
+def render_human(result: Mapping[str, Any] | None, *, written: bool = False) -> str:
     """FR-044: the answer first, then confidence, the TTL warning, notes and a metadata summary;
     a degraded answer also says why, one line each, as the HTTP API's `degraded_because` does
     (the exit in words, the checks or rules that failed with their messages, the error, the
     notes). An answer that was checked says how many checks held and which candidate it is,
-    and names each check that did not hold."""
+    and names each check that did not hold. `written`: the answer's text was printed as it
+    was written (`aeon ask` on a terminal), so the rest follows without it."""
     answer = _final_answer(result)
     if answer is None or not answer.get("answer_text"):
         return NO_ANSWER
-    lines = [f"Answer: {answer['answer_text']}"]
+    lines = [] if written else [f"Answer: {answer['answer_text']}"]
     confidence = answer.get("confidence")
     if _is_number(confidence):
         lines.append(f"Confidence: {round(confidence, 2)}")

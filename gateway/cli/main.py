@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import signal
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from aeonloop.bus import redis_errors
+from aeonloop.bus.answer_text import DELTA, RESET, TextEntry
 from aeonloop.bus.cancels import CancelOutcome
 from aeonloop.bus.connection import RedisClient, connect
 from aeonloop.bus.keys import Keys
@@ -49,7 +51,7 @@ from aeonloop.gateway.embedded import embedded_pipeline
 from aeonloop.gateway.http import serve
 from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
-from aeonloop.gateway.progress import progress_of
+from aeonloop.gateway.progress import SET_ASIDE_WORDS, progress_of
 from aeonloop.gateway.validation import (
     FileSettings,
     RequestLimits,
@@ -93,6 +95,9 @@ log = logging.getLogger("aeon")
 _PAUSE_POLL_S = 0.2
 #: How long its question waits, once the run has paused, for the run's earlier progress lines.
 _LINES_WAIT_S = 5.0
+#: How long `aeon ask` waits, once the answer is in, to read the end of its text as written
+#: (settled before the answer was published: one poll away).
+_TEXT_SETTLED_S = 2.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -253,6 +258,8 @@ async def _ask_on(
 ) -> int:
     limits = args.file_limits
     shown = _Shown()
+    # On a terminal the answer is printed as it is written; piped, whole at the end, as before.
+    written = _Written() if sys.stdout.isatty() and not args.json else None
     async with AeonClient(settings=settings, loop=args.loop, file_limits=limits) as client:
         turns = await client.follow_up(args.follow_up) if args.follow_up is not None else []
         correlation_id = await client.submit(
@@ -269,15 +276,59 @@ async def _ask_on(
             messages=turns,
         )
         _status(f"request {correlation_id} submitted")
-        if args.approve_plan:
-            await _review_plan(client, correlation_id, args.timeout, shown)
+        following = (
+            asyncio.create_task(client.follow_text(correlation_id, written)) if written else None
+        )
         try:
-            result = await client.wait(correlation_id, args.timeout + ANSWER_GRACE_S)
-        except AnswerTimeout as error:
-            lost = " (the embedded Redis goes away with this process)" if embedded else ""
-            _status(f"{error}{lost}")
-            return EXIT_TIMEOUT
-    return _print_result(result, correlation_id, args.json)
+            if args.approve_plan:
+                await _review_plan(client, correlation_id, args.timeout, shown)
+            try:
+                result = await client.wait(correlation_id, args.timeout + ANSWER_GRACE_S)
+            except AnswerTimeout as error:
+                lost = " (the embedded Redis goes away with this process)" if embedded else ""
+                _status(f"{error}{lost}")
+                return EXIT_TIMEOUT
+            if following:  # settled just before the answer was published: read in a moment
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(following, _TEXT_SETTLED_S)
+        finally:
+            if following:
+                following.cancel()
+    answered = written is not None and written.finish(result.final_answer.answer_text)
+    return _print_result(result, correlation_id, args.json, written=answered)
+
+
+class _Written:
+    """`aeon ask`'s answer on a terminal, printed as it is written (bus.answer_text): each
+    piece as it comes, after `Answer: `; when the text so far is set aside, a line saying so,
+    and the next text starts over."""
+
+    def __init__(self) -> None:
+        #: The text printed since the last line saying it was set aside.
+        self.text = ""
+        self._open = False
+
+    def __call__(self, entry: TextEntry) -> None:
+        if entry.kind == DELTA:
+            if not self._open:
+                print("Answer: ", end="")
+                self._open = True
+            print(entry.text, end="", flush=True)
+            self.text += entry.text
+        elif entry.kind == RESET and self._open:
+            print(f"\n{SET_ASIDE_WORDS}", flush=True)
+            self._open, self.text = False, ""
+
+    def finish(self, published: str) -> bool:
+        """End the answer's line; whether what was printed is the published answer (it is,
+        once the run's text is settled), so the rest of the result follows without it."""
+        if not self._open:
+            return False
+        print()
+        if self.text == published:
+            return True
+        print(SET_ASIDE_WORDS, flush=True)
+        return False
 
 
 class _Shown:
@@ -400,10 +451,13 @@ def _print_result(
     correlation_id: str,
     as_json: bool,
     webhook: WebhookSettled | None = None,
+    written: bool = False,
 ) -> int:
+    """Print the result (`written`: its answer's text is printed already, as it was written)."""
     data = result.model_dump(mode="json") if result else None
     told = webhook.model_dump(mode="json") if webhook else None
-    print(render_json(data, correlation_id, told) if as_json else render_human(data))
+    human = render_human(data, written=written)
+    print(render_json(data, correlation_id, told) if as_json else human)
     if result is None:
         return EXIT_TIMEOUT
     return EXIT_DEGRADED if result.degraded else EXIT_ANSWERED

@@ -13,9 +13,13 @@ cancelled.
 - `stream: false` waits for the answer and returns it as a `chat.completion`, `usage` being the
   run's own token counts.
 - `stream: true` sends `chat.completion.chunk` events: each progress line `aeon ask` prints
-  (gateway.progress) as `reasoning_content`, the field chat UIs show as thinking; then the
-  answer's text as `content`, in pieces that join to the published text exactly; a chunk with
-  `finish_reason`; the usage, when `stream_options.include_usage` asks; `data: [DONE]`.
+  (gateway.progress) as `reasoning_content`, the field chat UIs show as thinking; the answer's
+  text as the model writes it (bus.answer_text), a candidate the host's checks may still set
+  aside as `reasoning_content` too, a text the host publishes as written as `content` (a
+  chat client cannot take back what it was sent, `_AnswerRelay`); once the answer is
+  published, what of it was not sent yet as `content`, so the `content` deltas join to the
+  published text exactly; a chunk with `finish_reason`; the usage, when
+  `stream_options.include_usage` asks; `data: [DONE]`.
 - A client that goes before the answer (a stream closed, a request dropped) has its run
   cancelled, as nobody will read the answer, unless AEON_CHAT_FINISH_ON_DISCONNECT says to
   let it finish. Either way the run is answered once, by the pipeline.
@@ -38,6 +42,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from aeonloop.bus.answer_text import DELTA, RESET, TextEntry, TextWatch
 from aeonloop.bus.redis_errors import FAILURES, said
 from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput
 from aeonloop.gateway.client import ANSWER_GRACE_S, AeonClient
@@ -64,7 +69,7 @@ from aeonloop.gateway.http.errors import (
 from aeonloop.gateway.http.models import RunOptions, RunRequest
 from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
-from aeonloop.gateway.progress import Progress, lines_until
+from aeonloop.gateway.progress import SET_ASIDE_WORDS, Progress
 from aeonloop.phases.events import ExecutionResult
 
 log = logging.getLogger("aeon.http")
@@ -124,7 +129,13 @@ class ChatApi:
 
         if body.stream:
             chunks = Chunks(correlation_id, created, body.include_usage())
-            return _Stream(_events(chunks, lines, waiting), left, headers)
+            text = self.feed.text.watch(correlation_id)
+
+            async def over() -> None:
+                self.feed.text.release(text)
+                await left()
+
+            return _Stream(_events(chunks, lines, text, waiting), over, headers)
         try:
             return await _answer(request, correlation_id, created, waiting, headers)
         finally:
@@ -233,13 +244,40 @@ async def _disconnected(receive: Receive) -> None:
 
 
 async def _events(
-    chunks: Chunks, lines: asyncio.Queue[Progress], waiting: asyncio.Future[ExecutionResult]
+    chunks: Chunks,
+    lines: asyncio.Queue[Progress],
+    text: TextWatch,
+    waiting: asyncio.Future[ExecutionResult],
 ) -> AsyncIterator[ServerSentEvent]:
-    """A streamed completion's events: the role, the run's progress lines, the answer in
-    pieces, the finish, the usage if asked, `[DONE]`; an error event if no answer comes."""
+    """A streamed completion's events: the role, the run's progress lines and its answer's
+    text as they come, the rest of the answer once published, the finish, the usage if asked,
+    `[DONE]`; an error event if no answer comes."""
     yield _event(chunks.delta(role="assistant", content=""))
-    async for progress in lines_until(lines, waiting):
-        yield _event(chunks.delta(reasoning_content=progress.line + "\n"))
+    relay = _AnswerRelay()
+    seen = 0
+    line: asyncio.Future[Progress] | None = None  # the wait for the next line, kept across rounds
+    try:
+        while True:
+            if line is not None and line.done():
+                yield _event(chunks.delta(reasoning_content=line.result().line + "\n"))
+                line = None
+            while not lines.empty():
+                yield _event(chunks.delta(reasoning_content=lines.get_nowait().line + "\n"))
+            for entry in text.entries[seen:]:
+                for field, piece in relay.take(entry):
+                    yield _event(chunks.delta(**{field: piece}))
+            seen = len(text.entries)
+            if waiting.done():
+                break
+            line = line or asyncio.ensure_future(lines.get())
+            more = asyncio.ensure_future(text.more_than(seen))
+            try:
+                await asyncio.wait({line, more, waiting}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                more.cancel()
+    finally:
+        if line is not None:
+            line.cancel()
     try:
         result = waiting.result()
     except AnswerTimeout as error:
@@ -248,12 +286,64 @@ async def _events(
     except FAILURES as error:
         yield _event(openai_error(503, None, redis_reason(error)))
         return
-    for piece in answer_pieces(result.final_answer.answer_text):
+    for piece in relay.rest(result.final_answer.answer_text):
         yield _event(chunks.delta(content=piece))
     yield _event(chunks.finish(result))
     if chunks.include_usage:
         yield _event(chunks.usage(result))
     yield _event(DONE)
+
+
+class _AnswerRelay:
+    """What of the answer's text a streamed completion sends, and as which field.
+
+    A chat client shows `content` as the answer and cannot take any of it back, so `content`
+    is only ever a prefix of the text to be published: a candidate the host's checks may still
+    set aside (`provisional`) goes to `reasoning_content`, with a line when it is set aside;
+    text the host will publish as written goes to `content` as far as it extends what was sent
+    (a call made again after its worker died writes the same text again: only what it adds is
+    sent). Once the answer is published, `rest` is what of it was not sent."""
+
+    def __init__(self) -> None:
+        #: The `content` sent so far.
+        self.sent = ""
+        #: The text written since the last reset.
+        self._attempt = ""
+        self._provisional_shown = False
+
+    def take(self, entry: TextEntry) -> list[tuple[str, str]]:
+        """The deltas to send for `entry`: (field, text) pairs."""
+        if entry.kind == RESET:
+            self._attempt = ""
+            shown, self._provisional_shown = self._provisional_shown, False
+            return [("reasoning_content", SET_ASIDE_LINE)] if shown else []
+        if entry.kind != DELTA:
+            return []
+        if entry.provisional:
+            self._provisional_shown = True
+            return [("reasoning_content", entry.text)]
+        self._attempt += entry.text
+        if len(self._attempt) <= len(self.sent) or not self._attempt.startswith(self.sent):
+            return []
+        new, self.sent = self._attempt[len(self.sent) :], self._attempt
+        return [("content", new)]
+
+    def rest(self, published: str) -> list[str]:
+        """The `content` pieces that complete what was sent to the published text. Should
+        it not extend what was sent (a call whose worker died mid-answer, made again by a
+        model that wrote other words), the published text follows whole after a line saying
+        so: what was sent cannot be taken back."""
+        if published.startswith(self.sent):
+            return answer_pieces(published[len(self.sent) :])
+        log.warning("a streamed completion's content was not the start of the answer published")
+        return answer_pieces(CUT_LINE + published)
+
+
+#: The reasoning line after a candidate answer the host set aside (its checks failed, the run
+#: went on, or the call was made again).
+SET_ASIDE_LINE = f"\n{SET_ASIDE_WORDS}\n"
+#: Before the published answer when the `content` sent is not its start (`_AnswerRelay.rest`).
+CUT_LINE = "\n\n(the text above was cut off; the answer is:)\n\n"
 
 
 def _event(data: str | dict[str, object]) -> ServerSentEvent:

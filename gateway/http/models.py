@@ -9,7 +9,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from aeonloop.contracts import AttachedFile, Turn
 from aeonloop.gateway.client import DEFAULT_TIMEOUT_S
-from aeonloop.gateway.http.run_steps import StepKind  # the SSE `event:` field's values
+from aeonloop.gateway.http.run_steps import EventKind, StepKind
 from aeonloop.gateway.validation import FileSettings, TurnSettings
 from aeonloop.limits import (
     DEFAULT_MAX_PASSES,
@@ -213,12 +213,19 @@ class EventFrame(BaseModel):
     """One Server-Sent Event of `/v1/runs/{id}/events` as it is on the wire: SSE's fields,
     each a line `name: value`, the frame ending with an empty line."""
 
-    event: StepKind = Field(description=f"the step's kind; {_STEP_KIND_WORDS}")
+    event: EventKind = Field(
+        description=f"the step's kind; {_STEP_KIND_WORDS}. Between the steps, the answer's "
+        "text as it is written: `answer_delta` (`{text, candidate, provisional}`: a piece of "
+        "it; `provisional` while the host's checks may still set it aside) and "
+        "`answer_reset` (`{why}`: the text since the last reset is not the answer); the "
+        "deltas since the last reset join to the `answer` event's `answer_text`"
+    )
     id: str = Field(
-        description="`<step>@<Redis entry id>`; send it back as Last-Event-ID to continue after it"
+        description="`<step>@<Redis entry id>`, then, once answer text was sent, `~<entry id>` "
+        "of the last answer text entry; send it back as Last-Event-ID to continue after it"
     )
     data: str = Field(
-        description="the step's fields as one line of JSON (a StepEvent's `data`, as text)"
+        description="the event's fields as one line of JSON (a StepEvent's `data`, as text)"
     )
     retry: int | None = Field(
         None, description="on the first event only: milliseconds to wait before reconnecting"

@@ -219,11 +219,15 @@ def _paths() -> dict[str, Any]:
                 "changed or removed says so in `added_in_pass`, `changed_in_pass` or "
                 "`removed_in_pass`), `pass` (one per pass, "
                 "with its score and each step's output), `exit`, `answer` (the "
-                "ExecutionResult); the stream ends after the answer. Each event's `event` is "
-                "the step's kind, its `data` one line of JSON (the step's fields), its `id` "
-                "`<step>@<Redis entry id>`, and the first carries `retry`. Reconnect "
-                "with `Last-Event-ID` to get exactly the steps after that one, read back from "
-                "Redis by any gateway; after the answer that is 204.",
+                "ExecutionResult); the stream ends after the answer. Between the steps, the "
+                "answer's text as it is written: `answer_delta` and `answer_reset` events, "
+                "whose deltas since the last reset join to the answer's `answer_text` (a "
+                "reader that comes once the run is answered gets the answer alone). Each "
+                "event's `event` is its kind, its `data` one line of JSON, its `id` "
+                "`<step>@<Redis entry id>` (then `~<entry id>` of the last answer text entry "
+                "sent), and the first carries `retry`. Reconnect with `Last-Event-ID` to get "
+                "exactly the events after that one, read back from Redis by any gateway; "
+                "after the answer that is 204.",
                 "parameters": [
                     _RUN_ID,
                     {

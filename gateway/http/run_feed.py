@@ -35,13 +35,15 @@ import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import orjson
 from pydantic import ValidationError
 
 from aeonloop import webhooks
+from aeonloop.bus import answer_text
+from aeonloop.bus.answer_text import DELTA, RESET, TextEntry, TextPoller, TextWatch
 from aeonloop.bus.codec import text
 from aeonloop.bus.compact import unpack
 from aeonloop.bus.connection import RedisClient
@@ -51,8 +53,11 @@ from aeonloop.bus.redis_errors import TRANSIENT
 from aeonloop.exceptions import ForeignEventId
 from aeonloop.gateway.client import PROGRESS_STREAMS, answer_due_by
 from aeonloop.gateway.http.run_steps import (
+    ANSWER_DELTA,
+    ANSWER_RESET,
     ANSWERED,
     BEFORE_ANY_STEP,
+    START,
     TYPE_RANK,
     WEBHOOK_SETTLED,
     EventId,
@@ -64,6 +69,7 @@ from aeonloop.gateway.http.run_steps import (
     request_of,
     run_steps,
     webhook_url_of,
+    with_text,
 )
 from aeonloop.phases import history
 from aeonloop.phases.events import (
@@ -179,8 +185,12 @@ class WatchedRun:
     """A run someone is watching: the newest of it this process has, and a way to wait for
     more. The feed forgets it once its last watcher lets go."""
 
-    def __init__(self, correlation_id: str) -> None:
+    def __init__(self, correlation_id: str, text: TextWatch | None = None) -> None:
         self.correlation_id = correlation_id
+        #: Its answer's text as it is written (bus.answer_text), read by the feed's poller
+        #: (none read: a run watched without one).
+        self.text = text or TextWatch(correlation_id, "0-0")
+        self.text.listeners.append(self._wake)
         self.watchers = 0
         self.stopping = False
         self.view = RunView(None, None, None)
@@ -207,8 +217,11 @@ class WatchedRun:
         if new != self.view:
             self.view = new
             self.version += 1
-            self._changed.set()
-            self._changed = asyncio.Event()
+            self._wake()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     async def load_history(self, records: RunRecords) -> None:
         """Put the passes' records in the newest state's run, if they are not there: once,
@@ -231,9 +244,12 @@ class WatchedRun:
             self._wire = (self.version, steps)
         return steps
 
-    async def changed(self, since: int) -> None:
-        """Return once the run has changed after version `since`, or its watchers are to stop."""
+    async def changed(self, since: int, text_seen: int | None = None) -> None:
+        """Return once the run has changed after version `since` (or, given `text_seen`, its
+        answer's text has more entries than that), or its watchers are to stop."""
         while self.version == since and not self.stopping:
+            if text_seen is not None and len(self.text.entries) > text_seen:
+                return
             await self._changed.wait()
 
     def stop(self) -> None:
@@ -251,6 +267,8 @@ class RunFeed:
         self._watched: dict[str, WatchedRun] = {}
         #: Where the runs' histories are read from (phases.history).
         self.records = RedisRunRecords(redis, keys)
+        #: Reads the answer text of the runs watched (bus.answer_text).
+        self.text = TextPoller(redis, keys)
         self._unreadable_answer_logged = False
         #: Event streams open now (for /healthz).
         self.open_streams = 0
@@ -285,7 +303,9 @@ class RunFeed:
         if state is None and answered is not None:
             state, state_at = await self._scan_for_exit(correlation_id, answered)
         if state is None and answered is None and where is None:
-            return None
+            if not (after and after.text_after and await self._has_text(correlation_id)):
+                return None
+            return RunView(None, None, None)  # known by its answer's text alone, so far
         run = getattr(state, "run", None)
         if isinstance(run, RunState):
             await _load_history(self.records, correlation_id, run)
@@ -332,7 +352,8 @@ class RunFeed:
         release it when done."""
         run = self._watched.get(correlation_id)
         if run is None:
-            run = self._watched[correlation_id] = WatchedRun(correlation_id)
+            text = self.text.watch(correlation_id)
+            run = self._watched[correlation_id] = WatchedRun(correlation_id, text)
             if self.stopping:
                 run.stop()
         run.watchers += 1
@@ -342,6 +363,7 @@ class RunFeed:
         run.watchers -= 1
         if run.watchers == 0 and self._watched.get(run.correlation_id) is run:
             del self._watched[run.correlation_id]
+            self.text.release(run.text)
 
     async def load(self, run: WatchedRun, after: EventId | None) -> bool:
         """Fill `run` from Redis the first time it is watched (later watchers share what the
@@ -406,6 +428,17 @@ class RunFeed:
                     error.errors(include_url=False)[0]["msg"],
                 )
             return None
+
+    async def _has_text(self, correlation_id: str) -> bool:
+        return bool(await self._redis.exists(self._keys.answer_text(correlation_id)))
+
+    async def text_to_settled(self, run: WatchedRun) -> None:
+        """Read the rest of an answered run's text, up to its settlement: the commit that
+        published the answer settled it first (bus.commit), so one read has it all."""
+        if run.text.settled:
+            return
+        after = run.text.entries[-1].entry_id if run.text.entries else "0-0"
+        run.text.add(await answer_text.read(self._redis, self._keys, run.correlation_id, after))
 
     async def _is_entry_of(self, correlation_id: str, after: EventId) -> bool:
         """Whether the entry a reader's event id names is one of this run's, in its shard:
@@ -550,21 +583,41 @@ class Watch:
 async def stream_steps(watch: Watch, after: EventId | None) -> AsyncIterator[WireStep]:
     """The run's steps after `after`, as they come, ending with the answer, or with its
     webhook's outcome when it named one (or WEBHOOK_WAIT_S after the answer, if none comes);
-    lets the watch go at the end."""
+    lets the watch go at the end. Between them, the answer's text as it is written
+    (`answer_delta`, `answer_reset`: bus.answer_text), after the entry `after` names, all of
+    it before the answer; a reader that comes once the run is answered gets the answer alone.
+    Every event's id says both where the reader is among the steps and in the text."""
     run, feed = watch.run, watch.feed
     sent = after.order if after is not None else BEFORE_ANY_STEP
+    step_id = after.step if after is not None else START
+    text_after = after.text_after if after is not None else None
+    with_deltas = text_after is not None or run.view.answer is None
     feed.open_streams += 1
     try:
         while True:
-            version = run.version
+            version, text_seen = run.version, len(run.text.entries)
             try:
                 await run.load_history(feed.records)
             except TRANSIENT:
                 return  # the reader tries again, by its id, when Redis is back
             for step in run.steps():
-                if step.order > sent:
-                    sent = step.order
-                    yield step
+                if step.order <= sent:
+                    continue
+                if step.order >= ANSWERED and with_deltas:
+                    try:
+                        await feed.text_to_settled(run)
+                    except TRANSIENT:
+                        return
+                    for text_step in _text_steps(run.text.entries, text_after, sent, step_id):
+                        text_after = text_step.text_after
+                        yield text_step.wire
+                    with_deltas = False
+                sent, step_id = step.order, step.event_id
+                yield replace(step, event_id=with_text(step.event_id, text_after))
+            if with_deltas:
+                for text_step in _text_steps(run.text.entries, text_after, sent, step_id):
+                    text_after = text_step.text_after
+                    yield text_step.wire
             if run.view.answer is not None and sent >= run.view.last_order:
                 return
             if run.stopping:
@@ -586,7 +639,39 @@ async def stream_steps(watch: Watch, after: EventId | None) -> AsyncIterator[Wir
                     return
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(run.changed(version), give_up_in)
+                await asyncio.wait_for(run.changed(version, text_seen), give_up_in)
     finally:
         feed.open_streams -= 1
         watch.release()
+
+
+@dataclass(frozen=True, slots=True)
+class _TextStep:
+    wire: WireStep
+    text_after: str
+
+
+def _text_steps(
+    entries: list[TextEntry], after: str | None, order: Order, step_id: str
+) -> list[_TextStep]:
+    """The answer text events for `entries` after entry `after` (None: all of them): a delta
+    or a reset each (a `settled` entry is said by the answer itself), each id the reader's
+    last step and the entry."""
+    floor = _entry_rank((after or "0-0").encode())
+    steps = []
+    for entry in entries:
+        if _entry_rank(entry.entry_id.encode()) <= floor:
+            continue
+        if entry.kind in (DELTA, RESET):
+            kind = ANSWER_DELTA if entry.kind == DELTA else ANSWER_RESET
+            data = (
+                {"text": entry.text, "candidate": entry.candidate, "provisional": entry.provisional}
+                if entry.kind == DELTA
+                else {"why": entry.why}
+            )
+            event_id = with_text(step_id, entry.entry_id)
+            wire = WireStep(order, kind, event_id, orjson.dumps(data).decode())
+            steps.append(_TextStep(wire, entry.entry_id))
+        elif steps:
+            steps[-1] = _TextStep(steps[-1].wire, entry.entry_id)
+    return steps

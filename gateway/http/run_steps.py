@@ -52,9 +52,17 @@ StepKind = Literal[
     "webhook_delivered",
     "webhook_failed",
 ]
+#: The answer's text as it is written (bus.answer_text), sent between a run's steps: a piece
+#: of it, or the text so far set aside.
+TextKind = Literal["answer_delta", "answer_reset"]
+ANSWER_DELTA: TextKind = "answer_delta"
+ANSWER_RESET: TextKind = "answer_reset"
+#: The SSE `event:` field's values: a step's kind, or the answer's text.
+EventKind = Literal[StepKind, TextKind]
 #: A run ends with its answer, or, past its deadline without one, with `no_answer`: either is
 #: its last step.
 _KIND_ORDER: dict[str, int] = {
+    "start": -1,
     "profile": 0,
     "awaiting_approval": 1,
     "plan": 2,
@@ -76,9 +84,11 @@ WEBHOOK_SETTLED: Order = (_KIND_ORDER["webhook"], 0)
 #: past the 64 bits Redis takes (a larger one would read as Redis failing). The OpenAPI document
 #: gives it as Last-Event-ID's pattern.
 EVENT_ID_PATTERN = (
-    r"(profile|awaiting_approval|plan|pass-([1-9]\d{0,5})|exit|answer|no_answer|webhook)"
-    r"@((\d{1,19})-(\d{1,19}))"
+    r"(start|profile|awaiting_approval|plan|pass-([1-9]\d{0,5})|exit|answer|no_answer|webhook)"
+    r"@((\d{1,19})-(\d{1,19}))(~((\d{1,19})-(\d{1,19})))?"
 )
+#: The step part of the id of an answer text event sent before any step (`start`: none yet).
+START = "start@0-0"
 _EVENT_ID = re.compile(EVENT_ID_PATTERN)
 
 #: How far along its run each progress event type is, told by its name alone (the run feed
@@ -114,10 +124,24 @@ class Step:
 
 @dataclass(frozen=True, slots=True)
 class EventId:
-    """A step's id on the wire, `<key>@<entry id>`, as a reader sends it back in Last-Event-ID."""
+    """An event's id on the wire, as a reader sends it back in Last-Event-ID: the last step it
+    has, `<key>@<entry id>` (`start@0-0`: none yet), then, once it has some of the answer's
+    text, `~<entry id>` of the last answer text entry it has (bus.answer_text)."""
 
     order: Order
     entry_id: str
+    #: The last answer text entry the reader has; None: none.
+    text_after: str | None = None
+
+    @property
+    def step(self) -> str:
+        """The step part, as given out: what an answer text event's id starts with."""
+        return f"{self.key}@{self.entry_id}"
+
+    @property
+    def key(self) -> str:
+        kind = next(k for k, order in _KIND_ORDER.items() if order == self.order[0])
+        return f"pass-{self.order[1]}" if kind == "pass" else kind
 
     @classmethod
     def parse(cls, text: str) -> EventId:
@@ -130,11 +154,16 @@ class EventId:
             )
         key, number, entry_id = match.groups()[:3]
         kind = "pass" if number else key
-        return cls((_KIND_ORDER[kind], int(number or 0)), entry_id)
+        return cls((_KIND_ORDER[kind], int(number or 0)), entry_id, match.group(7))
 
 
 def format_event_id(step: Step, entry_id: str) -> str:
     return f"{step.key}@{entry_id}"
+
+
+def with_text(step_id: str, text_after: str | None) -> str:
+    """An event id that also says the last answer text entry the reader has."""
+    return step_id if text_after is None else f"{step_id}~{text_after}"
 
 
 def progress_rank(event: Event) -> tuple[int, int]:

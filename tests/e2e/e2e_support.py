@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import re
 import signal
 import socket
@@ -97,6 +98,39 @@ def child_env(
         env["AEON_PREFIX"] = prefix
     env.update({key: str(value) for key, value in overrides.items()})
     return env
+
+
+def run_on_a_terminal(
+    argv: Sequence[str], env: Mapping[str, str], timeout: float = 120.0
+) -> tuple[str, str]:
+    """Run `argv` to its end with its stdout a terminal (a pseudo-terminal this reads): what
+    the terminal showed (lines ending in "\n") and its stderr; AssertionError unless it
+    exits 0."""
+    main, terminal = pty.openpty()
+    with subprocess.Popen(
+        argv, env=dict(env), stdout=terminal, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+    ) as proc:
+        os.close(terminal)
+        shown = bytearray()
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # the terminal's other end closed: the command is done
+                break
+            if not chunk:
+                break
+            shown += chunk
+        _, stderr = proc.communicate(timeout=timeout)
+    os.close(main)
+    assert proc.returncode == 0, stderr.decode()
+    return shown.decode().replace("\r\n", "\n"), stderr.decode()
+
+
+def submitted_id(stderr: str) -> str:
+    """The correlation id `aeon ask` said it submitted."""
+    found = re.search(r"request (\S+) submitted", stderr)
+    assert found, stderr
+    return found.group(1)
 
 
 def wait_until(check: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:
@@ -254,6 +288,11 @@ class Processes:
         """`aeon worker ARGS` with `env`; waits until it is consuming unless ready=False."""
         proc = self._add(Worker(self._name(name), [*aeon_argv(), "worker", *args], env, self.logs))
         return proc.ready() if ready else proc
+
+    def program(self, name: str, *argv: str, env: Mapping[str, str] | None = None) -> Proc:
+        """Any other program, in the background, with this process's environment unless `env`."""
+        env = os.environ if env is None else env
+        return self._add(Proc(self._name(name), argv, env, self.logs))
 
     def aeon(self, env: Mapping[str, str], *args: str | bytes, name: str = "aeon") -> Proc:
         """Any `aeon` command, in the background."""

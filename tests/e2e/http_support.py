@@ -12,7 +12,7 @@ import http.client
 import json
 import re
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,14 +40,28 @@ class Event:
     data: dict[str, Any]
 
 
+#: The events of the answer's text as it is written, between a run's steps.
+TEXT_KINDS = ("answer_delta", "answer_reset")
+
+
 @dataclass
 class Stream:
-    """What one GET of a run's events gave: its status, the events read, whether it ended."""
+    """What one GET of a run's events gave: its status, the events read (`received`: all of
+    them; `events`: the steps; `text`: the answer's text as it was written), whether it
+    ended."""
 
     status: int
-    events: list[Event] = field(default_factory=list)
+    received: list[Event] = field(default_factory=list)
     ended: bool = False
     body: Any = None
+
+    @property
+    def events(self) -> list[Event]:
+        return [e for e in self.received if e.kind not in TEXT_KINDS]
+
+    @property
+    def text(self) -> list[Event]:
+        return [e for e in self.received if e.kind in TEXT_KINDS]
 
     @property
     def kinds(self) -> list[str]:
@@ -114,9 +128,13 @@ class Server:
         *,
         last_event_id: str | None = None,
         stop_after: int | None = None,
+        stop_after_text: int | None = None,
+        stop_when: Callable[[Stream], bool] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Stream:
-        """Read the run's event stream to its end, or until `stop_after` events (then hang up)."""
+        """Read the run's event stream to its end, or until `stop_after` steps, or, given
+        `stop_after_text`, that many answer text events, or once `stop_when(stream)` (then hang
+        up)."""
         sent = {"Accept": "text/event-stream", **(headers or {})}
         if last_event_id is not None:
             sent["Last-Event-ID"] = last_event_id
@@ -144,12 +162,29 @@ class Server:
                     continue
                 if "data" in fields:
                     data = json.loads(fields["data"])
-                    stream.events.append(Event(fields.get("event", "message"), fields["id"], data))
+                    stream.received.append(
+                        Event(fields.get("event", "message"), fields["id"], data)
+                    )
                     if stop_after is not None and len(stream.events) >= stop_after:
+                        return stream
+                    if stop_after_text is not None and len(stream.text) >= stop_after_text:
+                        return stream
+                    if stop_when is not None and stop_when(stream):
                         return stream
                 fields = {}
         finally:
             connection.close()
+
+
+def answer_written(events: list[Event]) -> str:
+    """The answer's text as a reader of `events` has it: the deltas after the last reset."""
+    text = ""
+    for event in events:
+        if event.kind == "answer_reset":
+            text = ""
+        elif event.kind == "answer_delta":
+            text += event.data["text"]
+    return text
 
 
 def expected_kinds(result: Mapping[str, Any]) -> list[str]:

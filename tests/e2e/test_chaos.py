@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from pathlib import Path
 
+import openai
 import pytest
 from e2e_support import Bus, Processes, Worker, assert_answered_once, scripted_llm, wait_until
+from http_support import Server, answer_written
 
 pytestmark = pytest.mark.e2e
 
@@ -32,6 +35,9 @@ REQUESTS = 40
 #: Answers already in when each kill happens: soon after submit, a third, two thirds.
 KILL_AFTER_ANSWERS = (0, REQUESTS // 3, 2 * REQUESTS // 3)
 _CLAIMED = re.compile(r"claimed (\d+) idle entries")
+#: A request with no constraint to check: its answer is published as the model writes it, so
+#: a chat client is sent it as `content` while it is written.
+CHAT_REQUEST = "Explain tides, then summarise them for a child"
 
 
 @pytest.fixture(params=["server", "cluster"])
@@ -96,7 +102,7 @@ def _killed_under_load(
         return procs.worker(worker_env, "--concurrency", "4", name=name)
 
     # Both consume before the burst, so the work is shared from its start even where a worker
-    # takes seconds to start (a loaded machine); a restarted victim is not waited for.
+    # takes seconds to start (a loaded machine).
     start("steady").ready(30)
     victim = start("victim").ready(30)
     gateway = procs.gateway(env, REQUESTS, timeout=90, request=request)
@@ -104,6 +110,10 @@ def _killed_under_load(
 
     kills = []
     for threshold in kill_after:
+        # A restarted victim consumes before its next kill is due: on a loaded machine its
+        # start took longer than the wait for it to hold entries, and the steady worker had
+        # answered the rest of the burst meanwhile (a kill then had nothing to land on).
+        victim.ready(60)
         wait_until(lambda t=threshold: len(bus.answer_cids()) >= t, 60, f"{threshold} answers")
         held = wait_until(
             lambda v=victim: bus.pending(v.consumer), 15, f"{victim.name} to hold entries"
@@ -153,3 +163,60 @@ def _killed_under_load(
     assert counts["kills"] == 3
     assert all(k["victim_held"] > 0 for k in kills)
     return submitted, {d["cid"] for d in dead}
+
+
+@pytest.mark.timeout(240)
+def test_a_worker_killed_while_it_writes_the_answer_leaves_each_reader_the_published_text(
+    procs: Processes, bus: Bus, env: dict[str, str]
+) -> None:
+    """Issue 34: the one worker is SIGKILLed while it writes a run's answer (its offline model
+    writes the synthesis in chunks over 2 s), and another takes the run over: it makes the call
+    again, whose first write resets the cut attempt. A chat client streaming the run (the
+    official openai client) and an event stream reader following it, both connected through
+    the kill, each end with the published answer: the chat's `content` deltas join to it, and
+    the reader's deltas since the last reset do."""
+    slow = {**env, "AEON_LLM_DELAY_MS": "2000"}
+    victim = procs.worker(slow, name="victim")
+    server = Server(procs, slow)
+    chat = openai.OpenAI(base_url=f"http://{server.host}:{server.port}/v1", api_key="-")
+    chunks: list = []
+    cid_known = threading.Event()
+
+    def chat_client() -> None:
+        stream = chat.chat.completions.create(
+            model="aeon", messages=[{"role": "user", "content": CHAT_REQUEST}], stream=True
+        )
+        for chunk in stream:
+            chunks.append(chunk)
+            cid_known.set()
+
+    chatting = threading.Thread(target=chat_client)
+    chatting.start()
+    assert cid_known.wait(30), "the chat stream never started"
+    cid = chunks[0].id
+    events: list = []
+    reading = threading.Thread(target=lambda: events.append(server.events(cid)))
+    reading.start()
+
+    def writing_the_answer() -> bool:
+        entries = bus.redis.xrange(bus.keys.answer_text(cid))
+        answer = [f for _, f in entries if f.get(b"candidate") == b"answer"]
+        return len(answer) >= 2 and entries[-1][1].get(b"kind") == b"delta"
+
+    wait_until(writing_the_answer, 120, "the victim writing the run's answer")
+    victim.kill()
+    procs.worker(slow, name="survivor")
+    chatting.join(120)
+    reading.join(120)
+    assert not chatting.is_alive() and not reading.is_alive()
+
+    assert_answered_once(bus, [cid])
+    published = bus.stored_answer(cid)["final_answer"]["answer_text"]
+    (stream,) = events
+    assert stream.ended and stream.events[-1].kind == "answer"
+    resets = [e.data["why"] for e in stream.text if e.kind == "answer_reset"]
+    assert "retried" in resets, f"the kill did not cut the answer being written: {resets}"
+    assert answer_written(stream.received) == published
+    deltas = [c.choices[0].delta for c in chunks if c.choices]
+    assert "".join(d.content or "" for d in deltas) == published
+    print(f"\nresets seen by the event stream reader: {resets}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,9 @@ import openai
 import pytest
 from e2e_support import Bus, Processes, wait_until
 from http_support import Server, served
+
+from aeonloop.gateway.http.chat import SET_ASIDE_LINE
+from aeonloop.llm.offline import OFFLINE_NOTICE
 
 pytestmark = pytest.mark.e2e
 
@@ -79,6 +83,15 @@ def stack(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     logs = tmp_path_factory.mktemp("chat-logs")
     settings = {"AEON_LLM_DELAY_MS": LLM_DELAY_MS, "AEON_HTTP_TOKENS": TOKEN}
     with served(redis_url, logs, **settings) as (server, bus, env):
+        yield Stack(server, bus, env)
+
+
+@pytest.fixture(scope="module")
+def slow_stack(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A worker whose offline model takes 1.5 s a call, writing its reply in chunks over it,
+    and a server without tokens: an answer is written over long enough to be watched."""
+    logs = tmp_path_factory.mktemp("chat-slow-logs")
+    with served(redis_url, logs, AEON_LLM_DELAY_MS="1500") as (server, bus, env):
         yield Stack(server, bus, env)
 
 
@@ -190,8 +203,12 @@ async def test_a_stream_gives_progress_as_reasoning_then_the_answer_then_usage(
     reasoning = [d.reasoning_content for d in deltas if getattr(d, "reasoning_content", None)]
     pieces = [d.content for d in deltas if d.content]
 
-    lines = [text.removesuffix("\n") for text in reasoning]
+    lines = [text.removesuffix("\n") for text in reasoning if text.startswith(PHASE_ORDER)]
     assert phase_starts(lines) == list(range(len(PHASE_ORDER))), lines
+    # The draft, a candidate the host's checks judge, was shown as thinking, and set aside
+    # when the run went on to its plan.
+    thinking = "".join(text for text in reasoning if not text.startswith(PHASE_ORDER))
+    assert thinking.startswith(OFFLINE_NOTICE) and thinking.endswith(SET_ASIDE_LINE), thinking
     run = stack.run(cid)
     answer = run["result"]["final_answer"]["answer_text"]
     assert len(pieces) > 1 and "".join(pieces) == answer
@@ -209,6 +226,33 @@ async def test_a_stream_gives_progress_as_reasoning_then_the_answer_then_usage(
     )
     assert all(chunk.usage is None for chunk in chunks[:-1])
     stack.answered_once(cid)
+
+
+async def test_the_answer_comes_as_content_while_it_is_written(slow_stack: Stack) -> None:
+    """Issue 34: the answer's tokens reach the client as they are written, as `content`, and
+    join to the published answer exactly (the offline model writes it in chunks, as a
+    streaming server sends it; the run has no check to set its answer aside)."""
+    started = time.monotonic()
+    first_content: float | None = None
+    status_then = None
+    chunks = []
+    async with slow_stack.async_client() as client:
+        stream = await client.chat.completions.create(
+            model="aeon", messages=[{"role": "user", "content": REQUEST}], stream=True
+        )
+        async for chunk in stream:
+            chunks.append(chunk)
+            if first_content is None and chunk.choices and chunk.choices[0].delta.content:
+                first_content = time.monotonic() - started
+                status_then = slow_stack.server.get(f"/v1/runs/{chunk.id}").status
+    whole = time.monotonic() - started
+    assert first_content is not None
+    print(f"\nfirst content token at {first_content:.2f} s of a {whole:.2f} s streamed run")
+    assert status_then == 202  # the run was still writing its answer
+    deltas = [chunk.choices[0].delta for chunk in chunks if chunk.choices]
+    content = [delta.content for delta in deltas if delta.content]
+    answer = slow_stack.run(chunks[0].id)["result"]["final_answer"]["answer_text"]
+    assert len(content) > 1 and "".join(content) == answer
 
 
 def test_a_sync_stream_without_usage_has_no_usage_chunk(stack: Stack) -> None:

@@ -15,7 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from e2e_support import Processes, child_env, wait_until
+from e2e_support import Processes, aeon_argv, child_env, run_on_a_terminal, wait_until
+
+from aeonloop.gateway.progress import SET_ASIDE_WORDS
+from aeonloop.llm.offline import OFFLINE_NOTICE
 
 pytestmark = pytest.mark.e2e
 
@@ -33,6 +36,19 @@ def zero_config() -> dict[str, str]:
     env = child_env(fast=False)
     assert not any(key.startswith("AEON_") for key in env)
     return env
+
+
+@pytest.mark.timeout(90)
+def test_main_job_on_a_terminal_prints_the_answer_as_it_is_written(
+    zero_config: dict[str, str],
+) -> None:
+    """Issue 34: on a terminal, the offline model's draft is printed as it writes it, set
+    aside when the run goes on to its plan, then the answer as it is written, once."""
+    shown, stderr = run_on_a_terminal([*aeon_argv(), "ask", MAIN_JOB], zero_config, 60)
+    draft, set_aside, rest = shown.partition(f"\n{SET_ASIDE_WORDS}\n")
+    assert set_aside and draft.startswith(f"Answer: {OFFLINE_NOTICE}"), shown
+    assert rest.startswith(f"Answer: {OFFLINE_NOTICE}") and rest.count("Answer:") == 1, rest
+    assert "E  loop ended" in stderr
 
 
 @pytest.mark.timeout(60)

@@ -47,6 +47,13 @@ REQUEST = "Explain how tides work"
 LOOP_DECIDED = {"converged", "stagnated", "ttl_exhausted", "max_passes"}
 #: Generous: a run is 12-16 calls, each a few seconds on 2 cores.
 RUN_TIMEOUT_S = 900
+#: What the adapter says of a call cut for time (llm.streaming's bounds), retried or not: no
+#: call to this server may stall with the default settings (issue 33).
+CUT_FOR_TIME = (
+    "no first token within",
+    "no reply (sent whole, not streamed) within",
+    "the reply stalled",
+)
 
 
 def _model_path() -> Path | None:
@@ -168,7 +175,10 @@ def decided_by_the_loop(ask: Proc) -> dict[str, Any]:
     said = json.dumps(result)
     if result["status"] not in LOOP_DECIDED:
         assert result["status"] == "failed" and refused_as_not_the_models(said), said[-2000:]
-    assert not result["usage"]["estimated"], "the server counted the tokens"
+    # Calls stream, and this server sends no usage in a stream (stream_options or not): the
+    # counts are estimated, and say so (docs/llm-servers.md, "Usage").
+    usage = result["usage"]
+    assert usage["estimated"] and usage["prompt_tokens"] > 0 and usage["completion_tokens"] > 0
     metadata = result["final_answer"]["metadata"]
     assert metadata.get("reason") != "llm_error", metadata
     if metadata.get("reason") == "invalid_llm_output":
@@ -182,19 +192,50 @@ def stepped_down_once(log: str) -> None:
     assert len(said) == 1, said
     assert "refused response_format json_schema (HTTP 500)" in said[0]
     assert "use json_object with the schema from now on" in said[0]
-    assert "no reply within" not in log, "a call timed out"
+    assert not any(cut in log for cut in CUT_FOR_TIME), "a call was cut for time"
+
+
+#: CPU-bound processes the embedded run starts beside the server: as many as CI's cores.
+BURNERS = 2
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 120)
-def test_aeon_ask_embedded_through_the_real_server(procs: Processes, llama: LlamaServer) -> None:
-    ask = procs.run_aeon(llm_env(llama), "ask", "--json", REQUEST, timeout=RUN_TIMEOUT_S)
+def test_aeon_ask_embedded_through_the_real_server_on_contended_cores(
+    procs: Processes, llama: LlamaServer
+) -> None:
+    """`aeon ask` with its embedded stack, the tier's standard request and default settings,
+    while BURNERS CPU-bound processes compete for the cores (issue 33: a slow server that is
+    working is never failed for time). The server processes prompts and writes tokens slower,
+    and by default cuts a stream when calls overlap (so calls go one at a time). No call is
+    cut for time, retried or not, and the run ends by the loop's own decision. The request's
+    own timeout is the tier's: what is held here is the calls' bounds, not how long a run on a
+    crowded machine takes. (One run proves both: a run of its own for each cost CI minutes.)"""
+    argv = (sys.executable, "-c", "while True: pass")
+    burners = [procs.program("burner", *argv) for _ in range(BURNERS)]
+    ask_argv = ["ask", "--json", "--timeout", str(RUN_TIMEOUT_S), REQUEST]
+    started = time.monotonic()
+    try:
+        ask = procs.run_aeon(llm_env(llama), *ask_argv, timeout=RUN_TIMEOUT_S)
+        assert all(burner.alive for burner in burners), "the cores were not contended throughout"
+    finally:
+        for burner in burners:
+            burner.kill()
+    seconds = time.monotonic() - started
 
     result = decided_by_the_loop(ask)
     # The step down is said at INFO (issue 35: a WARNING on every `aeon ask` against this
     # server), which `aeon ask` does not print by default; a worker logs it, once (below).
     assert "refused response_format" not in ask.stderr, ask.stderr
-    assert "no reply within" not in ask.stderr, "a call timed out"
+    cut = [line for line in ask.stderr.splitlines() if any(c in line for c in CUT_FOR_TIME)]
+    assert not cut, cut
     assert result["final_answer"]["answer_text"].strip()
+    usage = result["usage"]
+    print(
+        f"contended cores ({BURNERS} CPU-bound processes): status={result['status']} "
+        f"degraded={result['degraded']} calls={usage['calls']} "
+        f"repair_calls={usage['repair_calls']} estimated={usage['estimated']} "
+        f"wall_seconds={seconds:.0f}"
+    )
 
 
 #: A rule no answer of this model holds: the drafts fail it, so a run goes into the loop.

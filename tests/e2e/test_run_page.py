@@ -470,3 +470,46 @@ def test_a_run_that_calls_two_tools_shows_each_call(
     assert outputs[:2] == ["5", "the answer to tides is 42"]  # the results, as the steps' outputs
     path = _screenshot(driver, "run-page-tools", DESKTOP)
     print(f"\nscreenshot: {path}")
+
+
+def test_the_answer_is_written_on_the_page_as_it_comes(
+    browser: object, procs: Processes, env: dict[str, str]
+) -> None:
+    """Issue 34: once the loop has ended, the answer appears word by word in a card of its
+    own, then the answer's card takes its place with the published text. The worker's offline
+    model takes 1.5 s a call and writes its reply in chunks over it, so the answer is written
+    over long enough to be seen half done (the screenshot run-page-mid-answer shows it)."""
+    from selenium.webdriver.common.by import By
+
+    slow = {**env, "AEON_LLM_DELAY_MS": "1500"}
+    procs.worker(slow)
+    server = Server(procs, slow)
+    driver = browser
+    driver.get(f"http://{server.host}:{server.port}/")
+    _submit(driver, REQUEST)
+
+    def steps(kind: str) -> list:
+        return driver.find_elements(By.CSS_SELECTOR, f'#run .step[data-kind="{kind}"]')
+
+    def written() -> str:
+        live = driver.find_elements(By.CSS_SELECTOR, "#answer-live")
+        return live[0].text if live and live[0].is_displayed() else ""
+
+    _wait(driver, lambda d: steps("exit") and written(), 120, "the answer being written")
+    first = written()
+    _wait(driver, lambda d: len(written()) > len(first), 30, "more of the answer written")
+    assert not steps("answer"), "the answer's card came: it was not seen being written"
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / "run-page-mid-answer.png"
+    live = driver.find_element(By.CSS_SELECTOR, '#run .step[data-kind="answer_live"]')
+    driver.execute_script("arguments[0].scrollIntoView({block: 'end'})", live)
+    driver.save_screenshot(str(path))
+    print(f"\nscreenshot: {path} ({len(written())} characters written)")
+
+    _wait(driver, lambda d: steps("answer"), 60, "the answer on the page")
+    assert not steps("answer_live"), "the card of the answer being written stayed"
+    cid = driver.find_element(By.CSS_SELECTOR, ".run-head .run-id").text
+    published = server.get(f"/v1/runs/{cid}").body["result"]["final_answer"]["answer_text"]
+    shown = steps("answer")[0].find_element(By.CSS_SELECTOR, ".answer-text").text
+    assert shown == published.strip()
+    assert published.startswith(first.strip()), "what was written is not the answer's start"

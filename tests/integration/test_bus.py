@@ -56,6 +56,11 @@ class Answer(BaseModel):
     correlation_id: str
     text: str
 
+    @property
+    def published_text(self) -> str:
+        """What the answer publishes (bus.codec.Published): the run's answer text settles on it."""
+        return self.text
+
 
 def ping(n: int, event_id: str | None = None) -> Ping:
     return Ping(event_id=event_id or uuid.uuid4().hex, correlation_id=f"run-{n}", n=n)

@@ -170,24 +170,36 @@ async def test_the_workers_default_budget_applies_when_a_request_sets_none(
 async def test_lookups_asked_at_once_are_read_together_and_each_is_right(
     settings: BusSettings,
 ) -> None:
-    """A worker's cancel lookups of one moment go to Redis in one pipeline: each asker still
-    gets its own run's mark, read after it asked (a mark set before a lookup is seen)."""
+    """A worker's cancel lookups of one moment go to Redis as one EXISTS naming every run's
+    mark; only when it counts some is each read, in one pipeline: each asker still gets its
+    own run's mark, read after it asked (a mark set before a lookup is seen)."""
     redis = Redis.from_url(settings.redis_url)
     keys = Keys(settings.prefix)
     cancels = RedisCancels(redis, keys)
-    try:
-        marked = {f"run-{n}" for n in range(0, 60, 3)}
-        for cid in marked:
-            await redis.set(keys.cancel(cid), "1")
-        pipelines = []
+    runs = [f"run-{n}" for n in range(60)]
+
+    async def ask_all() -> tuple[list[bool], int, int]:
+        """Each run's answer, the EXISTS commands Redis ran, and the pipelines sent."""
+        pipelines: list[dict] = []
         pipeline = redis.pipeline
         redis.pipeline = lambda **kw: pipelines.append(kw) or pipeline(**kw)  # counted
         before = (await redis.info("commandstats")).get("cmdstat_exists", {}).get("calls", 0)
-        runs = [f"run-{n}" for n in range(60)]
-        seen = await asyncio.gather(*(cancels.cancelled(cid) for cid in runs))
+        try:
+            seen = await asyncio.gather(*(cancels.cancelled(cid) for cid in runs))
+        finally:
+            redis.pipeline = pipeline
         after = (await redis.info("commandstats"))["cmdstat_exists"]["calls"]
+        return list(seen), after - before, len(pipelines)
+
+    try:
+        seen, commands, pipelines = await ask_all()
+        assert not any(seen) and (commands, pipelines) == (1, 0)  # none marked: one command
+        marked = {f"run-{n}" for n in range(0, 60, 3)}
+        for cid in marked:
+            await redis.set(keys.cancel(cid), "1")
+        seen, commands, pipelines = await ask_all()
         assert {cid for cid, mark in zip(runs, seen, strict=True) if mark} == marked
-        assert after - before == 60 and len(pipelines) == 1  # one EXISTS each, in one pipeline
+        assert (commands, pipelines) == (61, 1)  # the count, then one EXISTS each, together
         await redis.set(keys.cancel("run-1"), "1")
         assert await cancels.cancelled("run-1")  # asked after the mark: sees it
     finally:

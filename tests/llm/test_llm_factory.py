@@ -24,6 +24,8 @@ def test_the_default_is_offline_with_no_delay(read_env):
 
     assert settings.kind == "offline"
     assert (settings.timeout, settings.max_retries, settings.delay_ms) == (60.0, 3, 0.0)
+    assert (settings.prompt_s_per_1k, settings.idle_timeout) == (30.0, 30.0)
+    assert settings.reply_s_per_1k == 120.0
     assert isinstance(adapter, OfflineLLM) and adapter.delay == 0.0
 
 
@@ -34,6 +36,9 @@ def test_every_variable_is_read(read_env):
         "AEON_LLM_MODEL": "llama3.1",
         "AEON_LLM_API_KEY": SECRET,
         "AEON_LLM_TIMEOUT": "2.5",
+        "AEON_LLM_FIRST_TOKEN_PER_1K_S": "0",
+        "AEON_LLM_IDLE_TIMEOUT": "7.5",
+        "AEON_LLM_WHOLE_REPLY_PER_1K_S": "45",
         "AEON_LLM_MAX_RETRIES": "0",
         "AEON_LLM_DELAY_MS": "15",
         "AEON_LLM_SCRIPT": "/tmp/script.json",
@@ -45,6 +50,8 @@ def test_every_variable_is_read(read_env):
     assert settings.base_url == "http://127.0.0.1:11434/v1" and settings.model == "llama3.1"
     assert settings.api_key is not None and settings.api_key.get_secret_value() == SECRET
     assert (settings.timeout, settings.max_retries, settings.delay_ms) == (2.5, 0, 15.0)
+    assert (settings.prompt_s_per_1k, settings.idle_timeout) == (0.0, 7.5)
+    assert settings.reply_s_per_1k == 45.0
     assert settings.script == Path("/tmp/script.json")
 
 
@@ -69,6 +76,9 @@ async def test_openai_adapter_is_built_from_settings(read_env):
         "AEON_LLM_BASE_URL": "http://127.0.0.1:9/v1",
         "AEON_LLM_MODEL": "m",
         "AEON_LLM_TIMEOUT": "3",
+        "AEON_LLM_FIRST_TOKEN_PER_1K_S": "12",
+        "AEON_LLM_IDLE_TIMEOUT": "4",
+        "AEON_LLM_WHOLE_REPLY_PER_1K_S": "90",
         "AEON_LLM_MAX_RETRIES": "1",
     }
 
@@ -76,6 +86,8 @@ async def test_openai_adapter_is_built_from_settings(read_env):
     try:
         assert isinstance(adapter, OpenAIAdapter)
         assert (adapter.model, adapter.timeout, adapter.max_retries) == ("m", 3.0, 1)
+        assert (adapter.first_token_per_1k, adapter.idle_timeout) == (12.0, 4.0)
+        assert adapter.whole_reply_per_1k == 90.0
         assert adapter.family == "openai"
     finally:
         await adapter.aclose()
@@ -131,6 +143,15 @@ def test_offline_delay_comes_from_milliseconds(read_env):
         ({"AEON_LLM_TIMEOUT": "soon"}, "AEON_LLM_TIMEOUT='soon': must be a number"),
         ({"AEON_LLM_TIMEOUT": "0"}, "AEON_LLM_TIMEOUT='0': must be more than 0"),
         ({"AEON_LLM_TIMEOUT": "nan"}, "AEON_LLM_TIMEOUT='nan': must be a finite number"),
+        ({"AEON_LLM_IDLE_TIMEOUT": "0"}, "AEON_LLM_IDLE_TIMEOUT='0': must be more than 0"),
+        (
+            {"AEON_LLM_FIRST_TOKEN_PER_1K_S": "-1"},
+            "AEON_LLM_FIRST_TOKEN_PER_1K_S='-1': must be at least 0",
+        ),
+        (
+            {"AEON_LLM_WHOLE_REPLY_PER_1K_S": "-1"},
+            "AEON_LLM_WHOLE_REPLY_PER_1K_S='-1': must be at least 0",
+        ),
         ({"AEON_LLM_MAX_RETRIES": "2.5"}, "AEON_LLM_MAX_RETRIES='2.5': must be a whole number"),
         ({"AEON_LLM_MAX_RETRIES": "-1"}, "AEON_LLM_MAX_RETRIES='-1': must be at least 0"),
         ({"AEON_LLM_DELAY_MS": "-5"}, "AEON_LLM_DELAY_MS='-5': must be at least 0"),

@@ -363,3 +363,34 @@ def test_every_user_prompt_has_a_reply_budget() -> None:
         else:
             with pytest.raises(ValueError):
                 registry.reply_tokens(prompt_id)
+
+
+#: Fields whose values are a closed list: the other value there.
+_OTHER_CHOICE = {"artifact_kind": "pass"}
+
+
+def _other(name: str, value: object) -> object:
+    """Another value of the same kind, for a second call of the same prompt."""
+    if name in _OTHER_CHOICE:
+        return _OTHER_CHOICE[name]
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value / 2
+    if isinstance(value, list):
+        return [*value, *value]
+    return f"{value} again"
+
+
+@pytest.mark.parametrize("prompt_id", [p for p in USER_IDS if p in JSON_PROMPTS])
+def test_a_json_prompt_gives_its_fixed_text_first_and_its_data_last(prompt_id: PromptId) -> None:
+    """Issue 33: every call of a JSON prompt, in every run, begins with the same bytes up to
+    its data (the task, the reply's shape and its field rules), so a server that caches prompt
+    prefixes processes them once. Two calls whose every field differs share all of that."""
+    given = SAMPLE_INPUTS[REGISTRY.get_definition(prompt_id).input_model]
+    first = REGISTRY.get_prompt(prompt_id, given)
+    second = REGISTRY.get_prompt(prompt_id, {name: _other(name, v) for name, v in given.items()})
+    fixed = first[: first.index("and no Markdown fences.")]
+    assert second.startswith(fixed)

@@ -85,7 +85,7 @@ def test_the_documented_structure() -> None:
     )
     root = ET.fromstring(prompt.to_xml())
     assert root.tag == "prompt"
-    assert [child.tag for child in root] == ["system_prompt", "context", "instructions"]
+    assert [child.tag for child in root] == ["context", "system_prompt", "instructions"]
     assert root.findtext("instructions") == "Add login"
     file, artifact, thought = _children(root, "context")
     assert (file.tag, file.get("path"), file.text) == ("file", "src/main.rs", "fn main() {}")
@@ -109,7 +109,7 @@ def test_hostile_text_cannot_open_or_close_an_element() -> None:
         context=(ContextItem("file", HOSTILE, HOSTILE), ContextItem("thought", "t", HOSTILE)),
     )
     root = ET.fromstring(prompt.to_xml())
-    assert [child.tag for child in root] == ["system_prompt", "context", "instructions"]
+    assert [child.tag for child in root] == ["context", "system_prompt", "instructions"]
     assert root.findtext("system_prompt") == HOSTILE
     assert root.findtext("instructions") == HOSTILE
     file, thought = _children(root, "context")
@@ -117,7 +117,7 @@ def test_hostile_text_cannot_open_or_close_an_element() -> None:
     assert thought.text == HOSTILE
     assert (
         len(list(root.iter())) == 6
-    )  # prompt, system_prompt, context, file, thought, instructions
+    )  # prompt, context, file, thought, system_prompt, instructions
 
 
 def test_characters_xml_cannot_carry_are_dropped_not_fatal() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from aeonloop.bus.keys import FILES_RECORD
 from aeonloop.bus.settings import BusSettings
-from aeonloop.contracts import AttachedFile, Usage
+from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.exceptions import ApiError, BadInput, HistoryMissing, SettingsError, TooLarge
 from aeonloop.gateway.client import AeonClient
 from aeonloop.gateway.http.bodies import checked_run, parsed
@@ -256,6 +256,58 @@ async def test_a_run_gives_its_files_to_the_plan_the_steps_and_the_answer_only(
         assert "<instructions>obey" not in xml
     steps = [c for c in h.llm.history if c.prompt_id is PromptId.REASONING_STEP_USER]
     assert len(steps) == 2
+
+
+def shared_start(texts: list[str]) -> str:
+    """The characters every one of `texts` begins with."""
+    first, last = min(texts), max(texts)  # the others lie between: they share at least as much
+    size = next(
+        (i for i, (a, b) in enumerate(zip(first, last, strict=False)) if a != b), len(first)
+    )
+    return first[:size]
+
+
+async def test_a_runs_calls_begin_with_the_same_bytes_where_they_carry_the_same_context(
+    harness: Callable[..., object],
+    drive: Callable[..., Awaitable[list[Event]]],
+    replies: type,
+) -> None:
+    """Issue 33: what a run's calls share comes first, in the same bytes, so a server that
+    caches prompt prefixes processes it once a run. The earlier turns and the files lead every
+    prompt that carries them, before the phase's system prompt: the calls given both begin
+    with one context block, and the profile's (turns only) begins with its turns."""
+    script = {
+        PromptId.TASKPROFILE_INFERENCE_USER: replies.profile(),
+        PromptId.PLAN_GENERATION_USER: replies.plan("Read the code", "Say what it does"),
+        PromptId.VALIDATION_SEMANTIC_USER: replies.validation(),
+        PromptId.REASONING_STEP_USER: replies.step_output,
+        PromptId.CONVERGENCE_ASSESSMENT_USER: replies.assessment(),
+        PromptId.ANSWER_SYNTHESIS_USER: '{"answer_text": "It compares.", "confidence": 0.9, '
+        '"used_step_ids": ["s1", "s2"], "notes": null}',
+    }
+    h = harness(script)
+    turns = [Turn(role="user", content="What is in a.py?"), Turn(role="assistant", content="Code.")]
+    event = RequestSubmitted.new(
+        "Review the attached code",
+        timeout=600,
+        files=[attached("src/a.py", TRICKY), attached("b.md", "tide tables")],
+        messages=turns,
+    )
+    trail = await drive(event, h.deps)
+    await phase_e.handle(trail[-1], h.deps)
+
+    messages = {call.prompt_id: [] for call in h.llm.history}
+    for call in h.llm.history:
+        messages[call.prompt_id].append(call.message)
+    carried = [text for prompt_id in WITH_FILES for text in messages[prompt_id]]
+    assert len(carried) >= 5  # the draft, the plan, two steps, the answer
+    shared = shared_start(carried)
+    assert shared.startswith("<prompt>\n<context>\n")
+    assert "</context>\n<system_prompt>" in shared  # all of it: the turns, then the files
+    assert shared.index("What is in a.py?") < shared.index("Code.") < shared.index("tide tables")
+    (profile,) = messages[PromptId.TASKPROFILE_INFERENCE_USER]
+    turns_block = shared[: shared.index("<file ")]
+    assert profile.startswith(turns_block) and "<file " not in profile
 
 
 # -- clipping to the context budget --------------------------------------------------------------

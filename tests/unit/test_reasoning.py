@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aeonloop.llm.reasoning import split_reasoning
+from aeonloop.llm.reasoning import answer_so_far, split_reasoning
 from aeonloop.prompts.extraction import extract_json
 
 TAG_SPELLINGS = ["think", "thinking", "reasoning", "THINK", "Thinking", "ReAsOnInG"]
@@ -133,3 +133,36 @@ def test_reply_that_is_only_a_closed_block_has_empty_answer() -> None:
 
     assert answer == ""
     assert "only thinking" in thinking
+
+
+# -- the answer of a reply still being written (shown as it streams) ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("so_far", "shown"),
+    [
+        ("The tides follow ", "The tides follow"),  # white space waits for what follows it
+        ("<think>working it out", ""),  # a block opened at the start: thinking, for now
+        ("<think>done</think>\n\nThe tides", "The tides"),
+        ("The tides <think>a thought", "The tides"),  # a block opened later: held back
+        ("The tides <thi", "The tides"),  # a tag not yet whole
+        ("The tides </think ", "The tides"),
+        ("a < b and b <c", "a < b and b <c"),  # a `<` that starts no tag is answer
+        ("thinking first</think>The tides", "The tides"),  # the template opened the block
+    ],
+)
+def test_the_answer_so_far_holds_back_what_may_be_thinking(so_far: str, shown: str) -> None:
+    assert answer_so_far(so_far) == shown
+
+
+def test_a_model_whose_prompt_opens_the_block_shows_nothing_until_it_closes() -> None:
+    assert answer_so_far("Okay, the user wants", opens_in_prompt=True) == ""
+    assert answer_so_far("Okay.</think> The tides", opens_in_prompt=True) == "The tides"
+
+
+def test_the_answer_so_far_of_a_whole_reply_is_a_start_of_its_answer() -> None:
+    """What is shown as it streams is never more than the whole reply's answer begins with."""
+    reply = "<think>draft {}</think>\nThe tides follow the Moon. <reasoning>x</reasoning> Twice."
+    answer, _ = split_reasoning(reply)
+    for end in range(len(reply) + 1):
+        assert answer.startswith(answer_so_far(reply[:end])), reply[:end]

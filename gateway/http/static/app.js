@@ -343,7 +343,35 @@ class RunView {
     this.question.hidden = false;
   }
 
+  // The answer's text as it is written (answer_delta), in a card above the pending step:
+  // cleared when it is set aside (answer_reset), replaced by the answer's own card at the end.
+  write(kind, data) {
+    if (!this.writing) {
+      this.writingText = el("div", { class: "answer-text", id: "answer-live", "aria-live": "polite" });
+      this.writingChip = el("span", { class: "chip live" });
+      this.writing = el("li", { class: "step writing", "data-kind": "answer_live" },
+        el("span", { class: "badge", text: "…" }),
+        el("div", { class: "card answer-card" },
+          el("div", { class: "card-head" }, el("h3", { text: "Answer, as it is written" }),
+            el("span", { class: "spacer" }), this.writingChip),
+          this.writingText));
+    }
+    if (kind === "answer_reset") {
+      this.writingText.textContent = "";
+      this.writing.remove();
+      return;
+    }
+    this.writingChip.textContent = data.provisional ? "to be checked" : "as it will be published";
+    this.writingText.append(data.text); // text, never HTML
+    if (!this.writing.isConnected) this.pending.before(this.writing);
+  }
+
   add(kind, data) {
+    if (kind === "answer_delta" || kind === "answer_reset") {
+      this.write(kind, data);
+      return;
+    }
+    if (kind === "answer" && this.writing) this.writing.remove(); // the answer's card replaces it
     if (kind === "awaiting_approval") {
       this.showPlanForApproval(data.plan);
       this.pending.querySelector(".badge").textContent = "?";
@@ -357,7 +385,8 @@ class RunView {
       el("span", { class: "badge", text: badge(kind, data) }),
       render(data));
     if (kind === "answer" && data.degraded) item.classList.add("degraded");
-    if (this.pending.isConnected) this.pending.before(item);
+    if (this.writing && this.writing.isConnected) this.writing.before(item);
+    else if (this.pending.isConnected) this.pending.before(item);
     else this.timeline.append(item); // after the answer: the webhook's outcome
     if (this.question.hidden && this.asked === 1) this.loadQuestion();
     this.setPending(kind, data);

@@ -1,0 +1,380 @@
+"""A run's answer text, as the model writes it: one Redis stream per run (`Keys.answer_text`).
+
+The FinalAnswer stays the one source of truth; this stream lets a reader show the answer while
+it is written (docs/run-lifecycle.md, "The answer's text as it is written"). Its entries:
+
+- `delta`: a piece of a candidate answer (`text`), which candidate it belongs to (`candidate`:
+  `draft`, `draft:2`, `answer`, `refinement:1`, … or `published`), and whether the host's
+  checks may still set it aside (`provisional` "1") or it will be published as written ("0");
+- `reset`: the text since the previous reset is not the answer (`why`, `ResetWhy`): another
+  candidate replaces it, the call was cut and is made again, the host set it aside, or the
+  answer published differs from it;
+- `settled`: the answer is published; nothing follows.
+
+Every entry is numbered (`n`, from 1) by the script that adds it, so a reader, and the
+settlement, can tell a stream whose oldest entries were trimmed (MAXLEN) from a whole one.
+
+A stream is kept as long as its run's answer while the run goes on (each write sets it to
+AEON_ANSWER_TTL_S), and AEON_STREAM_KEEP_S once settled: the window a run's progress entries
+are kept for the readers that follow them live (bus.retention). Later, the answer itself is
+what a reader gets (a reader that comes after it gets no text), and a run's text kept a day
+would more than double what a run leaves in Redis (4.8 KB for an offline run's, beside 3.5 KB
+for its answer and records).
+
+The invariant, kept by the script that publishes the answer (bus.commit, `SETTLE`): once a
+stream is settled, its deltas since the last reset, joined, are the FinalAnswer's
+`answer_text`. The settlement writes what the published text adds to the streamed text when
+the one starts with the other, else a reset and the whole published text. It runs in the
+commit that sets the answer key (SET NX: once per run), so it holds however the run ended (a
+host-made answer, a fallback from dead letters, a caveat before the model's text), and a
+worker killed between the answer and its settlement cannot be: they are one script.
+
+Writes (`AnswerSink`) are refused once the run's answer key is set: a worker still writing
+a candidate that lost (a duplicate Phase E, a redelivery) cannot add to a settled stream. A
+call's first write resets the text before it when that text is a delta of an unsettled
+attempt, so a call made again after its worker was killed mid-answer starts clean
+(`ResetWhy.RETRIED` when it is the same candidate, `REPLACED` for another), deterministically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from aeonloop.bus.codec import text as field_text
+from aeonloop.bus.connection import RedisClient
+from aeonloop.bus.keys import Keys
+from aeonloop.bus.redis_errors import FAILURES, TRANSIENT, said
+
+log = logging.getLogger("aeon.bus")
+
+DELTA = "delta"
+RESET = "reset"
+SETTLED = "settled"
+#: The candidate label of the text the settlement adds: the published answer's own.
+PUBLISHED = "published"
+#: How often a `TextPoller` reads the runs it watches: about a token's time on a fast server.
+POLL_S = 0.05
+
+
+class ResetWhy(StrEnum):
+    """Why the text since the previous reset is not the answer."""
+
+    #: Another candidate answer is being written in its place.
+    REPLACED = "replaced"
+    #: The call writing it was cut (its worker killed, its attempt void) and is made again.
+    RETRIED = "retried"
+    #: The host set it aside (its checks failed; the run goes on past its draft).
+    SET_ASIDE = "set_aside"
+    #: The answer published is not this text (nor does it start with it).
+    PUBLISHED = "published"
+
+
+@dataclass(frozen=True, slots=True)
+class TextEntry:
+    """One entry of a run's answer text stream."""
+
+    entry_id: str
+    number: int
+    kind: str
+    text: str = ""
+    candidate: str = ""
+    provisional: bool = True
+    why: str = ""
+
+
+def parse(entry_id: bytes | str, fields: dict[bytes, bytes]) -> TextEntry:
+    number = field_text(fields, b"n")
+    return TextEntry(
+        entry_id=entry_id.decode() if isinstance(entry_id, bytes) else entry_id,
+        number=int(number) if number.isdigit() else 0,
+        kind=field_text(fields, b"kind"),
+        text=field_text(fields, b"text"),
+        candidate=field_text(fields, b"candidate"),
+        provisional=field_text(fields, b"provisional") != "0",
+        why=field_text(fields, b"why"),
+    )
+
+
+def since_reset(entries: list[TextEntry]) -> str:
+    """The deltas after the last reset, joined: once settled, the published answer's text."""
+    parts: list[str] = []
+    for entry in entries:
+        if entry.kind == RESET:
+            parts = []
+        elif entry.kind == DELTA:
+            parts.append(entry.text)
+    return "".join(parts)
+
+
+#: Lua shared by the scripts: the last entry's number and kind, and adding a numbered entry.
+_COMMON = """
+local function text_last(key)
+  local last = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)
+  local n, kind, candidate = 0, false, false
+  if #last > 0 then
+    local f = last[1][2]
+    for i = 1, #f, 2 do
+      if f[i] == 'n' then n = tonumber(f[i + 1])
+      elseif f[i] == 'kind' then kind = f[i + 1]
+      elseif f[i] == 'candidate' then candidate = f[i + 1] end
+    end
+  end
+  return n, kind, candidate
+end
+local function text_add(key, maxlen, n, ...)
+  redis.call('XADD', key, 'MAXLEN', '~', maxlen, '*', 'n', n, ...)
+  return n
+end
+"""
+
+#: Settle a run's answer text stream on its published text (run by bus.commit's script, right
+#: after it set the answer key): the deltas since the last reset, joined, become that text;
+#: the stream is then kept `ttl` seconds (AEON_STREAM_KEEP_S).
+#: What was streamed is known whole when the stream holds a reset, or its first entry is
+#: number 1 (nothing trimmed), or it is empty; else a reset and the whole text.
+SETTLE = (
+    _COMMON
+    + """
+local function text_settle(key, published, maxlen, ttl)
+  local entries = redis.call('XRANGE', key, '-', '+')
+  local parts, known, n = {}, #entries == 0, 0
+  for i, e in ipairs(entries) do
+    local f = {}
+    for j = 1, #e[2], 2 do f[e[2][j]] = e[2][j + 1] end
+    n = tonumber(f['n']) or n
+    if i == 1 and n == 1 then known = true end
+    if f['kind'] == 'reset' then parts = {}; known = true
+    elseif f['kind'] == 'delta' then parts[#parts + 1] = f['text']
+    elseif f['kind'] == 'settled' then return end
+  end
+  local streamed = table.concat(parts)
+  if known and string.sub(published, 1, #streamed) == streamed then
+    if #published > #streamed then
+      n = text_add(key, maxlen, n + 1, 'kind', 'delta', 'text',
+        string.sub(published, #streamed + 1), 'candidate', 'published', 'provisional', '0')
+    end
+  else
+    n = text_add(key, maxlen, n + 1, 'kind', 'reset', 'why', 'published')
+    if #published > 0 then
+      n = text_add(key, maxlen, n + 1, 'kind', 'delta', 'text', published,
+        'candidate', 'published', 'provisional', '0')
+    end
+  end
+  text_add(key, maxlen, n + 1, 'kind', 'settled')
+  redis.call('EXPIRE', key, ttl)
+end
+"""
+)
+
+#: One write. KEYS: the run's answer text stream, its answer key. ARGV: maxlen, ttl s, kind
+#: ("delta" or "reset"), fresh ("1": a call's first write), text, candidate, provisional, why.
+#: Nothing once the answer is set (or the stream settled). A reset, or a call's first write,
+#: first closes the text before it when that text is a delta: `retried` for the same
+#: candidate, else `replaced` (a reset names its own why). Returns the last entry's number.
+_WRITE = (
+    _COMMON
+    + """
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+local n, kind, candidate = text_last(KEYS[1])
+if kind == 'settled' then return 0 end
+local maxlen = ARGV[1]
+if kind == 'delta' and (ARGV[3] == 'reset' or ARGV[4] == '1') then
+  local why = ARGV[8]
+  if ARGV[3] == 'delta' then why = (candidate == ARGV[6]) and 'retried' or 'replaced' end
+  n = text_add(KEYS[1], maxlen, n + 1, 'kind', 'reset', 'why', why)
+end
+if ARGV[3] == 'delta' then
+  n = text_add(KEYS[1], maxlen, n + 1, 'kind', 'delta', 'text', ARGV[5],
+    'candidate', ARGV[6], 'provisional', ARGV[7])
+end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return n
+"""
+)
+
+
+class RedisAnswerText:
+    """Where the phases write their runs' answer text: makes a sink per call (llm.base.TextSink),
+    and resets a run's text when the host sets a candidate aside."""
+
+    def __init__(self, redis: RedisClient, keys: Keys, maxlen: int, ttl_s: int) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._maxlen = maxlen
+        self._ttl_s = ttl_s
+
+    def sink(self, correlation_id: str, candidate: str, provisional: bool) -> AnswerSink:
+        """A sink for one call writing `candidate` of run `correlation_id`."""
+        return AnswerSink(self, correlation_id, candidate, provisional)
+
+    async def reset(self, correlation_id: str, why: ResetWhy) -> None:
+        """Close the run's text so far (if it is a delta): the host set it aside. A reset
+        Redis does not take is logged, not raised: the settlement still makes the text the
+        answer's (`AnswerSink`)."""
+        try:
+            await self._write(correlation_id, RESET, False, "", "", True, why)
+        except FAILURES as error:
+            log.warning("%s: the answer's text not reset (%s)", correlation_id, said(error))
+
+    async def _write(
+        self,
+        correlation_id: str,
+        kind: str,
+        fresh: bool,
+        text: str,
+        candidate: str,
+        provisional: bool,
+        why: str,
+    ) -> int:
+        keys = [self._keys.answer_text(correlation_id), self._keys.answer(correlation_id)]
+        args = [self._maxlen, self._ttl_s, kind, "1" if fresh else "0", text, candidate]
+        args += ["1" if provisional else "0", why]
+        # EVAL, not EVALSHA: a master new after a failover knows no script, and Redis keeps
+        # the compiled script by its hash anyway; the text costs ~1 KB a write on the wire.
+        return int(await self._redis.eval(_WRITE, len(keys), *keys, *args))
+
+
+class AnswerSink:
+    """One call's answer text (llm.base.TextSink): its first write starts a new attempt.
+
+    The text is a view of the answer, never a condition of it: a write Redis does not take
+    (away, failing over, out of memory) is logged, and the sink writes nothing more of this
+    attempt (a gap would show a text that is not the answer's); the call goes on, and the
+    settlement writes what the readers lack."""
+
+    def __init__(
+        self, stream: RedisAnswerText, correlation_id: str, candidate: str, provisional: bool
+    ) -> None:
+        self._stream = stream
+        self._cid = correlation_id
+        self.candidate = candidate
+        self.provisional = provisional
+        self._fresh = True
+        self._broken = False
+
+    async def write(self, text: str) -> None:
+        if not text or self._broken:
+            return
+        fresh, self._fresh = self._fresh, False
+        await self._send(DELTA, fresh, text)
+
+    async def reset(self) -> None:
+        """The attempt is void: what it wrote is not the reply; the next write starts over."""
+        self._fresh, self._broken = True, False
+        await self._send(RESET, False, "")
+
+    async def _send(self, kind: str, fresh: bool, text: str) -> None:
+        why = ResetWhy.RETRIED if kind == RESET else ""
+        try:
+            await self._stream._write(
+                self._cid, kind, fresh, text, self.candidate, self.provisional, why
+            )
+        except FAILURES as error:
+            self._broken = True
+            log.warning(
+                "%s: the answer's text is not written as it comes (%s); it is whole once published",
+                self._cid,
+                said(error),
+            )
+
+
+async def read(
+    redis: RedisClient, keys: Keys, correlation_id: str, after: str = "0-0"
+) -> list[TextEntry]:
+    """The run's answer text entries after entry `after`, without waiting."""
+    entries = await redis.xrange(keys.answer_text(correlation_id), f"({after}", "+")
+    return [parse(entry_id, fields) for entry_id, fields in entries]
+
+
+class TextWatch:
+    """One run's answer text as a `TextPoller` reads it: every entry so far, and who to tell
+    when more come."""
+
+    def __init__(self, correlation_id: str, after: str) -> None:
+        self.correlation_id = correlation_id
+        self.entries: list[TextEntry] = []
+        #: Called (with no argument) after new entries are added.
+        self.listeners: list[Callable[[], None]] = []
+        self.holders = 0
+        self._after = after
+        self._grew = asyncio.Event()
+
+    @property
+    def settled(self) -> bool:
+        return bool(self.entries) and self.entries[-1].kind == SETTLED
+
+    def add(self, entries: list[TextEntry]) -> None:
+        if not entries:
+            return
+        self.entries += entries
+        self._after = entries[-1].entry_id
+        for listener in self.listeners:
+            listener()
+        self._grew.set()
+        self._grew = asyncio.Event()
+
+    async def more_than(self, count: int) -> None:
+        """Return once more than `count` entries are in."""
+        while len(self.entries) <= count:
+            await self._grew.wait()
+
+
+class TextPoller:
+    """Reads the answer text of every run someone watches, in one pipelined round trip each
+    `interval_s`: a process that follows many runs at once (the HTTP gateway's event streams
+    and chat completions) must not hold a connection per run in a blocking read, which its
+    bounded pool (bus.connection) cannot give. A run stops being read once settled, and the
+    poller stops once nobody watches anything (the next watch starts it again)."""
+
+    def __init__(self, redis: RedisClient, keys: Keys, interval_s: float = POLL_S) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._interval_s = interval_s
+        self._watches: dict[str, TextWatch] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def watch(self, correlation_id: str) -> TextWatch:
+        """Hold run `correlation_id`'s text (shared with its other holders); `release` it."""
+        watch = self._watches.get(correlation_id)
+        if watch is None:
+            watch = self._watches[correlation_id] = TextWatch(correlation_id, "0-0")
+        watch.holders += 1
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run())
+        return watch
+
+    def release(self, watch: TextWatch) -> None:
+        watch.holders -= 1
+        if watch.holders <= 0 and self._watches.get(watch.correlation_id) is watch:
+            del self._watches[watch.correlation_id]
+
+    async def poll(self) -> None:
+        """One read of every watched run not settled yet."""
+        watches = [watch for watch in self._watches.values() if not watch.settled]
+        if not watches:
+            return
+        pipe = self._redis.pipeline(transaction=False)
+        for watch in watches:
+            pipe.xrange(self._keys.answer_text(watch.correlation_id), f"({watch._after}", "+")
+        replies = await pipe.execute()
+        for watch, entries in zip(watches, replies, strict=True):
+            watch.add([parse(entry_id, fields) for entry_id, fields in entries])
+
+    async def _run(self) -> None:
+        while self._watches:
+            try:
+                await self.poll()
+            except TRANSIENT as error:  # Redis away: the next round reads on from where it was
+                log.info("answer text not read (%s); trying again", type(error).__name__)
+            await asyncio.sleep(self._interval_s)
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
