@@ -66,7 +66,8 @@ ANSWER = FinalAnswerReady.__name__
 
 
 def _assessment(converged: bool, completeness: float) -> str:
-    """A convergence assessment; the host's rubric (≥ 0.95, all aligned) decides, not the flag."""
+    """A pass evaluation, no issue found; the host's rubric (≥ 0.95, all aligned) decides, not
+    the flag."""
     return json.dumps(
         {
             "converged": converged,
@@ -79,6 +80,7 @@ def _assessment(converged: bool, completeness: float) -> str:
             },
             "reason_codes": ["complete" if converged else "needs_more_work"],
             "summary": f"Scripted assessment: {'complete' if converged else 'more work is due'}.",
+            "issues": [],
         }
     )
 
@@ -123,7 +125,7 @@ SHAPES = (
         1,
         {
             PromptId.PLAN_GENERATION_USER: _plan(2),
-            PromptId.CONVERGENCE_ASSESSMENT_USER: _assessment(True, 0.97),
+            PromptId.PASS_EVALUATION_USER: _assessment(True, 0.97),
         },
     ),
     RunShape(
@@ -131,7 +133,7 @@ SHAPES = (
         3,
         {
             PromptId.PLAN_GENERATION_USER: _plan(2),
-            PromptId.CONVERGENCE_ASSESSMENT_USER: [
+            PromptId.PASS_EVALUATION_USER: [
                 _assessment(False, 0.7),
                 _assessment(False, 0.8),
                 _assessment(True, 0.97),
@@ -145,7 +147,7 @@ SHAPES = (
         {
             PromptId.PLAN_GENERATION_USER: _plan(LONG_STEPS),
             PromptId.REASONING_STEP_USER: _long_output(),
-            PromptId.CONVERGENCE_ASSESSMENT_USER: _assessment(True, 0.97),
+            PromptId.PASS_EVALUATION_USER: _assessment(True, 0.97),
         },
     ),
 )

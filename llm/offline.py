@@ -41,6 +41,7 @@ from aeonloop.prompts.registry import (
     ConvergenceAssessmentInput,
     CritiqueInput,
     DraftAnswerInput,
+    PassEvaluationInput,
     PlanGenerationInput,
     PrepareChecksInput,
     PromptId,
@@ -452,6 +453,14 @@ def _convergence(data: ConvergenceAssessmentInput) -> dict[str, Any]:
     }
 
 
+def _pass_evaluation(data: PassEvaluationInput) -> dict[str, Any]:
+    """The assessment and the pass's validation in one reply, as the two calls give them."""
+    check = SemanticValidationInput(
+        request=data.request, artifact_kind="pass", artifact=data.step_outputs
+    )
+    return {**_convergence(data), "issues": _semantic_validation(check)["issues"]}
+
+
 def _plan_steps_in(plan_json: str) -> list[dict[str, Any]]:
     document = _first_json_object(plan_json) or {}
     body = document.get("plan", document)
@@ -675,6 +684,7 @@ _REPLIES: dict[PromptId, tuple[type[PromptInput], _Handler]] = {
     PromptId.REASONING_STEP_USER: (ReasoningStepInput, _reasoning_step),
     PromptId.VALIDATION_SEMANTIC_USER: (SemanticValidationInput, _semantic_validation),
     PromptId.CONVERGENCE_ASSESSMENT_USER: (ConvergenceAssessmentInput, _convergence),
+    PromptId.PASS_EVALUATION_USER: (PassEvaluationInput, _pass_evaluation),
     PromptId.RECURSIVE_REFINEMENT_USER: (RefinementInput, _refinement),
     PromptId.RULE_CRITIQUE_USER: (CritiqueInput, _critique),
     PromptId.SUPERVISOR_REPAIR_JSON_USER: (RepairJSONInput, _repair_json),
@@ -684,6 +694,16 @@ _REPLIES: dict[PromptId, tuple[type[PromptInput], _Handler]] = {
     PromptId.CHECKS_PREPARE_USER: (PrepareChecksInput, _prepare),
     PromptId.ANSWER_DRAFT_USER: (DraftAnswerInput, _draft),
     PromptId.ANSWER_REFINE_USER: (RefineAnswerInput, _refine),
+}
+
+#: The assessment of nothing: what a *_SYSTEM id of an assessment gets.
+_NOTHING_ASSESSED: dict[str, Any] = {
+    "converged": False,
+    "completeness_score": 0.0,
+    "coherence_score": 0.0,
+    "consistency": {"plan_aligned": False, "step_aligned": False, "answer_aligned": False},
+    "reason_codes": ["nothing_to_assess"],
+    "summary": "Offline assessment: nothing was given to assess.",
 }
 
 _SYSTEM_REPLIES: dict[PromptId, str | dict[str, Any]] = {
@@ -700,14 +720,8 @@ _SYSTEM_REPLIES: dict[PromptId, str | dict[str, Any]] = {
     },
     PromptId.REASONING_STEP_SYSTEM: "Offline model: no step was given to work on.",
     PromptId.VALIDATION_SEMANTIC_SYSTEM: {"issues": [], "summary": "Offline check: nothing given."},
-    PromptId.CONVERGENCE_ASSESSMENT_SYSTEM: {
-        "converged": False,
-        "completeness_score": 0.0,
-        "coherence_score": 0.0,
-        "consistency": {"plan_aligned": False, "step_aligned": False, "answer_aligned": False},
-        "reason_codes": ["nothing_to_assess"],
-        "summary": "Offline assessment: nothing was given to assess.",
-    },
+    PromptId.CONVERGENCE_ASSESSMENT_SYSTEM: _NOTHING_ASSESSED,
+    PromptId.PASS_EVALUATION_SYSTEM: {**_NOTHING_ASSESSED, "issues": []},
     PromptId.RECURSIVE_REFINEMENT_SYSTEM: {"actions": []},
     PromptId.SUPERVISOR_REPAIR_SYSTEM: {},
     PromptId.ANSWER_SYNTHESIS_SYSTEM: {

@@ -107,6 +107,9 @@ class RunState(BaseModel):
     #: The draft's text once in hand (the hop that wrote it, or Phase E once it read it); not
     #: sent.
     draft: SkipJsonSchema[str | None] = Field(None, exclude=True)
+    #: What the last pass showed, when it asks for a re-profile that Phase D left to the next
+    #: pass, to make beside its steps (phases.phase_d.reprofile_where); None: none is due.
+    reprofile_evidence: str | None = None
 
     @model_validator(mode="after")
     def _count_inline_passes(self) -> RunState:

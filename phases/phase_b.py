@@ -1,4 +1,5 @@
-"""Phase B: write the plan, validate it once, refine it once if the validation found issues.
+"""Phase B: write the plan, validate it once if it needs it, refine it once if the validation
+found issues.
 
 Without a plan there is nothing to execute, so a plan that cannot be had ends the loop at once
 (LoopExited "failed", zero passes) and Phase E answers degraded. Validation and refinement only
@@ -29,7 +30,7 @@ from aeonloop.phases.events import (
     TaskProfiled,
 )
 from aeonloop.phases.models import Plan, SemanticValidationReport
-from aeonloop.phases.planning import adopt, refine, refinement_budget, validate
+from aeonloop.phases.planning import adopt, needs_check, refine, refinement_budget, validate
 from aeonloop.phases.plans import plan_from_output
 from aeonloop.prompts.registry import (
     PlanGenerationInput,
@@ -83,22 +84,17 @@ async def _validate_and_refine(
     settings: LoopSettings,
     tools: Sequence[ToolSpec],
 ) -> None:
-    """The model's semantic validation, plus the host's own finding that a step calls a tool
-    this run does not have; refined once if either found issues."""
+    """The model's semantic validation (of a plan that needs one: planning.needs_check), plus
+    the host's own finding that a step calls a tool this run does not have; refined once if
+    either found issues."""
     invented = tool_calls.invented_tools(plan, tools)
-    try:
-        report = await validate(
-            session,
-            run.request,
-            "plan",
-            summaries.plan_text(plan),
-            scope=memo_scope("b", "validate"),
-        )
-    except LLMFailure as error:
-        run.notes.append(summaries.failure_note("B", "plan validation", error, "plan kept as is"))
-        if not invented:
-            return
-        report = SemanticValidationReport()
+    report = SemanticValidationReport()
+    if needs_check(plan):
+        try:
+            report = await validate(session, run.request, plan, scope=memo_scope("b", "validate"))
+        except LLMFailure as error:
+            note = summaries.failure_note("B", "plan validation", error, "plan kept as is")
+            run.notes.append(note)
     report.issues.extend(invented)
     if not report.issues:
         return

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import cast
 
@@ -28,7 +28,7 @@ from aeonloop.bus.keys import memo_scope
 from aeonloop.exceptions import LLMFailure
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.session import LLMSession
-from aeonloop.phases import evaluation, exits, history, render, summaries, verification
+from aeonloop.phases import evaluation, exits, history, phase_d, render, summaries, verification
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.phases.events import Event, PassCompleted, PassRequested, PlanReady, RunState
 from aeonloop.phases.models import (
@@ -39,17 +39,19 @@ from aeonloop.phases.models import (
     Plan,
     PlanStep,
     SemanticValidationReport,
+    TaskProfile,
     ToolCall,
 )
-from aeonloop.phases.planning import adopt, refine, refinement_budget, validate
+from aeonloop.phases.planning import adopt, refine, refinement_budget
+from aeonloop.phases.profiling import PROFILE_FAILURES
 from aeonloop.phases.tool_calls import ToolRunner, run_tool_step
 from aeonloop.prompts.clipping import STORED_MARKER, clip
 from aeonloop.prompts.echo import instruction_echo
 from aeonloop.prompts.registry import (
-    ConvergenceAssessmentInput,
-    ConvergenceAssessmentOutput,
     CritiqueInput,
     CritiqueOutput,
+    PassEvaluationInput,
+    PassEvaluationOutput,
     PromptId,
     ReasoningStepInput,
     goal_text,
@@ -70,7 +72,7 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
     files = await history.load_files(deps.records, event.correlation_id, run)
     turns = await history.load_turns(deps.records, event.correlation_id, run)
     session = deps.session(event.correlation_id, run.usage, event.deadline, files, turns)
-    record = await execute(
+    execution = execute(
         session,
         run,
         plan,
@@ -79,14 +81,12 @@ async def handle(event: PlanReady | PassRequested, deps: PhaseDeps) -> list[Even
         settings.max_parallel_steps,
         deps.tool_runner(run),
     )
+    record = await beside_reprofile(session, run, execution)
     try:
-        await evaluate(session, run, plan, record, settings)
+        stop = await evaluate_and_refine(session, run, plan, record, settings)
     except LLMFailure as error:
         run.add_pass(record)
         return [exits.loop_exited(event, exits.evaluation_failed(number, error))]
-    stop = exits.after_pass(run, record, settings)
-    if stop is None:
-        stop = await refine_for_next_pass(session, run, plan, record, settings)
     run.add_pass(record)
     if stop is not None:
         return [exits.loop_exited(event, stop)]
@@ -152,6 +152,30 @@ async def execute(
         for step, outcome in zip(ready, outcomes, strict=True):
             _record_step(run, plan, record, step, outcome, number)
             waiting.remove(step.step_id)
+    return record
+
+
+async def beside_reprofile(
+    session: LLMSession, run: RunState, execution: Awaitable[ExecutionPass]
+) -> ExecutionPass:
+    """The pass's execution, with the re-profile Phase D left to it made at the same time
+    (phases.phase_d.reprofile_due): it needs only the last pass's evidence, and the pass runs
+    whatever it says. Its result is applied after the steps, so the run's notes come out in
+    the same order whichever call ends first; both run to the end, so a redelivery finds
+    every reply memoised."""
+    evidence = run.reprofile_evidence
+    if evidence is None:
+        return await execution
+    after = run.pass_count
+    record, update = await asyncio.gather(
+        execution, phase_d.reprofile(session, run, evidence, after), return_exceptions=True
+    )
+    if isinstance(record, BaseException):
+        raise record
+    if isinstance(update, BaseException) and not isinstance(update, PROFILE_FAILURES):
+        raise update  # what stops the run (a cancel, the budget); a failed update is its value
+    run.reprofile_evidence = None
+    phase_d.apply_update(run, after, cast(TaskProfile | Exception, update))
     return record
 
 
@@ -267,14 +291,57 @@ async def attempt_step(
 # ---------------------------------------------------------------------------------------------
 
 
-async def evaluate(
+async def evaluate_and_refine(
     session: LLMSession, run: RunState, plan: Plan, record: ExecutionPass, settings: LoopSettings
-) -> None:
-    """Fill the pass's rule evaluation, validation, assessment, score and convergence.
+) -> exits.Exit | None:
+    """Judge the pass, and refine the plan for the next one unless the loop ends: an exit, or
+    None to go on. LLMFailure when the pass could not be judged.
 
-    The rules are checked first (on the host) so the assessment can be shown their results.
+    The rules are checked first, on the host. When they decide and the pass fails them
+    (`refinement_can_start`), the host knows before the model's evaluation comes back that
+    the pass does not converge, that the loop goes on, and what the refinement fixes (the
+    critique of the failed rules): the critique and refinement then run beside the
+    evaluation, not after it. Both run to the end, so a redelivery finds every reply
+    memoised; the evaluation's failure is raised first.
     """
-    number = record.pass_number
+    await check_rules(run, plan, record, settings)
+    if refinement_can_start(run, record, settings):
+        judged, refined = await asyncio.gather(
+            evaluate(session, run, plan, record),
+            refine_for_next_pass(session, run, plan, record, settings),
+            return_exceptions=True,
+        )
+        for outcome in (judged, refined):
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return cast(exits.Exit | None, refined)
+    await evaluate(session, run, plan, record)
+    stop = exits.after_pass(run, record, settings)
+    if stop is not None:
+        return stop
+    return await refine_for_next_pass(session, run, plan, record, settings)
+
+
+def refinement_can_start(run: RunState, record: ExecutionPass, settings: LoopSettings) -> bool:
+    """Whether the refinement needs nothing of the pass's LLM evaluation: the rules decide
+    convergence (evaluation.judged) and some failed or warned, so the pass's convergence,
+    score, exit and the issues to fix (the critique of those rules) are the host's alone."""
+    rules = record.evaluation
+    if rules is None or not evaluation.judged(run.rules, rules):
+        return False
+    if not (rules.failed or rules.warnings):  # the issues would be the evaluation's
+        return False
+    blocked = bool(record.blocked_step_ids or record.failed_steps)
+    if rules.passed and not blocked:  # converges: nothing to refine
+        return False
+    known = record.model_copy(update={"converged": False, "score": rules.score})
+    return exits.after_pass(run, known, settings) is None
+
+
+async def check_rules(
+    run: RunState, plan: Plan, record: ExecutionPass, settings: LoopSettings
+) -> None:
+    """The pass's rule evaluation, on the host (none without rules)."""
     if run.rules:
         record.evaluation = await evaluation.evaluate_rules(
             run.rules,
@@ -285,30 +352,35 @@ async def evaluate(
             timeout=settings.executable_check_timeout,
             pattern_timeout=settings.check_pattern_timeout_s,
         )
+
+
+async def evaluate(session: LLMSession, run: RunState, plan: Plan, record: ExecutionPass) -> None:
+    """Fill the pass's validation, assessment, score and convergence from one LLM call
+    (PASS_EVALUATION_USER), which judges the pass and lists its semantic issues together (the
+    assessment and the validation were two calls on the same outputs). It is shown the rule
+    results `check_rules` put in the record."""
+    number = record.pass_number
     done = [s for s in plan.steps if s.status == "done"]
 
-    def outputs(cap: int | None) -> str:
-        return summaries.step_outputs(done, cap)
+    def build(cap: int | None) -> PassEvaluationInput:
+        return PassEvaluationInput(
+            request=run.request,
+            goal=goal_text(plan.goal, run.request),
+            pass_number=number,
+            step_outputs=summaries.step_outputs(done, cap),
+            rules_summary=summaries.rule_results_text(record.evaluation),
+        )
 
-    # At once: the assessment is not shown the validation's findings (the host weighs those
-    # itself, in is_converged), so neither call waits for the other. Both run to the end,
-    # so a redelivery finds both replies memoised; the first failure, in this order, is raised.
-    validation, assessment = await asyncio.gather(
-        validate(
-            session,
-            run.request,
-            "pass",
-            outputs,
-            scope=memo_scope("c", "validate", pass_number=number),
-        ),
-        assess(session, run, plan, outputs, record, number),
-        return_exceptions=True,
+    output = await session.json(
+        PromptId.PASS_EVALUATION_USER,
+        build,
+        PassEvaluationOutput,
+        scope=memo_scope("c", "evaluate", pass_number=number),
     )
-    for outcome in (validation, assessment):
-        if isinstance(outcome, BaseException):
-            raise outcome
-    record.validation = cast(SemanticValidationReport, validation)
-    record.assessment = cast(ConvergenceAssessment, assessment)
+    # One reply, read as the two records the host decides from: the validation's issues and
+    # the assessment's verdict.
+    record.validation = SemanticValidationReport.model_validate(output, from_attributes=True)
+    record.assessment = ConvergenceAssessment.model_validate(output, from_attributes=True)
     by_rules = evaluation.judged(run.rules, record.evaluation)
     record.converged = is_converged(
         by_rules=by_rules,
@@ -318,34 +390,6 @@ async def evaluate(
         blocked=bool(record.blocked_step_ids or record.failed_steps),
     )
     record.score = pass_score(by_rules, record.evaluation, record.assessment)
-
-
-async def assess(
-    session: LLMSession,
-    run: RunState,
-    plan: Plan,
-    outputs: Callable[[int | None], str],
-    record: ExecutionPass,
-    number: int,
-) -> ConvergenceAssessment:
-    """The LLM's view of the pass: evidence for the host's decision, not the decision."""
-
-    def build(cap: int | None) -> ConvergenceAssessmentInput:
-        return ConvergenceAssessmentInput(
-            request=run.request,
-            goal=goal_text(plan.goal, run.request),
-            pass_number=number,
-            step_outputs=outputs(cap),
-            rules_summary=summaries.rule_results_text(record.evaluation),
-        )
-
-    output = await session.json(
-        PromptId.CONVERGENCE_ASSESSMENT_USER,
-        build,
-        ConvergenceAssessmentOutput,
-        scope=memo_scope("c", "assess", pass_number=number),
-    )
-    return ConvergenceAssessment.model_validate(output, from_attributes=True)
 
 
 def is_converged(

@@ -1,15 +1,13 @@
-"""Planning that phases B and C share: one semantic validation, one refinement of a plan.
+"""Planning that phases B and C share: one refinement of a plan; and B's plan check.
 
-Phase B validates the plan it wrote and refines it once; Phase C validates each pass's outputs
-and refines the plan from the pass's evidence. Both ask in the same way and apply the LLM's
-actions in the same way, so the two cannot drift apart: executed steps are never touched, a
-refinement is bounded per pass and per run, and one that would empty the plan is refused.
+Phase B validates the plan it wrote (when it needs it: `needs_check`) and refines it once; Phase
+C refines the plan from each pass's evidence (its evaluation validates the pass's outputs). Both
+ask for a refinement and apply the LLM's actions in the same way, so the two cannot drift apart:
+executed steps are never touched, a refinement is bounded per pass and per run, and one that
+would empty the plan is refused.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Literal
 
 from pydantic import ValidationError
 
@@ -34,24 +32,29 @@ from aeonloop.prompts.registry import (
     SemanticValidationOutput,
 )
 
+#: The most steps a plan may have and run without the model's check in Phase B. The first pass's
+#: evaluation reviews what such a plan's steps made, with their outputs as evidence, and its
+#: refinement fixes the plan then; a wrong short plan costs only its few step calls first. A
+#: longer plan wastes more step calls before that, so its check is worth its one call.
+UNCHECKED_PLAN_STEPS = 3
+
+
+def needs_check(plan: Plan) -> bool:
+    """Whether Phase B has the model validate `plan` before it runs: one of more than
+    UNCHECKED_PLAN_STEPS steps."""
+    return len(plan.steps) > UNCHECKED_PLAN_STEPS
+
 
 async def validate(
-    session: LLMSession,
-    request: str,
-    kind: Literal["plan", "pass"],
-    artifact: str | Callable[[int | None], str],
-    *,
-    scope: str,
+    session: LLMSession, request: str, plan: Plan, *, scope: str
 ) -> SemanticValidationReport:
-    """One semantic validation of a plan, or of a pass's outputs (given as a builder of the
-    per-output cap, so the prompt can be fitted to the context window)."""
-
-    def build(cap: int | None) -> SemanticValidationInput:
-        text = artifact if isinstance(artifact, str) else artifact(cap)
-        return SemanticValidationInput(request=request, artifact_kind=kind, artifact=text)
-
+    """One semantic validation of a plan (VALIDATION_SEMANTIC_USER). A pass's outputs are
+    validated by the pass evaluation instead, in the call that judges them (phases.phase_c)."""
+    data = SemanticValidationInput(
+        request=request, artifact_kind="plan", artifact=summaries.plan_text(plan)
+    )
     output = await session.json(
-        PromptId.VALIDATION_SEMANTIC_USER, build, SemanticValidationOutput, scope=scope
+        PromptId.VALIDATION_SEMANTIC_USER, data, SemanticValidationOutput, scope=scope
     )
     # Read straight off the validated output (every report field is one of its attributes): one
     # validation into the domain model, without dumping the output to a dict first.

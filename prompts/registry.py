@@ -10,7 +10,9 @@ Which prompts return JSON. FR-005 lists PLAN_GENERATION_*, RECURSIVE_SUBPLAN_GEN
 RECURSIVE_REFINEMENT_*, CONVERGENCE_ASSESSMENT_*, SUPERVISOR_REPAIR_JSON_USER and
 ANSWER_SYNTHESIS_*. Project decision beyond FR-005: TASKPROFILE_INFERENCE_*,
 TASKPROFILE_UPDATE_* (TaskProfileOutput), VALIDATION_SEMANTIC_* (SemanticValidationOutput),
-RULE_CRITIQUE_* (CritiqueOutput) and CHECKS_PREPARE_* (PrepareChecksOutput) return JSON too,
+RULE_CRITIQUE_* (CritiqueOutput), CHECKS_PREPARE_* (PrepareChecksOutput) and PASS_EVALUATION_*
+(PassEvaluationOutput: CONVERGENCE_ASSESSMENT's fields and VALIDATION_SEMANTIC's issues in one
+reply, an addition beside those two) return JSON too,
 because the loop acts on their structure (TTL from the profile, issues to refine, critique issues
 tied to rules, checks the host runs) and parsing prose for it would be a second, hidden
 extraction next to `validate_output`. Every other prompt (REASONING_STEP_*, ANSWER_DRAFT_*,
@@ -81,6 +83,10 @@ class PromptId(StrEnum):
     # What the C-loop needs beyond FR-005: the CRITIQUE step (docs/requirements.md).
     RULE_CRITIQUE_SYSTEM = "RULE_CRITIQUE_SYSTEM"
     RULE_CRITIQUE_USER = "RULE_CRITIQUE_USER"
+    # One call that judges a pass and validates it together (issue 33): the assessment's
+    # verdict and the validation's issues in one reply, where FR-005's two prompts took two.
+    PASS_EVALUATION_SYSTEM = "PASS_EVALUATION_SYSTEM"
+    PASS_EVALUATION_USER = "PASS_EVALUATION_USER"
     # Verified answers (docs/verified-answers.md, "Verified answers"): PREPARE, the plain draft
     # Phase A writes beside it, and REFINE of the answer the user gets (its CRITIQUE is
     # RULE_CRITIQUE_USER's, on the answer): docs/requirements.md, "Rules, evaluation and critique".
@@ -181,6 +187,11 @@ class ConvergenceAssessmentInput(PromptInput):
     pass_number: int = Field(..., ge=1)
     step_outputs: str
     rules_summary: str = ""
+
+
+class PassEvaluationInput(ConvergenceAssessmentInput):
+    """What the pass evaluation is shown: what the assessment is shown (the validation's
+    request and pass outputs are among it), as one prompt judges and validates together."""
 
 
 class CritiqueInput(PromptInput):
@@ -376,6 +387,14 @@ class ConvergenceAssessmentOutput(PromptOutput):
         default_factory=list, description="short labels of what is still wrong"
     )
     summary: str = Field("", description="what these outputs deliver and what they lack")
+
+
+class PassEvaluationOutput(ConvergenceAssessmentOutput):
+    """The pass evaluation: the assessment's verdict and the semantic validation's issues in one
+    reply. Phase C reads it as the pass's ConvergenceAssessment and SemanticValidationReport, so
+    the host decides from the same evidence two calls gave it."""
+
+    issues: list[SemanticIssueOutput]
 
 
 class CritiqueIssueOutput(PromptOutput):
@@ -705,6 +724,67 @@ _PREPARE_EXAMPLE: dict[str, Any] = {
 }
 
 
+#: What a semantic validation looks for, in a plan or a pass's outputs (and what the pass
+#: evaluation lists as issues).
+_LOOK_FOR = (
+    "parts of the request that nothing covers; steps or outputs that do not serve the request; "
+    "steps in the wrong order or relying on something not produced earlier; contradictions; "
+    "claims stated as fact without support; steps too vague to carry out. Do not report style "
+    "or wording."
+)
+_ISSUE_EXAMPLE: dict[str, Any] = {
+    "kind": "missing_coverage",
+    "severity": "high",
+    "description": "Nothing estimates the gas boiler's cost.",
+    "step_id": None,
+}
+_ISSUE_FIELDS = (
+    "- issues: list, empty when there is nothing to report. Each issue has kind (a short "
+    'label: "missing_coverage", "irrelevant", "ordering", "contradiction", '
+    '"unsupported_claim" or "vague"), severity ("low", "medium" or "high"; high means '
+    "the answer would be wrong or incomplete without a fix), description (what is wrong "
+    "and where), and step_id (the step concerned, or null)."
+)
+#: The convergence assessment's task, and what it is shown of the pass (the pass evaluation's
+#: too: it judges what the assessment judges, and validates beside it).
+_ASSESS_TASK = (
+    "Assess whether the work so far fully answers the request. Judge from the step "
+    "outputs given at the end, not from what the plan intended. Be strict: a score of 1.0 "
+    "means nothing at all is missing or wrong."
+)
+_PASS_SHOWN = (
+    "Request:\n{request}\n\n"
+    "Goal of the plan:\n{goal}\n\n"
+    "Step outputs after pass {pass_number}:\n{step_outputs}\n\n"
+    "Rule results:\n{rules_summary}"
+)
+_ASSESSMENT_EXAMPLE: dict[str, Any] = {
+    "converged": False,
+    "completeness_score": 0.7,
+    "coherence_score": 0.9,
+    "consistency": {
+        "plan_aligned": True,
+        "step_aligned": True,
+        "answer_aligned": False,
+    },
+    "reason_codes": ["incomplete"],
+    "summary": "Both yearly costs are estimated; none says which is cheaper.",
+}
+_ASSESSMENT_FIELDS = (
+    "- completeness_score: number 0.0 to 1.0, the share of what the request asks for that "
+    "the outputs actually deliver.\n"
+    "- coherence_score: number 0.0 to 1.0, how well the outputs fit together without "
+    "contradictions or gaps in the reasoning.\n"
+    "- consistency.plan_aligned: true when the plan's steps serve the request's goal.\n"
+    "- consistency.step_aligned: true when every step output does what its step said.\n"
+    "- consistency.answer_aligned: true when the outputs, put together, answer the "
+    "request as asked.\n"
+    "- converged: true only when nothing substantive is missing or wrong.\n"
+    '- reason_codes: short labels for what is still wrong ("incomplete", "incoherent", '
+    '"unsupported_claims", "rule_failed", "off_goal"); an empty list when converged.'
+)
+
+
 def _definitions() -> list[PromptDefinition]:
     """Every prompt Aeon sends. The texts are the contract the offline adapter and tests follow."""
     return [
@@ -769,19 +849,11 @@ def _definitions() -> list[PromptDefinition]:
             "Phases B and C: find semantic problems in a plan or in a pass's step outputs.",
             "Check the plan or the step outputs given at the end for semantic problems: do they "
             "actually serve the request?\n\n"
-            "Look for: parts of the request that nothing covers; steps or outputs that do not "
-            "serve the request; steps in the wrong order or relying on something not produced "
-            "earlier; contradictions; claims stated as fact without support; steps too vague to "
-            "carry out. Do not report style or wording. If there is nothing to report, return an "
-            "empty issues list.",
+            "Look for: " + _LOOK_FOR + " If there is nothing to report, return an empty issues "
+            "list.",
             {
                 "issues": [
-                    {
-                        "kind": "missing_coverage",
-                        "severity": "high",
-                        "description": "Nothing estimates the gas boiler's cost.",
-                        "step_id": None,
-                    },
+                    _ISSUE_EXAMPLE,
                     {
                         "kind": "ordering",
                         "severity": "medium",
@@ -791,12 +863,7 @@ def _definitions() -> list[PromptDefinition]:
                 ],
                 "summary": "The plan misses the boiler's cost and runs s3 before s4.",
             },
-            "- issues: list, empty when there is nothing to report. Each issue has kind (a short "
-            'label: "missing_coverage", "irrelevant", "ordering", "contradiction", '
-            '"unsupported_claim" or "vague"), severity ("low", "medium" or "high"; high means '
-            "the answer would be wrong or incomplete without a fix), description (what is wrong "
-            "and where), and step_id (the step concerned, or null).\n"
-            "- summary: one sentence.",
+            _ISSUE_FIELDS + "\n- summary: one sentence.",
             "Request:\n{request}\n\nThe {artifact_kind} to check:\n{artifact}",
         ),
         # ---- C: execute, evaluate, refine ----------------------------------------------------
@@ -823,37 +890,27 @@ def _definitions() -> list[PromptDefinition]:
             ConvergenceAssessmentInput,
             ConvergenceAssessmentOutput,
             "Phase C: assess whether a pass's outputs answer the request (the host decides).",
-            "Assess whether the work so far fully answers the request. Judge from the step "
-            "outputs given at the end, not from what the plan intended. Be strict: a score of 1.0 "
-            "means nothing at all is missing or wrong.",
+            _ASSESS_TASK,
+            _ASSESSMENT_EXAMPLE,
+            _ASSESSMENT_FIELDS + "\n- summary: one or two sentences.",
+            _PASS_SHOWN,
+        ),
+        _system(PromptId.PASS_EVALUATION_SYSTEM, PassEvaluationOutput),
+        _json_user(
+            PromptId.PASS_EVALUATION_USER,
+            PassEvaluationInput,
+            PassEvaluationOutput,
+            "Phase C: judge a pass's outputs and find their semantic problems, in one call (the "
+            "host decides).",
+            _ASSESS_TASK + " Then list the semantic problems of the outputs.\n\n"
+            "Problems to list: " + _LOOK_FOR,
             {
-                "converged": False,
-                "completeness_score": 0.7,
-                "coherence_score": 0.9,
-                "consistency": {
-                    "plan_aligned": True,
-                    "step_aligned": True,
-                    "answer_aligned": False,
-                },
-                "reason_codes": ["incomplete"],
-                "summary": "Both yearly costs are estimated; none says which is cheaper.",
+                **_ASSESSMENT_EXAMPLE,
+                "issues": [_ISSUE_EXAMPLE],
+                "summary": "Both yearly costs are estimated, but nothing says which is cheaper.",
             },
-            "- completeness_score: number 0.0 to 1.0, the share of what the request asks for that "
-            "the outputs actually deliver.\n"
-            "- coherence_score: number 0.0 to 1.0, how well the outputs fit together without "
-            "contradictions or gaps in the reasoning.\n"
-            "- consistency.plan_aligned: true when the plan's steps serve the request's goal.\n"
-            "- consistency.step_aligned: true when every step output does what its step said.\n"
-            "- consistency.answer_aligned: true when the outputs, put together, answer the "
-            "request as asked.\n"
-            "- converged: true only when nothing substantive is missing or wrong.\n"
-            '- reason_codes: short labels for what is still wrong ("incomplete", "incoherent", '
-            '"unsupported_claims", "rule_failed", "off_goal"); an empty list when converged.\n'
-            "- summary: one or two sentences.",
-            "Request:\n{request}\n\n"
-            "Goal of the plan:\n{goal}\n\n"
-            "Step outputs after pass {pass_number}:\n{step_outputs}\n\n"
-            "Rule results:\n{rules_summary}",
+            _ASSESSMENT_FIELDS + "\n" + _ISSUE_FIELDS + "\n- summary: one or two sentences.",
+            _PASS_SHOWN,
         ),
         _system(PromptId.RULE_CRITIQUE_SYSTEM, CritiqueOutput),
         _json_user(
@@ -1154,6 +1211,7 @@ REPLY_TOKENS: dict[PromptId, int] = {
     PromptId.VALIDATION_SEMANTIC_USER: 600,
     PromptId.REASONING_STEP_USER: 700,
     PromptId.CONVERGENCE_ASSESSMENT_USER: 400,
+    PromptId.PASS_EVALUATION_USER: 800,
     PromptId.RULE_CRITIQUE_USER: 600,
     PromptId.RECURSIVE_REFINEMENT_USER: 700,
     PromptId.RECURSIVE_PLAN_GENERATION_USER: 800,

@@ -51,6 +51,7 @@ ASSESSMENT = {
     "consistency": {"plan_aligned": True, "step_aligned": True, "answer_aligned": True},
     "reason_codes": [],
     "summary": "Both steps are done and fit together.",
+    "issues": [],
 }
 ANSWER = {
     "answer_text": "Tides happen because the Moon's gravity pulls the oceans towards it.",
@@ -63,7 +64,7 @@ JSON_REPLIES: dict[PromptId, dict[str, Any]] = {
     PromptId.TASKPROFILE_UPDATE_USER: PROFILE,
     PromptId.PLAN_GENERATION_USER: PLAN,
     PromptId.VALIDATION_SEMANTIC_USER: {"issues": [], "summary": "Nothing to report."},
-    PromptId.CONVERGENCE_ASSESSMENT_USER: ASSESSMENT,
+    PromptId.PASS_EVALUATION_USER: ASSESSMENT,
     PromptId.RECURSIVE_REFINEMENT_USER: {"actions": []},
     PromptId.RULE_CRITIQUE_USER: {"issues": []},
     PromptId.CHECKS_PREPARE_USER: {"checks": []},

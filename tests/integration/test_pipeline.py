@@ -41,6 +41,7 @@ def assessment(score: float, converged: bool = False) -> str:
             },
             "reason_codes": [] if aligned else ["incomplete"],
             "summary": f"score {score}",
+            "issues": [],
         }
     )
 
@@ -106,7 +107,7 @@ async def test_converges_in_pass_1(settings: BusSettings) -> None:
         {
             PromptId.PLAN_GENERATION_USER: PLAN,
             PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
-            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.99, converged=True),
+            PromptId.PASS_EVALUATION_USER: assessment(0.99, converged=True),
         }
     )
     result = await ask(settings, llm, "Explain photosynthesis")
@@ -120,7 +121,7 @@ async def test_llm_saying_converged_is_not_enough(settings: BusSettings) -> None
         {
             PromptId.PLAN_GENERATION_USER: PLAN,
             PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
-            PromptId.CONVERGENCE_ASSESSMENT_USER: [
+            PromptId.PASS_EVALUATION_USER: [
                 assessment(0.5, converged=True),
                 assessment(0.99, converged=True),
             ],
@@ -135,7 +136,7 @@ async def test_ttl_exhausted(settings: BusSettings) -> None:
     llm = ScriptedLLM(
         {
             PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
-            PromptId.CONVERGENCE_ASSESSMENT_USER: [
+            PromptId.PASS_EVALUATION_USER: [
                 assessment(0.3),
                 assessment(0.6),
                 assessment(0.8),
@@ -155,7 +156,7 @@ async def test_stagnation(settings: BusSettings) -> None:
     llm = ScriptedLLM(
         {
             PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
-            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.5),
+            PromptId.PASS_EVALUATION_USER: assessment(0.5),
             PromptId.RECURSIVE_REFINEMENT_USER: add_a_step(),
         }
     )
@@ -186,7 +187,7 @@ async def test_malformed_json_is_repaired_once(settings: BusSettings) -> None:
             PromptId.PLAN_GENERATION_USER: "Here it is: {plan: goal=answer",
             PromptId.SUPERVISOR_REPAIR_JSON_USER: PLAN,
             PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
-            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.99, converged=True),
+            PromptId.PASS_EVALUATION_USER: assessment(0.99, converged=True),
         }
     )
     result = await ask(settings, llm, "Explain photosynthesis")
@@ -198,7 +199,7 @@ async def test_llm_error_gives_a_degraded_answer_with_the_reason(settings: BusSe
     llm = ScriptedLLM(
         {
             PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
-            PromptId.CONVERGENCE_ASSESSMENT_USER: LLMError("model endpoint returned 503"),
+            PromptId.PASS_EVALUATION_USER: LLMError("model endpoint returned 503"),
         }
     )
     result = await ask(settings, llm, "Explain photosynthesis")
@@ -221,7 +222,7 @@ async def test_handler_crash_is_dead_lettered_and_the_run_still_answered(
     def crash(call: LLMCall) -> str:
         raise RuntimeError("bug in a handler")
 
-    llm = ScriptedLLM({PromptId.CONVERGENCE_ASSESSMENT_USER: crash})
+    llm = ScriptedLLM({PromptId.PASS_EVALUATION_USER: crash})
     result = await ask(settings, llm, "Explain photosynthesis")
     assert result.status == "failed"
     assert result.degraded
@@ -259,7 +260,7 @@ async def test_rules_drive_convergence(settings: BusSettings) -> None:
             PromptId.PLAN_GENERATION_USER: PLAN,
             PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
             PromptId.REASONING_STEP_USER: "Plants use light to make sugar.",
-            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.5),
+            PromptId.PASS_EVALUATION_USER: assessment(0.5),
         }
     )
     result = await ask(settings, llm, "Explain photosynthesis", rules=rules)
@@ -290,7 +291,7 @@ async def test_a_failed_rule_is_named_wherever_the_answer_is_shown(settings: Bus
         {
             PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
             PromptId.REASONING_STEP_USER: "Plants use light to make sugar.",
-            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.99, converged=True),
+            PromptId.PASS_EVALUATION_USER: assessment(0.99, converged=True),
             PromptId.RECURSIVE_REFINEMENT_USER: add_a_step(),
         }
     )
@@ -338,7 +339,7 @@ async def test_a_catastrophic_pattern_fails_its_rule_and_the_worker_keeps_answer
             PromptId.PLAN_GENERATION_USER: PLAN,
             PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
             PromptId.REASONING_STEP_USER: CATASTROPHIC_TEXT,
-            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.99, converged=True),
+            PromptId.PASS_EVALUATION_USER: assessment(0.99, converged=True),
         }
     )
     loop = LoopSettings(max_passes=2, check_pattern_timeout_s=0.2)
@@ -391,7 +392,7 @@ def verbose_model(plan: str = PLAN) -> ScriptedLLM:
         {
             PromptId.PLAN_GENERATION_USER: plan,
             PromptId.VALIDATION_SEMANTIC_USER: NO_ISSUES,
-            PromptId.CONVERGENCE_ASSESSMENT_USER: assessment(0.99, converged=True),
+            PromptId.PASS_EVALUATION_USER: assessment(0.99, converged=True),
             PromptId.REASONING_STEP_USER: "tides " * 20_000,
         }
     )

@@ -39,6 +39,9 @@ SAMPLES: dict[PromptId, r.PromptInput] = {
     PromptId.CONVERGENCE_ASSESSMENT_USER: r.ConvergenceAssessmentInput(
         request=REQUEST, goal=REQUEST, pass_number=1, step_outputs="s1: compared"
     ),
+    PromptId.PASS_EVALUATION_USER: r.PassEvaluationInput(
+        request=REQUEST, goal=REQUEST, pass_number=1, step_outputs="s1: compared"
+    ),
     PromptId.RECURSIVE_PLAN_GENERATION_USER: r.RecursivePlanInput(
         request=REQUEST, parent_goal=REQUEST
     ),
@@ -216,30 +219,26 @@ async def test_profile_update_replaces_an_invalid_profile_with_the_default(make_
 
 
 async def test_the_loop_refines_once_then_converges(make_call):
-    """Pass 1: one low issue, not converged, refinement adds the review step; pass 2: converged."""
-    validation = r.SemanticValidationInput
-    pass_1 = await reply_json(
-        make_call,
-        PromptId.VALIDATION_SEMANTIC_USER,
-        validation(request=REQUEST, artifact_kind="pass", artifact="s1: compared"),
+    """Pass 1: one low issue, not converged, refinement adds the review step; pass 2: converged.
+    Each pass is judged and validated by one call (PASS_EVALUATION_USER)."""
+    evaluation = r.PassEvaluationInput
+    pass_1 = r.PassEvaluationOutput.model_validate(
+        await reply_json(
+            make_call,
+            PromptId.PASS_EVALUATION_USER,
+            evaluation(request=REQUEST, goal=REQUEST, pass_number=1, step_outputs="s1: compared"),
+        )
     )
-    [issue] = r.SemanticValidationOutput.model_validate(pass_1).issues
+    [issue] = pass_1.issues
     assert issue.severity == "low" and REVIEW_STEP in issue.description
+    assert pass_1.converged is False and pass_1.completeness_score == 0.85
 
     plan_check = await reply_json(
         make_call,
         PromptId.VALIDATION_SEMANTIC_USER,
-        validation(request=REQUEST, artifact_kind="plan", artifact="s1 compare"),
+        r.SemanticValidationInput(request=REQUEST, artifact_kind="plan", artifact="s1 compare"),
     )
     assert plan_check["issues"] == []
-
-    assessment = r.ConvergenceAssessmentInput
-    first = await reply_json(
-        make_call,
-        PromptId.CONVERGENCE_ASSESSMENT_USER,
-        assessment(request=REQUEST, goal=REQUEST, pass_number=1, step_outputs="s1"),
-    )
-    assert first["converged"] is False and first["completeness_score"] == 0.85
 
     plan = {"plan": {"goal": "g", "steps": [{"step_id": "s1", "description": "a"}]}}
     refinement = await reply_json(
@@ -259,23 +258,35 @@ async def test_the_loop_refines_once_then_converges(make_call):
     assert action.new_step.depends_on == ["s1", "s2"], "the review reads every output"
 
     review_output = f"Step s3 (pass 2): {REVIEW_STEP}."
-    pass_2 = await reply_json(
-        make_call,
-        PromptId.VALIDATION_SEMANTIC_USER,
-        validation(request=REQUEST, artifact_kind="pass", artifact=review_output),
-    )
-    assert pass_2["issues"] == []
-
-    second = r.ConvergenceAssessmentOutput.model_validate(
+    second = r.PassEvaluationOutput.model_validate(
         await reply_json(
             make_call,
-            PromptId.CONVERGENCE_ASSESSMENT_USER,
-            assessment(request=REQUEST, goal=REQUEST, pass_number=2, step_outputs=review_output),
+            PromptId.PASS_EVALUATION_USER,
+            evaluation(request=REQUEST, goal=REQUEST, pass_number=2, step_outputs=review_output),
         )
     )
-    assert second.converged is True
+    assert second.issues == [] and second.converged is True
     assert (second.completeness_score, second.coherence_score) == (0.97, 0.95)
     assert all(second.consistency.model_dump().values())
+
+
+async def test_the_two_calls_a_pass_evaluation_stands_for_say_what_it_says(make_call):
+    """The assessment and the pass validation (FR-005's prompts, still answered) agree with the
+    pass evaluation that replaces them in the loop."""
+    shown = {"request": REQUEST, "goal": REQUEST, "pass_number": 1, "step_outputs": "s1: a"}
+    together = await reply_json(
+        make_call, PromptId.PASS_EVALUATION_USER, r.PassEvaluationInput(**shown)
+    )
+    assessed = await reply_json(
+        make_call, PromptId.CONVERGENCE_ASSESSMENT_USER, r.ConvergenceAssessmentInput(**shown)
+    )
+    validated = await reply_json(
+        make_call,
+        PromptId.VALIDATION_SEMANTIC_USER,
+        r.SemanticValidationInput(request=REQUEST, artifact_kind="pass", artifact="s1: a"),
+    )
+    assert {k: v for k, v in together.items() if k != "issues"} == assessed
+    assert together["issues"] == validated["issues"]
 
 
 async def test_refinement_adds_nothing_when_the_review_step_exists(make_call):

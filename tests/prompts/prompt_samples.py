@@ -16,6 +16,8 @@ from aeonloop.prompts.registry import (
     CritiqueOutput,
     DraftAnswerInput,
     FinalAnswerOutput,
+    PassEvaluationInput,
+    PassEvaluationOutput,
     PlanGenerationInput,
     PlanGenerationOutput,
     PrepareChecksInput,
@@ -76,6 +78,13 @@ SAMPLE_INPUTS: dict[type[PromptInput], dict[str, Any]] = {
         "pass_number": 4711,
     },
     ConvergenceAssessmentInput: {
+        "request": "REQUEST-MARK",
+        "goal": "GOAL-MARK",
+        "pass_number": 4711,
+        "step_outputs": "OUTPUTS-MARK",
+        "rules_summary": "RULES-MARK",
+    },
+    PassEvaluationInput: {
         "request": "REQUEST-MARK",
         "goal": "GOAL-MARK",
         "pass_number": 4711,
@@ -155,4 +164,7 @@ JSON_PROMPTS: dict[PromptId, type[PromptOutput]] = {
     PromptId.RULE_CRITIQUE_USER: CritiqueOutput,
     PromptId.CHECKS_PREPARE_SYSTEM: PrepareChecksOutput,
     PromptId.CHECKS_PREPARE_USER: PrepareChecksOutput,
+    # Issue 33: one call judges and validates a pass.
+    PromptId.PASS_EVALUATION_SYSTEM: PassEvaluationOutput,
+    PromptId.PASS_EVALUATION_USER: PassEvaluationOutput,
 }

@@ -180,6 +180,7 @@ def test_system_phases_are_the_ids_in_lower_case() -> None:
         "reasoning_step",
         "validation_semantic",
         "convergence_assessment",
+        "pass_evaluation",
         "taskprofile_inference",
         "taskprofile_update",
         "recursive_refinement",

@@ -88,9 +88,13 @@ class Replies:
         answer_aligned: bool = True,
         converged: bool = True,
         reasons: tuple[str, ...] = (),
+        issues: tuple[tuple[str, str], ...] = (),
     ) -> str:
+        """A pass evaluation (PASS_EVALUATION_USER): the assessment, with the validation's
+        `issues` as (severity, description); it fits CONVERGENCE_ASSESSMENT_USER too."""
         return json.dumps(
             {
+                "issues": [{"severity": sev, "description": text} for sev, text in issues],
                 "converged": converged,
                 "completeness_score": completeness,
                 "coherence_score": coherence,
@@ -105,10 +109,15 @@ class Replies:
         )
 
     @staticmethod
-    def weak(completeness: float = 0.8) -> str:
+    def weak(completeness: float = 0.8, issues: tuple[tuple[str, str], ...] = ()) -> str:
         """An assessment that misses the default rubric."""
         return Replies.assessment(
-            completeness, 0.9, answer_aligned=False, converged=False, reasons=("incomplete",)
+            completeness,
+            0.9,
+            answer_aligned=False,
+            converged=False,
+            reasons=("incomplete",),
+            issues=issues,
         )
 
     @staticmethod

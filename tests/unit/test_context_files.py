@@ -234,7 +234,7 @@ async def test_a_run_gives_its_files_to_the_plan_the_steps_and_the_answer_only(
         PromptId.PLAN_GENERATION_USER: replies.plan("Read the code", "Say what it does"),
         PromptId.VALIDATION_SEMANTIC_USER: replies.validation(),
         PromptId.REASONING_STEP_USER: replies.step_output,
-        PromptId.CONVERGENCE_ASSESSMENT_USER: replies.assessment(),
+        PromptId.PASS_EVALUATION_USER: replies.assessment(),
         PromptId.ANSWER_SYNTHESIS_USER: '{"answer_text": "It compares.", "confidence": 0.9, '
         '"used_step_ids": ["s1", "s2"], "notes": null}',
     }

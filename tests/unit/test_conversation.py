@@ -154,7 +154,7 @@ async def test_a_run_gives_its_turns_to_the_profile_plan_steps_and_answer_only_e
         PromptId.PLAN_GENERATION_USER: replies.plan("Recall", "Answer"),
         PromptId.VALIDATION_SEMANTIC_USER: replies.validation(),
         PromptId.REASONING_STEP_USER: replies.step_output,
-        PromptId.CONVERGENCE_ASSESSMENT_USER: replies.assessment(),
+        PromptId.PASS_EVALUATION_USER: replies.assessment(),
         PromptId.ANSWER_SYNTHESIS_USER: '{"answer_text": "Mars.", "confidence": 0.9, '
         '"used_step_ids": ["s1", "s2"], "notes": null}',
     }

@@ -19,7 +19,7 @@ from aeonloop.testing import DictRunRecords
 
 STEP = PromptId.REASONING_STEP_USER
 VALIDATE = PromptId.VALIDATION_SEMANTIC_USER
-ASSESS = PromptId.CONVERGENCE_ASSESSMENT_USER
+ASSESS = PromptId.PASS_EVALUATION_USER
 REFINE = PromptId.RECURSIVE_REFINEMENT_USER
 LONG = "word " * 1_000  # 5,000 characters per step output
 

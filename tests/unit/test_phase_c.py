@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMCall, LLMError, LLMReply, TokenUsage
 from aeonloop.phases import phase_c
 from aeonloop.phases.events import LoopExited, PassCompleted, PassRequested
@@ -16,14 +17,15 @@ from aeonloop.phases.models import (
     ExecutionPass,
     Rule,
     RuleCheck,
+    RuleFinding,
+    RuleResult,
     SemanticValidationReport,
     ValidationIssue,
 )
 from aeonloop.prompts.registry import PromptId, default_registry
 
 STEP = PromptId.REASONING_STEP_USER
-VALIDATE = PromptId.VALIDATION_SEMANTIC_USER
-ASSESS = PromptId.CONVERGENCE_ASSESSMENT_USER
+EVALUATE = PromptId.PASS_EVALUATION_USER
 REFINE = PromptId.RECURSIVE_REFINEMENT_USER
 CRITIQUE = PromptId.RULE_CRITIQUE_USER
 REPAIR = PromptId.SUPERVISOR_REPAIR_JSON_USER
@@ -38,11 +40,11 @@ def content_rule(rule_id: str, search: str, severity: str = "fail") -> Rule:
 
 
 def base_script(replies) -> dict:
-    """A pass that converges: every step answers, validation is clean, the rubric is met."""
+    """A pass that converges: every step answers, the evaluation finds no issue and the rubric
+    is met."""
     return {
         STEP: replies.step_output,
-        VALIDATE: replies.validation(),
-        ASSESS: replies.assessment(),
+        EVALUATE: replies.assessment(),
         REFINE: replies.refinement(),
     }
 
@@ -60,7 +62,8 @@ async def test_converges_in_pass_1(harness, replies, make_plan_ready) -> None:
     assert record.executed_step_ids == ["s1", "s2"] and record.blocked_step_ids == []
     assert record.score == 0.96
     assert all(s.status == "done" and s.executed_in_pass == 1 for s in out.run.plan.steps)
-    assert h.llm.calls == [STEP, STEP, VALIDATE, ASSESS]
+    assert h.llm.calls == [STEP, STEP, EVALUATE]  # one call judges and validates the pass
+    assert record.validation is not None and record.validation.issues == []
 
 
 async def test_each_step_sees_the_outputs_before_it(harness, replies, make_plan_ready) -> None:
@@ -73,7 +76,7 @@ async def test_each_step_sees_the_outputs_before_it(harness, replies, make_plan_
 
 async def test_the_llm_saying_converged_is_not_enough(harness, replies, make_plan_ready) -> None:
     claimed = replies.assessment(completeness=0.9, converged=True)
-    h = harness(base_script(replies) | {ASSESS: claimed})
+    h = harness(base_script(replies) | {EVALUATE: claimed})
     (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
     assert isinstance(out, LoopExited) and out.reason == "stagnated"  # nothing left to execute
     assert not out.run.passes[0].converged
@@ -81,7 +84,7 @@ async def test_the_llm_saying_converged_is_not_enough(harness, replies, make_pla
 
 async def test_a_high_severity_issue_blocks_convergence(harness, replies, make_plan_ready) -> None:
     script = base_script(replies) | {
-        VALIDATE: replies.validation(("high", "wrong total")),
+        EVALUATE: replies.assessment(issues=(("high", "wrong total"),)),
         REFINE: replies.refinement(replies.add("s2", "fix the total")),
     }
     h = harness(script)
@@ -131,25 +134,25 @@ async def test_a_blocked_reply_blocks_the_step(harness, replies, make_plan_ready
 async def test_evaluation_llm_error_ends_the_loop_with_the_pass(
     harness, replies, make_plan_ready
 ) -> None:
-    h = harness(base_script(replies) | {ASSESS: LLMError("gateway timeout")})
+    h = harness(base_script(replies) | {EVALUATE: LLMError("gateway timeout")})
     (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
     assert isinstance(out, LoopExited) and out.reason == "failed"
     assert "gateway timeout" in out.detail
     assert len(out.run.passes) == 1 and out.run.passes[0].executed_step_ids == ["s1"]
 
 
-async def test_malformed_twice_in_assessment_ends_the_loop(
+async def test_malformed_twice_in_evaluation_ends_the_loop(
     harness, replies, make_plan_ready
 ) -> None:
     """The documented outcome in C: an unusable evaluation after repair is a failed exit."""
-    h = harness(base_script(replies) | {ASSESS: "looks fine to me", REPAIR: "still not json"})
+    h = harness(base_script(replies) | {EVALUATE: "looks fine to me", REPAIR: "still not json"})
     (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
     assert isinstance(out, LoopExited) and out.reason == "failed"
-    assert h.llm.calls[-2:] == [ASSESS, REPAIR]
+    assert h.llm.calls[-2:] == [EVALUATE, REPAIR]
 
 
-async def test_malformed_once_in_assessment_is_repaired(harness, replies, make_plan_ready) -> None:
-    h = harness(base_script(replies) | {ASSESS: "sure: {", REPAIR: replies.assessment()})
+async def test_malformed_once_in_evaluation_is_repaired(harness, replies, make_plan_ready) -> None:
+    h = harness(base_script(replies) | {EVALUATE: "sure: {", REPAIR: replies.assessment()})
     (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
     assert isinstance(out, LoopExited) and out.reason == "converged"
 
@@ -167,14 +170,14 @@ async def test_beyond_max_passes_exits_without_a_call(harness, replies, make_pla
 
 
 async def test_last_allowed_pass_exits_max_passes(harness, replies, make_plan_ready) -> None:
-    h = harness(base_script(replies) | {ASSESS: replies.weak()}, max_passes=1)
+    h = harness(base_script(replies) | {EVALUATE: replies.weak()}, max_passes=1)
     (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
     assert isinstance(out, LoopExited) and out.reason == "max_passes"
     assert len(out.run.passes) == 1 and REFINE not in h.llm.calls
 
 
 async def test_nothing_left_to_execute_is_stagnation(harness, replies, make_plan_ready) -> None:
-    h = harness(base_script(replies) | {ASSESS: replies.weak()})
+    h = harness(base_script(replies) | {EVALUATE: replies.weak()})
     (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
     assert isinstance(out, LoopExited) and out.reason == "stagnated"
     assert "no step is left to execute" in out.detail and "applied 0" in out.detail
@@ -182,7 +185,7 @@ async def test_nothing_left_to_execute_is_stagnation(harness, replies, make_plan
 
 
 async def test_spent_refinement_budget_is_stagnation(harness, replies, make_plan_ready) -> None:
-    h = harness(base_script(replies) | {ASSESS: replies.weak()}, max_refinements_per_run=0)
+    h = harness(base_script(replies) | {EVALUATE: replies.weak()}, max_refinements_per_run=0)
     (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
     assert isinstance(out, LoopExited) and out.reason == "stagnated"
     assert "budget" in out.detail and REFINE not in h.llm.calls
@@ -191,7 +194,7 @@ async def test_spent_refinement_budget_is_stagnation(harness, replies, make_plan
 async def test_refinement_failure_ends_the_loop_as_failed(
     harness, replies, make_plan_ready
 ) -> None:
-    h = harness(base_script(replies) | {ASSESS: replies.weak(), REFINE: LLMError("down")})
+    h = harness(base_script(replies) | {EVALUATE: replies.weak(), REFINE: LLMError("down")})
     (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
     assert isinstance(out, LoopExited) and out.reason == "failed"
     assert "refinement after pass 1 failed" in out.detail
@@ -202,8 +205,7 @@ async def test_refinement_failure_ends_the_loop_as_failed(
 
 async def test_refined_plan_converges_in_pass_2(harness, replies, make_plan_ready, drive) -> None:
     script = base_script(replies) | {
-        VALIDATE: [replies.validation(("medium", "no comparison")), replies.validation()],
-        ASSESS: [replies.weak(), replies.assessment()],
+        EVALUATE: [replies.weak(issues=(("medium", "no comparison"),)), replies.assessment()],
         REFINE: replies.refinement(
             replies.modify("s1", "rewrite history"), replies.add("s3", "compare")
         ),
@@ -233,7 +235,7 @@ async def test_refined_plan_converges_in_pass_2(harness, replies, make_plan_read
 
 async def test_stagnation_on_two_flat_passes(harness, replies, make_plan_ready, drive) -> None:
     script = base_script(replies) | {
-        ASSESS: [replies.weak(0.8), replies.weak(0.81), replies.weak(0.8)],
+        EVALUATE: [replies.weak(0.8), replies.weak(0.81), replies.weak(0.8)],
         REFINE: [replies.refinement(replies.add(f"x{n}", f"more {n}")) for n in range(3)],
     }
     h = harness(script)
@@ -256,7 +258,7 @@ async def test_rules_drive_critique_and_convergence(
         "has-price", "unrelated", "has-summary", "has-price", "has-price", "has-price", "has-price"
     )
     script = base_script(replies) | {
-        ASSESS: replies.weak(),  # the rules decide, not the assessment
+        EVALUATE: replies.weak(),  # the rules decide, not the assessment
         CRITIQUE: critique,
         REFINE: replies.refinement(replies.add("s2", "PRICE: 12 and a Summary")),
     }
@@ -304,7 +306,7 @@ async def test_same_event_twice_makes_no_second_call(
     harness, delivered, replies, make_plan_ready
 ) -> None:
     script = base_script(replies) | {
-        ASSESS: replies.weak(),
+        EVALUATE: replies.weak(),
         REFINE: replies.refinement(replies.add("s3", "more")),
     }
     h = harness(script)
@@ -318,7 +320,7 @@ async def test_same_event_twice_makes_no_second_call(
 
 
 async def test_pass_requested_continues_where_the_run_is(harness, replies, make_plan_ready) -> None:
-    h = harness(base_script(replies) | {ASSESS: replies.weak()})
+    h = harness(base_script(replies) | {EVALUATE: replies.weak()})
     ready = make_plan_ready("a")
     run = ready.run.model_copy(deep=True)
     run.plan.steps.append(run.plan.steps[0].model_copy(update={"step_id": "s2"}))
@@ -497,21 +499,189 @@ async def test_a_plan_that_names_no_dependencies_runs_in_its_order(
     assert "[s1] done" in third.prior_outputs and "[s2] done" in third.prior_outputs
 
 
-async def test_the_evaluation_calls_run_at_once(harness, replies, make_plan_ready) -> None:
-    h = harness(base_script(replies))
-    h.deps.llm = overlap = Overlap(h.llm)
-    in_flight: list[int] = []
+async def test_one_evaluation_call_judges_and_validates_the_pass(
+    harness, replies, make_plan_ready
+) -> None:
+    """Issue 33: the pass's assessment and its semantic validation come from one call, and the
+    host reads that reply as both records it decides from."""
+    evaluation = replies.weak(0.7, issues=(("medium", "no comparison"), ("low", "terse")))
+    script = base_script(replies) | {
+        EVALUATE: evaluation,
+        REFINE: replies.refinement(replies.add("s2", "compare")),
+    }
+    h = harness(script)
+    (out,) = await phase_c.handle(make_plan_ready("a"), h.deps)
+    record = out.run.passes[0]
+    assert h.llm.calls.count(EVALUATE) == 1
+    assert PromptId.VALIDATION_SEMANTIC_USER not in h.llm.calls
+    assert PromptId.CONVERGENCE_ASSESSMENT_USER not in h.llm.calls
+    assert [(i.severity, i.description) for i in record.validation.issues] == [
+        ("medium", "no comparison"),
+        ("low", "terse"),
+    ]
+    assert record.assessment.completeness_score == 0.7 and not record.converged
+    assert "no comparison" in h.llm.history[-1].input.issues  # the refinement is shown them
+
+
+def in_flight_at_start(overlap: Overlap, watched: PromptId, others: tuple[PromptId, ...]):
+    """Record, as each `watched` call starts, how many of `others` are in flight."""
+    seen: list[int] = []
     original = overlap.complete
 
     async def watching(call: LLMCall) -> LLMReply:
-        if call.prompt_id in (VALIDATE, ASSESS):
-            in_flight.append(overlap.now.get(VALIDATE, 0) + overlap.now.get(ASSESS, 0))
+        if call.prompt_id is watched:
+            seen.append(sum(overlap.now.get(kind, 0) for kind in others))
         return await original(call)
 
     overlap.complete = watching  # type: ignore[method-assign]
-    (out,) = await phase_c.handle(make_plan_ready("a"), h.deps)
-    assert in_flight == [0, 1], "the assessment started while the validation was in flight"
-    assert out.run.passes[0].validation is not None and out.run.passes[0].assessment is not None
+    return seen
+
+
+async def test_a_pass_failing_its_rules_is_refined_beside_its_evaluation(
+    harness, replies, make_plan_ready
+) -> None:
+    """Issue 33: failed rules decide that the pass does not converge and what to fix, so the
+    critique and the refinement need nothing of the evaluation and run while it is in flight."""
+
+    async def slow_evaluation(call: LLMCall) -> str:
+        await asyncio.sleep(0.1)  # still in flight when the refinement starts
+        return replies.weak()
+
+    script = base_script(replies) | {
+        EVALUATE: slow_evaluation,
+        CRITIQUE: replies.critique("has-price"),
+        REFINE: replies.refinement(replies.add("s2", "PRICE: 1")),
+    }
+    h = harness(script)
+    h.deps.llm = overlap = Overlap(h.llm)
+    seen = in_flight_at_start(overlap, REFINE, (EVALUATE,))
+    event = make_plan_ready("one", rules=[content_rule("has-price", "PRICE")])
+    (out,) = await phase_c.handle(event, h.deps)
+    assert isinstance(out, PassCompleted)
+    assert seen == [1], "the refinement waited for the evaluation"
+    record = out.run.passes[0]
+    assert record.assessment is not None and record.refinement is not None
+    assert [i.rule_id for i in record.critique] == ["has-price"]
+    assert [s.step_id for s in out.run.plan.steps] == ["s1", "s2"]
+
+
+async def test_a_redelivered_pass_refined_beside_its_evaluation_makes_no_second_call(
+    harness, delivered, replies, make_plan_ready
+) -> None:
+    script = base_script(replies) | {
+        CRITIQUE: replies.critique("has-price"),
+        REFINE: replies.refinement(replies.add("s2", "PRICE: 1")),
+    }
+    h = harness(script)
+    h.deps.llm = Overlap(h.llm)
+    event = make_plan_ready("one", rules=[content_rule("has-price", "PRICE")])
+    (first,) = await phase_c.handle(delivered(event), h.deps)
+    calls = list(h.llm.calls)
+    (second,) = await phase_c.handle(delivered(event), h.deps)
+    assert h.llm.calls == calls and {EVALUATE, CRITIQUE, REFINE} <= set(calls)
+    assert first.event_id == second.event_id
+    assert first.run.model_dump(exclude={"usage"}) == second.run.model_dump(exclude={"usage"})
+
+
+def with_reprofile_due(event, ttl: int = 3):
+    """A pass-2 request whose run Phase D left a re-profile to (pass 1 charged from ttl + 1)."""
+    run = event.run.model_copy(deep=True)
+    run.plan.steps.append(run.plan.steps[0].model_copy(update={"step_id": "s2"}))
+    run.plan.steps[0] = run.plan.steps[0].model_copy(
+        update={"status": "done", "output": "old", "executed_in_pass": 1}
+    )
+    run.add_pass(ExecutionPass(pass_number=1, score=0.5))
+    run.ttl_remaining = ttl
+    run.reprofile_evidence = "pass 1: score 0.50, not converged\n- [high] the sums are missing"
+    return event.child(PassRequested, run=run)
+
+
+async def test_a_due_reprofile_runs_beside_the_pass_steps(
+    harness, replies, make_plan_ready
+) -> None:
+    """Issue 33: Phase D's re-profile needs only the last pass's evidence, and the pass runs
+    whatever it says, so the pass makes it while its steps run; the TTL comes out as D's."""
+    h = harness(base_script(replies) | {UPDATE: replies.profile(depth=5)})
+    h.deps.llm = overlap = Overlap(h.llm)
+    seen = in_flight_at_start(overlap, STEP, (UPDATE,))
+    (out,) = await phase_c.handle(with_reprofile_due(make_plan_ready("a"), ttl=3), h.deps)
+    assert seen == [1], "the step waited for the re-profile"
+    update = next(c.input for c in h.llm.history if c.prompt_id is UPDATE)
+    assert "the sums are missing" in update.evidence
+    run = out.run
+    assert run.reprofile_evidence is None
+    assert (run.profile.reasoning_depth, run.profile.profile_version) == (5, 2)
+    assert run.ttl_remaining == 4  # D saw 4: 4 × 1.4 = 5.6 → 5, less pass 1's unit
+    assert any("beside pass 2's steps" in note for note in run.notes)
+
+
+async def test_a_failed_reprofile_beside_the_pass_keeps_the_profile(
+    harness, replies, make_plan_ready
+) -> None:
+    h = harness(base_script(replies) | {UPDATE: LLMError("rate limited")})
+    (out,) = await phase_c.handle(with_reprofile_due(make_plan_ready("a"), ttl=3), h.deps)
+    assert out.run.profile.profile_version == 1 and out.run.reprofile_evidence is None
+    assert any("rate limited" in note for note in out.run.notes)
+    assert out.run.passes[-1].executed_step_ids == ["s2"]
+
+
+async def test_a_redelivered_pass_with_a_reprofile_makes_no_second_call(
+    harness, replies, make_plan_ready
+) -> None:
+    h = harness(base_script(replies) | {UPDATE: replies.profile(depth=4)})
+    h.deps.llm = Overlap(h.llm)
+    event = with_reprofile_due(make_plan_ready("a"))
+    (first,) = await phase_c.handle(event.model_copy(deep=True), h.deps)
+    calls = list(h.llm.calls)
+    (second,) = await phase_c.handle(event.model_copy(deep=True), h.deps)
+    assert h.llm.calls == calls and UPDATE in calls
+    assert first.event_id == second.event_id
+    assert first.run.model_dump(exclude={"usage"}) == second.run.model_dump(exclude={"usage"})
+
+
+async def test_without_rules_the_refinement_waits_for_the_evaluation(
+    harness, replies, make_plan_ready
+) -> None:
+    """Without rules, the evaluation decides whether the pass converged and names the issues
+    to fix, so the refinement comes after it."""
+    script = base_script(replies) | {
+        EVALUATE: replies.weak(issues=(("medium", "thin"),)),
+        REFINE: replies.refinement(replies.add("s2", "more")),
+    }
+    h = harness(script)
+    h.deps.llm = overlap = Overlap(h.llm)
+    seen = in_flight_at_start(overlap, REFINE, (EVALUATE,))
+    (out,) = await phase_c.handle(make_plan_ready("one"), h.deps)
+    assert isinstance(out, PassCompleted) and seen == [0]
+    assert "thin" in h.llm.history[-1].input.issues
+
+
+@pytest.mark.parametrize(
+    ("rules", "passed", "blocked", "expected"),
+    [
+        (True, False, False, True),  # failed rules: the host knows it all
+        (True, True, True, True),  # rules hold, a step is blocked, a warning to fix
+        (True, True, False, False),  # converges: nothing to refine
+        (False, False, False, False),  # no rules: the evaluation decides
+    ],
+)
+def test_refinement_can_start(make_plan_ready, rules, passed, blocked, expected) -> None:
+    rule = content_rule("r1", "x", severity="warn")
+    run = make_plan_ready("one", rules=[rule] if rules else None).run
+    finding = RuleFinding(id="r1", severity="warn", message="m")
+    record = ExecutionPass(
+        pass_number=1,
+        blocked_step_ids=["s1"] if blocked else [],
+        evaluation=Evaluation(
+            score=0.5,
+            passed=passed,
+            warnings=[finding],
+            rule_results=[RuleResult(id="r1", verdict="warn", details="d")],
+        )
+        if rules
+        else None,
+    )
+    assert phase_c.refinement_can_start(run, record, LoopSettings()) is expected
 
 
 async def test_a_redelivered_pass_with_steps_at_once_makes_no_second_call(
@@ -519,7 +689,7 @@ async def test_a_redelivered_pass_with_steps_at_once_makes_no_second_call(
 ) -> None:
     """Concurrent calls keep their own memo scopes: the same event handled again takes every
     reply from the memo and publishes the same event, whatever order the calls came back in."""
-    h = harness(base_script(replies) | {ASSESS: replies.weak()})
+    h = harness(base_script(replies) | {EVALUATE: replies.weak()})
     h.deps.llm = Overlap(h.llm)
     event = with_dependencies(make_plan_ready("a", "b", "c"), s1=[], s2=[], s3=[])
     (first,) = await phase_c.handle(delivered(event), h.deps)

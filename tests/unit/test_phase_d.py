@@ -96,50 +96,83 @@ async def test_last_unit_spent_exits_ttl_exhausted(harness, make_plan_ready) -> 
     assert out.run.ttl_remaining == 0
 
 
-async def test_deeper_profile_gets_more_ttl(harness, replies, make_plan_ready) -> None:
-    h = harness({UPDATE: replies.profile(depth=5)})
+@pytest.mark.parametrize(
+    ("last", "ttl", "due"),
+    [
+        (record("high"), 4, True),
+        (record(blocked=("s1",)), 2, True),
+        (record("low"), 4, False),  # the evidence does not ask for it
+        (record("high"), 1, False),  # no update could give the run another pass
+    ],
+)
+def test_reprofile_due(make_plan_ready, last: ExecutionPass, ttl: int, due: bool) -> None:
+    run = completed(make_plan_ready, last, ttl=ttl).run
+    assert phase_d.reprofile_due(run, last) is due
+
+
+async def test_the_update_is_left_to_the_next_pass(harness, make_plan_ready) -> None:
+    """Issue 33: D calls no model; the next pass makes the update beside its steps."""
+    h = harness({})
     (out,) = await phase_d.handle(completed(make_plan_ready, record("high"), ttl=4), h.deps)
-    assert isinstance(out, PassRequested)
-    profile = out.run.profile
-    assert (profile.reasoning_depth, profile.profile_version) == (5, 2)
-    assert out.run.ttl_remaining == 4  # 4 × 1.4 = 5.6 → 5, then one unit for the pass
-    assert "depth 3 → 5" in out.run.notes[-1]
-    assert "high issue" in h.llm.history[0].input.evidence
+    assert isinstance(out, PassRequested) and h.llm.calls == []
+    assert "high issue" in out.run.reprofile_evidence
+    assert out.run.ttl_remaining == 3 and out.run.profile.profile_version == 1
 
 
-async def test_deeper_profile_stays_within_the_request_cap(
-    harness, replies, make_plan_ready
+async def test_with_one_unit_left_no_update_is_asked(harness, make_plan_ready) -> None:
+    h = harness({})
+    (out,) = await phase_d.handle(completed(make_plan_ready, record("high"), ttl=1), h.deps)
+    assert isinstance(out, LoopExited) and out.reason == "ttl_exhausted"
+    assert out.run.reprofile_evidence is None and h.llm.calls == []
+
+
+def charged(make_plan_ready, ttl: int = 4, max_ttl: int = 10) -> RunState:
+    """The run as the next pass gets it: D charged pass 1 from `ttl`."""
+    run = completed(make_plan_ready, record("high"), ttl=ttl, max_ttl=max_ttl).run
+    run.ttl_remaining -= 1
+    return run
+
+
+def deeper(depth: int) -> TaskProfile:
+    return TaskProfile.default().model_copy(update={"reasoning_depth": depth, "profile_version": 2})
+
+
+def test_deeper_profile_gets_more_ttl(make_plan_ready) -> None:
+    run = charged(make_plan_ready, ttl=4)
+    phase_d.apply_update(run, 1, deeper(5))
+    assert (run.profile.reasoning_depth, run.profile.profile_version) == (5, 2)
+    assert run.ttl_remaining == 4  # 4 × 1.4 = 5.6 → 5, then one unit for pass 1
+    assert "depth 3 → 5" in run.notes[-1] and "beside pass 2" in run.notes[-1]
+
+
+def test_deeper_profile_stays_within_the_request_cap(make_plan_ready) -> None:
+    run = charged(make_plan_ready, ttl=4, max_ttl=4)
+    phase_d.apply_update(run, 1, deeper(5))
+    assert run.ttl_remaining == 3  # ceiling 4 - 1 + 1 = 4, then one unit for pass 1
+
+
+def test_shallower_profile_gets_less_ttl(make_plan_ready) -> None:
+    run = charged(make_plan_ready, ttl=4)
+    phase_d.apply_update(run, 1, deeper(1))
+    assert run.profile.profile_version == 2
+    assert run.ttl_remaining == 1  # 4 × 0.7 = 2.8 → 2, then one unit for pass 1
+
+
+def test_update_failure_keeps_the_profile(make_plan_ready) -> None:
+    run = charged(make_plan_ready, ttl=4)
+    phase_d.apply_update(run, 1, LLMError("rate limited"))
+    assert run.profile == TaskProfile.default() and run.ttl_remaining == 3
+    assert "rate limited" in run.notes[-1] and "kept" in run.notes[-1]
+
+
+async def test_same_event_twice_makes_no_call_and_the_same_event(
+    harness, delivered, make_plan_ready
 ) -> None:
-    h = harness({UPDATE: replies.profile(depth=5)})
-    event = completed(make_plan_ready, record("high"), ttl=4, max_ttl=4)
-    (out,) = await phase_d.handle(event, h.deps)
-    assert out.run.ttl_remaining == 3  # ceiling 4 - 1 + 1 = 4, then one unit for the pass
-
-
-async def test_shallower_profile_gets_less_ttl(harness, replies, make_plan_ready) -> None:
-    h = harness({UPDATE: replies.profile(depth=1)})
-    (out,) = await phase_d.handle(completed(make_plan_ready, record("medium"), ttl=4), h.deps)
-    assert out.run.profile.profile_version == 2
-    assert out.run.ttl_remaining == 1  # 4 × 0.7 = 2.8 → 2, then one unit for the pass
-
-
-async def test_update_failure_keeps_the_profile(harness, make_plan_ready) -> None:
-    h = harness({UPDATE: LLMError("rate limited")})
-    (out,) = await phase_d.handle(completed(make_plan_ready, record("high"), ttl=4), h.deps)
-    assert isinstance(out, PassRequested)
-    assert out.run.profile == TaskProfile.default()
-    assert out.run.ttl_remaining == 3
-    assert "rate limited" in out.run.notes[-1] and "kept" in out.run.notes[-1]
-
-
-async def test_same_event_twice_makes_no_second_call(
-    harness, delivered, replies, make_plan_ready
-) -> None:
-    h = harness({UPDATE: replies.profile(depth=4)})
+    h = harness({})
     event = completed(make_plan_ready, record(blocked=("s1",)), ttl=4)
     (first,) = await phase_d.handle(delivered(event), h.deps)
     (second,) = await phase_d.handle(delivered(event), h.deps)
-    assert h.llm.calls == [UPDATE]
+    assert h.llm.calls == []
     assert first.event_id == second.event_id
     assert first.run.model_dump(exclude={"usage"}) == second.run.model_dump(exclude={"usage"})
 
@@ -175,7 +208,7 @@ async def test_ttl_exhausted_path(harness, replies, make_request, drive) -> None
         PromptId.PLAN_GENERATION_USER: replies.plan("one", "two"),
         PromptId.VALIDATION_SEMANTIC_USER: replies.validation(),
         PromptId.REASONING_STEP_USER: replies.step_output,
-        PromptId.CONVERGENCE_ASSESSMENT_USER: [replies.weak(0.5), replies.weak(0.9)],
+        PromptId.PASS_EVALUATION_USER: [replies.weak(0.5), replies.weak(0.9)],
         PromptId.RECURSIVE_REFINEMENT_USER: refinements,
     }
     h = harness(script)

@@ -9,7 +9,7 @@ from aeonloop.prompts.registry import GOAL_AS_REQUEST, PromptId, PromptRegistry,
 from tests.unit.test_phase_e import PLAN_STATE, phase_e_input
 
 STEP = PromptId.REASONING_STEP_USER
-ASSESS = PromptId.CONVERGENCE_ASSESSMENT_USER
+ASSESS = PromptId.PASS_EVALUATION_USER
 
 
 def test_the_synthesis_prompt_gives_each_step_description_once() -> None:

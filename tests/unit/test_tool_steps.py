@@ -20,7 +20,7 @@ from aeonloop.phases.render import pass_line
 from aeonloop.phases.tool_calls import offers
 from aeonloop.prompts.registry import PlanGenerationInput, PromptId
 from aeonloop.tools.base import ToolResult, ToolSpec
-from tests.unit.test_phase_c import ASSESS, REFINE, STEP, VALIDATE
+from tests.unit.test_phase_c import EVALUATE, REFINE, STEP
 
 PLAN = PromptId.PLAN_GENERATION_USER
 FIX_CALL = PromptId.SUPERVISOR_REPAIR_TOOLCALL_USER
@@ -70,8 +70,7 @@ class RecordingToolbox:
 def script(replies, **more: Any) -> dict:
     return {
         STEP: replies.step_output,
-        VALIDATE: replies.validation(),
-        ASSESS: replies.assessment(),
+        EVALUATE: replies.assessment(),
         REFINE: replies.refinement(),
         **more,
     }
@@ -103,7 +102,7 @@ async def test_a_tool_steps_result_is_its_output_and_later_steps_see_it(
     t1, _ = out.run.plan.steps
     assert t1.status == "done" and t1.output == "5"
     assert toolbox.calls == [("add", {"a": 2, "b": 3}, "run-1/c/p1/tool:t1")]
-    assert h.llm.calls == [STEP, VALIDATE, ASSESS]  # no LLM call for the tool step
+    assert h.llm.calls == [STEP, EVALUATE]  # no LLM call for the tool step
     assert "[t1] call add\n5" in h.llm.history[0].input.prior_outputs
     (call,) = out.run.passes[0].tool_calls
     assert (call.step_id, call.tool, call.outcome, call.excerpt) == ("t1", "add", "ok", "5")
@@ -223,7 +222,7 @@ async def test_the_plan_prompt_lists_the_runs_tools_and_the_host_flags_invented_
             }
         }
     )
-    h = harness({PLAN: planned, VALIDATE: replies.validation(), REFINE: replies.refinement()})
+    h = harness({PLAN: planned, REFINE: replies.refinement()})
     h.deps.tools = RecordingToolbox()
     ready = make_plan_ready("x")
     ready.run.plan = None
