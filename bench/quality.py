@@ -253,7 +253,10 @@ async def run_quality(ctx: BenchContext) -> dict[str, Any]:
     cases = load_cases()[: ctx.quality_cases or None]
     words = {case.id: in_words(case.rules) for case in cases} if "words" in columns else {}
     results = Results(ctx.quality_results, ctx.model)
-    llm_settings = LLMSettings(kind="openai", base_url=ctx.llm_url, model=ctx.model)
+    # The server and model are the section's flags; the rest (AEON_LLM_TIMEOUT and the other
+    # bounds) is the environment's, as a worker's would be, so a loaded machine can be measured.
+    server = {"kind": "openai", "base_url": ctx.llm_url, "model": ctx.model}
+    llm_settings = LLMSettings.from_env().model_copy(update=server)
     llm = await ready_adapter(llm_settings)
     plain = AsyncOpenAI(base_url=ctx.llm_url, api_key="none", max_retries=2)
     prefix = ctx.new_prefix("quality")
