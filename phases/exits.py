@@ -65,16 +65,20 @@ def draft_suffices(run: RunState, judged: Evaluation, *, tools_available: bool) 
 
     What the request asks for is the profile's to say: depth at most DRAFT_MAX_DEPTH, and no
     tool use where the run has tools. When the model's profile could not be had (the default
-    stands in), the host reads the request itself: one short ask (prompts.stated.one_short_ask)
-    and no tools to use; a weak model that cannot profile "What is the capital of France?"
-    would otherwise send it through a plan it cannot make either."""
+    stands in), or it gives no reasons for its ratings, the host reads the request itself: one
+    short ask (prompts.stated.one_short_ask) and no tools to use; a weak model that cannot
+    profile "What is the capital of France?" would otherwise send it through a plan it cannot
+    make either. Ratings with no reasons are not the model's reading of this request: SmolLM2's
+    profiles of that question came back so, rated depth 3 in two runs of three (the format's
+    example's depth), and each of those went on to a plan it could not make (issue 33)."""
     profile = run.profile
     if profile is None or run.approve_plan or judged.failed:
         return None
-    if run.profile_is_default:
+    unread = "could not be had" if run.profile_is_default else "gave no reasons"
+    if run.profile_is_default or not profile.raw_inference.strip():
         if tools_available or not one_short_ask(run.request):
             return None
-        asks = "the request is one short ask (the profile could not be had)"
+        asks = f"the request is one short ask (the profile {unread})"
     elif profile.reasoning_depth > DRAFT_MAX_DEPTH or (
         tools_available and profile.expected_tool_usage != "none"
     ):

@@ -477,7 +477,8 @@ def _judged(failed: bool) -> Evaluation:
 def test_when_the_draft_is_enough(depth, tool, tools_available, failed, approve, ends) -> None:
     run = RunState(
         request="r",
-        profile=TaskProfile(reasoning_depth=depth, expected_tool_usage=tool),
+        # A profile the model gave its reasons for: what it says of the request stands.
+        profile=TaskProfile(reasoning_depth=depth, expected_tool_usage=tool, raw_inference="why"),
         approve_plan=approve,
     )
     end = exits.draft_suffices(run, _judged(failed), tools_available=tools_available)
@@ -509,6 +510,30 @@ def test_without_a_profile_the_host_reads_the_request(
     assert (end is not None) == ends
     if end is not None:
         assert "the request is one short ask (the profile could not be had)" in end.detail
+
+
+@pytest.mark.parametrize(
+    ("raw_inference", "request_text", "ends"),
+    [
+        ("", "What is the capital of France?", True),
+        ("   ", "What is the capital of France?", True),
+        ("", "Compare heat pumps and gas boilers. Then say which is cheaper to run.", False),
+        ("Several connected steps: a capital, then its history.", "What is the capital?", False),
+    ],
+)
+def test_a_profile_with_no_reasons_leaves_the_host_to_read_the_request(
+    raw_inference: str, request_text: str, ends: bool
+) -> None:
+    """Issue 33: a profile whose ratings come with no reasons is not the model's reading of
+    this request (SmolLM2 rated "What is the capital of France?" depth 3 so, and the run went
+    on to a plan it could not make): the host reads the request as when no profile could be
+    had. A profile that gives its reasons is the model's to say, depth 3 stays depth 3."""
+    profile = TaskProfile(reasoning_depth=3, raw_inference=raw_inference)
+    run = RunState(request=request_text, profile=profile)
+    end = exits.draft_suffices(run, _judged(False), tools_available=False)
+    assert (end is not None) == ends
+    if end is not None:
+        assert "the request is one short ask (the profile gave no reasons)" in end.detail
 
 
 def test_what_an_answer_is_when_checked() -> None:
