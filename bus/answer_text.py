@@ -59,6 +59,11 @@ SETTLED = "settled"
 PUBLISHED = "published"
 #: How often a `TextPoller` reads the runs it watches: about a token's time on a fast server.
 POLL_S = 0.05
+#: How long a sink gathers pieces before it writes them as one delta (its first piece goes at
+#: once). One write a piece cost a worker a script call a token: at 1,000 runs in flight it
+#: doubled the worker's CPU per run (python -m bench, concurrency). A reader polls every
+#: POLL_S, so it sees the text about as soon either way.
+GATHER_S = 0.1
 
 
 class ResetWhy(StrEnum):
@@ -202,11 +207,15 @@ class RedisAnswerText:
     """Where the phases write their runs' answer text: makes a sink per call (llm.base.TextSink),
     and resets a run's text when the host sets a candidate aside."""
 
-    def __init__(self, redis: RedisClient, keys: Keys, maxlen: int, ttl_s: int) -> None:
+    def __init__(
+        self, redis: RedisClient, keys: Keys, maxlen: int, ttl_s: int, gather_s: float = GATHER_S
+    ) -> None:
         self._redis = redis
         self._keys = keys
         self._maxlen = maxlen
         self._ttl_s = ttl_s
+        #: How long each sink gathers pieces before it writes them (0: each piece at once).
+        self.gather_s = gather_s
 
     def sink(self, correlation_id: str, candidate: str, provisional: bool) -> AnswerSink:
         """A sink for one call writing `candidate` of run `correlation_id`."""
@@ -242,6 +251,11 @@ class RedisAnswerText:
 class AnswerSink:
     """One call's answer text (llm.base.TextSink): its first write starts a new attempt.
 
+    Pieces are gathered for GATHER_S and written as one delta; the first goes at once, so the
+    answer shows as soon as it starts. Pieces still gathered when the call ends are not written:
+    the settlement writes what the published text adds (the rest of an answer published as
+    written), and a candidate set aside needs no more.
+
     The text is a view of the answer, never a condition of it: a write Redis does not take
     (away, failing over, out of memory) is logged, and the sink writes nothing more of this
     attempt (a gap would show a text that is not the answer's); the call goes on, and the
@@ -256,16 +270,25 @@ class AnswerSink:
         self.provisional = provisional
         self._fresh = True
         self._broken = False
+        self._gathered: list[str] = []
+        self._written_at: float | None = None
 
     async def write(self, text: str) -> None:
         if not text or self._broken:
             return
+        self._gathered.append(text)
+        now = asyncio.get_running_loop().time()
+        if self._written_at is not None and now - self._written_at < self._stream.gather_s:
+            return
+        self._written_at = now
+        pieces, self._gathered = "".join(self._gathered), []
         fresh, self._fresh = self._fresh, False
-        await self._send(DELTA, fresh, text)
+        await self._send(DELTA, fresh, pieces)
 
     async def reset(self) -> None:
         """The attempt is void: what it wrote is not the reply; the next write starts over."""
         self._fresh, self._broken = True, False
+        self._gathered, self._written_at = [], None
         await self._send(RESET, False, "")
 
     async def _send(self, kind: str, fresh: bool, text: str) -> None:

@@ -64,7 +64,9 @@ async def redis(settings: BusSettings) -> AsyncIterator[RedisClient]:
 
 def stream_of(redis: RedisClient, settings: BusSettings, maxlen: int = 10_000) -> RedisAnswerText:
     keys = Keys(settings.prefix, settings.shards)
-    return RedisAnswerText(redis, keys, maxlen, settings.answer_ttl_s)
+    # Each piece its own entry (no gathering), so the entries say what each write did;
+    # `test_a_sink_gathers_the_pieces_that_come_within_its_window` holds the gathering.
+    return RedisAnswerText(redis, keys, maxlen, settings.answer_ttl_s, gather_s=0)
 
 
 async def publish(redis: RedisClient, settings: BusSettings, cid: str, text: str) -> None:

@@ -497,3 +497,14 @@ async def test_refine_meets_the_stated_constraints_and_keeps_the_rest(make_call)
     assert "Assam" in reply.text
     for sentence in ("Green tea is mild.", "Black tea is strong.", "Oolong sits between them"):
         assert sentence in reply.text
+
+
+def test_a_streamed_reply_is_paced_in_a_few_steps_that_join_to_it() -> None:
+    """The offline model writes a long reply in at most PACED_STEPS writes (a wait and a write
+    a chunk cost a worker most of its CPU per run), in order, joining to the reply."""
+    from aeonloop.llm.offline import PACED_STEPS, chunks, paced
+
+    text = " ".join(f"word{i}" for i in range(301))
+    steps = paced(chunks(text))
+    assert 1 < len(steps) <= PACED_STEPS and "".join(steps) == text
+    assert paced(["only"]) == ["only"]
