@@ -193,6 +193,15 @@ def expected_kinds(result: Mapping[str, Any]) -> list[str]:
     return ["profile", "plan", *passes, "exit", "answer"]
 
 
+@dataclass
+class Stack:
+    """What `served` yields, kept together for a module's tests: the server, its bus, its env."""
+
+    server: Server
+    bus: Bus
+    env: dict[str, str]
+
+
 @contextlib.contextmanager
 def served(redis_url: str, logs: Path, **env: str) -> Iterator[tuple[Server, Bus, dict[str, str]]]:
     """One worker and one `aeon serve`, under a prefix of their own (`env`: AEON_* settings),

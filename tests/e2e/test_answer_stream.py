@@ -8,11 +8,10 @@ real `aeon serve`, read over real HTTP.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
-from e2e_support import Bus, Processes, aeon_argv, run_on_a_terminal, submitted_id
-from http_support import Server, Stream, answer_written, served
+from e2e_support import Processes, aeon_argv, run_on_a_terminal, submitted_id
+from http_support import Stack, Stream, answer_written, served
 
 from aeonloop.gateway.progress import SET_ASIDE_WORDS
 from aeonloop.llm.offline import OFFLINE_NOTICE
@@ -22,13 +21,6 @@ pytestmark = pytest.mark.e2e
 #: Each offline call takes this long, its reply written in chunks over it: the answer is
 #: written over seconds, which a reader can be cut off in the middle of.
 LLM_DELAY_MS = "1500"
-
-
-@dataclass
-class Stack:
-    server: Server
-    bus: Bus
-    env: dict[str, str]
 
 
 @pytest.fixture(scope="module")

@@ -13,13 +13,12 @@ import concurrent.futures
 import re
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 import pytest
 from e2e_support import Bus, Processes, child_env, wait_until
-from http_support import Server, expected_kinds, served
+from http_support import Server, Stack, expected_kinds, served
 
 from aeonloop.bus.compact import unpack
 
@@ -30,13 +29,6 @@ pytestmark = pytest.mark.e2e
 LLM_DELAY_MS = "100"
 TOKEN = "tok-" + "7" * 28
 OTHER_TOKEN = "tok-" + "3" * 28
-
-
-@dataclass
-class Stack:
-    server: Server
-    bus: Bus
-    env: dict[str, str]
 
 
 @pytest.fixture(scope="module")
