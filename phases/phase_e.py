@@ -233,15 +233,22 @@ def published_as_written(phase_e_input: PhaseEInput, run: RunState | None) -> bo
     not published: the host's checks have nothing left to judge."""
     if run is not None and verification.fail_rules(run.rules):
         return False
-    p = phase_e_input
-    reason = exits.answer_reason(
+    reason = answer_reason_of(phase_e_input, has_draft=run is not None and run.has_draft)
+    return reason is AnswerReason.CONVERGED
+
+
+def answer_reason_of(
+    p: PhaseEInput, *, has_draft: bool, checks_failed: bool = False
+) -> AnswerReason:
+    """The reason the answer is given (exits.answer_reason), from what Phase E was given."""
+    return exits.answer_reason(
         p.convergence_status,
         p.total_passes,
         p.ttl_remaining,
         missing_fields(p),
-        has_draft=run is not None and run.has_draft,
+        checks_failed=checks_failed,
+        has_draft=has_draft,
     )
-    return reason is AnswerReason.CONVERGED
 
 
 def draft_instead(
@@ -508,14 +515,8 @@ def model_answer(
     the answer degraded (`checks_failed`). `output` is None only for a run answered by its
     draft at Phase A's word, which had no synthesis."""
     p = phase_e_input
-    reason = exits.answer_reason(
-        p.convergence_status,
-        p.total_passes,
-        p.ttl_remaining,
-        missing_fields(p),
-        checks_failed=checked is not None and checked.failed,
-        has_draft=has_draft,
-    )
+    checks_failed = checked is not None and checked.failed
+    reason = answer_reason_of(p, has_draft=has_draft, checks_failed=checks_failed)
     metadata = build_metadata(phase_e_input, reason, context)
     if checked is not None:
         metadata.update(checked.metadata())
