@@ -23,7 +23,7 @@ import difflib
 import re
 import typing
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -134,9 +134,6 @@ class AeonSettings(BaseSettings):
         populate_by_name=True,
     )
 
-    #: Variables named by their alias rather than AEON_<FIELD> (e.g. AEON_LLM for `kind`).
-    variable_names: ClassVar[dict[str, str]] = {}
-
     @model_validator(mode="before")
     @classmethod
     def _blank_is_unset(cls, data: Any) -> Any:
@@ -174,8 +171,6 @@ class AeonSettings(BaseSettings):
     @classmethod
     def variable(cls, field: str) -> str:
         """The environment variable that sets `field` (its first alias, when it has aliases)."""
-        if field in cls.variable_names:
-            return cls.variable_names[field]
         alias = cls.model_fields[field].validation_alias
         if isinstance(alias, AliasChoices):
             alias = alias.choices[0]

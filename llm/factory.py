@@ -29,7 +29,7 @@ AEON_LLM_WHOLE_REPLY_PER_1K_S for each 1,000 tokens of its reply budget.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
@@ -50,14 +50,6 @@ KINDS: tuple[AdapterKind, ...] = ("offline", "openai", "scripted")
 class LLMSettings(AeonSettings, env_prefix="AEON_LLM_"):
     """Which adapter to build and how; the key is a SecretStr so no repr or log can show it."""
 
-    #: The prompt's share of the first-token bound is named for what it bounds, the first token.
-    variable_names: ClassVar[dict[str, str]] = {
-        "kind": "AEON_LLM",
-        "api_key": "AEON_LLM_API_KEY",
-        "prompt_s_per_1k": "AEON_LLM_FIRST_TOKEN_PER_1K_S",
-        "reply_s_per_1k": "AEON_LLM_WHOLE_REPLY_PER_1K_S",
-    }
-
     kind: Annotated[
         AdapterKind,
         core("offline (the default, no model), openai (any OpenAI-compatible server) or scripted"),
@@ -77,7 +69,8 @@ class LLMSettings(AeonSettings, env_prefix="AEON_LLM_"):
         Field(gt=0, allow_inf_nan=False),
         core("seconds an LLM call may wait for its first token (60; more for long prompts)"),
     ] = 60.0
-    #: More seconds to the first token for each 1,000 prompt tokens (estimated at 4 characters
+    #: More seconds to the first token for each 1,000 prompt tokens (its variable is named for
+    #: what it bounds, the first token) (estimated at 4 characters
     #: each), the server's processing of the prompt: 30 s is ~33 prompt tokens a second, what a
     #: few-billion-parameter model on a busy 2-core CPU manages.
     prompt_s_per_1k: Annotated[

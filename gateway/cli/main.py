@@ -1,15 +1,7 @@
 """The `aeon` command: ask, answer, worker, serve, mcp, dlq, status, asyncapi.
 
-Exit codes (docs/cli.md, "Exit codes"):
-    0  answered            1  answered, degraded (the loop did not converge or something failed)
-    2  bad input or settings: nothing was published (an MCP server of AEON_MCP_CONFIG that
-       cannot start or answer, at start, is one)
-    3  no answer in time (the correlation id is printed to fetch it later)
-    4  Redis unreachable or refusing writes
-    5  `aeon status`: the deployment needs attention (each reason an "attention:" line)
-    6  the LLM server does not answer, or does not serve AEON_LLM_MODEL (checked at start by
-       the commands that run phases: `aeon ask` without AEON_REDIS_URL, `serve`, `worker`)
-    128+N  stopped by signal N (130 for Ctrl-C, 143 for SIGTERM); the embedded Redis goes too
+Exit codes: EXIT_CODES below, which `aeon --help` lists; docs/cli.md ("Exit codes") says
+when each is used, and tests/test_readme.py keeps the two alike.
 
 Every failure is one line on stderr naming what is wrong and what to do; never a traceback.
 """
