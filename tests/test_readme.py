@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic_core import PydanticUndefined
 
 from aeonloop.gateway.cli.main import EXIT_CODES, SETTINGS, _parser
 from aeonloop.phases.events import RequestSubmitted
@@ -82,6 +83,34 @@ def test_every_setting_is_documented_in_its_group(settings: type[AeonSettings]) 
         group, rows = ("core", core) if variable in core_variables else ("advanced", advanced)
         assert variable in rows, (
             f"{variable} has no row in the {group} settings of {CONFIGURATION.relative_to(ROOT)}"
+        )
+
+
+def _said(default: object) -> set[str]:
+    """How the page may write a default: a switch as 0/false or 1/true, a number as Python
+    prints it short."""
+    if isinstance(default, bool):
+        return {"1", "true"} if default else {"0", "false"}
+    if isinstance(default, float):
+        return {f"{default:g}"}
+    return {str(default)}
+
+
+@pytest.mark.parametrize("settings", SETTINGS, ids=lambda cls: cls.__name__)
+def test_every_default_the_page_gives_is_the_codes(settings: type[AeonSettings]) -> None:
+    """A default changed in the code and not on the page fails here (an unset one, None or
+    empty, the page says in words)."""
+    defaults = dict(
+        re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \| ([^|]*) \|", _page(CONFIGURATION), re.M)
+    )
+    for name, field in settings.model_fields.items():
+        if field.default in (None, (), "", PydanticUndefined):
+            continue
+        variable = settings.variable(name)
+        written = defaults[variable].strip().strip("`")
+        assert written in _said(field.default), (
+            f"{CONFIGURATION.name} gives {variable}'s default as {written!r}; the code's is "
+            f"{field.default!r}"
         )
 
 
