@@ -8,7 +8,8 @@ things it does not do:
   read by `from_env()` alone, so a developer's AEON_REDIS_URL never leaks into a test.
 - A bad value becomes one `SettingsError` line naming the variable, the value and the rule,
   e.g. "AEON_CONCURRENCY='1.5': must be a whole number", which the CLI prints with exit 2.
-  Only a secret's value (`secret`: a key, a password, a bearer token) is masked there.
+  Only a secret's value (a SecretStr or a field kept out of reprs: the LLM key, the bearer
+  tokens, the webhook secret) is masked there, and a URL's password (`redact`).
 
 The variables come in two groups (docs/configuration.md): the core, what a user sets (a field
 marked `core("one line")`, which `aeon --help` lists with that line), and the advanced rest. A
@@ -50,6 +51,7 @@ __all__ = [
     "notices",
     "redact",
     "renamed",
+    "variables",
 ]
 
 #: A URL's user:password@, also in one written without its scheme (user:pw@host:8080/v1).

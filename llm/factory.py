@@ -69,10 +69,10 @@ class LLMSettings(AeonSettings, env_prefix="AEON_LLM_"):
         Field(gt=0, allow_inf_nan=False),
         core("seconds an LLM call may wait for its first token (60; more for long prompts)"),
     ] = 60.0
-    #: More seconds to the first token for each 1,000 prompt tokens (its variable is named for
-    #: what it bounds, the first token) (estimated at 4 characters
+    #: More seconds to the first token for each 1,000 prompt tokens (estimated at 4 characters
     #: each), the server's processing of the prompt: 30 s is ~33 prompt tokens a second, what a
-    #: few-billion-parameter model on a busy 2-core CPU manages.
+    #: few-billion-parameter model on a busy 2-core CPU manages. Its variable is named for what
+    #: it bounds, the first token.
     prompt_s_per_1k: Annotated[
         float, Field(ge=0, allow_inf_nan=False, validation_alias="AEON_LLM_FIRST_TOKEN_PER_1K_S")
     ] = 30.0
