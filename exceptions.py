@@ -106,7 +106,7 @@ class HistoryMissing(BusError, LookupError):
     def __init__(self, correlation_id: str, names: list[str]) -> None:
         super().__init__(
             f"run {correlation_id}: no history record {', '.join(names)} in Redis "
-            "(expired after AEON_ANSWER_TTL_S, or deleted)"
+            "(expired after AEON_ANSWER_KEEP_S, or deleted)"
         )
 
 

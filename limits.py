@@ -13,7 +13,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from aeonloop.settings import AeonSettings
+from aeonloop.settings import AeonSettings, core
 
 #: AEON_MAX_PASSES unless set: the most passes a run may take, whatever its request asks.
 DEFAULT_MAX_PASSES = 8
@@ -49,11 +49,20 @@ Whole = Annotated[int, Field(ge=1)]
 
 
 class LoopSettings(AeonSettings):
-    """Bounds of a run; every one is an environment setting AEON_<FIELD> (docs/configuration.md)."""
+    """Bounds of a run; every one is an environment setting AEON_<FIELD> (docs/configuration.md).
+
+    The core settings among them say how much a run may do (its passes, its tokens) and what
+    the model can take. AEON_EFFORT, one knob for how hard a run works, would join them here;
+    no code reads it yet (docs/configuration.md, "The core").
+    """
 
     #: The one cap on passes: a request's max_ttl may ask for fewer, never more (gateways
     #: refuse it; Phase A caps a request from elsewhere), and a run's TTL never exceeds it.
-    max_passes: Annotated[int, Field(ge=1, le=MAX_TTL_CAP)] = DEFAULT_MAX_PASSES
+    max_passes: Annotated[
+        int,
+        Field(ge=1, le=MAX_TTL_CAP),
+        core(f"the most passes a run may take, 1 to {MAX_TTL_CAP} ({DEFAULT_MAX_PASSES})"),
+    ] = DEFAULT_MAX_PASSES
     max_actions_per_pass: Whole = 5
     #: Plan steps of one run whose LLM calls may be in flight at once (phase_c.execute).
     max_parallel_steps: Whole = 4
@@ -67,12 +76,20 @@ class LoopSettings(AeonSettings):
         DEFAULT_PATTERN_TIMEOUT_S
     )
     #: The model's context window in tokens: every prompt is fitted to it (AEON_LLM_CONTEXT_TOKENS).
-    llm_context_tokens: Whole = DEFAULT_CONTEXT_TOKENS
+    llm_context_tokens: Annotated[
+        Whole,
+        core(
+            f"the model's context window, in tokens ({DEFAULT_CONTEXT_TOKENS:,}); set a small "
+            "model's own"
+        ),
+    ] = DEFAULT_CONTEXT_TOKENS
     #: Characters of a step's output kept in the run's history; the rest is cut with a marker,
     #: so model verbosity cannot grow a run's records (or its prompts) without bound.
     max_step_output_chars: Whole = 20_000
     #: The token budget of a run whose request sets none (AEON_RUN_TOKEN_BUDGET); None: no cap.
-    run_token_budget: Whole | None = None
+    run_token_budget: Annotated[
+        Whole | None, core("the tokens a run may spend unless its request says (unset: no cap)")
+    ] = None
     #: Rounds of critique and refinement the answer may get while a fail-severity check does
     #: not hold on it (AEON_ANSWER_REFINE_ROUNDS; 0: the answer is checked, never refined).
     answer_refine_rounds: Annotated[int, Field(ge=0, le=10)] = 2

@@ -8,26 +8,63 @@ things it does not do:
   read by `from_env()` alone, so a developer's AEON_REDIS_URL never leaks into a test.
 - A bad value becomes one `SettingsError` line naming the variable, the value and the rule,
   e.g. "AEON_CONCURRENCY='1.5': must be a whole number", which the CLI prints with exit 2.
+  Only a secret's value (a SecretStr or a field kept out of reprs: the LLM key, the bearer
+  tokens, the webhook secret) is masked there, and a URL's password (`redact`).
+
+The variables come in two groups (docs/configuration.md): the core, what a user sets (a field
+marked `core("one line")`, which `aeon --help` lists with that line), and the advanced rest. A
+variable renamed keeps its old name for a while (`renamed`), and `notices` says, once at the
+start of a command, which old names and which unknown AEON_* variables (a typo) are set.
 """
 
 from __future__ import annotations
 
 import contextvars
+import difflib
 import re
-from typing import Any, ClassVar, Literal, Self
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
-from pydantic import ValidationError, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from aeonloop.exceptions import SettingsError
 
-__all__ = ["AeonSettings", "LogSettings", "SettingsError", "bare_url", "bare_urls", "redact"]
+__all__ = [
+    "AeonSettings",
+    "LogSettings",
+    "SettingsError",
+    "bare_url",
+    "bare_urls",
+    "core",
+    "core_lines",
+    "notices",
+    "redact",
+    "renamed",
+    "variables",
+]
 
-_CREDENTIALS = re.compile(r"(?<=://)[^@/]*@")
+#: A URL's user:password@, also in one written without its scheme (user:pw@host:8080/v1).
+_CREDENTIALS = re.compile(r"(?:(?<=://)|^)[^@/\s]*@")
 _QUERY_SECRET = re.compile(r"(?i)((?:password|username)=)[^&]*")
 _URL = re.compile(r"(?i)https?://[^\s'\"<>]+")
-_SECRET_FIELDS = ("key", "password", "token", "secret")
+#: AEON_* variables that are no setting of Aeon's own, so never taken for a typo: the test
+#: suite's and the benchmark's, and the Redis binary the embedded server runs
+#: (servers/embedded.py, docs/gateway.md).
+OTHER_TOOLS_PREFIXES = ("AEON_TEST_", "AEON_BENCH_")
+OTHER_TOOLS_VARIABLES = frozenset({"AEON_REDIS_SERVER_BIN"})
+_CORE = "core"
+_RENAMED_FROM = "renamed_from"
 #: pydantic's bounds, said as a person would.
 _BOUNDS = (
     ("greater than or equal to", "at least"),
@@ -64,6 +101,28 @@ def bare_urls(text: str) -> str:
     return _URL.sub(lambda found: bare_url(found.group(0)), text)
 
 
+def core(line: str) -> Any:
+    """Marks a field as a core setting, one a user sets, with the line `aeon --help` gives it
+    (in `Annotated[type, core("...")]`)."""
+    return Field(description=line, json_schema_extra={_CORE: True})
+
+
+def renamed(new: str, old: str) -> Any:
+    """A field read from the variable `new`, and from `old`, its former name, until that goes:
+    setting `old` still works, and `notices` says to use `new` (in `Annotated[type, ...]`)."""
+    return Field(validation_alias=AliasChoices(new, old), json_schema_extra={_RENAMED_FROM: old})
+
+
+def _extra(info: FieldInfo, key: str) -> Any:
+    extra = info.json_schema_extra
+    return extra.get(key) if isinstance(extra, dict) else None
+
+
+def _mentions(annotation: Any, kind: type) -> bool:
+    """Whether `annotation` is `kind` or holds it (`SecretStr | None`, `Annotated[...]`)."""
+    return annotation is kind or any(_mentions(arg, kind) for arg in typing.get_args(annotation))
+
+
 class AeonSettings(BaseSettings):
     """Base of every settings group: frozen, `AEON_`-prefixed, blank means unset."""
 
@@ -76,9 +135,6 @@ class AeonSettings(BaseSettings):
         validate_default=True,
         populate_by_name=True,
     )
-
-    #: Variables named by their alias rather than AEON_<FIELD> (e.g. AEON_LLM for `kind`).
-    variable_names: ClassVar[dict[str, str]] = {}
 
     @model_validator(mode="before")
     @classmethod
@@ -116,9 +172,39 @@ class AeonSettings(BaseSettings):
 
     @classmethod
     def variable(cls, field: str) -> str:
-        """The environment variable that sets `field`."""
+        """The environment variable that sets `field` (its first alias, when it has aliases)."""
+        alias = cls.model_fields[field].validation_alias
+        if isinstance(alias, AliasChoices):
+            alias = alias.choices[0]
+        if isinstance(alias, str):
+            return alias.upper()
         prefix = cls.model_config.get("env_prefix", "")
-        return cls.variable_names.get(field) or f"{prefix}{field}".upper()
+        return f"{prefix}{field}".upper()
+
+    @classmethod
+    def other_names(cls, field: str) -> list[str]:
+        """The other variables `field` is read from: a former name, OPENAI_API_KEY."""
+        alias = cls.model_fields[field].validation_alias
+        if not isinstance(alias, AliasChoices):
+            return []
+        return [str(name).upper() for name in alias.choices[1:]]
+
+    @classmethod
+    def is_secret(cls, field: str) -> bool:
+        """Whether `field` holds a secret (a SecretStr, or a field kept out of reprs): its
+        value is never shown, even when it is wrong."""
+        info = cls.model_fields[field]
+        return not info.repr or _mentions(info.annotation, SecretStr)
+
+    @classmethod
+    def _field_of(cls, name: str) -> str | None:
+        """The field an error's location names: a field's name, or one of its variables."""
+        if name in cls.model_fields:
+            return name
+        for field in cls.model_fields:
+            if name.upper() in (cls.variable(field), *cls.other_names(field)):
+                return field
+        return None
 
     @classmethod
     def describe(cls, error: ValidationError) -> str:
@@ -131,10 +217,11 @@ class AeonSettings(BaseSettings):
             message = message.replace(theirs, ours)
         if not problem["loc"]:  # a check across variables names them in its message
             return message
-        field = str(problem["loc"][0])
-        name = cls.variable(field) if field in cls.model_fields else field.upper()
+        location = str(problem["loc"][0])
+        field = cls._field_of(location)
+        name = cls.variable(field) if field else location.upper()
         given = problem["input"]
-        if any(word in field for word in _SECRET_FIELDS):
+        if field is None or cls.is_secret(field):
             given = "***"
         elif isinstance(given, str):
             given = redact(given)
@@ -154,9 +241,56 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 class LogSettings(AeonSettings):
     """AEON_LOG_LEVEL; unset, each command picks its own (`ask` is quiet, `worker` says more)."""
 
-    log_level: LogLevel | None = None
+    log_level: Annotated[
+        LogLevel | None,
+        core("DEBUG, INFO, WARNING, ERROR or CRITICAL (unset: WARNING for ask, INFO for worker)"),
+    ] = None
 
     @field_validator("log_level", mode="before")
     @classmethod
     def _upper(cls, value: object) -> object:
         return value.strip().upper() if isinstance(value, str) else value
+
+
+def variables(classes: Iterable[type[AeonSettings]]) -> dict[str, str]:
+    """Every variable the settings `classes` read, each with the name to use: itself, or the
+    new name of a variable that was renamed."""
+    names: dict[str, str] = {}
+    for cls in classes:
+        for field, info in cls.model_fields.items():
+            variable = cls.variable(field)
+            names[variable] = variable
+            old = _extra(info, _RENAMED_FROM)
+            for other in cls.other_names(field):
+                names[other] = variable if other == old else other
+    return names
+
+
+def core_lines(classes: Iterable[type[AeonSettings]]) -> list[tuple[str, str]]:
+    """The core settings of `classes`, in their order: (variable, its one line)."""
+    return [
+        (cls.variable(field), info.description or "")
+        for cls in classes
+        for field, info in cls.model_fields.items()
+        if _extra(info, _CORE)
+    ]
+
+
+def notices(environ: Mapping[str, str], classes: Iterable[type[AeonSettings]]) -> list[str]:
+    """One line for each AEON_* variable in `environ` that no setting of `classes` reads (a
+    typo, naming the closest known variable) and each set by a former name (naming the new)."""
+    known = variables(classes)
+    lines = []
+    for name in sorted(environ):
+        upper = name.upper()
+        if not upper.startswith("AEON_") or upper in OTHER_TOOLS_VARIABLES:
+            continue
+        if upper.startswith(OTHER_TOOLS_PREFIXES):
+            continue
+        if upper not in known:
+            closest = difflib.get_close_matches(upper, sorted(set(known.values())), n=1, cutoff=0.6)
+            hint = f": did you mean {closest[0]}?" if closest else ""
+            lines.append(f"{upper} is not a setting of Aeon's and is ignored{hint}")
+        elif known[upper] != upper:
+            lines.append(f"{upper} is a former name: set {known[upper]} instead")
+    return lines

@@ -1,6 +1,8 @@
 """Bus settings, all from the environment (AEON_<FIELD>) so a worker needs no config file.
 
-Every value has a default that suits one host; docs/configuration.md lists them.
+Every value has a default that suits one host; docs/configuration.md lists them. How long Redis
+keeps something is a `*_KEEP_S` variable (AEON_ANSWER_KEEP_S, ...): "TTL" is the run's pass
+budget (`max_ttl`), so the former AEON_*_TTL_S names are read only until they go (`renamed`).
 Values that cannot work, alone or together, are refused when the settings are read, with the
 variable named (aeonloop.settings.SettingsError), before a worker reads or a gateway publishes
 anything.
@@ -16,7 +18,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 
 from aeonloop.bus.keys import LockState
-from aeonloop.settings import AeonSettings, redact
+from aeonloop.settings import AeonSettings, core, redact, renamed
 
 __all__ = ["BusSettings", "check_redis_url", "redact"]
 
@@ -60,7 +62,10 @@ def check_redis_url(url: str) -> str:
 
 class BusSettings(AeonSettings):
     #: None means "no server configured": `aeon ask` then starts an embedded one.
-    redis_url: str | None = None
+    redis_url: Annotated[
+        str | None,
+        core("the Redis server, e.g. redis://localhost:6379/0; unset: ask and serve run their own"),
+    ] = None
     #: Whether AEON_REDIS_URL names a node of a Redis Cluster: "auto" asks the server.
     redis_cluster: Literal["auto", "yes", "no"] = "auto"
     prefix: str = Field("aeon", pattern=r"^[A-Za-z0-9_.-]+$")
@@ -103,14 +108,16 @@ class BusSettings(AeonSettings):
     #: How long a run's answer and history are kept after it (compressed: bus.compact), for a
     #: gateway that comes back for them (`aeon answer`, the HTTP API's runs). A day: what a
     #: client that lost its connection needs, at a seventh of the memory a week held.
-    answer_ttl_s: Whole = 24 * 3600
-    dedupe_ttl_s: Whole = 24 * 3600
+    answer_ttl_s: Annotated[Whole, renamed("AEON_ANSWER_KEEP_S", "AEON_ANSWER_TTL_S")] = 24 * 3600
+    #: How long a handled event's "done" mark is kept, so a late copy of it is dropped.
+    dedupe_ttl_s: Annotated[Whole, renamed("AEON_DEDUPE_KEEP_S", "AEON_DEDUPE_TTL_S")] = 24 * 3600
     #: Entries a run's answer text stream keeps at most (bus.answer_text; kept while the run
     #: goes on, and AEON_STREAM_KEEP_S once its answer is published): one per piece the
     #: model wrote (about a token each from a streaming server), over every candidate answer.
     #: Past it the oldest go, and a reader that missed them gets the whole answer at the end.
     answer_text_maxlen: Whole = 10_000
-    memo_ttl_s: Whole = 24 * 3600
+    #: The longest a memoised LLM reply is kept (each goes with its run's deadline).
+    memo_ttl_s: Annotated[Whole, renamed("AEON_MEMO_KEEP_S", "AEON_MEMO_TTL_S")] = 24 * 3600
     shutdown_grace_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 25.0
     consumer_name: str = Field(default_factory=default_consumer_name, min_length=1)
 

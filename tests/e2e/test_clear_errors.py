@@ -45,8 +45,23 @@ BAD_SETTINGS = {
         "redis://***@127.0.0.1/abc",
     ),
     "dedupe shorter than claim idle": (
+        {"AEON_DEDUPE_KEEP_S": "1", "AEON_CLAIM_IDLE_MS": "5000"},
+        "AEON_DEDUPE_KEEP_S (1 s) must be longer than AEON_CLAIM_IDLE_MS",
+    ),
+    "dedupe by its former name": (
         {"AEON_DEDUPE_TTL_S": "1", "AEON_CLAIM_IDLE_MS": "5000"},
-        "AEON_DEDUPE_TTL_S (1 s) must be longer than AEON_CLAIM_IDLE_MS",
+        "AEON_DEDUPE_KEEP_S (1 s) must be longer than AEON_CLAIM_IDLE_MS",
+    ),
+    # Issue 41, finding 8: a bad value that is no secret is shown (it was '***'), and a base URL
+    # without its scheme is a bad setting (it exited 6, "does not answer").
+    "context tokens -1": (
+        {"AEON_LLM_CONTEXT_TOKENS": "-1"},
+        "AEON_LLM_CONTEXT_TOKENS='-1': must be at least 1",
+    ),
+    "base url without its scheme": (
+        {"AEON_LLM": "openai", "AEON_LLM_BASE_URL": "localhost:8080/v1", "AEON_LLM_MODEL": "m"},
+        "AEON_LLM_BASE_URL='localhost:8080/v1': must be an http:// or https:// URL naming a "
+        "host, e.g. http://localhost:8080/v1",
     ),
     "loop setting": ({"AEON_MAX_PASSES": "many"}, "AEON_MAX_PASSES='many': must be a whole"),
     "shards 0": ({"AEON_SHARDS": "0"}, "AEON_SHARDS='0': must be at least 1"),
@@ -99,6 +114,23 @@ def test_bad_settings_are_one_line_and_exit_2(
     ask = procs.run_aeon({**env, **settings}, "ask", "Explain tides", timeout=20)
     assert_one_line(ask, 2, message)
     assert not bus.has_keys(), "something was written to Redis"
+
+
+@pytest.mark.timeout(60)
+def test_a_misspelt_variable_is_one_warning_naming_the_closest_and_the_run_goes_on(
+    procs: Processes, env: dict[str, str]
+) -> None:
+    """`AEON_MAX_PASS=3` was silently ignored (issue 41, finding 8): the worker and `aeon ask`
+    each say so in one line, and work on; the test suite's own AEON_TEST_* are left alone."""
+    typo = {**env, "AEON_MAX_PASS": "3", "AEON_TEST_ANYTHING": "1"}
+    worker = procs.worker(typo)
+    ask = procs.run_aeon(typo, "ask", "Explain tides", "--timeout", "30", timeout=50)
+    worker.stop()
+    said = "AEON_MAX_PASS is not a setting of Aeon's and is ignored: did you mean AEON_MAX_PASSES?"
+    assert ask.returncode in (0, 1), ask.output
+    for proc in (ask, worker):
+        warned = [line for line in proc.stderr.splitlines() if "AEON_" in line]
+        assert len(warned) == 1 and warned[0].endswith(said), proc.stderr
 
 
 @pytest.mark.timeout(30)

@@ -108,7 +108,7 @@ async def test_phase_c_without_its_history_fails_the_hop(harness, replies, make_
     ran(ready, ("done", 1))
     run = as_decoded(ready, 1)  # as a PassRequested after pass 1, whose records are gone
     event = ready.child(PassRequested, run=run)
-    with pytest.raises(HistoryMissing, match=r"record outputs:1 .*AEON_ANSWER_TTL_S"):
+    with pytest.raises(HistoryMissing, match=r"record outputs:1 .*AEON_ANSWER_KEEP_S"):
         await phase_c.handle(event, harness({}).deps)
 
 

@@ -19,7 +19,7 @@ from aeonloop.telemetry.tracing import TracingSettings
 
 @pytest.fixture
 def otel_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    for name in TracingSettings.variable_names.values():
+    for name in map(TracingSettings.variable, TracingSettings.model_fields):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", raising=False)
     return monkeypatch
