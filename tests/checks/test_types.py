@@ -1,5 +1,5 @@
-"""phases/checks.py: the host-run check vocabulary, each type's semantics, and the time bound on
-patterns."""
+"""aeonloop.checks: the host-run check vocabulary (types.py), each type's semantics as running.py
+runs it (units, patterns, JSON, language), and the time bound on patterns."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
-from aeonloop.phases.checks import (
+from aeonloop.checks.language import detect_language
+from aeonloop.checks.patterns import PATTERN_INPUT_CHARS, TimeBudget, bounded_search
+from aeonloop.checks.running import run_check
+from aeonloop.checks.types import (
     CHECK_TYPES,
-    PATTERN_INPUT_CHARS,
     CaseCheck,
     CountCheck,
     EndsWithCheck,
@@ -19,17 +21,12 @@ from aeonloop.phases.checks import (
     JsonCheck,
     LanguageCheck,
     PatternCheck,
-    PatternTimedOut,
     PhraseCountCheck,
     StartsWithCheck,
-    TimeBudget,
-    bounded_search,
-    count_units,
-    detect_language,
     parse_check,
-    run_check,
-    sentences,
 )
+from aeonloop.checks.units import count_units, sentences
+from aeonloop.exceptions import PatternTimedOut
 
 #: Matches nothing on the text below, but only after trying every way of splitting its words:
 #: `re` takes longer than anyone waits; `regex` is kept to its bound.
