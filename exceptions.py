@@ -38,7 +38,7 @@ raise; the branch says what kind of trouble it is:
     ├── ToolCallFailed               one tool call did not answer (timeout, transport): the
     │                                step fails with the reason
     ├── PatternTimedOut (TimeoutError)  a check's pattern ran out of its time bound: the check
-    │                                fails with that reason (phases/checks.py)
+    │                                fails with that reason (checks/patterns.py)
     ├── AnswerTimeout (TimeoutError)  no answer within the wait: it may still come
     └── ApiError                     the HTTP API refuses a request (status, field, reason)
 
@@ -326,7 +326,7 @@ class ToolCallFailed(AeonError):
 
 
 class PatternTimedOut(AeonError, TimeoutError):
-    """A check's pattern ran out of its time bound (phases.checks.bounded_search); the check
+    """A check's pattern ran out of its time bound (checks.patterns.bounded_search); the check
     that ran it fails, saying so."""
 
     def __init__(self, timeout: float) -> None:

@@ -71,7 +71,7 @@ class LoopSettings(AeonSettings):
     allow_executable_checks: bool = False
     executable_check_timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
     #: Seconds the patterns of one check (a rule's or a prepared one) may match, together, before
-    #: the check fails (phases.checks.run_check): a check never holds a worker thread longer.
+    #: the check fails (checks.running.run_check): a check never holds a worker thread longer.
     check_pattern_timeout_s: Annotated[float, Field(gt=0, le=60, allow_inf_nan=False)] = (
         DEFAULT_PATTERN_TIMEOUT_S
     )

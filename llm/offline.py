@@ -13,7 +13,7 @@ Across a run it behaves like a model that improves once, so the loop visibly ref
   nothing once the executed review step's output (which restates its description) is in the pass.
 
 Verified answers (docs/verified-answers.md): it prepares checks from the constraints a request or a
-rule in words states, in the few forms `prompts.stated` reads ("three bullet points", "under
+rule in words states, in the few forms `checks.stated` reads ("three bullet points", "under
 100 words", "mention X"); its plain draft restates the request without meeting them, as a weak
 model's one call would; and its refinement of an answer meets those constraints, so a run shows
 the answer checked, critiqued and refined with no LLM.
@@ -33,6 +33,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from aeonloop.checks.patterns import compile_pattern, phrase_pattern
+from aeonloop.checks.running import run_check
+from aeonloop.checks.stated import stated_checks, stated_constraints
+from aeonloop.checks.types import (
+    CaseCheck,
+    CountCheck,
+    EndsWithCheck,
+    ForbiddenWordsCheck,
+    JsonCheck,
+    PhraseCountCheck,
+    StartsWithCheck,
+    parse_check,
+)
+from aeonloop.checks.units import count_units
 from aeonloop.exceptions import LLMError
 from aeonloop.llm.base import LLMCall, LLMReply, TokenUsage, approx_tokens
 from aeonloop.prompts.registry import (
@@ -62,7 +76,6 @@ from aeonloop.prompts.registry import (
     TaskProfileUpdateInput,
     ToolOffer,
 )
-from aeonloop.prompts.stated import stated_checks, stated_constraints
 from aeonloop.prompts.unified import UnifiedPrompt
 
 MODEL_NAME = "aeon-offline"
@@ -651,28 +664,48 @@ def _refine_order(check: dict[str, Any]) -> int:
 
 
 def _meet(text: str, check: dict[str, Any]) -> str:
-    kind = check["type"]
-    if kind == "phrase_count":
-        have = text.lower().count(check["phrase"].lower())
-        extra = " ".join([check["phrase"]] * max(0, check["min"] - have))
-        return f"{text} {extra}".strip() if extra else text
-    if kind == "starts_with":
-        return text if text.startswith(check["text"]) else f"{check['text']} {text}"
-    if kind == "ends_with":
-        return text if text.endswith(check["text"]) else f"{text} {check['text']}"
-    if kind == "forbidden_words":
-        for word in check["words"]:
-            text = re.sub(rf"\b{re.escape(word)}\b", "", text, flags=re.IGNORECASE)
+    """The text changed as little as meets `check`, judged as the host judges it
+    (aeonloop.checks): a text that holds the check already is kept as it is, and so is one no
+    change of the offline model meets (a count of sentences, a language)."""
+    try:
+        made = parse_check(check)
+    except ValueError:  # a constraint no check can hold ("under 0 words")
+        return text
+    if run_check(made, text).held:
+        return text
+    if isinstance(made, PhraseCountCheck):
+        for _ in range(made.min or 0):
+            text = f"{text} {made.phrase}"
+            if run_check(made, text).held:
+                break
+        return text
+    if isinstance(made, StartsWithCheck):
+        return f"{made.text} {text}"
+    if isinstance(made, EndsWithCheck):
+        return f"{text} {made.text}"
+    if isinstance(made, ForbiddenWordsCheck):
+        for word in made.words:
+            pattern = phrase_pattern(word, whole_word=True)
+            text = compile_pattern(pattern, case_sensitive=made.case_sensitive).sub("", text)
         return _squash(text)
-    if kind == "case":
-        return text.lower() if check["case"] == "lower" else text.upper()
-    if kind == "json":
+    if isinstance(made, CaseCheck):
+        return text.lower() if made.case == "lower" else text.upper()
+    if isinstance(made, JsonCheck):
         return json.dumps({"answer": text}, ensure_ascii=False)
-    if kind == "count" and check["unit"] == "bullets":
-        return _as_bullets(text, check["max"] or check["min"] or 1)
-    if kind == "count" and check["unit"] == "words" and check["max"] is not None:
-        return " ".join(text.split()[: check["max"]])
+    if isinstance(made, CountCheck) and made.unit == "bullets":
+        return _as_bullets(text, made.max or made.min or 1)
+    if isinstance(made, CountCheck) and made.unit == "words" and made.max is not None:
+        return _first_words(text, made.max)
     return text
+
+
+def _first_words(text: str, most: int) -> str:
+    """The text's first whitespace-separated pieces that hold at most `most` words as the host
+    counts them (a piece such as "e.g." or "a/b" is two)."""
+    pieces = text.split()[:most]
+    while pieces and count_units("words", " ".join(pieces)) > most:
+        pieces.pop()
+    return " ".join(pieces)
 
 
 def _as_bullets(text: str, n: int) -> str:

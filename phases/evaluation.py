@@ -18,90 +18,30 @@ reason for a check that was not run.
 
 How each form of check is run:
 
-- a content check, and every check of the host's vocabulary (phases.checks), by
-  `phases.checks.run_check` on the output, on the host, deterministically, in a worker thread:
+- a content check, and every check of the host's vocabulary (aeonloop.checks), by
+  `checks.running.run_check` on the output, on the host, deterministically, in a worker thread:
   patterns run under a time bound (AEON_CHECK_PATTERN_TIMEOUT_S), so a pattern that backtracks
   without end fails its rule and never stalls the event loop;
 - a rule in words, by the checks PREPARE made of it (`prepared`, by rule id): it holds when all of
   them hold, and its details name the first that did not; with none prepared it is skipped;
-- an executable check, only when an operator allows it: the command is split with shlex and run
-  without a shell, in a fresh temporary directory holding the output as `artifact.md`, with the
-  output also on stdin; exit 0 passes, a timeout fails.
+- an executable check, only when an operator allows it (checks.commands): the command is split
+  with shlex and run without a shell, in a fresh temporary directory holding the output as
+  `artifact.md`, with the output also on stdin; exit 0 passes, a timeout fails.
+
+The checks and their outcomes are aeonloop.checks'; what is here is what needs the run's rules
+(phases.models): their verdicts, the score, and running them all at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import shlex
-import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import BinaryIO
 
-from aeonloop.phases.checks import (
-    DEFAULT_PATTERN_TIMEOUT_S,
-    Check,
-    CheckOutcome,
-    PatternCheck,
-    run_check,
-)
+from aeonloop.checks.commands import command_outcome
+from aeonloop.checks.running import CheckOutcome, all_hold, run_check
+from aeonloop.checks.types import Check, PatternCheck
+from aeonloop.limits import DEFAULT_PATTERN_TIMEOUT_S
 from aeonloop.phases.models import Evaluation, Rule, RuleCheck, RuleFinding, RuleResult, Verdict
-
-ARTIFACT_NAME = "artifact.md"
-_DETAIL_LIMIT = 300
-SKIPPED_REASON = (
-    "executable checks are disabled; an operator enables them with AEON_ALLOW_EXECUTABLE_CHECKS=1"
-)
-UNPREPARED_REASON = "its check is in words and none was prepared"
-
-
-def content_check(
-    pattern: str, output: str, timeout: float = DEFAULT_PATTERN_TIMEOUT_S
-) -> CheckOutcome:
-    """Whether the regular expression occurs anywhere in the output (a content check is a
-    pattern check that wants it present)."""
-    return run_check(PatternCheck(pattern=pattern), output, timeout=timeout)
-
-
-async def executable_check(command: str, output: str, timeout: float) -> CheckOutcome:
-    """Run `command` (no shell) with the output on stdin and in ./artifact.md; exit 0 holds."""
-    try:
-        argv = shlex.split(command)
-    except ValueError as exc:
-        return CheckOutcome(False, f"command cannot be parsed: {exc}")
-    if not argv:
-        return CheckOutcome(False, "command is empty")
-    with tempfile.TemporaryDirectory(prefix="aeon-check-") as workdir:
-        artifact = Path(workdir, ARTIFACT_NAME)
-        artifact.write_text(output, encoding="utf-8")
-        with artifact.open("rb") as stdin:
-            return await _run(argv, stdin, workdir, timeout)
-
-
-async def _run(argv: list[str], stdin: BinaryIO, workdir: str, timeout: float) -> CheckOutcome:
-    """Run the command with `stdin` as a file, not a pipe: a command that exits without
-    reading its input (`true`, `grep -q` on ./artifact.md) then cannot make the write fail.
-    Under uvloop such a write fails with "unable to perform operation on <WriteUnixTransport
-    closed=True>" rather than the BrokenPipeError asyncio's communicate() ignores."""
-    try:
-        process = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=workdir,
-            stdin=stdin,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-    except OSError as exc:
-        return CheckOutcome(False, f"command cannot start: {exc}")
-    try:
-        out, err = await asyncio.wait_for(process.communicate(), timeout)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        return CheckOutcome(False, f"timed out after {timeout:g}s")
-    said = _clip((err or out).decode(errors="replace").strip())
-    details = f"exit {process.returncode}" + (f": {said}" if said else "")
-    return CheckOutcome(process.returncode == 0, details)
 
 
 def host_outcome(
@@ -120,32 +60,9 @@ def host_outcome(
     return run_check(check, output, timeout=pattern_timeout)
 
 
-async def command_outcome(
-    check: RuleCheck, output: str, allow_executable: bool, timeout: float
-) -> CheckOutcome:
-    """The outcome of an executable check: run only where an operator allows it."""
-    if not allow_executable:
-        return CheckOutcome(False, SKIPPED_REASON, ran=False)
-    return await executable_check(check.command or "", output, timeout)
-
-
 def _command(rule: Rule) -> RuleCheck | None:
     check = rule.check
     return check if isinstance(check, RuleCheck) and check.type == "executable" else None
-
-
-def all_hold(checks: Sequence[Check], output: str, timeout: float) -> CheckOutcome:
-    """The outcome of a rule in words: every prepared check holds. Details name the first that
-    did not, or say what each found; with no checks, the rule is not run."""
-    if not checks:
-        return CheckOutcome(False, UNPREPARED_REASON, ran=False)
-    held = []
-    for check in checks:
-        outcome = run_check(check, output, timeout=timeout)
-        if not outcome.held:
-            return CheckOutcome(False, f"{check.describe()}: {outcome.details}")
-        held.append(outcome.details)
-    return CheckOutcome(True, "; ".join(held))
 
 
 def verdict(rule: Rule, outcome: CheckOutcome) -> Verdict:
@@ -222,7 +139,10 @@ async def evaluate_rules(
     hosted, executed = await asyncio.gather(
         asyncio.to_thread(judge_on_host) if on_host else _none(),
         asyncio.gather(
-            *(command_outcome(c, output, allow_executable, timeout) for c in commands.values())
+            *(
+                command_outcome(c.command or "", output, allow_executable, timeout)
+                for c in commands.values()
+            )
         ),
     )
     outcomes = dict(zip(on_host, hosted, strict=True))
@@ -244,7 +164,3 @@ def judged(rules: list[Rule], evaluation: Evaluation | None) -> bool:
     if evaluation is None:
         return False
     return any(is_active(r, res) for r, res in zip(rules, evaluation.rule_results, strict=True))
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= _DETAIL_LIMIT else text[:_DETAIL_LIMIT] + "…"

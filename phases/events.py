@@ -25,6 +25,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from aeonloop.bus.codec import derived_id
 from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, WEBHOOK_OUTCOMES
+from aeonloop.checks.types import Check
 from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.limits import (
     DEFAULT_MAX_PASSES,
@@ -36,7 +37,6 @@ from aeonloop.limits import (
     MAX_TURNS_CAP,
     ToolName,
 )
-from aeonloop.phases.checks import Check
 from aeonloop.phases.models import (
     ExecutionPass,
     ExitReason,

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 
 from aeonloop.bus.codec import derived_id
 from aeonloop.bus.deadletter import DeadLetter
+from aeonloop.checks.stated import one_short_ask
 from aeonloop.exceptions import (
     BudgetExhausted,
     LLMError,
@@ -34,7 +35,6 @@ from aeonloop.limits import LoopSettings
 from aeonloop.phases import evaluation
 from aeonloop.phases.events import Event, LoopExited, RequestSubmitted, RunState, utcnow
 from aeonloop.phases.models import AnswerReason, Evaluation, ExecutionPass, ExitReason, Plan
-from aeonloop.prompts.stated import one_short_ask
 
 #: How long Phase E has to answer a run known only by its correlation id (its deadline went
 #: with the event that could not be read).
@@ -66,7 +66,7 @@ def draft_suffices(run: RunState, judged: Evaluation, *, tools_available: bool) 
     What the request asks for is the profile's to say: depth at most DRAFT_MAX_DEPTH, and no
     tool use where the run has tools. When the model's profile could not be had (the default
     stands in), or it gives no reasons for its ratings, the host reads the request itself: one
-    short ask (prompts.stated.one_short_ask) and no tools to use; a weak model that cannot
+    short ask (checks.stated.one_short_ask) and no tools to use; a weak model that cannot
     profile "What is the capital of France?" would otherwise send it through a plan it cannot
     make either. Ratings with no reasons are not the model's reading of this request: SmolLM2's
     profiles of that question came back so, rated depth 3 in two runs of three (the format's

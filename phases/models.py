@@ -22,8 +22,9 @@ from pydantic import (
 )
 from pydantic.json_schema import SkipJsonSchema
 
+from aeonloop.checks.patterns import compile_pattern
+from aeonloop.checks.types import Check
 from aeonloop.limits import DEFAULT_MAX_PASSES
-from aeonloop.phases.checks import Check, compile_pattern
 
 ToolUsage = Literal["none", "minimal", "moderate", "extensive"]
 Breadth = Literal["narrow", "moderate", "broad"]
@@ -365,7 +366,7 @@ def _check_kind(value: Any) -> str:
 
 
 #: A rule's check: the request schema's own (content or executable), one of the host's check
-#: vocabulary (phases.checks), or a sentence in words that PREPARE turns into checks
+#: vocabulary (aeonloop.checks), or a sentence in words that PREPARE turns into checks
 #: (docs/requirements.md, PREPARE).
 RuleCheckForm = Annotated[
     Annotated[RuleCheck, Tag("content|executable")]

@@ -4,7 +4,7 @@ docs/verified-answers.md, "Verified answers", is the design; in short:
 
 - **PREPARE** (docs/requirements.md, PREPARE), in Phase A beside the profile and the draft:
   one call turns every rule whose check is in words, and every checkable constraint the request
-  states itself, into concrete checks of the host's vocabulary (phases.checks). A check maps to
+  states itself, into concrete checks of the host's vocabulary (aeonloop.checks). A check maps to
   one rule id; one the request implies becomes a rule of its own, `origin="request"`. A check
   the host cannot run (malformed, a pattern that does not compile) is dropped with a note, and
   the run goes on.
@@ -27,10 +27,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from aeonloop.bus.keys import memo_scope
+from aeonloop.checks import vocabulary
+from aeonloop.checks.stated import stated_checks
+from aeonloop.checks.types import Check, asks_presence, parse_check
 from aeonloop.exceptions import BudgetExhausted, LLMFailure, LLMUnreachable
 from aeonloop.llm.session import LLMSession, Reply
 from aeonloop.phases import evaluation, summaries
-from aeonloop.phases.checks import Check, parse_check
 from aeonloop.phases.deps import NO_STREAM, AnswerStream, LoopSettings
 from aeonloop.phases.events import RunState
 from aeonloop.phases.models import CritiqueIssue, Evaluation, Rule
@@ -47,7 +49,6 @@ from aeonloop.prompts.registry import (
     RefineAnswerInput,
 )
 from aeonloop.prompts.replies import is_blocked_reply, is_refusal
-from aeonloop.prompts.stated import stated_checks
 
 PREPARE_SCOPE = memo_scope("a", "prepare")
 DRAFT_SCOPE = memo_scope("a", "draft")
@@ -67,9 +68,14 @@ Source = Literal["draft", "answer", "refinement"]
 
 
 def prepare_input(run: RunState) -> PrepareChecksInput:
-    """The request and the rules whose check is in words, one per line: `- id: the words`."""
+    """The request and the rules whose check is in words, one per line: `- id: the words`, and
+    the host's check vocabulary as the types describe it (checks.vocabulary)."""
     lines = [f"- {rule.id}: {rule.check}" for rule in run.rules if isinstance(rule.check, str)]
-    return PrepareChecksInput(request=run.request, rules_in_words="\n".join(lines))
+    return PrepareChecksInput(
+        request=run.request,
+        rules_in_words="\n".join(lines),
+        check_types=vocabulary.described(),
+    )
 
 
 async def prepare(session: LLMSession, run: RunState) -> PrepareChecksOutput:
@@ -80,7 +86,7 @@ async def prepare(session: LLMSession, run: RunState) -> PrepareChecksOutput:
 
 
 def stated(run: RunState) -> PrepareChecksOutput:
-    """The checks the host reads itself in the request and the rules in words (prompts.stated):
+    """The checks the host reads itself in the request and the rules in words (checks.stated):
     PREPARE's floor, adopted before the model's checks, since a small model often prepares none
     for a constraint spelled out as plainly as "in three bullet points"."""
     rules_in_words = prepare_input(run).rules_in_words
@@ -467,12 +473,3 @@ def on_material(prepared: dict[str, list[Check]]) -> dict[str, list[Check]]:
     return {
         rule_id: [c for c in checks if asks_presence(c)] for rule_id, checks in prepared.items()
     }
-
-
-def asks_presence(check: Check) -> bool:
-    """Whether a check only asks for something to occur (so more text cannot break it)."""
-    if check.type == "pattern":
-        return bool(check.present)
-    if check.type == "phrase_count":
-        return check.max is None
-    return False

@@ -204,11 +204,16 @@ class CritiqueInput(PromptInput):
 
 class PrepareChecksInput(PromptInput):
     """PREPARE (docs/requirements.md): the request and the rules whose check is in words, never
-    an answer."""
+    an answer; and the host's check vocabulary, which aeonloop.checks writes from its types
+    (`vocabulary.described`) and the phases pass in, since prompts/ imports nothing of Aeon. It
+    is the same in every call, so it is shown among the prompt's fixed text, before the data."""
 
     request: str = Field(..., min_length=1)
     rules_in_words: str = Field(
         "", description="the rules whose check is in plain words, one per line: id, then the words"
+    )
+    check_types: str = Field(
+        ..., min_length=1, description="the host's check types, one a line, each an example object"
     )
 
 
@@ -410,7 +415,7 @@ class CritiqueOutput(PromptOutput):
 
 class PreparedCheckOutput(PromptOutput):
     """One concrete check: the rule it belongs to, and the check in the host's vocabulary (a
-    JSON object the host reads with phases.checks.parse_check, dropping one it cannot run)."""
+    JSON object the host reads with aeonloop.checks' parse_check, dropping one it cannot run)."""
 
     rule_id: str = Field(..., min_length=1)
     description: str = ""
@@ -684,28 +689,6 @@ _PLAN_FIELDS = """\
 - A step that a listed tool does also has tool (the tool's name, exactly as listed) and
   arguments (an object matching the tool's argument schema); the tool's result is the step's
   output. Name only listed tools; leave tool out of every other step."""
-
-
-#: The host's check vocabulary as PREPARE is shown it (phases.checks runs each kind).
-_CHECK_TYPES = """\
-- {"type": "pattern", "pattern": "<regular expression>", "present": true}: the pattern occurs
-  (present false: it must not occur).
-- {"type": "phrase_count", "phrase": "<word or phrase>", "min": 1, "max": null}: how often the
-  phrase occurs as whole words, in any case, within min and max (null: no bound).
-- {"type": "count", "unit": "words", "min": null, "max": 99}: how many words, sentences,
-  paragraphs, lines, bullets, numbered_items, sections (Markdown headings), placeholders or
-  characters the answer has, within min and max.
-- {"type": "starts_with", "text": "<text>"} and {"type": "ends_with", "text": "<text>"}.
-- {"type": "forbidden_words", "words": ["<word>"]}: none of the words occurs.
-- {"type": "case", "case": "lower"}: every letter is lower (or "upper") case.
-- {"type": "json", "json_schema": null}: the answer is valid JSON (matching the JSON Schema, if
-  given).
-- {"type": "language", "code": "en"}: the answer is written in that language (ISO 639-1 code)."""
-
-
-def _literal(text: str) -> str:
-    """`text` as a template shows it: its braces are text, not fields."""
-    return text.replace("{", "{{").replace("}", "}}")
 
 
 _PREPARE_EXAMPLE: dict[str, Any] = {
@@ -1021,7 +1004,7 @@ def _definitions() -> list[PromptDefinition]:
             "JSON), under a new id that starts with request. (request.bullets, request.words).\n"
             "Leave out what a program cannot check (tone, accuracy, quality). With nothing to "
             "check, return an empty checks list.\n\n"
-            "Each check is one of these objects:\n" + _literal(_CHECK_TYPES),
+            "Each check is one of these objects:\n{check_types}",
             _PREPARE_EXAMPLE,
             "- checks: list, empty when nothing can be checked. rule_id is a rule's id exactly "
             "as listed, or request.<name> for a constraint of the request; description says "

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from aeonloop.checks.vocabulary import described
 from aeonloop.llm.base import LLMAdapter, LLMError
 from aeonloop.llm.offline import REVIEW_STEP, OfflineLLM, plan_steps
 from aeonloop.prompts import registry as r
@@ -87,6 +88,7 @@ SAMPLES.update(
         PromptId.CHECKS_PREPARE_USER: r.PrepareChecksInput(
             request=REQUEST + " Answer in three bullet points.",
             rules_in_words="- r.name: mentions Quicksort",
+            check_types=described(),
         ),
         PromptId.ANSWER_DRAFT_USER: r.DraftAnswerInput(request=REQUEST),
         PromptId.ANSWER_REFINE_USER: r.RefineAnswerInput(
@@ -457,9 +459,8 @@ async def test_answer_confidence_follows_the_run(make_call, fields, confidence):
     ],
 )
 async def test_prepare_reads_the_requests_own_constraints(make_call, request_text, expected):
-    body = await reply_json(
-        make_call, PromptId.CHECKS_PREPARE_USER, r.PrepareChecksInput(request=request_text)
-    )
+    data = r.PrepareChecksInput(request=request_text, check_types=described())
+    body = await reply_json(make_call, PromptId.CHECKS_PREPARE_USER, data)
     if expected is None:  # only the kinds, in the order the request states them
         kinds = [c["check"]["type"] for c in body["checks"]]
         assert kinds == ["starts_with", "forbidden_words"]
@@ -471,6 +472,7 @@ async def test_prepare_maps_a_rule_in_words_to_its_id(make_call):
     data = r.PrepareChecksInput(
         request="Tell me about Lisbon.",
         rules_in_words="- r.city: mentions Lisbon\n- r.tone: be friendly",
+        check_types=described(),
     )
     body = await reply_json(make_call, PromptId.CHECKS_PREPARE_USER, data)
     assert [(c["rule_id"], c["check"]["phrase"]) for c in body["checks"]] == [("r.city", "Lisbon")]

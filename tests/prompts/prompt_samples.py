@@ -119,7 +119,11 @@ SAMPLE_INPUTS: dict[type[PromptInput], dict[str, Any]] = {
         "parent_step_id": "PARENTID-MARK",
         "parent_step_description": "PARENTDESC-MARK",
     },
-    PrepareChecksInput: {"request": "REQUEST-MARK", "rules_in_words": "- r1: WORDS-MARK"},
+    PrepareChecksInput: {
+        "request": "REQUEST-MARK",
+        "rules_in_words": "- r1: WORDS-MARK",
+        "check_types": "- CHECKTYPES-MARK",
+    },
     DraftAnswerInput: {"request": "REQUEST-MARK"},
     RefineAnswerInput: {
         "request": "REQUEST-MARK",

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: The source packages of DESIGN.md's layout that must hold no prompt text (those that exist).
-SOURCE_PACKAGES = ("bus", "phases", "llm", "gateway", "bench")
+SOURCE_PACKAGES = ("bus", "phases", "llm", "gateway", "bench", "checks")
 
 
 def _phrases(*patterns: str) -> tuple[re.Pattern[str], ...]:

@@ -367,6 +367,10 @@ def test_every_user_prompt_has_a_reply_budget() -> None:
 
 #: Fields whose values are a closed list: the other value there.
 _OTHER_CHOICE = {"artifact_kind": "pass"}
+#: Fields the host gives alike in every call of the prompt, in every run: PREPARE's check
+#: vocabulary (the phases pass what aeonloop.checks writes from its types). They belong to the
+#: fixed text, before the data.
+_HOST_CONSTANTS = frozenset({"check_types"})
 
 
 def _other(name: str, value: object) -> object:
@@ -388,9 +392,12 @@ def _other(name: str, value: object) -> object:
 def test_a_json_prompt_gives_its_fixed_text_first_and_its_data_last(prompt_id: PromptId) -> None:
     """Issue 33: every call of a JSON prompt, in every run, begins with the same bytes up to
     its data (the task, the reply's shape and its field rules), so a server that caches prompt
-    prefixes processes them once. Two calls whose every field differs share all of that."""
+    prefixes processes them once. Two calls whose every field differs (but the host's constants)
+    share all of that, the host's constants included."""
     given = SAMPLE_INPUTS[REGISTRY.get_definition(prompt_id).input_model]
     first = REGISTRY.get_prompt(prompt_id, given)
-    second = REGISTRY.get_prompt(prompt_id, {name: _other(name, v) for name, v in given.items()})
+    other = {n: v if n in _HOST_CONSTANTS else _other(n, v) for n, v in given.items()}
+    second = REGISTRY.get_prompt(prompt_id, other)
     fixed = first[: first.index("and no Markdown fences.")]
     assert second.startswith(fixed)
+    assert all(str(given[name]) in fixed for name in _HOST_CONSTANTS.intersection(given))

@@ -1,4 +1,5 @@
-"""phases/evaluation.py: content and executable checks, verdicts, and seed 004's scoring."""
+"""Rule evaluation: content and executable checks (checks/running.py, checks/commands.py), verdicts
+and seed 004's scoring (phases/evaluation.py)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,10 @@ import shlex
 
 import pytest
 
-from aeonloop.phases.checks import CountCheck, PatternCheck
-from aeonloop.phases.evaluation import (
-    SKIPPED_REASON,
-    UNPREPARED_REASON,
-    content_check,
-    evaluate_rules,
-    executable_check,
-    judged,
-    score_results,
-)
+from aeonloop.checks.commands import SKIPPED_REASON, executable_check
+from aeonloop.checks.running import UNPREPARED_REASON, content_check
+from aeonloop.checks.types import CountCheck, PatternCheck
+from aeonloop.phases.evaluation import evaluate_rules, judged, score_results
 from aeonloop.phases.models import Evaluation, Rule, RuleCheck, RuleResult
 
 OUTPUT = "The total is 42 EUR.\nA second line mentions caching."

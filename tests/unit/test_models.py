@@ -7,8 +7,8 @@ import re
 import pytest
 from pydantic import ValidationError
 
+from aeonloop.checks.types import CountCheck
 from aeonloop.limits import DEFAULT_MAX_PASSES
-from aeonloop.phases.checks import CountCheck
 from aeonloop.phases.models import (
     Consistency,
     ConvergenceAssessment,

@@ -11,11 +11,17 @@ import pytest
 
 from aeonloop.bus.in_process import DictRunRecords
 from aeonloop.bus.keys import DRAFT_RECORD
+from aeonloop.checks.types import (
+    CountCheck,
+    PatternCheck,
+    PhraseCountCheck,
+    asks_presence,
+    parse_check,
+)
 from aeonloop.contracts import Usage
 from aeonloop.gateway.cli.display import render_human
 from aeonloop.gateway.http.run_steps import answer_data
 from aeonloop.phases import exits, history, phase_a, phase_e, render, verification
-from aeonloop.phases.checks import CountCheck, PatternCheck, PhraseCountCheck, parse_check
 from aeonloop.phases.events import (
     ExecutionResult,
     FinalAnswerReady,
@@ -448,7 +454,7 @@ async def test_a_redelivered_answer_hop_makes_no_second_critique_or_refinement(
 )
 def test_only_checks_that_ask_for_presence_judge_a_pass(check, on_material) -> None:
     made = parse_check(check)
-    assert verification.asks_presence(made) is on_material
+    assert asks_presence(made) is on_material
     kept = verification.on_material({"r": [made, PatternCheck(pattern="x")]})
     assert len(kept["r"]) == (2 if on_material else 1)
 

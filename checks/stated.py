@@ -1,11 +1,12 @@
 """The checkable constraints a text states in so many words ("three bullet points", "under 100
-words", "mention Paris twice"), read as the host's checks (phases/checks.py's vocabulary, as
-PREPARE writes them).
+words", "mention Paris twice"), read as the host's checks (types.py's vocabulary, in the JSON
+form PREPARE writes them).
 
 Two readers use it. The host takes what it reads as PREPARE's floor: a small model often prepares
 no checks at all, and a constraint the request spells out this plainly needs no model to check
-(phases/verification.py). The offline model prepares and refines from it (llm/offline.py).
-Standard library only, like the rest of prompts/: it reads text, it runs nothing.
+(phases/verification.py). The offline model prepares and refines from it (llm/offline.py). It
+reads text and runs nothing; what it writes, the host parses as any prepared check
+(`types.parse_check`).
 """
 
 from __future__ import annotations

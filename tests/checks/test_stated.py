@@ -1,16 +1,18 @@
-"""The constraints a text states in so many words (prompts/stated.py): what the host adopts as
+"""The constraints a text states in so many words (checks/stated.py): what the host adopts as
 PREPARE's floor and the offline model prepares from."""
 
 from __future__ import annotations
 
 import pytest
 
-from aeonloop.prompts.stated import (
+from aeonloop.checks.running import run_check
+from aeonloop.checks.stated import (
     SHORT_ASK_WORDS,
     one_short_ask,
     stated_checks,
     stated_constraints,
 )
+from aeonloop.checks.types import parse_check
 
 
 @pytest.mark.parametrize(
@@ -79,3 +81,28 @@ def test_a_rule_in_words_that_only_says_mention_x(rule: str, phrase: str | None)
     since the request's reading wants a capital or quotes."""
     checks = stated_checks("Explain tides.", f"- r: {rule}")
     assert [c["check"]["phrase"] for c in checks] == ([phrase] if phrase else [])
+
+
+#: A request stating every form the host reads, and an answer that meets each of them.
+EVERY_FORM = (
+    'Start with "Yes" and end with "Done". List three bullet points in lower case, under 40 words, '
+    'mention "tea" twice, and avoid the word "coffee". Give it as JSON.'
+)
+
+
+def test_every_check_the_host_reads_is_one_it_runs() -> None:
+    """What the host reads is parsed as any prepared check is, and run: a form the reader writes
+    and the vocabulary refuses (a field renamed, a unit gone) fails here, not in a run."""
+    stated = stated_constraints(EVERY_FORM)
+    assert {check["type"] for _, _, check in stated} == {
+        "starts_with",
+        "ends_with",
+        "count",
+        "case",
+        "phrase_count",
+        "forbidden_words",
+        "json",
+    }
+    for _, said, check in stated:
+        made = parse_check(check)
+        assert run_check(made, "").details, said
