@@ -193,7 +193,7 @@ async def test_bad_input_is_rejected_in_one_line_and_nothing_is_published(stack:
     assert len(stack.bus.entries("requests")) == before
 
 
-async def test_no_token_or_a_wrong_one_is_refused_and_nothing_is_published(
+async def test_no_token_a_wrong_one_or_a_body_past_the_limit_is_refused_and_nothing_published(
     stack: Stack,
 ) -> None:
     before = len(stack.bus.entries("requests"))
@@ -204,6 +204,10 @@ async def test_no_token_or_a_wrong_one_is_refused_and_nothing_is_published(
             with pytest.raises(A2AClientError, match="401"):
                 async for _ in client.send_message(message()):
                     pass
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    huge = {"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": {"x": "y" * 1_100_000}}
+    too_large = stack.server.post("/a2a", huge, headers=auth)  # AEON_HTTP_MAX_BODY_BYTES
+    assert (too_large.status, too_large.body["field"]) == (413, "body")
     assert len(stack.bus.entries("requests")) == before
 
 
