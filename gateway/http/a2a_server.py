@@ -223,10 +223,12 @@ class _ArtifactText:
 
 @dataclass
 class _Running:
-    """A task's run while its `execute` follows it."""
+    """A task while its `execute` runs: its run, once published, and whether it has ended."""
 
-    correlation_id: str
-    #: Set once `execute` has written the task's end (its answer and last state).
+    correlation_id: str | None = None
+    #: Set once the run is published (`correlation_id` is known).
+    published: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Set once `execute` has written the task's end (its answer and last state, or rejected).
     ended: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -243,6 +245,22 @@ class AeonAgent(AgentExecutor):
         answer (or `rejected`, naming the bad input)."""
         task_id, context_id = str(context.task_id), str(context.context_id)
         message = context.message or Message()
+        # Known before the task is, so a cancel always finds it (and waits for its run).
+        running = self._running[task_id] = _Running()
+        try:
+            await self._execute(task_id, context_id, message, event_queue, running)
+        finally:
+            running.ended.set()
+            self._running.pop(task_id, None)
+
+    async def _execute(
+        self,
+        task_id: str,
+        context_id: str,
+        message: Message,
+        event_queue: EventQueue,
+        running: _Running,
+    ) -> None:
         await event_queue.enqueue_event(
             Task(
                 id=task_id,
@@ -266,16 +284,13 @@ class AeonAgent(AgentExecutor):
             await updater.reject(updater.new_agent_message([Part(text=str(error))]))
             return
         log.info("run %s submitted over A2A (task %s)", correlation_id, task_id)
-        running = self._running[task_id] = _Running(correlation_id)
+        running.correlation_id = correlation_id
+        running.published.set()
         named = {"correlation_id": correlation_id}
-        try:
-            submitted = updater.new_agent_message([Part(text=f"run {correlation_id} submitted")])
-            await updater.update_status(TaskState.TASK_STATE_WORKING, submitted, metadata=named)
-            result = await self._follow(correlation_id, updater, updates)
-            await _end(updater, correlation_id, result)
-        finally:
-            running.ended.set()
-            self._running.pop(task_id, None)
+        submitted = updater.new_agent_message([Part(text=f"run {correlation_id} submitted")])
+        await updater.update_status(TaskState.TASK_STATE_WORKING, submitted, metadata=named)
+        result = await self._follow(correlation_id, updater, updates)
+        await _end(updater, correlation_id, result)
 
     async def _follow(
         self,
@@ -322,12 +337,28 @@ class AeonAgent(AgentExecutor):
         """Cancel the task's run, and return once `execute` has ended the task with the run's
         one answer (`cancelled`, unless it came first): the SDK stops `execute` after this."""
         running = self._running.get(str(context.task_id))
-        if running is None:  # its end is written already (or it never started a run)
+        if running is None:  # its end is written already
             return
-        outcome = await self.client.cancel(running.correlation_id)
-        log.info("run %s: its A2A task was cancelled; cancel %s", running.correlation_id, outcome)
+        # Past the run's deadline and grace, the SDK writes `canceled` itself.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(running.ended.wait(), self.timeout_s + ANSWER_GRACE_S)
+            async with asyncio.timeout(self.timeout_s + ANSWER_GRACE_S):
+                # A message still being checked and published: its run, or its refusal, first.
+                await _first(running.published.wait(), running.ended.wait())
+                if running.correlation_id is not None:
+                    cid = running.correlation_id
+                    outcome = await self.client.cancel(cid)
+                    log.info("run %s: its A2A task was cancelled; cancel %s", cid, outcome.value)
+                await running.ended.wait()
+
+
+async def _first(*waits: Awaitable[Any]) -> None:
+    """Return once the first of `waits` is done (the others are cancelled)."""
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
 
 
 async def _until(
