@@ -9,9 +9,10 @@ binding on `aeon serve`, built on the official `a2a-sdk`.
 A message is an ordinary run, submitted through the Python client every gateway uses, after
 the checks `aeon ask` makes: its text parts are the request, its file parts the attached files
 (text, by name), its metadata may carry `rules` and `max_ttl` as the MCP tool takes them. The
-SDK's request handler keeps the task (an `AgentExecutor` per message, a task store in memory);
-the task's metadata names the run (`correlation_id`), so the run page, `aeon answer ID` and
-`/v1/runs/{id}` show it too.
+SDK's request handler runs each message through this module's executor (`AeonAgent`) and keeps
+the tasks in memory (`_FinishedTasks`: the running ones, and the last MAX_FINISHED_TASKS that
+ended); a task's metadata names its run (`correlation_id`), so the run page, `aeon answer ID`
+and `/v1/runs/{id}` show it too.
 
 - While the run goes on, each progress line `aeon ask` prints is a `working` status update,
   and the answer's text as the model writes it is the artifact `answer`, appended as it comes
@@ -96,10 +97,11 @@ log = logging.getLogger("aeon.a2a")
 SKILL_ID = "ask"
 #: The id of the artifact that holds a task's answer.
 ANSWER_ARTIFACT = "answer"
-#: What a message's text is; the media types its files may have (text: Aeon reads files as
-#: context in its prompts).
+#: What a message's text and the answer are.
 TEXT_MODE = "text/plain"
-FILE_MODES = ("text/plain", "text/markdown", "text/csv", "application/json")
+#: What the skill takes: the text, and text files (Aeon reads files as context in its prompts;
+#: any UTF-8 text is taken, whatever its media type says).
+INPUT_MODES = (TEXT_MODE, "text/markdown", "text/csv", "application/json")
 #: Finished tasks kept for GetTask, newest first; an older one is read by its run's id
 #: (`/v1/runs/{id}`, `aeon answer ID`).
 MAX_FINISHED_TASKS = 1_000
@@ -431,7 +433,7 @@ def agent_card(base_url: str, settings: HttpSettings) -> AgentCard:
         skills=[
             AgentSkill(
                 id=SKILL_ID,
-                name="ask",
+                name=SKILL_ID,
                 description=(
                     "A run: the message's text is the request, its files (text, by filename) "
                     "are context; metadata may carry `rules` and `max_ttl`. The answer is the "
@@ -439,7 +441,7 @@ def agent_card(base_url: str, settings: HttpSettings) -> AgentCard:
                 ),
                 tags=["reasoning", "planning", "verification"],
                 examples=["Explain tides, then summarise them for a child"],
-                input_modes=[TEXT_MODE, *FILE_MODES[1:]],
+                input_modes=list(INPUT_MODES),
                 output_modes=[TEXT_MODE],
             )
         ],
