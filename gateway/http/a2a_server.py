@@ -472,6 +472,34 @@ class _FinishedTasks(InMemoryTaskStore):
             await super().delete(oldest, saved_by)
 
 
+#: The SDK's loggers of JSON-RPC requests, and how they begin the record of one they cannot
+#: parse: a client's mistake, answered with a JSON-RPC error, which they log at ERROR with
+#: its traceback.
+_RPC_LOGGERS = ("a2a.server.routes.jsonrpc_dispatcher", "a2a.compat.v0_3.jsonrpc_adapter")
+_CLIENT_MISTAKES = ("Failed to validate base JSON-RPC request", "Failed to parse request params")
+#: The most of a client's mistake a log line keeps (it may quote what the client sent).
+_MISTAKE_CHARS = 300
+
+
+class _OneLine(logging.Filter):
+    """A request the SDK could not parse, logged as one warning line naming what was wrong:
+    the client made the mistake and was told, and a server's log keeps tracebacks for its own
+    faults."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.getMessage().startswith(_CLIENT_MISTAKES):
+            error = record.exc_info[1]
+            said = " ".join(f"{type(error).__name__}: {error}".split())[:_MISTAKE_CHARS]
+            record.msg, record.args = f"{record.getMessage()}: {said}", None
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+#: The filter `aeon serve` puts on the SDK's JSON-RPC loggers (once: the same instance).
+ONE_LINE = _OneLine()
+
+
 @dataclass
 class A2AServer:
     """What `aeon serve` mounts: the routes, and the handler to close when it stops."""
@@ -488,6 +516,10 @@ def build_a2a(
     client: AeonClient, settings: HttpSettings, timeout_s: float = DEFAULT_TIMEOUT_S
 ) -> A2AServer:
     """The A2A agent over `client`: the card at the well-known path, JSON-RPC at A2A_PATH."""
+    for name in _RPC_LOGGERS:
+        logger = logging.getLogger(name)
+        if ONE_LINE not in logger.filters:
+            logger.addFilter(ONE_LINE)
     handler = DefaultRequestHandler(
         agent_executor=AeonAgent(client, timeout_s),
         task_store=_FinishedTasks(),

@@ -7,6 +7,7 @@ loaded only where A2A is served."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
 import sys
 from collections.abc import Callable
@@ -324,3 +325,23 @@ def test_the_client_loads_neither_the_a2a_sdk_nor_this_module() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.split() == []
+
+
+def test_a_request_the_sdk_cannot_parse_is_one_warning_line_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    a2a_server.build_a2a(object(), HttpSettings())  # type: ignore[arg-type]
+    logger = logging.getLogger("a2a.server.routes.jsonrpc_dispatcher")
+    try:
+        raise ValueError("Each request should be\nan object (dict)")
+    except ValueError:
+        with caplog.at_level(logging.WARNING, logger=logger.name):
+            logger.exception("Failed to validate base JSON-RPC request")
+            logger.exception("the server's own fault")
+    mistake, fault = caplog.records
+    assert (mistake.levelname, mistake.exc_info) == ("WARNING", None)
+    assert mistake.getMessage() == (
+        "Failed to validate base JSON-RPC request: ValueError: Each request should be an object "
+        "(dict)"
+    )
+    assert fault.levelname == "ERROR" and fault.exc_info is not None
