@@ -1,8 +1,8 @@
 """What the A2A agent maps (gateway/http/a2a_server.py, docs/a2a.md): a message's parts and
 metadata to a run's input, a run's ending to a task's state, the answer's text as written to
 the artifact's chunks, the events a run's task gets (over a stand-in client), a cancel that
-comes while the message is being published, the finished tasks kept, the card, and the SDK
-loaded only where A2A is served."""
+comes while the message is being published, the finished tasks kept, the card, a malformed
+call logged in one line, and the SDK loaded only where A2A is served."""
 
 from __future__ import annotations
 
