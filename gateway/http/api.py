@@ -10,6 +10,8 @@
     GET  /healthz, /readyz        the process is up; Redis answers
     GET  /openapi.json, /docs     the API described; the run page at /
     /mcp                          MCP over streamable HTTP: the tool `ask` (gateway.mcp_server)
+    /a2a                          A2A's JSON-RPC, its agent card at /.well-known/agent-card.json
+                                  (gateway.http.a2a_server)
 
 Submitting goes through `AeonClient.submit`, after the same checks `aeon ask` makes (each
 refusal names the field), so nothing is published for bad input. Reading goes through the run
@@ -388,14 +390,17 @@ def _recent(run: RequestSubmitted, answer: ExecutionResult | None) -> RecentRun:
 
 def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Starlette:
     """The app; `app.state.mcp_sessions` are its MCP sessions, which answer at MCP_PATH while
-    their `run()` is entered (`aeon serve` does, around serving)."""
+    their `run()` is entered (`aeon serve` does, around serving); `app.state.a2a` its A2A
+    agent, closed when it stops."""
     from aeonloop.gateway import mcp_server
+    from aeonloop.gateway.http.a2a_server import build_a2a
 
     api = HttpApi(client, feed, settings)
     chat = ChatApi(client, feed, settings)
     mcp_sessions = mcp_server.http_sessions(
         mcp_server.build_server(client), settings.http_max_body_bytes
     )
+    a2a = build_a2a(client, settings)
     openapi = orjson.dumps(openapi_document(client.max_passes))
 
     async def page(request: Request) -> Response:
@@ -430,6 +435,8 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
         Route(MODELS_PATH + "/{model}", chat.model_of, methods=["GET"]),
         Mount("/static", _PageFiles(directory=STATIC)),
         Route(MCP_PATH, mcp_server.http_endpoint(mcp_sessions)),
+        # A2A: the card at the well-known path, JSON-RPC at A2A_PATH (gateway.http.a2a_server).
+        *a2a.routes,
     ]
     middleware = [
         # Outermost: every response is counted, the other guards' refusals included.
@@ -458,6 +465,7 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
         },
     )
     app.state.mcp_sessions = mcp_sessions
+    app.state.a2a = a2a
     return app
 
 

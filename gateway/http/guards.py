@@ -1,11 +1,11 @@
-"""What stands before the API (`/v1/...`, and MCP at `/mcp`): a rate limit per client, then the
-bearer token.
+"""What stands before the API (`/v1/...`, MCP at `/mcp`, A2A at `/a2a`): a rate limit per
+client, then the bearer token.
 
 The rate limit comes first, so guessing tokens is as slow as any other request. Both answer
 in the API's JSON (gateway.http.errors), in OpenAI's shape on the paths that speak its API. A
 token is compared in constant time and never logged, echoed or kept beyond the request; the
-page, health checks and OpenAPI document are outside the guard (they hold nothing a token
-protects).
+page, health checks, OpenAPI document and A2A agent card are outside the guard (they hold
+nothing a token protects).
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from aeonloop.gateway.http.settings import HttpSettings
 API_PREFIX = "/v1/"
 #: Where `aeon serve` answers MCP (gateway.mcp_server.MCP_PATH): behind the same guard.
 MCP_PATH = "/mcp"
+#: Where `aeon serve` answers A2A's JSON-RPC (gateway.http.a2a_server): behind the same guard.
+A2A_PATH = "/a2a"
 #: Clients whose buckets are kept before full (idle) ones are dropped.
 MAX_CLIENTS = 10_000
 
@@ -66,8 +68,8 @@ class RateLimiter:
 
 
 class ApiGuard:
-    """ASGI middleware: rate limit and bearer tokens on `/v1/...` and `/mcp`, as HttpSettings
-    says."""
+    """ASGI middleware: rate limit and bearer tokens on `/v1/...`, `/mcp` and `/a2a`, as
+    HttpSettings says."""
 
     def __init__(self, app: ASGIApp, settings: HttpSettings) -> None:
         self.app = app
@@ -123,7 +125,9 @@ class ApiGuard:
 
 
 def _guarded(path: str) -> bool:
-    return path.startswith(API_PREFIX) or path == MCP_PATH or path.startswith(MCP_PATH + "/")
+    return path.startswith(API_PREFIX) or any(
+        path == base or path.startswith(base + "/") for base in (MCP_PATH, A2A_PATH)
+    )
 
 
 class HostGuard:

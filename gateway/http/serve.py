@@ -142,12 +142,16 @@ async def _serve_on(
             host, port = listening.getsockname()[:2]
             where = f"[{host}]" if ":" in host else host
             log.info(
-                "serving http://%s:%d/ (the API under /v1, its docs at /docs, MCP at /mcp)",
+                "serving http://%s:%d/ (the API under /v1, its docs at /docs, MCP at /mcp, "
+                "A2A at /a2a)",
                 where,
                 port,
             )
-            async with app.state.mcp_sessions.run():  # MCP at /mcp (gateway.mcp_server)
-                await server.serve(sockets=[listening])
+            try:
+                async with app.state.mcp_sessions.run():  # MCP at /mcp (gateway.mcp_server)
+                    await server.serve(sockets=[listening])
+            finally:
+                await app.state.a2a.aclose()  # A2A tasks followed (gateway.http.a2a_server)
     finally:
         await redis.aclose()
     log.info("stopped cleanly")
