@@ -2,7 +2,8 @@
 
     python -m bench [--quick | --smoke] [--redis-url URL] [--out PATH] [--only SECTIONS]
     python -m bench --only quality --llm-url URL --model NAME [--quality-cases N]
-        [--quality-columns plain,bestof,loop,words] [--quality-results PATH]
+        [--quality-modes checks,words] [--quality-effort low,medium,high] [--quality-k N]
+        [--quality-results PATH] [--quality-plot PATH]
 
 Without --redis-url (or AEON_BENCH_REDIS_URL) it starts a throwaway redis-server of its own,
 so a fresh checkout needs nothing but `pip install -e .`; the cluster section always starts a
@@ -20,13 +21,15 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from aeonloop.bus.connection import connect
 from aeonloop.bus.settings import BusSettings, redact
+from aeonloop.gateway.quality.cases import MODES
+from aeonloop.gateway.quality.paths import EFFORT_NAMES
 from aeonloop.servers.embedded import RedisServer
 from bench import eventloop
 from bench.cluster import run_cluster
@@ -37,7 +40,7 @@ from bench.events import run_events
 from bench.memory import run_memory
 from bench.overhead import run_overhead
 from bench.profiles import FULL, QUICK, SMOKE, Profile
-from bench.quality import COLUMNS, parse_columns, run_quality
+from bench.quality import run_quality
 from bench.report import render, write_json
 from bench.retention import run_retention
 from bench.scaleout import run_scaleout
@@ -110,8 +113,11 @@ async def _run(
             llm_url=args.llm_url,
             model=args.model,
             quality_cases=args.quality_cases,
-            quality_columns=args.quality_columns,
+            quality_modes=args.quality_modes,
+            quality_effort=args.quality_effort,
+            quality_k=args.quality_k,
             quality_results=args.quality_results,
+            quality_plot=args.quality_plot,
         )
         report: dict[str, Any] = {}
         for name in only:
@@ -170,11 +176,18 @@ def _sections(text: str) -> list[str]:
     return [name for name in SECTIONS if name in names]
 
 
-def _columns(text: str) -> list[str]:
-    try:
-        return parse_columns(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+def _choices(names: Sequence[str]) -> Callable[[str], list[str]]:
+    """A comma-separated choice of `names`, each once, in the order given."""
+
+    def parse(text: str) -> list[str]:
+        given = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+        if not given or any(name not in names for name in given):
+            raise argparse.ArgumentTypeError(
+                f"choose from {','.join(names)} (comma-separated); got {text!r}"
+            )
+        return given
+
+    return parse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -213,20 +226,40 @@ def _parser() -> argparse.ArgumentParser:
         help="quality: run the first N cases only (default: all)",
     )
     parser.add_argument(
-        "--quality-columns",
-        type=_columns,
+        "--quality-modes",
+        type=_choices(MODES),
+        default=list(MODES),
+        metavar="MODES",
+        help=f"quality: how the rules reach Aeon ({','.join(MODES)}; default: both)",
+    )
+    parser.add_argument(
+        "--quality-effort",
+        type=_choices(EFFORT_NAMES),
         default=None,
-        metavar="COLUMNS",
-        help=f"quality: the columns to measure, comma-separated ({','.join(COLUMNS)}; "
-        "default: all)",
+        metavar="EFFORTS",
+        help="quality: run Aeon at each of these efforts (default: its default effort)",
+    )
+    parser.add_argument(
+        "--quality-k",
+        type=int,
+        default=None,
+        metavar="N",
+        help="quality: plain samples a case for best of k (default: matched to Aeon's spend, "
+        "at most 8)",
     )
     parser.add_argument(
         "--quality-results",
         type=Path,
         default=None,
         metavar="PATH",
-        help="quality: per-case results, written after every case; what the file already "
-        "holds (same model) is kept, not measured again",
+        help="quality: the report as JSON, written after every case",
+    )
+    parser.add_argument(
+        "--quality-plot",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="quality: draw rules held against tokens as a PNG (the bench extra)",
     )
     return parser
 
