@@ -13,6 +13,7 @@ figures come from the real-server tier (tests/e2e/test_real_server.py).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -37,7 +38,8 @@ from aeonloop.gateway.quality.cases import (
     load_cases,
     summarise,
 )
-from aeonloop.gateway.quality.report import render
+from aeonloop.gateway.quality.paths import Step
+from aeonloop.gateway.quality.report import ProgressBar, render
 from aeonloop.prompts.registry import PromptId
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -389,7 +391,7 @@ def test_aeon_eval_against_a_server_counts_what_the_server_was_sent(tmp_path: Pa
     assert totals["aeon"]["rules_held"] == 0 and row["aeon"]["flipped"] == ["moon"]
     assert totals["aeon"]["calls"] == len(sent) - 3
     rows = _rows(done.stdout)
-    assert rows["aeon"][3] == "1 (1 cases)" and rows["aeon"][4] == str(totals["aeon"]["calls"])
+    assert rows["aeon"][3] == "1 (1 case)" and rows["aeon"][4] == str(totals["aeon"]["calls"])
     assert rows["aeon"][5] == f"{18 * totals['aeon']['calls']:,}"
 
 
@@ -437,3 +439,26 @@ def test_bench_quality_is_aeon_eval_on_the_shipped_cases(redis_url: str, tmp_pat
     assert json.loads(results.read_text())["records"] == section["records"]
     assert "Quality, rules as checks: model fake-model, 2 of 2 cases" in done.stdout
     assert "Quality, rules in words (PREPARE makes the checks)" in done.stdout
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_progress_shows_the_cases_done_and_the_time_left(terminal: bool) -> None:
+    """On a terminal a bar redrawn in place, with what runs now; elsewhere a line a case."""
+    stream = _Terminal() if terminal else io.StringIO()
+    bar = ProgressBar(stream, 4)
+    bar(Step(1, 4, "tides", "aeon, rules as checks"))
+    bar(Step(1, 4, "tides", "done", done=True))
+    bar(Step(2, 4, "sky", "plain call 3"))
+    text = stream.getvalue()
+    if terminal:
+        first, second, third = text.split("\r")[1:]
+        assert first.startswith("[....................] 0/4 cases, time left not known yet, tides")
+        assert second.startswith("[#####...............] 1/4 cases, about ")
+        assert "left, sky: plain call 3" in third and "\n" not in text
+    else:
+        assert re.fullmatch(r"aeon eval: 1/4 cases \(tides done\), about \d+ s left\n", text)

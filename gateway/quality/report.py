@@ -80,7 +80,8 @@ def _held(total: Mapping[str, Any]) -> str:
 def _flips(total: Mapping[str, Any]) -> str:
     if "flips" not in total:
         return "-"
-    return f"{total['flips']} ({total['cases_with_flips']} cases)"
+    cases = total["cases_with_flips"]
+    return f"{total['flips']} ({cases} case{'' if cases == 1 else 's'})"
 
 
 def mode_table(report: Mapping[str, Any], mode: str) -> str:
