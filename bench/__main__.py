@@ -176,6 +176,12 @@ def _sections(text: str) -> list[str]:
     return [name for name in SECTIONS if name in names]
 
 
+def _at_least_one(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
+
+
 def _choices(names: Sequence[str]) -> Callable[[str], list[str]]:
     """A comma-separated choice of `names`, each once, in the order given."""
 
@@ -241,7 +247,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--quality-k",
-        type=int,
+        type=_at_least_one,
         default=None,
         metavar="N",
         help="quality: plain samples a case for best of k (default: matched to Aeon's spend, "

@@ -38,7 +38,7 @@ from aeonloop.gateway.quality.cases import (
     load_cases,
     summarise,
 )
-from aeonloop.gateway.quality.paths import Step
+from aeonloop.gateway.quality.paths import DEFAULT_EFFORT, Step, efforts_to_run, path_name
 from aeonloop.gateway.quality.report import ProgressBar, render
 from aeonloop.prompts.registry import PromptId
 
@@ -109,7 +109,7 @@ def test_a_missing_file_or_one_with_no_case_is_bad_input(tmp_path: Path) -> None
     empty.write_text("[]\n\n")
     loaded = load_cases(empty)
     assert loaded.skipped == [f"{empty}:1: skipped: a case is a JSON object, not list"]
-    with pytest.raises(BadInput, match=r"empty.jsonl: no valid case \(a case is a JSON object"):
+    with pytest.raises(BadInput, match=r"empty.jsonl: no valid case \(each line is one case"):
         loaded.checked()
 
 
@@ -240,6 +240,24 @@ def test_totals_leave_out_a_case_a_path_broke_on_and_name_it() -> None:
     assert "left out, a path broke on them: two" in text
 
 
+@pytest.mark.parametrize(
+    ("asked", "note"),
+    [([], None), (["medium"], "--effort medium: "), (["low", "high"], "--effort low,high: ")],
+)
+def test_an_effort_this_build_cannot_tell_apart_runs_once_at_the_default(
+    asked: list[str], note: str | None
+) -> None:
+    """No effort setting yet: whatever is asked, Aeon runs once, at its default, shown as
+    `aeon`, and the line shown says so; no two paths are made of the same run."""
+    efforts, said = efforts_to_run(asked)
+    assert efforts == (DEFAULT_EFFORT,) and path_name(DEFAULT_EFFORT) == "aeon"
+    if note is None:
+        assert said is None
+    else:
+        assert said is not None and said.startswith(note)
+        assert "this build has no effort setting" in said
+
+
 # -- `aeon eval` end to end ---------------------------------------------------------------
 
 
@@ -296,6 +314,29 @@ def test_aeon_eval_on_the_offline_model(tmp_path: Path) -> None:
         aeon_calls = sum(r["aeon"][mode]["aeon"]["calls"] for r in report["records"])
         assert totals["aeon"]["calls"] == aeon_calls
     assert picture.read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_without_the_bench_extra_the_picture_is_one_line_and_the_table_is_printed(
+    tmp_path: Path,
+) -> None:
+    """matplotlib missing (a module of that name that will not import stands in for it)."""
+    (tmp_path / "matplotlib").mkdir()
+    (tmp_path / "matplotlib" / "__init__.py").write_text("raise ImportError('not installed')\n")
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(GOOD + "\n")
+    picture = tmp_path / "frontier.png"
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    argv = [str(cases), "--k", "1", "--modes", "checks", "--plot", str(picture)]
+    done = _eval(*argv, PYTHONPATH=path)
+    assert done.returncode == 0, done.stderr
+    assert (
+        'aeon: --plot: the picture needs matplotlib: pip install "aeonloop[bench]"; the table '
+        "is printed"
+    ) in done.stderr.splitlines()
+    assert "Quality, rules as checks: model offline, 1 of 1 cases" in done.stdout
+    assert not picture.exists()
 
 
 #: The stand-in server's plain replies, in turn: the Aeon run's one draft, then the samples:

@@ -103,8 +103,8 @@ class Loaded(BaseModel):
         """The cases; BadInput (one line, exit 2) when there is none."""
         if not self.cases:
             raise BadInput(
-                f"{self.where}: no valid case (a case is a JSON object a line, with at least a "
-                '"request"; see docs/cli.md#aeon-eval)'
+                f"{self.where}: no valid case (each line is one case, with at least a "
+                "request; see docs/cli.md#aeon-eval)"
             )
         return self.cases
 
@@ -252,14 +252,14 @@ def _way(take: Take, **extra: Any) -> dict[str, Any]:
 
 
 def case_row(record: Mapping[str, Any], mode: Mode, ks: Sequence[int]) -> dict[str, Any]:
-    """One case's figures in `mode`: `plain` (the first sample), `best of k` for each k (the
-    first k samples' best, and what all k cost), and each Aeon path with its flips against the
-    plain call."""
+    """One case's figures in `mode`: `plain` (the first sample), `best of k` for each k of
+    `ks` past 1 (the first k samples' best, and what all k cost), and each Aeon path with its
+    flips against the plain call."""
     samples = [s for s in record["samples"] if usable(s)]
     row: dict[str, Any] = {"case": record["case"], "rules": len(record["scored"])}
     if samples:
         row["plain"] = _way(samples[0])
-        for k in ks:
+        for k in ks[1:]:  # best of 1 is plain
             used = samples[:k]
             picked, best = best_of(samples, k, record["rules"])
             row[f"best of {k}"] = {
@@ -315,7 +315,8 @@ def summarise(
     of the ladder, each Aeon path), over the cases every path of the mode finished, so the
     totals compare like with like; a case one path broke on is left out of every total of its
     mode and named."""
-    k_max = max((len(r["samples"]) for r in records), default=1)
+    taken = [sum(1 for s in r["samples"] if usable(s)) for r in records]
+    k_max = max(taken, default=1)
     ks = ladder(max(k_max, 1))
     report: dict[str, Any] = {
         "model": model,
@@ -336,9 +337,7 @@ def summarise(
                 path: {**total(finished, path), "errors": sum(_errored(r, path) for r in rows)}
                 for path in paths
             },
-            "short_of_k": {
-                str(k): sum(1 for r in records if len(r["samples"]) < k) for k in ks[1:]
-            },
+            "short_of_k": {str(k): sum(1 for n in taken if n < k) for k in ks[1:]},
         }
     return report
 
