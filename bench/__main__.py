@@ -21,13 +21,14 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from aeonloop.bus.connection import connect
 from aeonloop.bus.settings import BusSettings, redact
+from aeonloop.gateway.cli.quality import choices_option
 from aeonloop.gateway.quality.cases import MODES
 from aeonloop.gateway.quality.paths import EFFORT_NAMES
 from aeonloop.servers.embedded import RedisServer
@@ -182,20 +183,6 @@ def _at_least_one(text: str) -> int:
     return int(text)
 
 
-def _choices(names: Sequence[str]) -> Callable[[str], list[str]]:
-    """A comma-separated choice of `names`, each once, in the order given."""
-
-    def parse(text: str) -> list[str]:
-        given = list(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
-        if not given or any(name not in names for name in given):
-            raise argparse.ArgumentTypeError(
-                f"choose from {','.join(names)} (comma-separated); got {text!r}"
-            )
-        return given
-
-    return parse
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
@@ -233,14 +220,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--quality-modes",
-        type=_choices(MODES),
+        type=choices_option(MODES),
         default=list(MODES),
         metavar="MODES",
         help=f"quality: how the rules reach Aeon ({','.join(MODES)}; default: both)",
     )
     parser.add_argument(
         "--quality-effort",
-        type=_choices(EFFORT_NAMES),
+        type=choices_option(EFFORT_NAMES),
         default=None,
         metavar="EFFORTS",
         help="quality: run Aeon at each of these efforts (default: its default effort)",

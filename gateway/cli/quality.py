@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,15 +97,16 @@ def _status(line: str) -> None:
     print(f"aeon: {line}", file=sys.stderr, flush=True)
 
 
-def _choices(names: tuple[str, ...], option: str) -> Callable[[str], list[str]]:
-    """A comma-separated list of `names`, in the order given, each once."""
+def choices_option(names: Sequence[str]) -> Callable[[str], list[str]]:
+    """An argparse type: a comma-separated list of `names`, in the order given, each once
+    (`aeon eval --modes`, and `python -m bench --quality-modes`)."""
 
     def parse(text: str) -> list[str]:
         given = [name.strip() for name in text.split(",") if name.strip()]
         unknown = [name for name in given if name not in names]
         if unknown or not given:
             raise argparse.ArgumentTypeError(
-                f"{option}: choose from {','.join(names)} (comma-separated); got {text!r}"
+                f"choose from {','.join(names)} (comma-separated); got {text!r}"
             )
         return list(dict.fromkeys(given))
 
@@ -135,13 +136,13 @@ def add_commands(commands: argparse._SubParsersAction, command: Callable[..., An
     )
     p.add_argument(
         "--modes",
-        type=_choices(MODES, "--modes"),
+        type=choices_option(MODES),
         default=list(MODES),
         help="how the rules reach Aeon: as checks, in words, or both (default checks,words)",
     )
     p.add_argument(
         "--effort",
-        type=_choices(EFFORT_NAMES, "--effort"),
+        type=choices_option(EFFORT_NAMES),
         metavar="EFFORTS",
         help="run Aeon at each of these efforts, comma-separated (low,medium,high; default: "
         "its default effort)",
@@ -163,6 +164,7 @@ def add_commands(commands: argparse._SubParsersAction, command: Callable[..., An
         "--timeout",
         type=as_option(check_timeout, float, "a number of seconds"),
         default=RUN_TIMEOUT_S,
+        metavar="S",
         help=f"seconds each Aeon run may take ({RUN_TIMEOUT_S:g})",
     )
     p.add_argument(
