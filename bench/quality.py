@@ -31,14 +31,15 @@ async def run_quality(ctx: BenchContext) -> dict[str, Any]:
     efforts, note = efforts_to_run(ctx.quality_effort or [])
     if note:
         print(f"bench: {note}", file=sys.stderr)
-    plan = Plan(tuple(ctx.quality_modes), efforts, ctx.quality_k)
+    loop = LoopSettings.from_env()
+    plan = Plan(tuple(ctx.quality_modes), efforts, ctx.quality_k, loop=loop)
     server = {"kind": "openai", "base_url": ctx.llm_url, "model": ctx.model}
     llm = await ready_adapter(LLMSettings.from_env().model_copy(update=server))
     prefix = ctx.new_prefix("quality")
     settings = BusSettings(redis_url=ctx.redis_url, prefix=prefix)
     results = ctx.quality_results
     try:
-        async with AeonTestStack(llm, settings=settings, loop=LoopSettings.from_env()) as stack:
+        async with AeonTestStack(llm, settings=settings, loop=loop) as stack:
             report = await evaluate(
                 cases,
                 llm,

@@ -56,7 +56,7 @@ async def run_eval(args: argparse.Namespace) -> int:
     if picture and not can_plot():
         _status(f"--plot: the picture needs matplotlib: {PICTURE_EXTRA}; the table is printed")
         picture = None
-    plan = Plan(tuple(args.modes), efforts, args.k, args.timeout)
+    plan = Plan(tuple(args.modes), efforts, args.k, args.timeout, args.loop)
     model = args.llm.model or args.llm.kind
     bar = ProgressBar(sys.stderr, len(cases))
     keep: Callable[[dict[str, Any]], None] = (

@@ -36,6 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from aeonloop.exceptions import BadInput
+from aeonloop.limits import LoopSettings
 from aeonloop.phases.checks import parse_check
 from aeonloop.phases.evaluation import evaluate_rules
 from aeonloop.phases.models import Rule
@@ -157,14 +158,24 @@ def _why(error: ValueError) -> str:
     return str(error)
 
 
-async def verdicts(case: Case, text: str) -> dict[str, str]:
-    """Each scored rule's verdict on `text`, by Aeon's own check code: a rule in words by the
-    checks the host reads in its words, as PREPARE's floor."""
+async def verdicts(case: Case, text: str, settings: LoopSettings) -> dict[str, str]:
+    """Each scored rule's verdict on `text`, by Aeon's own check code, bounded as a run's
+    checks are (`settings`: an executable check runs only where AEON_ALLOW_EXECUTABLE_CHECKS
+    allows it, else it is skipped): a rule in words by the checks the host reads in its words,
+    as PREPARE's floor."""
     lines = "\n".join(f"- {r.id}: {r.check}" for r in case.rules if isinstance(r.check, str))
     prepared: dict[str, list[Any]] = {}
     for item in stated_checks("", lines):
         prepared.setdefault(item["rule_id"], []).append(parse_check(item["check"]))
-    evaluation = await evaluate_rules(case.scored(), text, threshold=1.0, prepared=prepared)
+    evaluation = await evaluate_rules(
+        case.scored(),
+        text,
+        threshold=1.0,
+        prepared=prepared,
+        allow_executable=settings.allow_executable_checks,
+        timeout=settings.executable_check_timeout,
+        pattern_timeout=settings.check_pattern_timeout_s,
+    )
     return {result.id: result.verdict for result in evaluation.rule_results}
 
 

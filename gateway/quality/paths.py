@@ -24,12 +24,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aeonloop.contracts import Usage
 from aeonloop.gateway.client import AeonClient
 from aeonloop.gateway.quality.cases import Case, Mode, summarise, tokens, usable, verdicts
+from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.llm.session import LLMSession
 from aeonloop.phases.events import ExecutionResult
@@ -76,6 +77,9 @@ class Plan:
     #: Plain samples a case; None: matched to Aeon's spend, at most K_CEILING.
     k_max: int | None = None
     timeout: float = RUN_TIMEOUT_S
+    #: The bounds a run's checks keep, which scoring keeps too (AEON_ALLOW_EXECUTABLE_CHECKS,
+    #: AEON_CHECK_PATTERN_TIMEOUT_S).
+    loop: LoopSettings = field(default_factory=LoopSettings)
 
 
 def efforts_to_run(asked: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
@@ -119,7 +123,7 @@ def published_text(result: ExecutionResult) -> str:
     return answer_body(result.final_answer.answer_text)
 
 
-async def plain_sample(llm: LLMAdapter, case: Case) -> dict[str, Any]:
+async def plain_sample(llm: LLMAdapter, case: Case, settings: LoopSettings) -> dict[str, Any]:
     """One plain call: the request with the rules' descriptions as instructions, as a run's
     draft sends it (a session of its own, so no memo can answer it)."""
     usage = Usage()
@@ -131,7 +135,7 @@ async def plain_sample(llm: LLMAdapter, case: Case) -> dict[str, Any]:
     )
     return {
         "text": reply.text,
-        "verdicts": await verdicts(case, reply.text),
+        "verdicts": await verdicts(case, reply.text, settings),
         "calls": usage.calls,
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
@@ -150,16 +154,16 @@ class _Forget:
 
 
 async def aeon_take(
-    client: AeonClient, case: Case, mode: Mode, effort: str, timeout: float
+    client: AeonClient, case: Case, mode: Mode, effort: str, plan: Plan
 ) -> dict[str, Any]:
     """The case through Aeon in `mode` at `effort`, scored on the answer as published."""
     started = time.perf_counter()
     result = await client.ask(
-        case.request, rules=case.rules_for(mode), timeout=timeout, **_effort_options(effort)
+        case.request, rules=case.rules_for(mode), timeout=plan.timeout, **_effort_options(effort)
     )
     return {
         "text": result.final_answer.answer_text,
-        "verdicts": await verdicts(case, published_text(result)),
+        "verdicts": await verdicts(case, published_text(result), plan.loop),
         "calls": result.usage.calls,
         "prompt_tokens": result.usage.prompt_tokens,
         "completion_tokens": result.usage.completion_tokens,
@@ -202,7 +206,7 @@ async def run_case(
             aeon.setdefault(mode, {})[path_name(effort)] = (
                 {**taken, "same_run_as": "checks"}
                 if taken
-                else await _taken(aeon_take(client, case, mode, effort, plan.timeout))
+                else await _taken(aeon_take(client, case, mode, effort, plan))
             )
     spend = max(
         (tokens(t) for paths in aeon.values() for t in paths.values() if usable(t)), default=0
@@ -210,7 +214,7 @@ async def run_case(
     samples: list[dict[str, Any]] = []
     while _more(samples, plan.k_max, spend):
         say(f"plain call {len(samples) + 1}")
-        samples.append(await _taken(plain_sample(llm, case)))
+        samples.append(await _taken(plain_sample(llm, case, plan.loop)))
     return {
         "case": case.id,
         "rules": [rule.id for rule in case.rules],
