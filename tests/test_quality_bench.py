@@ -215,6 +215,19 @@ def test_a_case_row_holds_each_k_and_each_aeon_path() -> None:
     assert row["aeon"]["status"] == "converged"
 
 
+def test_best_of_k_flips_where_its_pick_loses_a_rule_the_first_call_held() -> None:
+    """It picks by rules held, so a pick that holds more may still lose one plain held."""
+    samples = [take({"a": P, "b": F, "c": F}), take({"a": F, "b": P, "c": P})]
+    row = case_row(record("c1", samples), "checks", [1, 2])
+    assert row["best of 2"]["picked"] == 2 and row["best of 2"]["flipped"] == ["a"]
+    assert not row["plain"]["all_held"] and "flips" not in row["plain"]
+
+
+def test_a_case_with_nothing_judged_is_not_whole() -> None:
+    row = case_row(record("c1", [take({"a": "skipped"})]), "checks", [1])
+    assert row["plain"]["rules_held"] == 0 and not row["plain"]["all_held"]
+
+
 def test_totals_leave_out_a_case_a_path_broke_on_and_name_it() -> None:
     two = [take({"a": P}), take({"a": F})]
     records = [

@@ -190,8 +190,10 @@ def held(take: Take, ids: Sequence[str] | None = None) -> int:
 
 
 def whole(take: Take) -> bool:
-    """Every rule that was judged held: the case is whole."""
-    return all(v == "pass" for v in take["verdicts"].values() if v != "skipped")
+    """Every rule that was judged held, and one was at least: the case is whole (a case with
+    nothing judged says nothing of the answer)."""
+    judged = [v for v in take["verdicts"].values() if v != "skipped"]
+    return bool(judged) and all(v == "pass" for v in judged)
 
 
 def tokens(take: Take) -> int:
@@ -264,8 +266,8 @@ def _way(take: Take, **extra: Any) -> dict[str, Any]:
 
 def case_row(record: Mapping[str, Any], mode: Mode, ks: Sequence[int]) -> dict[str, Any]:
     """One case's figures in `mode`: `plain` (the first sample), `best of k` for each k of
-    `ks` past 1 (the first k samples' best, and what all k cost), and each Aeon path with its
-    flips against the plain call."""
+    `ks` past 1 (the first k samples' best, and what all k cost), and each Aeon path; each but
+    plain with its flips against the plain call."""
     samples = [s for s in record["samples"] if usable(s)]
     row: dict[str, Any] = {"case": record["case"], "rules": len(record["scored"])}
     if samples:
@@ -273,8 +275,9 @@ def case_row(record: Mapping[str, Any], mode: Mode, ks: Sequence[int]) -> dict[s
         for k in ks[1:]:  # best of 1 is plain
             used = samples[:k]
             picked, best = best_of(samples, k, record["rules"])
+            lost = flips(samples[0], best)
             row[f"best of {k}"] = {
-                **_way(best, picked=picked + 1, k=len(used)),
+                **_way(best, picked=picked + 1, k=len(used), flips=len(lost), flipped=lost),
                 **{key: sum(s[key] for s in used) for key in COUNTED},
             }
     for path, take in record["aeon"].get(mode, {}).items():

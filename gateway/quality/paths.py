@@ -84,7 +84,7 @@ class Plan:
 
 def efforts_to_run(asked: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
     """The efforts to run Aeon at, and a line to show when what was asked cannot be told apart
-    in this build (each such effort runs as the default, once, and is shown as `default`)."""
+    in this build (each such effort runs as the default, once, and is shown as `aeon`)."""
     runnable = tuple(e for e in asked if e in EFFORTS)
     if len(runnable) == len(asked) and runnable:
         return runnable, None
