@@ -346,9 +346,8 @@ def test_the_quality_harness_on_the_real_model(
     """`python -m bench --only quality` (`aeon eval` on the shipped cases) on the first case
     against the real small model: it runs on every path (plain, best of k, Aeon with the rules
     as checks and in words), and its calls, tokens, rules held, flips and the prepared checks'
-    agreement are counted. The
-    figures are recorded (printed with the test's output), not judged; docs/benchmarks.md
-    shows a run of the same cases with the default settings."""
+    agreement are counted. The figures are recorded (printed with the test's output), not
+    judged; docs/benchmarks.md shows a run of the same cases with the default settings."""
     out = tmp_path / "quality.json"
     argv = [sys.executable, "-m", "bench", "--only", "quality", "--llm-url", llama.url]
     argv += ["--model", MODEL, "--quality-cases", str(QUALITY_SLICE), "--redis-url", redis_url]
