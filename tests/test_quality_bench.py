@@ -145,6 +145,13 @@ def test_aeon_eval_without_a_case_is_one_line_and_exit_2(
         assert len(lines) == 2 and "Traceback" not in done.stderr
 
 
+@pytest.mark.e2e
+def test_aeon_eval_with_nowhere_to_write_runs_nothing(tmp_path: Path) -> None:
+    done = _eval("--json", str(tmp_path / "no" / "report.json"))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"aeon: --json: {tmp_path / 'no'} is not a directory; nothing was run\n"
+
+
 # -- the figures, from records written by hand ----------------------------------------------
 
 

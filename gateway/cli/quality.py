@@ -45,6 +45,9 @@ from aeonloop.llm.factory import ready_adapter
 
 async def run_eval(args: argparse.Namespace) -> int:
     """Run every case on every path and print the tables."""
+    for option, path in (("--json", args.json), ("--plot", args.plot)):
+        if path is not None and not path.parent.is_dir():
+            raise BadInput(f"{option}: {path.parent} is not a directory; nothing was run")
     loaded = load_cases(Path(args.cases) if args.cases else None)
     for line in loaded.skipped:
         _status(line)
