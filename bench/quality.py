@@ -6,7 +6,8 @@ in-process worker of every phase on the bench's Redis, and returns its report as
 The server and model are the section's flags; the rest (AEON_LLM_TIMEOUT and the other bounds,
 AEON_MAX_PASSES) is the environment's, as a worker's would be, so a loaded machine can be
 measured. `--quality-results PATH` gets the report after every case (a run cut short keeps its
-table), `--quality-plot PATH` the frontier picture.
+table), and a later run with the same file keeps the cases it holds (same case, options and
+model) and runs only the rest; `--quality-plot PATH` draws the frontier picture.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from aeonloop.bus.settings import BusSettings
 from aeonloop.gateway.quality.cases import load_cases
 from aeonloop.gateway.quality.paths import Plan, efforts_to_run, evaluate
-from aeonloop.gateway.quality.report import ProgressBar, plot, write_json
+from aeonloop.gateway.quality.report import ProgressBar, kept_records, plot, write_json
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.testing import AeonTestStack
@@ -38,6 +39,7 @@ async def run_quality(ctx: BenchContext) -> dict[str, Any]:
     prefix = ctx.new_prefix("quality")
     settings = BusSettings(redis_url=ctx.redis_url, prefix=prefix)
     results = ctx.quality_results
+    kept = kept_records(results, ctx.model) if results else {}
     try:
         async with AeonTestStack(llm, settings=settings, loop=loop) as stack:
             report = await evaluate(
@@ -48,6 +50,7 @@ async def run_quality(ctx: BenchContext) -> dict[str, Any]:
                 ctx.model,
                 ProgressBar(sys.stderr, len(cases)),
                 (lambda report: write_json(report, results)) if results else lambda report: None,
+                kept,
             )
     finally:
         await llm.aclose()

@@ -359,6 +359,34 @@ def test_without_the_bench_extra_the_picture_is_one_line_and_the_table_is_printe
     assert not picture.exists()
 
 
+@pytest.mark.e2e
+@pytest.mark.timeout(200)
+def test_resume_keeps_the_cases_a_report_holds_and_runs_the_rest(tmp_path: Path) -> None:
+    """A run cut short after its first case, then run again with --resume: the first case's
+    record is kept as it was (nothing of it runs again), the second is run; a case asked
+    another way (other modes) is not the same record and runs again."""
+    cases, out = tmp_path / "cases.jsonl", tmp_path / "report.json"
+    cases.write_text(GOOD + "\n")
+    first = _eval(str(cases), "--k", "2", "--modes", "checks", "--json", str(out))
+    assert first.returncode == 0, first.stderr
+    [before] = json.loads(out.read_text())["records"]
+    cases.write_text(GOOD + "\n" + WORDS + "\n")
+    again = _eval(str(cases), "--k", "2", "--modes", "checks", "--json", str(out), "--resume")
+    assert again.returncode == 0, again.stderr
+    kept, ran = json.loads(out.read_text())["records"]
+    assert kept == before and ran["case"] == "fruits"
+    assert "aeon eval: 1/2 cases (fr done), time left not known yet" in again.stderr
+    other = _eval(str(cases), "--k", "2", "--json", str(out), "--resume")
+    assert other.returncode == 0, other.stderr
+    [asked_anew, _] = json.loads(out.read_text())["records"]
+    assert asked_anew["fingerprint"] != before["fingerprint"] and "words" in asked_anew["aeon"]
+
+    out.write_text("not a report")
+    refused = _eval(str(cases), "--json", str(out), "--resume")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.startswith(f"aeon: {out} is not a report of `aeon eval --json`")
+
+
 #: The stand-in server's plain replies, in turn: the Aeon run's one draft, then the samples:
 #: the first holds "moon" only, the second none, the third all three tides rules.
 PLAIN_REPLIES = [

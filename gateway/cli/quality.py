@@ -34,6 +34,7 @@ from aeonloop.gateway.quality.report import (
     PICTURE_EXTRA,
     ProgressBar,
     can_plot,
+    kept_records,
     plot,
     render,
     write_json,
@@ -65,13 +66,16 @@ async def run_eval(args: argparse.Namespace) -> int:
     keep: Callable[[dict[str, Any]], None] = (
         (lambda report: write_json(report, args.json)) if args.json else (lambda report: None)
     )
+    if args.resume and not args.json:
+        raise BadInput("--resume needs --json FILE: the report whose cases it keeps")
+    kept = kept_records(args.json, model) if args.resume else {}
     llm = await ready_adapter(args.llm)
     try:
         async with (
             _pipeline(args.settings, llm, args) as settings,
             AeonClient(settings=settings, loop=args.loop) as client,
         ):
-            report = await evaluate(cases, llm, client, plan, model, bar, keep)
+            report = await evaluate(cases, llm, client, plan, model, bar, keep, kept)
     finally:
         await llm.aclose()
     print(render(report))
@@ -175,6 +179,12 @@ def add_commands(commands: argparse._SubParsersAction, command: Callable[..., An
         type=Path,
         metavar="FILE",
         help="write the report as JSON (after every case, so a run cut short keeps its table)",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the cases the --json FILE already holds (same case, same options, same "
+        "model) and run only the rest",
     )
     p.add_argument(
         "--plot",

@@ -21,9 +21,11 @@ the harness goes on: a 40-case run on a small model takes hours.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +68,8 @@ class Step:
     doing: str
     #: The case is finished (its record is complete).
     done: bool = False
+    #: Its record was kept from an earlier run (`--resume`): nothing ran for it.
+    kept: bool = False
 
 
 @dataclass(frozen=True)
@@ -233,6 +237,13 @@ def _more(samples: Sequence[dict[str, Any]], k_max: int | None, spend: int) -> b
     return not samples or (len(samples) < K_CEILING and spent < spend)
 
 
+def fingerprint(case: Case, plan: Plan) -> str:
+    """What a record was measured on: the case as written and what the plan asked of it. A
+    record kept from an earlier run (`kept`) stands only for the same case asked the same way."""
+    asked = [case.model_dump(mode="json"), plan.modes, plan.efforts, plan.k_max]
+    return hashlib.sha256(json.dumps(asked, sort_keys=True).encode()).hexdigest()[:16]
+
+
 async def run_cases(
     cases: Sequence[Case],
     llm: LLMAdapter,
@@ -240,17 +251,22 @@ async def run_cases(
     plan: Plan,
     on_step: Callable[[Step], None] = lambda step: None,
     on_record: Callable[[list[dict[str, Any]]], None] = lambda records: None,
+    kept: Mapping[str, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Every case, in order: the records; `on_step` hears what runs, `on_record` gets the
-    records so far after each case (a run cut short keeps what it finished)."""
+    records so far after each case (a run cut short keeps what it finished). A case whose
+    record `kept` holds (by `fingerprint`, from an earlier run's report) is not run again."""
     records: list[dict[str, Any]] = []
     for number, case in enumerate(cases, 1):
 
         def say(doing: str, number: int = number, case: Case = case) -> None:
             on_step(Step(number, len(cases), case.id, doing))
 
-        records.append(await run_case(case, llm, client, plan, say))
-        on_step(Step(number, len(cases), case.id, "done", done=True))
+        key = fingerprint(case, plan)
+        found = (kept or {}).get(key)
+        record = found or {**await run_case(case, llm, client, plan, say), "fingerprint": key}
+        records.append(record)
+        on_step(Step(number, len(cases), case.id, "done", done=True, kept=found is not None))
         on_record(records)
     return records
 
@@ -263,15 +279,17 @@ async def evaluate(
     model: str,
     on_step: Callable[[Step], None] = lambda step: None,
     on_report: Callable[[dict[str, Any]], None] = lambda report: None,
+    kept: Mapping[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Every case on every path, and the report (`cases.summarise`, with the records it was
-    made from); `on_report` is given the report so far after each case."""
+    """Every case on every path (but those `kept` from an earlier run), and the report
+    (`cases.summarise`, with the records it was made from); `on_report` is given the report so
+    far after each case."""
     aeon = [path_name(effort) for effort in plan.efforts]
 
     def report_of(records: list[dict[str, Any]]) -> dict[str, Any]:
         return {**summarise(model, records, plan.modes, aeon), "records": records}
 
     records = await run_cases(
-        cases, llm, client, plan, on_step, lambda records: on_report(report_of(records))
+        cases, llm, client, plan, on_step, lambda records: on_report(report_of(records)), kept
     )
     return report_of(records)

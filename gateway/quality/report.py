@@ -33,12 +33,15 @@ class ProgressBar:
         self.stream = stream
         self.total = total
         self.done = 0
+        #: Cases kept from an earlier run: done, but no time went into them here.
+        self.kept = 0
         self.started = time.monotonic()
         self.terminal = stream.isatty()
 
     def __call__(self, step: Step) -> None:
         if step.done:
             self.done = step.number
+            self.kept += step.kept
         if self.terminal:
             line = f"{self._bar()} {step.case}: {step.doing}"
             width = shutil.get_terminal_size().columns - 1
@@ -57,11 +60,12 @@ class ProgressBar:
         return f"[{'#' * filled}{'.' * (_BAR_WIDTH - filled)}] {self._counted()}, {self._left()},"
 
     def _left(self) -> str:
-        if not self.done:
-            return "time left not known yet"
+        ran = self.done - self.kept
         if self.done >= self.total:
             return f"took {_duration(time.monotonic() - self.started)}"
-        each = (time.monotonic() - self.started) / self.done
+        if not ran:
+            return "time left not known yet"
+        each = (time.monotonic() - self.started) / ran
         return f"about {_duration(each * (self.total - self.done))} left"
 
 
@@ -136,6 +140,26 @@ def write_json(report: Mapping[str, Any], path: Path) -> None:
         os.replace(partial, path)
     except OSError as error:
         raise BadInput(f"--json: cannot write {path}: {error.strerror}") from None
+
+
+def kept_records(path: Path, model: str) -> dict[str, dict[str, Any]]:
+    """The records of an earlier report at `path` (`--resume`), by fingerprint: none when there
+    is no file yet; BadInput when it is not a report, or one of another model."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        records = data["records"]
+        measured = data["model"]
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise BadInput(
+            f"{path} is not a report of `aeon eval --json` ({error}): give another file"
+        ) from None
+    if measured != model:
+        raise BadInput(
+            f"{path} holds a report for model {measured!r}, not {model!r}: give another file"
+        )
+    return {r["fingerprint"]: r for r in records if isinstance(r, dict) and "fingerprint" in r}
 
 
 def can_plot() -> bool:
