@@ -2,7 +2,8 @@
 
     python -m bench [--quick | --smoke] [--redis-url URL] [--out PATH] [--only SECTIONS]
     python -m bench --only quality --llm-url URL --model NAME [--quality-cases N]
-        [--quality-columns plain,bestof,loop,words] [--quality-results PATH]
+        [--quality-modes checks,words] [--quality-effort low,medium,high] [--quality-k N]
+        [--quality-results PATH] [--quality-plot PATH]
 
 Without --redis-url (or AEON_BENCH_REDIS_URL) it starts a throwaway redis-server of its own,
 so a fresh checkout needs nothing but `pip install -e .`; the cluster section always starts a
@@ -27,6 +28,9 @@ from typing import Any
 
 from aeonloop.bus.connection import connect
 from aeonloop.bus.settings import BusSettings, redact
+from aeonloop.gateway.cli.quality import choices_option
+from aeonloop.gateway.quality.cases import MODES
+from aeonloop.gateway.quality.paths import EFFORT_NAMES
 from aeonloop.servers.embedded import RedisServer
 from bench import eventloop
 from bench.cluster import run_cluster
@@ -37,7 +41,7 @@ from bench.events import run_events
 from bench.memory import run_memory
 from bench.overhead import run_overhead
 from bench.profiles import FULL, QUICK, SMOKE, Profile
-from bench.quality import COLUMNS, parse_columns, run_quality
+from bench.quality import run_quality
 from bench.report import render, write_json
 from bench.retention import run_retention
 from bench.scaleout import run_scaleout
@@ -110,8 +114,11 @@ async def _run(
             llm_url=args.llm_url,
             model=args.model,
             quality_cases=args.quality_cases,
-            quality_columns=args.quality_columns,
+            quality_modes=args.quality_modes,
+            quality_effort=args.quality_effort,
+            quality_k=args.quality_k,
             quality_results=args.quality_results,
+            quality_plot=args.quality_plot,
         )
         report: dict[str, Any] = {}
         for name in only:
@@ -170,11 +177,10 @@ def _sections(text: str) -> list[str]:
     return [name for name in SECTIONS if name in names]
 
 
-def _columns(text: str) -> list[str]:
-    try:
-        return parse_columns(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
+def _at_least_one(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -213,20 +219,40 @@ def _parser() -> argparse.ArgumentParser:
         help="quality: run the first N cases only (default: all)",
     )
     parser.add_argument(
-        "--quality-columns",
-        type=_columns,
+        "--quality-modes",
+        type=choices_option(MODES),
+        default=list(MODES),
+        metavar="MODES",
+        help=f"quality: how the rules reach Aeon ({','.join(MODES)}; default: both)",
+    )
+    parser.add_argument(
+        "--quality-effort",
+        type=choices_option(EFFORT_NAMES),
         default=None,
-        metavar="COLUMNS",
-        help=f"quality: the columns to measure, comma-separated ({','.join(COLUMNS)}; "
-        "default: all)",
+        metavar="EFFORTS",
+        help="quality: run Aeon at each of these efforts (default: its default effort)",
+    )
+    parser.add_argument(
+        "--quality-k",
+        type=_at_least_one,
+        default=None,
+        metavar="N",
+        help="quality: plain samples a case for best of k (default: matched to Aeon's spend, "
+        "at most 8)",
     )
     parser.add_argument(
         "--quality-results",
         type=Path,
         default=None,
         metavar="PATH",
-        help="quality: per-case results, written after every case; what the file already "
-        "holds (same model) is kept, not measured again",
+        help="quality: the report as JSON, written after every case",
+    )
+    parser.add_argument(
+        "--quality-plot",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="quality: draw rules held against tokens as a PNG (the bench extra)",
     )
     return parser
 

@@ -27,14 +27,19 @@ class BenchContext:
     prefixes: list[str] = field(default_factory=list)
     #: Results one section measured that another needs too (say the 1-worker burst).
     shared: dict[str, object] = field(default_factory=dict)
-    #: The quality section's OpenAI-compatible server and model (--llm-url, --model), how many
-    #: of its cases to run (--quality-cases; None: all), which of its columns to measure
-    #: (--quality-columns; None: all), and its per-case results file (--quality-results).
+    #: The quality section (`aeon eval` on its shipped cases): the OpenAI-compatible server and
+    #: model (--llm-url, --model), how many cases to run (--quality-cases; None: all), the modes
+    #: (--quality-modes), the efforts (--quality-effort; None: the default), plain samples a
+    #: case (--quality-k; None: matched to Aeon's spend), where the report is kept after every
+    #: case (--quality-results) and the frontier drawn (--quality-plot).
     llm_url: str | None = None
     model: str | None = None
     quality_cases: int | None = None
-    quality_columns: list[str] | None = None
+    quality_modes: list[str] = field(default_factory=lambda: ["checks", "words"])
+    quality_effort: list[str] | None = None
+    quality_k: int | None = None
     quality_results: Path | None = None
+    quality_plot: Path | None = None
 
     def new_prefix(self, name: str) -> str:
         prefix = f"bench-{name}-{uuid.uuid4().hex[:6]}"

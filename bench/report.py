@@ -364,11 +364,10 @@ def _tools(section: Mapping[str, Any]) -> str:
 
 
 def _quality(section: Mapping[str, Any]) -> str:
-    """Plain calls, best of k and Aeon's loop, the rules as checks and in words: its own module,
-    which also prints the tables from a results file (imported here, as it uses `table`)."""
-    from bench.quality_report import render_quality
+    """Plain calls, best of k and Aeon, the rules as checks and in words: `aeon eval`'s tables."""
+    from aeonloop.gateway.quality.report import render
 
-    return render_quality(section)
+    return render(section)
 
 
 def _targets(rows: Sequence[Mapping[str, Any]]) -> str:

@@ -1,18 +1,19 @@
-"""The quality harness (`python -m bench --only quality`): its suite, its figures, and runs end to
-end.
+"""The quality harness: `aeon eval` (aeonloop.gateway.quality), and `python -m bench --only
+quality`, its caller on the 40 shipped cases.
 
-The suite is checked for what the issue asks of it (40 cases or more, each a request with rules
-in Aeon's rule format). The figures (best of k at the loop's spend, flips, agreement of prepared
-checks, totals over a partial run) are checked on case records written by hand. The runs go
-against fake OpenAI-compatible servers: one answers every call "ok", so its figures mean
-nothing and what is held is that every column ran for every case and was counted; another
-answers plain calls and the loop's prompts with texts chosen so that each figure has one right
-value. The real model's figures come from the real-server tier (tests/e2e/test_real_server.py),
-as CI runs it.
+The shipped cases are checked for what the issue asks of them (40 or more, each a request with
+rules in Aeon's rule format). Reading a cases file: a malformed line is named with its number
+and skipped; a file that is missing or holds no case is one line and exit 2. The figures (best
+of the first k for each k, flips, agreement of prepared checks, totals over the cases every path
+finished) are checked on records written by hand. The runs: `aeon eval` on the offline model,
+and against a stand-in OpenAI server whose replies fix what each figure must be, where the
+calls and tokens the report counts are held to what the server was sent. The real model's
+figures come from the real-server tier (tests/e2e/test_real_server.py).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -27,26 +28,28 @@ from openai_fake import Planned, Seen, completion, serve
 from openai_styles import ANSWER, PLAN, PipelineModel, read
 from openai_styles import CASES as STYLES
 
-from aeonloop.prompts.registry import PromptId
-from bench.quality import COLUMNS, load_cases
-from bench.quality_report import from_results, render_quality
-from bench.quality_report import markdown as layout
-from bench.quality_scores import (
-    K_MAX,
+from aeonloop.exceptions import BadInput
+from aeonloop.gateway.quality.cases import (
     agreement,
     best_of,
     case_row,
     flips,
-    spend_matched_k,
+    ladder,
+    load_cases,
     summarise,
 )
+from aeonloop.gateway.quality.paths import DEFAULT_EFFORT, Step, efforts_to_run, path_name
+from aeonloop.gateway.quality.report import ProgressBar, render
+from aeonloop.prompts.registry import PromptId
 
 ROOT = Path(__file__).resolve().parents[1]
+TIDES = load_cases().cases[0]
 
 
-def test_the_suite_has_forty_cases_of_rules_aeon_can_check() -> None:
-    cases = load_cases()
-    assert len(cases) >= 40
+def test_the_shipped_suite_has_forty_cases_of_rules_aeon_can_check() -> None:
+    loaded = load_cases()
+    cases = loaded.cases
+    assert len(cases) >= 40 and not loaded.skipped
     assert len({case.id for case in cases}) == len(cases)
     for case in cases:
         assert case.request.strip() and case.rules
@@ -71,59 +74,85 @@ def test_word_line_and_absence_rules_are_written_as_patterns(
 ) -> None:
     """Counts and absences need no check type of their own: a content check's pattern says
     them (docs/benchmarks.md, "quality")."""
-    [case] = [c for c in load_cases() if c.id == case_id]
+    [case] = [c for c in load_cases().cases if c.id == case_id]
     [rule] = [r for r in case.rules if r.id == rule_id]
     assert bool(re.search(rule.check.search or "", text, flags=re.MULTILINE)) is holds
 
 
-def _bench(
-    base_url: str, redis_url: str, out: Path, *extra: str, **settings: str
-) -> dict[str, Any]:
-    """`python -m bench --only quality` against the given server, with `settings` (AEON_*) in
-    its environment; its section of the report."""
-    argv = [sys.executable, "-m", "bench", "--only", "quality", "--llm-url", base_url]
-    argv += ["--model", "fake-model", "--redis-url", redis_url, "--out", str(out), *extra]
-    env = {**os.environ, **settings}
-    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=220)
-    assert done.returncode == 0, done.stderr + done.stdout
-    report = json.loads(out.read_text())
-    report["stdout"] = done.stdout
-    return report
+# -- reading a cases file -------------------------------------------------------------------
+
+GOOD = '{"id": "fr", "request": "What is the capital of France?", "expect": ["Paris"]}'
+WORDS = (
+    '{"id": "fruits", "request": "Name three fruits.", "rules": [{"id": "bullets", '
+    '"description": "Three bullet points.", "check": "Use three bullet points."}]}'
+)
+
+
+def test_a_malformed_line_is_named_with_its_number_and_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "cases.jsonl"
+    lines = [GOOD, "not json", '{"request": ""}', "", WORDS, '{"request": "x", "rule": []}', GOOD]
+    path.write_text("\n".join(lines) + "\n")
+    loaded = load_cases(path)
+    assert [case.id for case in loaded.cases] == ["fr", "fruits"]
+    assert loaded.skipped == [
+        f"{path}:2: skipped: not JSON: Expecting value: line 1 column 1 (char 0)",
+        f"{path}:3: skipped: request: String should have at least 1 character",
+        f"{path}:6: skipped: rule: Extra inputs are not permitted",
+        f"{path}:7: skipped: the id 'fr' is taken already",
+    ]
+
+
+def test_a_missing_file_or_one_with_no_case_is_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="no such file; give a JSONL file of cases"):
+        load_cases(tmp_path / "nowhere.jsonl")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("[]\n\n")
+    loaded = load_cases(empty)
+    assert loaded.skipped == [f"{empty}:1: skipped: a case is a JSON object, not list"]
+    with pytest.raises(BadInput, match=r"empty.jsonl: no valid case \(each line is one case"):
+        loaded.checked()
+
+
+def _eval(*argv: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`aeon eval` in a fresh process, with `env` (AEON_*) added to the environment."""
+    inherited = {name: value for name, value in os.environ.items() if not name.startswith("AEON_")}
+    return subprocess.run(
+        [sys.executable, str(Path(sys.executable).with_name("aeon")), "eval", *argv],
+        cwd=ROOT,
+        env={**inherited, **env},
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
 
 
 @pytest.mark.e2e
-@pytest.mark.timeout(240)
-def test_quality_runs_every_column_for_every_case(redis_url: str, tmp_path: Path) -> None:
-    with serve() as fake:
-        report = _bench(fake.base_url, redis_url, tmp_path / "r.json", "--quality-cases", "2")
-    assert "Quality, rules as checks: one plain call, best of k" in report["stdout"]
-    assert "model fake-model (2 of 2 cases)" in report["stdout"]
-    section = report["quality"]
-    assert section["cases"] == 2 and [r["case"] for r in section["per_case"]] == ["tides", "sky"]
-    assert section["columns"] == list(COLUMNS)
-    assert "Quality, rules in words (PREPARE makes the checks)" in report["stdout"]
-    for row in section["per_case"]:
-        assert row["plain"]["calls"] == 1 and row["loop"]["calls"] >= 1
-        assert row["plain"]["prompt_tokens"] > 0 and row["loop"]["prompt_tokens"] > 0
-        assert 1 <= row["bestof"]["k"] == row["bestof"]["calls"] <= K_MAX
-        assert row["words"]["calls"] >= 1 and "agreement" in row["words"]
-    for way in ("loop", "words", "bestof", "words_bestof"):
-        assert section[way]["calls"] == sum(r[way]["calls"] for r in section["per_case"])
+@pytest.mark.parametrize("content", [None, "nothing here\n"])
+def test_aeon_eval_without_a_case_is_one_line_and_exit_2(
+    tmp_path: Path, content: str | None
+) -> None:
+    path = tmp_path / "cases.jsonl"
+    if content is not None:
+        path.write_text(content)
+    done = _eval(str(path))
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    if content is None:
+        assert lines == [f"aeon: {path}: no such file; give a JSONL file of cases"]
+    else:
+        assert lines[0].startswith(f"aeon: {path}:1: skipped: not JSON")
+        assert lines[1].startswith(f"aeon: {path}: no valid case")
+        assert len(lines) == 2 and "Traceback" not in done.stderr
 
 
-def test_quality_needs_a_server_and_a_model() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "--only", "quality"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 2
-    assert done.stderr.strip() == "bench: the quality section needs --llm-url and --model"
+@pytest.mark.e2e
+def test_aeon_eval_with_nowhere_to_write_runs_nothing(tmp_path: Path) -> None:
+    done = _eval("--json", str(tmp_path / "no" / "report.json"))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"aeon: --json: {tmp_path / 'no'} is not a directory; nothing was run\n"
 
 
-# -- the figures, from case records written by hand ---------------------------------------------
+# -- the figures, from records written by hand ----------------------------------------------
 
 
 def take(verdicts: dict[str, str], tokens: int = 100, **more: Any) -> dict[str, Any]:
@@ -135,42 +164,42 @@ def take(verdicts: dict[str, str], tokens: int = 100, **more: Any) -> dict[str, 
 P, F = "pass", "fail"
 
 
+def record(case: str, samples: list[dict[str, Any]], **aeon: Any) -> dict[str, Any]:
+    scored = sorted(samples[0]["verdicts"])
+    rules = [rule for rule in scored if not rule.startswith("expect.")]
+    return {"case": case, "rules": rules, "scored": scored, "samples": samples, "aeon": aeon}
+
+
 @pytest.mark.parametrize(
-    ("budget", "k"),
-    [(None, 8), (50, 1), (100, 1), (199, 1), (200, 2), (450, 4), (10_000, 8)],
+    ("k_max", "ks"), [(1, [1]), (2, [1, 2]), (6, [1, 2, 4, 6]), (8, [1, 2, 4, 8])]
 )
-def test_best_of_k_spends_about_what_the_loop_spent(budget: int | None, k: int) -> None:
-    """The most plain calls whose tokens stay within the loop's, at least one, at most K_MAX;
-    with no loop measured, all of them."""
-    samples = [take({"a": F}) for _ in range(K_MAX)]
-    assert spend_matched_k(samples, budget) == k
+def test_best_of_k_is_shown_for_powers_of_two_up_to_k_max(k_max: int, ks: list[int]) -> None:
+    assert ladder(k_max) == ks
 
 
-def test_best_of_k_picks_most_rules_held_and_ties_go_to_the_first() -> None:
-    samples = [take({"a": F, "b": F}), take({"a": P, "b": F}), take({"a": F, "b": P})]
-    samples += [take({"a": P, "b": P}), take({"a": P, "b": P})]
-    assert best_of(samples, 1) == (0, samples[0])
-    assert best_of(samples, 3) == (1, samples[1])  # 1 and 2 hold one each: the first
-    assert best_of(samples, 5) == (3, samples[3])
+def test_best_of_k_picks_by_the_rules_never_by_the_expected_phrases() -> None:
+    """Ties go to the first; an expected phrase, told to no path, picks nothing."""
+    samples = [take({"a": F, "expect.1": P}), take({"a": P, "expect.1": F})]
+    samples += [take({"a": P, "expect.1": P})]
+    assert best_of(samples, 1, ["a"]) == (0, samples[0])
+    assert best_of(samples, 3, ["a"]) == (1, samples[1])
 
 
-def test_a_flip_is_a_rule_one_plain_call_held_and_the_loop_lost() -> None:
+def test_a_flip_is_a_rule_one_plain_call_held_and_the_other_path_lost() -> None:
     plain = take({"a": P, "b": P, "c": F, "d": P})
-    loop = take({"a": P, "b": F, "c": P, "d": "skipped"})
-    assert flips(plain, loop) == ["b", "d"]
+    other = take({"a": P, "b": F, "c": P, "d": "skipped"})
+    assert flips(plain, other) == ["b", "d"]
 
 
-def test_prepared_checks_agree_with_the_hand_written_ones_rule_by_rule() -> None:
-    """The answer's metadata gives each rule's verdict by the checks PREPARE made for it; a rule
-    it made none for is skipped, and rules it made from the request count apart."""
+def test_prepared_checks_agree_with_the_cases_own_rule_by_rule() -> None:
     checks = [
         {"id": "a", "origin": "rules", "verdict": P},
         {"id": "b", "origin": "rules", "verdict": F},
-        {"id": "c", "origin": "rules", "verdict": P},  # holds by its checks, fails by hand
+        {"id": "c", "origin": "rules", "verdict": P},  # holds by its checks, fails by the case's
         {"id": "d", "origin": "rules", "verdict": "skipped"},  # no check was prepared
         {"id": "request.bullets", "origin": "request", "verdict": P},
     ]
-    words = take({"a": P, "b": F, "c": F, "d": P, "e": P}, checks=checks)
+    words = take({"a": P, "b": F, "c": F, "d": P, "e": P, "expect.1": P}, checks=checks)
     assert agreement(words) == {
         "checked": 3,
         "agreed": 2,
@@ -180,202 +209,345 @@ def test_prepared_checks_agree_with_the_hand_written_ones_rule_by_rule() -> None
     }
 
 
-def record(case: str, plain: list[dict[str, Any]], **loops: Any) -> dict[str, Any]:
-    rules = sorted(plain[0]["verdicts"])
-    return {"case": case, "rules": rules, "plain": plain, "loop": None, "words": None, **loops}
-
-
-def test_a_case_row_holds_each_column_at_its_own_spend() -> None:
-    plain = [take({"a": P, "b": F}), take({"a": F, "b": F}), take({"a": P, "b": P})]
-    plain += [take({"a": F, "b": F}) for _ in range(K_MAX - 3)]
-    loop = take({"a": F, "b": P}, tokens=250, status="converged")
-    words = take({"a": P, "b": P}, tokens=900, checks=[{"id": "a", "verdict": P}])
-    row = case_row(record("c1", plain, loop=loop, words=words))
-
+def test_a_case_row_holds_each_k_and_each_aeon_path() -> None:
+    samples = [take({"a": P, "b": F}), take({"a": F, "b": F}), take({"a": P, "b": P})]
+    samples += [take({"a": F, "b": F})]
+    aeon = take({"a": F, "b": P}, tokens=250, status="converged")
+    row = case_row(record("c1", samples, checks={"aeon": aeon}), "checks", [1, 2, 4])
     assert row["plain"]["rules_held"] == 1 and not row["plain"]["all_held"]
-    assert row["bestof"]["k"] == 2 and row["bestof"]["rules_held"] == 1  # 250 tokens: 2 calls
-    assert row["bestof"]["picked"] == 1 and row["bestof"]["calls"] == 2
-    assert row["bestof"]["prompt_tokens"] == 180
-    assert row["loop"]["flips"] == 1 and row["loop"]["flipped"] == ["a"]
-    assert row["words_bestof"]["k"] == K_MAX and row["words_bestof"]["all_held"]
-    assert row["words_bestof"]["picked"] == 3 and "capped" in row["words_bestof"]
-    assert row["words"]["flips"] == 0 and row["words"]["all_held"]
-    assert row["words"]["agreement"]["agreed"] == 1 and row["words"]["agreement"]["unchecked"]
+    assert row["best of 2"] == {**row["best of 2"], "rules_held": 1, "picked": 1, "calls": 2}
+    assert row["best of 4"]["picked"] == 3 and row["best of 4"]["all_held"]
+    assert row["best of 4"]["prompt_tokens"] == 360 and row["best of 4"]["k"] == 4
+    assert row["aeon"]["flips"] == 1 and row["aeon"]["flipped"] == ["a"]
+    assert row["aeon"]["status"] == "converged"
 
 
-def test_a_partial_run_totals_like_with_like_and_prints_a_table(tmp_path: Path) -> None:
-    """A loop run cut short: its totals, and plain's and best of k's beside them, cover the
-    cases the loop finished; a run that broke counts nowhere and is named."""
-    eight = [take({"a": P}) for _ in range(K_MAX)]
+def test_best_of_k_flips_where_its_pick_loses_a_rule_the_first_call_held() -> None:
+    """It picks by rules held, so a pick that holds more may still lose one plain held."""
+    samples = [take({"a": P, "b": F, "c": F}), take({"a": F, "b": P, "c": P})]
+    row = case_row(record("c1", samples), "checks", [1, 2])
+    assert row["best of 2"]["picked"] == 2 and row["best of 2"]["flipped"] == ["a"]
+    assert not row["plain"]["all_held"] and "flips" not in row["plain"]
+
+
+def test_a_case_with_nothing_judged_is_not_whole() -> None:
+    row = case_row(record("c1", [take({"a": "skipped"})]), "checks", [1])
+    assert row["plain"]["rules_held"] == 0 and not row["plain"]["all_held"]
+
+
+def test_totals_leave_out_a_case_a_path_broke_on_and_name_it() -> None:
+    two = [take({"a": P}), take({"a": F})]
     records = [
-        record("one", eight, loop=take({"a": F}, tokens=300, status="converged")),
-        record("two", eight, loop={"error": "AnswerTimeout: no answer", "seconds": 900.0}),
-        record("three", eight),
+        record("one", two, checks={"aeon": take({"a": F}, tokens=300)}),
+        record("two", two, checks={"aeon": {"error": "AnswerTimeout: no answer", "seconds": 9}}),
     ]
-    section = summarise("m", records)
-    assert section["cases"] == 3
-    assert section["loop"]["cases"] == section["plain"]["cases"] == 1
-    assert section["loop"]["rules"] == section["plain"]["rules"] == 1 and section["rules"] == 3
-    assert section["loop"]["flips"] == section["loop"]["cases_with_flips"] == 1
-    assert section["bestof"]["k"] == 3 and section["loop"]["errors"] == 1
-    assert "words" not in section and "words_bestof" not in section
-
-    path = tmp_path / "results.json"
-    path.write_text(json.dumps({"model": "m", "records": records}))
-    text = render_quality(from_results(path))
-    assert "model m (1 of 3 cases)" in text
-    assert "1 run(s) broke" in text
-    [two] = [line for line in text.splitlines() if line.startswith("two ")]
-    assert "error" in two
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.quality_report", str(path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0 and done.stdout.strip() == text.strip(), done.stderr
-    markdown = render_quality(from_results(path), layout).splitlines()
-    assert markdown[1].startswith("| case | rules | plain | best of k | loop | flips |")
-    assert markdown[-2].startswith("| total | 1 | 1 (1 all) | 1 (1 all) | 0 (0 all) | 1 (1 cases")
+    report = summarise("m", records, ["checks"], ["aeon"])
+    checks = report["modes"]["checks"]
+    assert checks["broken"] == ["two"] and report["ks"] == [1, 2]
+    assert checks["totals"]["aeon"] == {
+        **checks["totals"]["aeon"],
+        "cases": 1,
+        "rules_held": 0,
+        "flips": 1,
+        "cases_with_flips": 1,
+        "calls": 1,
+        "tokens": 300,
+        "errors": 1,
+    }
+    assert checks["totals"]["plain"]["cases"] == checks["totals"]["best of 2"]["cases"] == 1
+    text = render(report)
+    assert "model m, 1 of 2 cases" in text
+    assert "left out, a path broke on them: two" in text
 
 
-def test_the_baseline_alone_is_best_of_k_max_over_every_case() -> None:
-    records = [record(name, [take({"a": F}), take({"a": P})]) for name in ("one", "two")]
-    section = summarise("m", records)
-    assert section["plain"]["rules_held"] == 0 and section["bestof"]["rules_held"] == 2
-    assert section["bestof"]["k"] == 4 and "loop" not in section
-    assert "total" in render_quality(section)
+@pytest.mark.parametrize(
+    ("asked", "note"),
+    [([], None), (["medium"], "--effort medium: "), (["low", "high"], "--effort low,high: ")],
+)
+def test_an_effort_this_build_cannot_tell_apart_runs_once_at_the_default(
+    asked: list[str], note: str | None
+) -> None:
+    """No effort setting yet: whatever is asked, Aeon runs once, at its default, shown as
+    `aeon`, and the line shown says so; no two paths are made of the same run."""
+    efforts, said = efforts_to_run(asked)
+    assert efforts == (DEFAULT_EFFORT,) and path_name(DEFAULT_EFFORT) == "aeon"
+    if note is None:
+        assert said is None
+    else:
+        assert said is not None and said.startswith(note)
+        assert "this build has no effort setting" in said
 
 
-# -- runs against stand-ins whose replies fix what each figure must be ------------------------
+# -- `aeon eval` end to end ---------------------------------------------------------------
 
-#: Plain calls of the tides case, in turn: the first holds "moon" only, the third all three.
+
+def _rows(table: str) -> dict[str, list[str]]:
+    """A printed table's rows by path: the cells, split on two spaces or more."""
+    rows = {}
+    for line in table.splitlines()[2:]:
+        cells = re.split(r"\s{2,}", line.strip())
+        if cells[0] == "plain" or cells[0].startswith(("best of", "aeon")):
+            rows[cells[0]] = cells
+    return rows
+
+
+def _calls(report: dict[str, Any]) -> int:
+    """Every call the report's takes made: each plain sample and each Aeon run."""
+    records = report["records"]
+    samples = sum(s["calls"] for r in records for s in r["samples"])
+    runs = [t for r in records for paths in r["aeon"].values() for t in paths.values()]
+    return samples + sum(t["calls"] for t in runs if "same_run_as" not in t)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(240)
+def test_aeon_eval_on_the_offline_model(tmp_path: Path) -> None:
+    """Two cases and a malformed line: the line is named and skipped, every path runs for both
+    cases, the table's totals are the JSON's, and a plain line reports each case done."""
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("\n".join([GOOD, "{oops", WORDS]) + "\n")
+    out, picture = tmp_path / "report.json", tmp_path / "frontier.png"
+    done = _eval(str(cases), "--k", "2", "--json", str(out), "--plot", str(picture))
+    assert done.returncode == 0, done.stderr
+    assert f"aeon: {cases}:2: skipped: not JSON" in done.stderr
+    assert "aeon eval: 1/2 cases (fr done)" in done.stderr
+    assert "aeon eval: 2/2 cases (fruits done), took" in done.stderr
+    report = json.loads(out.read_text())
+    assert report["model"] == "offline" and report["cases"] == 2 and report["ks"] == [1, 2]
+    assert [r["case"] for r in report["records"]] == ["fr", "fruits"]
+    for record in report["records"]:
+        assert [s["calls"] for s in record["samples"]] == [1, 1]
+        assert record["aeon"]["checks"]["aeon"]["calls"] >= 1
+        # fruits' rule is in words already, fr has none: in words, each is the same run.
+        words = record["aeon"]["words"]["aeon"]
+        assert words == {**record["aeon"]["checks"]["aeon"], "same_run_as": "checks"}
+    assert report["records"][0]["scored"] == ["expect.1"]
+    for mode, title in (("checks", "rules as checks"), ("words", "rules in words")):
+        totals = report["modes"][mode]["totals"]
+        table = done.stdout.split(f"Quality, {title}")[1].split("\n\n")[0]
+        rows = _rows(table)
+        assert set(rows) == set(totals) == {"plain", "best of 2", "aeon"}
+        for path, total in totals.items():
+            assert rows[path][1] == f"{total['rules_held']} of 2"
+            assert rows[path][4:6] == [f"{total['calls']:,}", f"{total['tokens']:,}"]
+        assert totals["best of 2"]["calls"] == 4 and totals["plain"]["calls"] == 2
+        aeon_calls = sum(r["aeon"][mode]["aeon"]["calls"] for r in report["records"])
+        assert totals["aeon"]["calls"] == aeon_calls
+    assert picture.read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+def test_without_the_bench_extra_the_picture_is_one_line_and_the_table_is_printed(
+    tmp_path: Path,
+) -> None:
+    """matplotlib missing (a module of that name that will not import stands in for it)."""
+    (tmp_path / "matplotlib").mkdir()
+    (tmp_path / "matplotlib" / "__init__.py").write_text("raise ImportError('not installed')\n")
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(GOOD + "\n")
+    picture = tmp_path / "frontier.png"
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))
+    argv = [str(cases), "--k", "1", "--modes", "checks", "--plot", str(picture)]
+    done = _eval(*argv, PYTHONPATH=path)
+    assert done.returncode == 0, done.stderr
+    assert (
+        'aeon: --plot: the picture needs matplotlib: pip install "aeonloop[bench]"; the table '
+        "is printed"
+    ) in done.stderr.splitlines()
+    assert "Quality, rules as checks: model offline, 1 of 1 cases" in done.stdout
+    assert not picture.exists()
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(200)
+def test_resume_keeps_the_cases_a_report_holds_and_runs_the_rest(tmp_path: Path) -> None:
+    """A run cut short after its first case, then run again with --resume: the first case's
+    record is kept as it was (nothing of it runs again), the second is run; a case asked
+    another way (other modes) is not the same record and runs again."""
+    cases, out = tmp_path / "cases.jsonl", tmp_path / "report.json"
+    cases.write_text(GOOD + "\n")
+    first = _eval(str(cases), "--k", "2", "--modes", "checks", "--json", str(out))
+    assert first.returncode == 0, first.stderr
+    [before] = json.loads(out.read_text())["records"]
+    cases.write_text(GOOD + "\n" + WORDS + "\n")
+    again = _eval(str(cases), "--k", "2", "--modes", "checks", "--json", str(out), "--resume")
+    assert again.returncode == 0, again.stderr
+    kept, ran = json.loads(out.read_text())["records"]
+    assert kept == before and ran["case"] == "fruits"
+    assert "aeon eval: 1/2 cases (fr done), time left not known yet" in again.stderr
+    other = _eval(str(cases), "--k", "2", "--json", str(out), "--resume")
+    assert other.returncode == 0, other.stderr
+    [asked_anew, _] = json.loads(out.read_text())["records"]
+    assert asked_anew["fingerprint"] != before["fingerprint"] and "words" in asked_anew["aeon"]
+
+    out.write_text("not a report")
+    refused = _eval(str(cases), "--json", str(out), "--resume")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.startswith(f"aeon: {out} is not a report of `aeon eval --json`")
+
+
+#: The stand-in server's plain replies, in turn: the Aeon run's one draft, then the samples:
+#: the first holds "moon" only, the second none, the third all three tides rules.
 PLAIN_REPLIES = [
+    "Tides.",
     "The Moon pulls the sea.",
     "Water moves.",
     "The Moon's gravity gives most places two high tides a day.",
 ]
-#: Every step of the loop holds all three tides rules; its answer and every refinement of it
-#: hold none, and so does its draft (a plain call past the three above: "Tides.").
+#: Every step of the run holds all three tides rules; its answer and each refinement none.
 STEP = "The Moon's gravity pulls the sea, so most places get two high tides a day."
 PUBLISHED = "The sea rises and falls as the Earth turns."
 
 
 class TidesModel:
-    """An OpenAI-compatible stand-in that tells plain calls (the request as it is) from the
-    loop's prompts (Aeon's XML) and answers each as above; the loop's other prompts get the
-    pipeline stand-in's replies (tests/openai_styles.py)."""
+    """An OpenAI-compatible stand-in that tells plain calls (the request as it is) from Aeon's
+    prompts (its XML) and answers each as above; Aeon's other prompts get the pipeline
+    stand-in's replies (tests/openai_styles.py)."""
 
-    def __init__(self, prepared: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self) -> None:
         self.pipeline = PipelineModel(STYLES["plain"])
-        #: What PREPARE answers: checks in the host's vocabulary, each under a rule id.
-        self.prepared = prepared or []
-        self.plain_calls = 0
+        self.plain: list[str] = []
         self._lock = threading.Lock()
 
     def __call__(self, seen: Seen) -> Planned:
         content = seen.body["messages"][0]["content"]
         if not content.lstrip().startswith("<"):
             with self._lock:
-                turn = self.plain_calls
-                self.plain_calls += 1
-            return _reply(PLAIN_REPLIES[turn] if turn < len(PLAIN_REPLIES) else "Tides.")
+                text = PLAIN_REPLIES[min(len(self.plain), len(PLAIN_REPLIES) - 1)]
+                self.plain.append(text)
+            return Planned(body=completion(text))
         prompt_id, _ = read(seen)
         if prompt_id == PromptId.REASONING_STEP_USER:
-            return _reply(STEP)
+            return Planned(body=completion(STEP))
         if prompt_id == PromptId.ANSWER_SYNTHESIS_USER:
-            return _reply(json.dumps({**ANSWER, "answer_text": PUBLISHED}))
-        if prompt_id in (PromptId.ANSWER_DRAFT_USER, PromptId.ANSWER_REFINE_USER):
-            return _reply(PUBLISHED)  # the run's draft and refinements hold none either
-        if prompt_id == PromptId.CHECKS_PREPARE_USER:
-            return _reply(json.dumps({"checks": self.prepared}))
+            return Planned(body=completion(json.dumps({**ANSWER, "answer_text": PUBLISHED})))
+        if prompt_id == PromptId.ANSWER_REFINE_USER:
+            return Planned(body=completion(PUBLISHED))
         if prompt_id == PromptId.PLAN_GENERATION_USER:
-            return _reply(json.dumps(PLAN))
+            return Planned(body=completion(json.dumps(PLAN)))
         return self.pipeline(seen)
 
 
-def _reply(text: str) -> Planned:
-    return Planned(body=completion(text))
-
-
 @pytest.mark.e2e
 @pytest.mark.timeout(240)
-def test_every_column_is_scored_on_the_answer_as_published(redis_url: str, tmp_path: Path) -> None:
-    """The loop's steps hold every rule and its published answer none: the loop is scored 0,
-    as its answer is (never its steps), and loses the rule the first plain call held (a flip).
-    Best of k takes the third plain call, the one that holds all three. The baseline and the
-    loop run apart, as the real model's are: the second run keeps the first's plain calls from
-    the results file, and its plain calls are the loop's own drafts (sent as the request
-    alone, llm.session.PLAIN), which hold none of the rules here."""
+def test_aeon_eval_against_a_server_counts_what_the_server_was_sent(tmp_path: Path) -> None:
+    """The tides case against a stand-in server: the report's calls and tokens are the
+    server's (every call answered with 11 prompt and 7 completion tokens), the samples are the
+    server's plain replies in order, best of k picks by the case's checks, and Aeon is scored on
+    its answer as published, never a step's output: its steps hold every rule and its answer
+    none, so it holds none and loses the rule the first plain call held (a flip)."""
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(TIDES.model_dump_json(exclude_defaults=True) + "\n")
+    out = tmp_path / "report.json"
     model = TidesModel()
-    results = tmp_path / "cases.json"
-    keep = ["--quality-cases", "1", "--quality-results", str(results)]
     with serve() as fake:
         fake.responder = model
-        baseline = _bench(
-            fake.base_url,
-            redis_url,
-            tmp_path / "a.json",
-            *keep,
-            "--quality-columns",
-            "plain,bestof",
+        done = _eval(
+            str(cases),
+            "--modes",
+            "checks",
+            "--k",
+            "3",
+            "--json",
+            str(out),
+            AEON_LLM="openai",
+            AEON_LLM_BASE_URL=fake.base_url,
+            AEON_LLM_MODEL="fake-model",
+            AEON_DRAFT_SAMPLES="1",
+            AEON_MAX_PASSES="1",
         )
-        assert model.plain_calls == K_MAX
-        report = _bench(
-            fake.base_url, redis_url, tmp_path / "b.json", *keep, "--quality-columns", "loop"
-        )
-    # The loop's drafts: the first ("Tides."), then a second that repeats it, which ends the
-    # sampling (verification.best_draft); the baseline's calls were kept.
-    assert model.plain_calls == K_MAX + 2
-    [first] = baseline["quality"]["per_case"]
-    assert first["bestof"]["k"] == K_MAX and "loop" not in first
-    [row] = report["quality"]["per_case"]
-    assert row["plain"]["rules_held"] == 1
-    assert row["bestof"]["picked"] == 3 and row["bestof"]["all_held"], row["bestof"]
-    assert row["loop"]["rules_held"] == 0 and row["loop"]["flipped"] == ["moon"]
-    [kept] = json.loads(results.read_text())["records"]
-    # Published degraded (no check held): the host's opening names the failed checks in their
-    # own words ("Name the Moon as a cause."), and is not scored.
-    assert kept["loop"]["text"].startswith("Degraded answer: ")
-    assert kept["loop"]["text"].endswith("\n\n" + PUBLISHED)
-    assert [s["text"] for s in kept["plain"][:3]] == PLAIN_REPLIES
+        sent = [seen for seen in fake.seen if seen.path == "/v1/chat/completions"]
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    [record] = report["records"]
+    assert _calls(report) == len(sent)
+    for take in [*record["samples"], record["aeon"]["checks"]["aeon"]]:
+        assert take["prompt_tokens"] == 11 * take["calls"]
+        assert take["completion_tokens"] == 7 * take["calls"]
+    assert model.plain == PLAIN_REPLIES  # the run's one draft, then the three samples
+    assert [s["text"] for s in record["samples"]] == PLAIN_REPLIES[1:]
+
+    totals = report["modes"]["checks"]["totals"]
+    assert report["ks"] == [1, 2, 3]
+    assert totals["plain"]["rules_held"] == 1
+    assert totals["best of 2"]["rules_held"] == 1 and totals["best of 2"]["calls"] == 2
+    assert totals["best of 3"]["rules_held"] == 3 and totals["best of 3"]["cases_whole"] == 1
+    [row] = report["modes"]["checks"]["per_case"]
+    assert row["best of 3"]["picked"] == 3
+    aeon = record["aeon"]["checks"]["aeon"]
+    assert aeon["text"].endswith(PUBLISHED) and STEP not in aeon["text"]
+    assert totals["aeon"]["rules_held"] == 0 and row["aeon"]["flipped"] == ["moon"]
+    assert totals["aeon"]["calls"] == len(sent) - 3
+    rows = _rows(done.stdout)
+    assert rows["aeon"][3] == "1 (1 case)" and rows["aeon"][4] == str(totals["aeon"]["calls"])
+    assert rows["aeon"][5] == f"{18 * totals['aeon']['calls']:,}"
+
+
+# -- `python -m bench --only quality`, its caller -----------------------------------------
+
+
+def test_bench_quality_needs_a_server_and_a_model() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--only", "quality"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == "bench: the quality section needs --llm-url and --model"
 
 
 @pytest.mark.e2e
 @pytest.mark.timeout(240)
-def test_rules_in_words_are_judged_by_prepared_checks_against_the_hand_written(
-    redis_url: str, tmp_path: Path
-) -> None:
-    """The tides rules in words: PREPARE makes a check for moon that agrees with the
-    hand-written one on the published answer (both fail), one for two that does not (it holds,
-    the hand-written one fails), none for gravity, which the host reads itself ("Mention
-    gravity.": its check fails, as the hand-written one does), and one from the request. One
-    draft (AEON_DRAFT_SAMPLES=1): a second sample would be the plain reply that holds every
-    rule, and the answer these checks are judged on would be that draft."""
-    prepared = [
-        {"rule_id": "moon", "check": {"type": "phrase_count", "phrase": "moon", "min": 1}},
-        {"rule_id": "two", "check": {"type": "pattern", "pattern": "sea"}},
-        {"rule_id": "request.short", "check": {"type": "count", "unit": "words", "max": 100}},
-    ]
-    model = TidesModel(prepared)
+def test_bench_quality_is_aeon_eval_on_the_shipped_cases(redis_url: str, tmp_path: Path) -> None:
+    """The section is `aeon eval`'s report on the first shipped cases, printed as its tables,
+    with its results file written as it goes."""
+    out, results = tmp_path / "r.json", tmp_path / "results.json"
     with serve() as fake:
-        fake.responder = model
-        argv = ["--quality-cases", "1", "--quality-columns", "plain,words"]
-        report = _bench(
-            fake.base_url, redis_url, tmp_path / "r.json", *argv, AEON_DRAFT_SAMPLES="1"
+        fake.responder = PipelineModel(STYLES["plain"])
+        argv = [sys.executable, "-m", "bench", "--only", "quality", "--llm-url", fake.base_url]
+        argv += ["--model", "fake-model", "--redis-url", redis_url, "--out", str(out)]
+        argv += ["--quality-cases", "2", "--quality-k", "2", "--quality-results", str(results)]
+        done = subprocess.run(
+            argv,
+            cwd=ROOT,
+            env={**os.environ, "AEON_MAX_PASSES": "1"},
+            capture_output=True,
+            text=True,
+            timeout=220,
         )
-    section = report["quality"]
-    [row] = section["per_case"]
-    assert row["words"]["rules_held"] == 0 and row["words"]["flipped"] == ["moon"]
-    assert row["words"]["agreement"] == {
-        "checked": 3,
-        "agreed": 2,
-        "disagreed": ["two"],
-        "unchecked": [],
-        "request_checks": 1,
-    }
-    assert section["words"]["agreement"]["agreed"] == 2
-    words_table = report["stdout"].split("Quality, rules in words")[1]
-    [line] = [ln for ln in words_table.splitlines() if ln.startswith("tides ")]
-    assert line.split()[-2:] == ["2/3", "0"]  # agreed of checked, and rules with no check
+        sent = [seen for seen in fake.seen if seen.path == "/v1/chat/completions"]
+    assert done.returncode == 0, done.stderr + done.stdout
+    section = json.loads(out.read_text())["quality"]
+    assert section["model"] == "fake-model" and section["cases"] == 2
+    assert [r["case"] for r in section["records"]] == ["tides", "sky"]
+    assert set(section["modes"]) == {"checks", "words"}
+    assert _calls(section) == len(sent)
+    assert json.loads(results.read_text())["records"] == section["records"]
+    assert "Quality, rules as checks: model fake-model, 2 of 2 cases" in done.stdout
+    assert "Quality, rules in words (PREPARE makes the checks)" in done.stdout
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_progress_shows_the_cases_done_and_the_time_left(terminal: bool) -> None:
+    """On a terminal a bar redrawn in place, with what runs now; elsewhere a line a case."""
+    stream = _Terminal() if terminal else io.StringIO()
+    bar = ProgressBar(stream, 4)
+    bar(Step(1, 4, "tides", "aeon, rules as checks"))
+    bar(Step(1, 4, "tides", "done", done=True))
+    bar(Step(2, 4, "sky", "plain call 3"))
+    text = stream.getvalue()
+    if terminal:
+        first, second, third = text.split("\r")[1:]
+        assert first.startswith("[....................] 0/4 cases, time left not known yet, tides")
+        assert second.startswith("[#####...............] 1/4 cases, about ")
+        assert "left, sky: plain call 3" in third and "\n" not in text
+    else:
+        assert re.fullmatch(r"aeon eval: 1/4 cases \(tides done\), about \d+ s left\n", text)

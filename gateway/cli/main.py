@@ -39,7 +39,7 @@ from aeonloop.exceptions import (
     SettingsError,
     UsageError,
 )
-from aeonloop.gateway.cli import dlq, status
+from aeonloop.gateway.cli import dlq, quality, status
 from aeonloop.gateway.cli.display import render_human, render_json, webhook_line
 from aeonloop.gateway.client import ANSWER_GRACE_S, DEFAULT_TIMEOUT_S, AeonClient, Progress
 from aeonloop.gateway.embedded import embedded_pipeline
@@ -768,6 +768,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_commands(commands, _command)
     dlq.add_commands(commands, _command)
     status.add_commands(commands, _command)
+    quality.add_commands(commands, _command)
 
     p = _command(
         commands,

@@ -59,6 +59,7 @@ def test_the_wheel_holds_one_top_level_package(wheel: Path) -> None:
     assert source_packages() == set(packages), "pyproject's packages must list every subpackage"
     assert "aeonloop/prompts/templates/system/" in "".join(names), "prompt templates shipped"
     assert any(n.startswith("aeonloop/gateway/http/static/") for n in names), "run page shipped"
+    assert "aeonloop/gateway/quality/cases.jsonl" in names, "aeon eval's shipped cases"
     assert not any(n.startswith(("aeonloop/bench/", "aeonloop/tests/")) for n in names)
     # Nothing stale: every file shipped is a file of the source tree.
     stale = [n for n in names if n.startswith("aeonloop/") and not (ROOT / n[9:]).is_file()]

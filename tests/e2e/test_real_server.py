@@ -324,10 +324,11 @@ def test_no_published_answer_repeats_aeons_instruction_text(
 
 
 #: The quality harness's CI slice: its first case, enough to prove it on the real model. It
-#: runs every column: one plain call, 8 plain calls for best of k, the loop, and the loop with
-#: the rules in words. One case, where there were three: each took CI's quiet machine minutes,
-#: and CI must stay under 30 minutes; the figures worth reading come from a full run
-#: (docs/benchmarks.md), which the slice's few runs could never stand in for.
+#: runs every path: plain calls for best of k (as many as spend what Aeon spent, at most 8),
+#: Aeon with the rules as checks, and with the rules in words. One case, where there were
+#: three: each took CI's quiet machine minutes, and CI must stay under 30 minutes; the figures
+#: worth reading come from a full run (docs/benchmarks.md), which the slice's few runs could
+#: never stand in for.
 QUALITY_SLICE = 1
 #: Passes the slice's runs may take. The full harness runs with the defaults (8); through this
 #: model on 2 cores that took 26 minutes for five cases (3 of them took 3 passes, 20-odd
@@ -342,11 +343,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_quality_harness_on_the_real_model(
     llama: LlamaServer, redis_url: str, tmp_path: Path
 ) -> None:
-    """`python -m bench --only quality` on three cases against the real small model: every case
-    runs in every column (plain, best of k, the loop, the loop with its rules in words), and
-    its calls, tokens, rules held, flips and the prepared checks' agreement are counted. The
-    figures are recorded (printed with the test's output), not judged; docs/benchmarks.md
-    shows a run of the same cases with the default settings."""
+    """`python -m bench --only quality` (`aeon eval` on the shipped cases) on the first case
+    against the real small model: it runs on every path (plain, best of k, Aeon with the rules
+    as checks and in words), and its calls, tokens, rules held, flips and the prepared checks'
+    agreement are counted. The figures are recorded (printed with the test's output), not
+    judged; docs/benchmarks.md shows a run of the same cases with the default settings."""
     out = tmp_path / "quality.json"
     argv = [sys.executable, "-m", "bench", "--only", "quality", "--llm-url", llama.url]
     argv += ["--model", MODEL, "--quality-cases", str(QUALITY_SLICE), "--redis-url", redis_url]
@@ -368,24 +369,26 @@ def test_the_quality_harness_on_the_real_model(
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout
     section = json.loads(out.read_text())["quality"]
     assert section["model"] == MODEL and section["cases"] == QUALITY_SLICE
-    records = json.loads((tmp_path / "cases.json").read_text())["records"]
+    assert json.loads((tmp_path / "cases.json").read_text())["records"] == section["records"]
     texts = {
-        r["case"]: {c: (r.get(c) or {}).get("text", "") for c in ("loop", "words")} for r in records
+        r["case"]: {mode: paths["aeon"]["text"] for mode, paths in r["aeon"].items()}
+        for r in section["records"]
     }
-    for row in section["per_case"]:
-        assert row["plain"]["calls"] == 1 and row["plain"]["completion_tokens"] > 0, row
-        for bestof in ("bestof", "words_bestof"):
-            assert 1 <= row[bestof]["k"] == row[bestof]["calls"] <= 8, row
-        for loop in ("loop", "words"):
-            assert row[loop]["calls"] > 1 and row[loop]["prompt_tokens"] > 0, row
+    for record in section["records"]:  # matched to Aeon's spend: at most 8 samples
+        assert 1 <= len(record["samples"]) <= 8, record
+    for mode in ("checks", "words"):
+        for row in section["modes"][mode]["per_case"]:
+            assert row["plain"]["calls"] == 1 and row["plain"]["completion_tokens"] > 0, row
+            assert row["aeon"]["calls"] > 1 and row["aeon"]["prompt_tokens"] > 0, row
             # Decided by the loop, or, as for every run here (`decided_by_the_loop`), failed
             # only on a reply this model copied from the prompt (or whose ids were not clean),
             # which the answer names.
-            status = row[loop]["status"]
+            status = row["aeon"]["status"]
             assert status in LOOP_DECIDED or (
-                status == "failed" and refused_as_not_the_models(texts[row["case"]][loop])
+                status == "failed" and refused_as_not_the_models(texts[row["case"]][mode])
             ), row
-        assert row["words"]["agreement"]["checked"] <= row["rules"], row
+            if mode == "words":
+                assert row["aeon"]["agreement"]["checked"] <= row["rules"], row
     assert "Quality, rules in words (PREPARE makes the checks)" in done.stdout
 
 
