@@ -2,15 +2,18 @@
 
 It answers from `call.prompt_id`'s typed input (never from the rendered prose), so each reply fits
 its prompt's contract: JSON prompts get JSON matching their output model, free-form ones get text.
-The texts below are model *replies*, i.e. data, not prompts.
+Only the prompts the main job shows (`aeon ask` offline) have replies written here (`_REPLIES`),
+readable ones made from the request; every other prompt, and any prompt added later, is answered
+from its contract alone (llm.schema_reply). The texts below are model *replies*, i.e. data, not
+prompts.
 
 Across a run it behaves like a model that improves once, so the loop visibly refines:
 
-- pass 1: the convergence assessment says completeness 0.85, not converged; the pass's semantic
-  validation reports one low-severity issue because no step output mentions the final review
+- pass 1: the pass evaluation says completeness 0.85, not converged, and reports one
+  low-severity issue because no step output mentions the final review
   step; refinement ADDs that step (REVIEW_STEP) under a fresh id;
-- pass 2 on: the assessment says converged (0.97 / 0.95, all aligned), and validation finds
-  nothing once the executed review step's output (which restates its description) is in the pass.
+- pass 2 on: the evaluation says converged (0.97 / 0.95, all aligned), and finds no issue
+  once the executed review step's output (which restates its description) is in the pass.
 
 Verified answers (docs/verified-answers.md): it prepares checks from the constraints a request or a
 rule in words states, in the few forms `prompts.stated` reads ("three bullet points", "under
@@ -35,10 +38,10 @@ from pydantic import ValidationError
 
 from aeonloop.exceptions import LLMError
 from aeonloop.llm.base import LLMCall, LLMReply, TokenUsage, approx_tokens
+from aeonloop.llm.schema_reply import free_form_reply, schema_reply
 from aeonloop.prompts.registry import (
     GOAL_AS_REQUEST,
     AnswerSynthesisInput,
-    ConvergenceAssessmentInput,
     CritiqueInput,
     DraftAnswerInput,
     PassEvaluationInput,
@@ -47,20 +50,17 @@ from aeonloop.prompts.registry import (
     PromptId,
     PromptInput,
     ReasoningStepInput,
-    RecursivePlanInput,
-    RecursiveSubplanInput,
     RefineAnswerInput,
     RefinementInput,
     RepairJSONInput,
     RepairMissingToolInput,
-    RepairPlanInput,
     RepairToolCallInput,
     SemanticValidationInput,
-    SystemPromptInput,
     TaskProfileInferenceInput,
     TaskProfileOutput,
     TaskProfileUpdateInput,
     ToolOffer,
+    default_registry,
 )
 from aeonloop.prompts.stated import stated_checks, stated_constraints
 from aeonloop.prompts.unified import UnifiedPrompt
@@ -71,7 +71,7 @@ TOOL_ANSWER_STEP = "Answer the request from the tools' results"
 REVIEW_STEP = "Review the answer for accuracy and completeness"
 OFFLINE_NOTICE = "This answer was produced by Aeon's offline model: no LLM was called."
 
-MIN_STEPS, MAX_STEPS, MAX_SUBSTEPS = 2, 6, 5
+MIN_STEPS, MAX_STEPS = 2, 6
 MAX_CRITIQUE_ISSUES = 5
 MAX_DESCRIPTION = 200
 
@@ -160,17 +160,20 @@ def paced(pieces: list[str], steps: int = PACED_STEPS) -> list[str]:
 
 
 def reply_text(prompt_id: PromptId, data: PromptInput) -> str:
-    """The offline reply to one prompt (JSON text for the JSON prompts).
-
-    A *_SYSTEM id carries no request, so it gets a fixed reply of its pair's shape.
-    """
-    if isinstance(data, SystemPromptInput) and prompt_id in _SYSTEM_REPLIES:
-        reply: str | dict[str, Any] = _SYSTEM_REPLIES[prompt_id]
-    elif prompt_id in _REPLIES and isinstance(data, _REPLIES[prompt_id][0]):
-        reply = _REPLIES[prompt_id][1](data)
-    else:
+    """The offline reply to one prompt (JSON text for the JSON prompts): the prompt's own reply
+    where the main job shows it (`_REPLIES`), else one made from its contract (llm.schema_reply),
+    so a prompt added to the registry needs nothing written here."""
+    definition = default_registry().get_definition(prompt_id)
+    if not isinstance(data, definition.input_model):
         detail = f"{prompt_id.value} with {type(data).__name__}"
         raise LLMError(f"the offline model has no reply for {detail}", transient=False)
+    handler = _REPLIES.get(prompt_id)
+    if handler is not None:
+        reply = handler(data)
+    elif definition.output_model is not None:
+        reply = schema_reply(definition.output_model)
+    else:
+        reply = free_form_reply(data)
     return reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
 
 
@@ -229,22 +232,17 @@ def clauses(request: str) -> list[str]:
     return [part for part, _ in linked_clauses(request)]
 
 
-def linked_plan_steps(request: str, most: int = MAX_STEPS) -> list[tuple[str, bool]]:
-    """2 to `most` step descriptions from the request's clauses (extra ones fold into the
+def linked_plan_steps(request: str) -> list[tuple[str, bool]]:
+    """2 to MAX_STEPS step descriptions from the request's clauses (extra ones fold into the
     last), each with whether it builds on the step before it."""
     parts = linked_clauses(request) or [(_sentence(request) or "The request", False)]
     if len(parts) < MIN_STEPS:
         subject = parts[0][0]
         parts = [(f"Work out what is asked: {subject}", False), (f"Answer it: {subject}", True)]
-    if len(parts) > most:
-        folded = "; ".join(part for part, _ in parts[most - 1 :])
-        parts = [*parts[: most - 1], (folded, parts[most - 1][1])]
+    if len(parts) > MAX_STEPS:
+        folded = "; ".join(part for part, _ in parts[MAX_STEPS - 1 :])
+        parts = [*parts[: MAX_STEPS - 1], (folded, parts[MAX_STEPS - 1][1])]
     return [(_shorten(part), follows) for part, follows in parts]
-
-
-def plan_steps(request: str, most: int = MAX_STEPS) -> list[str]:
-    """2 to `most` step descriptions from the request's clauses (extra ones fold into the last)."""
-    return [part for part, _ in linked_plan_steps(request, most)]
 
 
 def _step_ids(text: str) -> list[str]:
@@ -303,14 +301,14 @@ def _profile_update(data: TaskProfileUpdateInput) -> dict[str, Any]:
     return {**kept, "raw_inference": note}
 
 
-def _plan(goal: str, descriptions: list[tuple[str, bool]], prefix: str = "s") -> dict[str, Any]:
+def _plan(goal: str, descriptions: list[tuple[str, bool]]) -> dict[str, Any]:
     """A plan of the given steps: one that follows on from the step before depends on it, the
     others on nothing (they run at once)."""
     steps = [
         {
-            "step_id": f"{prefix}{number}",
+            "step_id": f"s{number}",
             "description": description,
-            "depends_on": [f"{prefix}{number - 1}"] if follows else [],
+            "depends_on": [f"s{number - 1}"] if follows else [],
         }
         for number, (description, follows) in enumerate(descriptions, start=1)
     ]
@@ -405,17 +403,6 @@ def _typed(value: str, kind: Any) -> Any:
     return value
 
 
-def _subgoals(data: RecursivePlanInput) -> str:
-    """Free-form: one "- " line per sub-goal, as the prompt asks."""
-    return "\n".join(f"- {goal}" for goal in plan_steps(data.parent_goal, MAX_SUBSTEPS))
-
-
-def _subplan(data: RecursiveSubplanInput) -> dict[str, Any]:
-    """Sub-steps take the parent's id as prefix (s2.1, s2.2, ...), as the prompt asks."""
-    steps = linked_plan_steps(data.parent_step_description, MAX_SUBSTEPS)
-    return _plan(data.parent_step_description, steps, prefix=f"{data.parent_step_id}.")
-
-
 def _reasoning_step(data: ReasoningStepInput) -> str:
     sentences = [
         f"Step {data.step_id} (pass {data.pass_number}): {_sentence(data.step_description)}.",
@@ -445,7 +432,7 @@ def _semantic_validation(data: SemanticValidationInput) -> dict[str, Any]:
     return {"issues": [], "summary": f"Offline check: the {data.artifact_kind} fits the request."}
 
 
-def _convergence(data: ConvergenceAssessmentInput) -> dict[str, Any]:
+def _assessment(data: PassEvaluationInput) -> dict[str, Any]:
     if data.pass_number < 2:
         return {
             "converged": False,
@@ -470,7 +457,7 @@ def _pass_evaluation(data: PassEvaluationInput) -> dict[str, Any]:
     check = SemanticValidationInput(
         request=data.request, artifact_kind="pass", artifact=data.step_outputs
     )
-    return {**_convergence(data), "issues": _semantic_validation(check)["issues"]}
+    return {**_assessment(data), "issues": _semantic_validation(check)["issues"]}
 
 
 def _plan_steps_in(plan_json: str) -> list[dict[str, Any]]:
@@ -560,13 +547,6 @@ def _missing_closers(text: str) -> str:
         elif open_brackets and char == open_brackets[-1]:
             open_brackets.pop()
     return "".join(reversed(open_brackets))
-
-
-def _repair_plan(data: RepairPlanInput) -> str:
-    """The plan as given when it parses, else a fresh plan from the request's clauses."""
-    found = _first_json_object(data.plan)
-    reply = found if found is not None else _plan(data.request, linked_plan_steps(data.request))
-    return json.dumps(reply, ensure_ascii=False)
 
 
 def _repair_missing_tool(data: RepairMissingToolInput) -> str:
@@ -686,63 +666,24 @@ def _as_bullets(text: str, n: int) -> str:
 
 _Handler = Callable[[Any], str | dict[str, Any]]
 
-_REPLIES: dict[PromptId, tuple[type[PromptInput], _Handler]] = {
-    PromptId.TASKPROFILE_INFERENCE_USER: (TaskProfileInferenceInput, _profile),
-    PromptId.TASKPROFILE_UPDATE_USER: (TaskProfileUpdateInput, _profile_update),
-    PromptId.PLAN_GENERATION_USER: (PlanGenerationInput, _plan_for_request),
-    PromptId.RECURSIVE_PLAN_GENERATION_USER: (RecursivePlanInput, _subgoals),
-    PromptId.SUPERVISOR_REPAIR_PLAN_USER: (RepairPlanInput, _repair_plan),
-    PromptId.RECURSIVE_SUBPLAN_GENERATION_USER: (RecursiveSubplanInput, _subplan),
-    PromptId.REASONING_STEP_USER: (ReasoningStepInput, _reasoning_step),
-    PromptId.VALIDATION_SEMANTIC_USER: (SemanticValidationInput, _semantic_validation),
-    PromptId.CONVERGENCE_ASSESSMENT_USER: (ConvergenceAssessmentInput, _convergence),
-    PromptId.PASS_EVALUATION_USER: (PassEvaluationInput, _pass_evaluation),
-    PromptId.RECURSIVE_REFINEMENT_USER: (RefinementInput, _refinement),
-    PromptId.RULE_CRITIQUE_USER: (CritiqueInput, _critique),
-    PromptId.SUPERVISOR_REPAIR_JSON_USER: (RepairJSONInput, _repair_json),
-    PromptId.SUPERVISOR_REPAIR_TOOLCALL_USER: (RepairToolCallInput, _repair_tool_call),
-    PromptId.SUPERVISOR_REPAIR_MISSINGTOOL_USER: (RepairMissingToolInput, _repair_missing_tool),
-    PromptId.ANSWER_SYNTHESIS_USER: (AnswerSynthesisInput, _answer),
-    PromptId.CHECKS_PREPARE_USER: (PrepareChecksInput, _prepare),
-    PromptId.ANSWER_DRAFT_USER: (DraftAnswerInput, _draft),
-    PromptId.ANSWER_REFINE_USER: (RefineAnswerInput, _refine),
-}
-
-#: The assessment of nothing: what a *_SYSTEM id of an assessment gets.
-_NOTHING_ASSESSED: dict[str, Any] = {
-    "converged": False,
-    "completeness_score": 0.0,
-    "coherence_score": 0.0,
-    "consistency": {"plan_aligned": False, "step_aligned": False, "answer_aligned": False},
-    "reason_codes": ["nothing_to_assess"],
-    "summary": "Offline assessment: nothing was given to assess.",
-}
-
-_SYSTEM_REPLIES: dict[PromptId, str | dict[str, Any]] = {
-    PromptId.TASKPROFILE_INFERENCE_SYSTEM: {
-        **DEFAULT_PROFILE,
-        "raw_inference": "Offline model (no LLM was called): the default profile.",
-    },
-    PromptId.TASKPROFILE_UPDATE_SYSTEM: {
-        **DEFAULT_PROFILE,
-        "raw_inference": "Offline model (no LLM was called): the default profile.",
-    },
-    PromptId.PLAN_GENERATION_SYSTEM: {
-        "plan": {"goal": "", "steps": [{"step_id": "s1", "description": "Nothing was asked."}]}
-    },
-    PromptId.REASONING_STEP_SYSTEM: "Offline model: no step was given to work on.",
-    PromptId.VALIDATION_SEMANTIC_SYSTEM: {"issues": [], "summary": "Offline check: nothing given."},
-    PromptId.CONVERGENCE_ASSESSMENT_SYSTEM: _NOTHING_ASSESSED,
-    PromptId.PASS_EVALUATION_SYSTEM: {**_NOTHING_ASSESSED, "issues": []},
-    PromptId.RECURSIVE_REFINEMENT_SYSTEM: {"actions": []},
-    PromptId.SUPERVISOR_REPAIR_SYSTEM: {},
-    PromptId.ANSWER_SYNTHESIS_SYSTEM: {
-        "answer_text": OFFLINE_NOTICE + " No request was given.",
-        "confidence": 0.0,
-        "used_step_ids": [],
-    },
-    PromptId.RULE_CRITIQUE_SYSTEM: {"issues": []},
-    PromptId.CHECKS_PREPARE_SYSTEM: {"checks": []},
-    PromptId.ANSWER_DRAFT_SYSTEM: OFFLINE_NOTICE + " No request was given.",
-    PromptId.ANSWER_REFINE_SYSTEM: OFFLINE_NOTICE + " No answer was given to refine.",
+#: The prompts the main job shows (`aeon ask` offline: the profile's note, the plan, the steps,
+#: the passes' verdicts, the refinement, the checks, the draft and the answer) or acts on (the
+#: repairs of a tool call), each answered readably from its input. Every other prompt's reply
+#: is made from its contract (`reply_text`).
+_REPLIES: dict[PromptId, _Handler] = {
+    PromptId.TASKPROFILE_INFERENCE_USER: _profile,
+    PromptId.TASKPROFILE_UPDATE_USER: _profile_update,
+    PromptId.PLAN_GENERATION_USER: _plan_for_request,
+    PromptId.REASONING_STEP_USER: _reasoning_step,
+    PromptId.VALIDATION_SEMANTIC_USER: _semantic_validation,
+    PromptId.PASS_EVALUATION_USER: _pass_evaluation,
+    PromptId.RECURSIVE_REFINEMENT_USER: _refinement,
+    PromptId.RULE_CRITIQUE_USER: _critique,
+    PromptId.SUPERVISOR_REPAIR_JSON_USER: _repair_json,
+    PromptId.SUPERVISOR_REPAIR_TOOLCALL_USER: _repair_tool_call,
+    PromptId.SUPERVISOR_REPAIR_MISSINGTOOL_USER: _repair_missing_tool,
+    PromptId.ANSWER_SYNTHESIS_USER: _answer,
+    PromptId.CHECKS_PREPARE_USER: _prepare,
+    PromptId.ANSWER_DRAFT_USER: _draft,
+    PromptId.ANSWER_REFINE_USER: _refine,
 }
