@@ -105,7 +105,7 @@ def test_an_llm_failure_is_a_failed_call_or_an_unusable_reply_and_nothing_else()
         ("aeonloop.bus.codec", "DecodeError"),
         ("aeonloop.phases.history", "HistoryMissing"),
         ("aeonloop.llm.session", "LLMOutputError"),
-        ("aeonloop.llm.session", "TruncatedReply"),
+        ("aeonloop.llm.reply", "TruncatedReply"),
         ("aeonloop.llm.base", "LLMError"),
         ("aeonloop.llm.base", "ContextLengthError"),
         ("aeonloop.llm.base", "LLMUnreachable"),
