@@ -37,7 +37,7 @@ from aeonloop.exceptions import (
 ROOT = Path(exceptions.__file__).parent
 #: The one exception class that stays in its module: the OpenAI adapter's own retry signal,
 #: which never leaves the adapter (it is an LLMError, so it is in the tree all the same).
-PRIVATE = {"_RetryLater"}
+PRIVATE = {"RetryLater"}
 
 
 def _package_sources() -> list[Path]:
