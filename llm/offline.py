@@ -38,6 +38,13 @@ from pydantic import ValidationError
 
 from aeonloop.exceptions import LLMError
 from aeonloop.llm.base import LLMCall, LLMReply, TokenUsage, approx_tokens
+from aeonloop.llm.offline_tools import (
+    TOOL_WORD,
+    first_json_object,
+    lower_words,
+    repair_tool_call,
+    requested_tools,
+)
 from aeonloop.llm.schema_reply import free_form_reply, schema_reply
 from aeonloop.prompts.registry import (
     GOAL_AS_REQUEST,
@@ -54,12 +61,10 @@ from aeonloop.prompts.registry import (
     RefinementInput,
     RepairJSONInput,
     RepairMissingToolInput,
-    RepairToolCallInput,
     SemanticValidationInput,
     TaskProfileInferenceInput,
     TaskProfileOutput,
     TaskProfileUpdateInput,
-    ToolOffer,
     default_registry,
 )
 from aeonloop.prompts.stated import stated_checks, stated_constraints
@@ -83,9 +88,6 @@ _CLAUSE_BREAK = re.compile(
     re.IGNORECASE,
 )
 _STEP_ID = re.compile(r"\bs(\d+)\b")
-_TOOL_WORD = re.compile(r"\btools?\b", re.IGNORECASE)
-# name=value, the value bare or quoted: how a request gives a tool its arguments offline.
-_PAIR = re.compile(r"\b([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|[^\s,;]+)")
 _STEP_MENTION = re.compile(r"\b[st]\d+(?:\.\d+)*\b")  # s1, s2.1; t1 for a tool's step
 # "id, severity, message" (also "- id: message"); the severity word is dropped from the message.
 _RULE_LINE = re.compile(
@@ -250,23 +252,6 @@ def _step_ids(text: str) -> list[str]:
     return list(dict.fromkeys(_STEP_MENTION.findall(text)))
 
 
-def _first_json_object(text: str) -> dict[str, Any] | None:
-    """What a model repairing JSON would do: the first object, trailing commas forgiven.
-
-    This is the offline model's reply logic, not the host's extraction (`validate_output`).
-    """
-    decoder = json.JSONDecoder()
-    for candidate in (text, re.sub(r",\s*([}\]])", r"\1", text)):
-        for match in re.finditer(r"\{", candidate):
-            try:
-                value, _ = decoder.raw_decode(candidate, match.start())
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                return value
-    return None
-
-
 # --------------------------------------------------------------------------------------------
 # Replies, one per prompt.
 # --------------------------------------------------------------------------------------------
@@ -291,7 +276,7 @@ def _profile(data: TaskProfileInferenceInput) -> dict[str, Any]:
 
 def _profile_update(data: TaskProfileUpdateInput) -> dict[str, Any]:
     """Keeps the profile in force: offline, there is no judgement to revise it with."""
-    current = _first_json_object(data.current_profile) or {}
+    current = first_json_object(data.current_profile) or {}
     kept = {key: current.get(key, value) for key, value in DEFAULT_PROFILE.items()}
     note = "Offline model (no LLM was called): the profile in force is kept unchanged."
     try:
@@ -325,7 +310,7 @@ def _plan_for_request(data: PlanGenerationInput) -> dict[str, Any]:
     rest = [
         (part, follows)
         for part, follows in linked_plan_steps(data.request)
-        if not (_TOOL_WORD.search(part) and names & set(_words(part)))
+        if not (TOOL_WORD.search(part) and names & set(lower_words(part)))
     ] or [(TOOL_ANSWER_STEP, False)]
     rest[0] = (rest[0][0], False)  # what it followed on from may have been a tool clause
     plan = _plan(data.request, rest)
@@ -344,63 +329,6 @@ def _plan_for_request(data: PlanGenerationInput) -> dict[str, Any]:
     ]
     plan["plan"]["steps"] = [*tool_steps, *plan["plan"]["steps"]]
     return plan
-
-
-def requested_tools(request: str, tools: list[ToolOffer]) -> list[tuple[ToolOffer, dict[str, Any]]]:
-    """The listed tools a request asks for, each with its arguments.
-
-    A request asks for a tool by saying "tool" and the tool's name ("use the tool add with
-    a=2 b=3"). Each argument is the request's `name=value` pair for it (`_argument`), else the
-    schema's default; one with neither is left out (the schema check then says what is
-    missing).
-    """
-    if not _TOOL_WORD.search(request):
-        return []
-    words = set(_words(request))
-    pairs = dict(_PAIR.findall(request))
-    found = []
-    for offer in tools:
-        if offer.name.lower() not in words:
-            continue
-        schema = _first_json_object(offer.input_schema) or {}
-        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        arguments = {}
-        for name, spec in properties.items():
-            spec = spec if isinstance(spec, dict) else {}
-            if name in pairs:
-                arguments[name] = _argument(pairs[name], spec.get("type"))
-            elif "default" in spec:
-                arguments[name] = spec["default"]
-        found.append((offer, arguments))
-    return found
-
-
-def _argument(raw: str, kind: Any) -> Any:
-    """A `name=value` pair's value as a plan writes it: a quoted one as the string it quotes
-    (whatever the schema says: the repair of the call reads it as the schema's type), a bare
-    one as the schema's type."""
-    if raw[:1] in ("'", '"'):
-        return raw[1:-1]
-    return _typed(raw, kind)
-
-
-def _words(text: str) -> list[str]:
-    return [word.lower() for word in re.findall(r"[\w.-]+", text)]
-
-
-def _typed(value: str, kind: Any) -> Any:
-    """A `name=value` pair's value as the schema's type: what a model would write."""
-    try:
-        if kind == "integer":
-            number = float(value)
-            return int(number) if number.is_integer() else value
-        if kind == "number":
-            return float(value)
-    except ValueError:
-        return value
-    if kind == "boolean":
-        return value.lower() in ("true", "yes", "1")
-    return value
 
 
 def _reasoning_step(data: ReasoningStepInput) -> str:
@@ -461,7 +389,7 @@ def _pass_evaluation(data: PassEvaluationInput) -> dict[str, Any]:
 
 
 def _plan_steps_in(plan_json: str) -> list[dict[str, Any]]:
-    document = _first_json_object(plan_json) or {}
+    document = first_json_object(plan_json) or {}
     body = document.get("plan", document)
     steps = body.get("steps", []) if isinstance(body, dict) else []
     return [step for step in steps if isinstance(step, dict)]
@@ -506,47 +434,7 @@ def _critique(data: CritiqueInput) -> dict[str, Any]:
 
 
 def _repair_json(data: RepairJSONInput) -> dict[str, Any]:
-    return _first_json_object(data.malformed_output) or {}
-
-
-def _repair_tool_call(data: RepairToolCallInput) -> str:
-    """The call as written with its unclosed brackets closed, and, given the tool's argument
-    schema, each argument read as the type the schema says (a "2" or "2.0" where an integer
-    belongs is 2) and a missing one given the schema's default: the fixes that need no
-    model."""
-    found = _first_json_object(data.malformed_call)
-    if found is None:
-        return data.malformed_call.strip() + _missing_closers(data.malformed_call)
-    arguments = found.get("arguments")
-    schema = _first_json_object(data.argument_schema)
-    if isinstance(arguments, dict) and schema is not None:
-        found["arguments"] = _as_schema_says(arguments, schema)
-    return json.dumps(found, ensure_ascii=False)
-
-
-def _as_schema_says(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-    properties = schema.get("properties")
-    if not isinstance(properties, dict):
-        return arguments
-    fixed = dict(arguments)
-    for name, spec in properties.items():
-        spec = spec if isinstance(spec, dict) else {}
-        if name in fixed:
-            fixed[name] = _typed(str(fixed[name]), spec.get("type"))
-        elif "default" in spec:
-            fixed[name] = spec["default"]
-    return fixed
-
-
-def _missing_closers(text: str) -> str:
-    pairs = {"(": ")", "[": "]", "{": "}"}
-    open_brackets: list[str] = []
-    for char in text:
-        if char in pairs:
-            open_brackets.append(pairs[char])
-        elif open_brackets and char == open_brackets[-1]:
-            open_brackets.pop()
-    return "".join(reversed(open_brackets))
+    return first_json_object(data.malformed_output) or {}
 
 
 def _repair_missing_tool(data: RepairMissingToolInput) -> str:
@@ -680,7 +568,7 @@ _REPLIES: dict[PromptId, _Handler] = {
     PromptId.RECURSIVE_REFINEMENT_USER: _refinement,
     PromptId.RULE_CRITIQUE_USER: _critique,
     PromptId.SUPERVISOR_REPAIR_JSON_USER: _repair_json,
-    PromptId.SUPERVISOR_REPAIR_TOOLCALL_USER: _repair_tool_call,
+    PromptId.SUPERVISOR_REPAIR_TOOLCALL_USER: repair_tool_call,
     PromptId.SUPERVISOR_REPAIR_MISSINGTOOL_USER: _repair_missing_tool,
     PromptId.ANSWER_SYNTHESIS_USER: _answer,
     PromptId.CHECKS_PREPARE_USER: _prepare,
