@@ -72,15 +72,14 @@ class OpenAIAdapter:
         backoff_base: float = 0.5,
         backoff_max: float = 8.0,
     ) -> None:
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be 0 or more, got {max_retries!r}")
         self.family = family
         self.model = model
         #: The time a call's reply may take (llm.openai_transport).
         self.bounds = Bounds(timeout, idle_timeout, first_token_per_1k, whole_reply_per_1k)
-        self.max_retries = max_retries
         self.max_tokens = max_tokens
         self.where = redact(base_url)
+        #: When a failed call is sent again (llm.openai_retry).
+        self.retries = Retries(model, self.where, max_retries, backoff_base, backoff_max)
         self._client = openai.AsyncOpenAI(
             base_url=base_url,
             api_key=api_key or PLACEHOLDER_KEY,
@@ -94,7 +93,6 @@ class OpenAIAdapter:
             self._steps,
             self.bounds,
         )
-        self._retries = Retries(model, self.where, max_retries, backoff_base, backoff_max)
         self.outage = Outage(self._probe, self.where)
 
     @property
@@ -206,11 +204,11 @@ class OpenAIAdapter:
                 if not error.transient:
                     raise
                 failures += 1
-                if error.unreachable and failures > self.max_retries:
+                if error.unreachable and failures > self.retries.max_retries:
                     self.outage.close(str(error))
                     failures = 0
                     continue
-                await self._retries.wait(call, error, failures)
+                await self.retries.wait(call, error, failures)
                 continue
             if reply.truncated and not enlarged:
                 enlarged = True

@@ -33,6 +33,10 @@ class Retries:
     backoff_base: float = 0.5
     backoff_max: float = 8.0
 
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be 0 or more, got {self.max_retries!r}")
+
     async def wait(self, call: LLMCall, error: LLMError, failures: int) -> None:
         """Sleep before the next attempt, or raise when retries or the deadline are used up."""
         if failures > self.max_retries:
