@@ -1,12 +1,12 @@
 """Cheap local repairs of a JSON reply, tried before the one repair call to the LLM.
 
-`validate_output` is the contract's strict reading (docs/requirements.md, FR-013A..FR-013K: a
-fixed extraction order; it raises, it never repairs). Real models miss it in small, mechanical
+The strict reading (llm.reply: the contract's extraction, docs/requirements.md FR-013A..FR-013K,
+then validation) raises, it never repairs. Real models miss it in small, mechanical
 ways that cost a whole LLM call to fix: trailing commas, single-quoted Python dicts,
 `True`/`None`, an unclosed fence, `"Moderate"` where the schema says `moderate`, `"add"` for
 `ADD`. This layer fixes exactly those, locally:
 
-1. the JSON value: what the strict extraction finds, else what `json-repair` makes of the reply
+1. the JSON value: what the strict extraction found, and what `json-repair` makes of the reply
    (it parses lenient JSON and Python literals, and finds the object inside prose or fences);
 2. enum values folded to the schema's spelling when they match it ignoring case and white space;
 3. a number outside the schema's range moved to the nearest bound (`reasoning_depth` 0 becomes
@@ -16,56 +16,46 @@ ways that cost a whole LLM call to fix: trailing commas, single-quoted Python di
    servers ranges they can enforce (llm.schemas), and this catches the servers that take the
    schema as it is.
 
-The result is handed back to `validate_output` as JSON text, so extraction and validation stay
-in one place and a value that still does not fit fails there, loudly.
+The values are handed back to llm.reply, which validates them as it validated the strict find, so
+extraction and validation stay in one place and a value that still does not fit fails there,
+loudly.
 """
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from typing import Any
 
 import json_repair
 from pydantic import BaseModel
 
-from aeonloop.exceptions import JSONExtractionError
 from aeonloop.prompts.compat import json_schema
-from aeonloop.prompts.extraction import extract_json
 
 Schema = dict[str, Any]
 
 
-def lenient_candidates(reply: str, model: type[BaseModel]) -> list[str]:
-    """The reply's JSON object with mechanical faults fixed, as text, best guess first.
+def repaired_values(found: Any, reply: str, model: type[BaseModel]) -> list[dict[str, Any]]:
+    """The reply's JSON object with mechanical faults fixed, best guess first.
 
-    Two readings, because each can be right where the other is wrong: the strict extraction's
-    find (right when only enum case is off, and when prose around the object has braces), and
-    json-repair's (right when the outer object is broken, where the strict search would settle
-    on an inner object that parses).
+    Two readings, because each can be right where the other is wrong: `found`, the strict
+    extraction's value (right when only enum case is off, and when prose around the object has
+    braces), and json-repair's (right when the outer object is broken, where the strict search
+    would settle on an inner object that parses).
     """
     schema = schema_of(model)
-    found: list[str] = []
-    for value in (_extracted(reply), _repaired(reply)):
+    values: list[dict[str, Any]] = []
+    for value in (found, _repaired(reply)):
         if isinstance(value, dict):
             folded = fold_to_schema(value, schema, schema.get("$defs", {}))
-            text = json.dumps(folded, ensure_ascii=False)
-            if text not in found:
-                found.append(text)
-    return found
+            if folded not in values:
+                values.append(folded)
+    return values
 
 
 @lru_cache(maxsize=64)
 def schema_of(model: type[BaseModel]) -> Schema:
     """The output model's JSON schema (each model's once: it never changes in a process)."""
     return json_schema(model)
-
-
-def _extracted(reply: str) -> Any:
-    try:
-        return extract_json(reply)
-    except JSONExtractionError:
-        return None
 
 
 def _repaired(reply: str) -> Any:

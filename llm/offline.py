@@ -2,15 +2,18 @@
 
 It answers from `call.prompt_id`'s typed input (never from the rendered prose), so each reply fits
 its prompt's contract: JSON prompts get JSON matching their output model, free-form ones get text.
-The texts below are model *replies*, i.e. data, not prompts.
+Only the prompts the main job shows (`aeon ask` offline) have replies written here (`_REPLIES`),
+readable ones made from the request; every other prompt, and any prompt added later, is answered
+from its contract alone (llm.schema_reply). The texts below are model *replies*, i.e. data, not
+prompts.
 
 Across a run it behaves like a model that improves once, so the loop visibly refines:
 
-- pass 1: the convergence assessment says completeness 0.85, not converged; the pass's semantic
-  validation reports one low-severity issue because no step output mentions the final review
+- pass 1: the pass evaluation says completeness 0.85, not converged, and reports one
+  low-severity issue because no step output mentions the final review
   step; refinement ADDs that step (REVIEW_STEP) under a fresh id;
-- pass 2 on: the assessment says converged (0.97 / 0.95, all aligned), and validation finds
-  nothing once the executed review step's output (which restates its description) is in the pass.
+- pass 2 on: the evaluation says converged (0.97 / 0.95, all aligned), and finds no issue
+  once the executed review step's output (which restates its description) is in the pass.
 
 Verified answers (docs/verified-answers.md): it prepares checks from the constraints a request or a
 rule in words states, in the few forms `checks.stated` reads ("three bullet points", "under
@@ -49,10 +52,17 @@ from aeonloop.checks.types import (
 from aeonloop.checks.units import count_units
 from aeonloop.exceptions import LLMError
 from aeonloop.llm.base import LLMCall, LLMReply, TokenUsage, approx_tokens
+from aeonloop.llm.offline_tools import (
+    TOOL_WORD,
+    first_json_object,
+    lower_words,
+    repair_tool_call,
+    requested_tools,
+)
+from aeonloop.llm.schema_reply import free_form_reply, schema_reply
 from aeonloop.prompts.registry import (
     GOAL_AS_REQUEST,
     AnswerSynthesisInput,
-    ConvergenceAssessmentInput,
     CritiqueInput,
     DraftAnswerInput,
     PassEvaluationInput,
@@ -61,20 +71,15 @@ from aeonloop.prompts.registry import (
     PromptId,
     PromptInput,
     ReasoningStepInput,
-    RecursivePlanInput,
-    RecursiveSubplanInput,
     RefineAnswerInput,
     RefinementInput,
     RepairJSONInput,
     RepairMissingToolInput,
-    RepairPlanInput,
-    RepairToolCallInput,
     SemanticValidationInput,
-    SystemPromptInput,
     TaskProfileInferenceInput,
     TaskProfileOutput,
     TaskProfileUpdateInput,
-    ToolOffer,
+    default_registry,
 )
 from aeonloop.prompts.unified import UnifiedPrompt
 
@@ -84,7 +89,7 @@ TOOL_ANSWER_STEP = "Answer the request from the tools' results"
 REVIEW_STEP = "Review the answer for accuracy and completeness"
 OFFLINE_NOTICE = "This answer was produced by Aeon's offline model: no LLM was called."
 
-MIN_STEPS, MAX_STEPS, MAX_SUBSTEPS = 2, 6, 5
+MIN_STEPS, MAX_STEPS = 2, 6
 MAX_CRITIQUE_ISSUES = 5
 MAX_DESCRIPTION = 200
 
@@ -96,9 +101,6 @@ _CLAUSE_BREAK = re.compile(
     re.IGNORECASE,
 )
 _STEP_ID = re.compile(r"\bs(\d+)\b")
-_TOOL_WORD = re.compile(r"\btools?\b", re.IGNORECASE)
-# name=value, the value bare or quoted: how a request gives a tool its arguments offline.
-_PAIR = re.compile(r"\b([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|[^\s,;]+)")
 _STEP_MENTION = re.compile(r"\b[st]\d+(?:\.\d+)*\b")  # s1, s2.1; t1 for a tool's step
 # "id, severity, message" (also "- id: message"); the severity word is dropped from the message.
 _RULE_LINE = re.compile(
@@ -173,17 +175,20 @@ def paced(pieces: list[str], steps: int = PACED_STEPS) -> list[str]:
 
 
 def reply_text(prompt_id: PromptId, data: PromptInput) -> str:
-    """The offline reply to one prompt (JSON text for the JSON prompts).
-
-    A *_SYSTEM id carries no request, so it gets a fixed reply of its pair's shape.
-    """
-    if isinstance(data, SystemPromptInput) and prompt_id in _SYSTEM_REPLIES:
-        reply: str | dict[str, Any] = _SYSTEM_REPLIES[prompt_id]
-    elif prompt_id in _REPLIES and isinstance(data, _REPLIES[prompt_id][0]):
-        reply = _REPLIES[prompt_id][1](data)
-    else:
+    """The offline reply to one prompt (JSON text for the JSON prompts): the prompt's own reply
+    where the main job shows it (`_REPLIES`), else one made from its contract (llm.schema_reply),
+    so a prompt added to the registry needs nothing written here."""
+    definition = default_registry().get_definition(prompt_id)
+    if not isinstance(data, definition.input_model):
         detail = f"{prompt_id.value} with {type(data).__name__}"
         raise LLMError(f"the offline model has no reply for {detail}", transient=False)
+    handler = _REPLIES.get(prompt_id)
+    if handler is not None:
+        reply = handler(data)
+    elif definition.output_model is not None:
+        reply = schema_reply(definition.output_model)
+    else:
+        reply = free_form_reply(data)
     return reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
 
 
@@ -242,44 +247,22 @@ def clauses(request: str) -> list[str]:
     return [part for part, _ in linked_clauses(request)]
 
 
-def linked_plan_steps(request: str, most: int = MAX_STEPS) -> list[tuple[str, bool]]:
-    """2 to `most` step descriptions from the request's clauses (extra ones fold into the
+def linked_plan_steps(request: str) -> list[tuple[str, bool]]:
+    """2 to MAX_STEPS step descriptions from the request's clauses (extra ones fold into the
     last), each with whether it builds on the step before it."""
     parts = linked_clauses(request) or [(_sentence(request) or "The request", False)]
     if len(parts) < MIN_STEPS:
         subject = parts[0][0]
         parts = [(f"Work out what is asked: {subject}", False), (f"Answer it: {subject}", True)]
-    if len(parts) > most:
-        folded = "; ".join(part for part, _ in parts[most - 1 :])
-        parts = [*parts[: most - 1], (folded, parts[most - 1][1])]
+    if len(parts) > MAX_STEPS:
+        folded = "; ".join(part for part, _ in parts[MAX_STEPS - 1 :])
+        parts = [*parts[: MAX_STEPS - 1], (folded, parts[MAX_STEPS - 1][1])]
     return [(_shorten(part), follows) for part, follows in parts]
-
-
-def plan_steps(request: str, most: int = MAX_STEPS) -> list[str]:
-    """2 to `most` step descriptions from the request's clauses (extra ones fold into the last)."""
-    return [part for part, _ in linked_plan_steps(request, most)]
 
 
 def _step_ids(text: str) -> list[str]:
     """Step ids (s1, s2.1, ...) mentioned in `text`, first mention first."""
     return list(dict.fromkeys(_STEP_MENTION.findall(text)))
-
-
-def _first_json_object(text: str) -> dict[str, Any] | None:
-    """What a model repairing JSON would do: the first object, trailing commas forgiven.
-
-    This is the offline model's reply logic, not the host's extraction (`validate_output`).
-    """
-    decoder = json.JSONDecoder()
-    for candidate in (text, re.sub(r",\s*([}\]])", r"\1", text)):
-        for match in re.finditer(r"\{", candidate):
-            try:
-                value, _ = decoder.raw_decode(candidate, match.start())
-            except ValueError:
-                continue
-            if isinstance(value, dict):
-                return value
-    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -306,7 +289,7 @@ def _profile(data: TaskProfileInferenceInput) -> dict[str, Any]:
 
 def _profile_update(data: TaskProfileUpdateInput) -> dict[str, Any]:
     """Keeps the profile in force: offline, there is no judgement to revise it with."""
-    current = _first_json_object(data.current_profile) or {}
+    current = first_json_object(data.current_profile) or {}
     kept = {key: current.get(key, value) for key, value in DEFAULT_PROFILE.items()}
     note = "Offline model (no LLM was called): the profile in force is kept unchanged."
     try:
@@ -316,14 +299,14 @@ def _profile_update(data: TaskProfileUpdateInput) -> dict[str, Any]:
     return {**kept, "raw_inference": note}
 
 
-def _plan(goal: str, descriptions: list[tuple[str, bool]], prefix: str = "s") -> dict[str, Any]:
+def _plan(goal: str, descriptions: list[tuple[str, bool]]) -> dict[str, Any]:
     """A plan of the given steps: one that follows on from the step before depends on it, the
     others on nothing (they run at once)."""
     steps = [
         {
-            "step_id": f"{prefix}{number}",
+            "step_id": f"s{number}",
             "description": description,
-            "depends_on": [f"{prefix}{number - 1}"] if follows else [],
+            "depends_on": [f"s{number - 1}"] if follows else [],
         }
         for number, (description, follows) in enumerate(descriptions, start=1)
     ]
@@ -340,7 +323,7 @@ def _plan_for_request(data: PlanGenerationInput) -> dict[str, Any]:
     rest = [
         (part, follows)
         for part, follows in linked_plan_steps(data.request)
-        if not (_TOOL_WORD.search(part) and names & set(_words(part)))
+        if not (TOOL_WORD.search(part) and names & set(lower_words(part)))
     ] or [(TOOL_ANSWER_STEP, False)]
     rest[0] = (rest[0][0], False)  # what it followed on from may have been a tool clause
     plan = _plan(data.request, rest)
@@ -359,74 +342,6 @@ def _plan_for_request(data: PlanGenerationInput) -> dict[str, Any]:
     ]
     plan["plan"]["steps"] = [*tool_steps, *plan["plan"]["steps"]]
     return plan
-
-
-def requested_tools(request: str, tools: list[ToolOffer]) -> list[tuple[ToolOffer, dict[str, Any]]]:
-    """The listed tools a request asks for, each with its arguments.
-
-    A request asks for a tool by saying "tool" and the tool's name ("use the tool add with
-    a=2 b=3"). Each argument is the request's `name=value` pair for it (`_argument`), else the
-    schema's default; one with neither is left out (the schema check then says what is
-    missing).
-    """
-    if not _TOOL_WORD.search(request):
-        return []
-    words = set(_words(request))
-    pairs = dict(_PAIR.findall(request))
-    found = []
-    for offer in tools:
-        if offer.name.lower() not in words:
-            continue
-        schema = _first_json_object(offer.input_schema) or {}
-        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        arguments = {}
-        for name, spec in properties.items():
-            spec = spec if isinstance(spec, dict) else {}
-            if name in pairs:
-                arguments[name] = _argument(pairs[name], spec.get("type"))
-            elif "default" in spec:
-                arguments[name] = spec["default"]
-        found.append((offer, arguments))
-    return found
-
-
-def _argument(raw: str, kind: Any) -> Any:
-    """A `name=value` pair's value as a plan writes it: a quoted one as the string it quotes
-    (whatever the schema says: the repair of the call reads it as the schema's type), a bare
-    one as the schema's type."""
-    if raw[:1] in ("'", '"'):
-        return raw[1:-1]
-    return _typed(raw, kind)
-
-
-def _words(text: str) -> list[str]:
-    return [word.lower() for word in re.findall(r"[\w.-]+", text)]
-
-
-def _typed(value: str, kind: Any) -> Any:
-    """A `name=value` pair's value as the schema's type: what a model would write."""
-    try:
-        if kind == "integer":
-            number = float(value)
-            return int(number) if number.is_integer() else value
-        if kind == "number":
-            return float(value)
-    except ValueError:
-        return value
-    if kind == "boolean":
-        return value.lower() in ("true", "yes", "1")
-    return value
-
-
-def _subgoals(data: RecursivePlanInput) -> str:
-    """Free-form: one "- " line per sub-goal, as the prompt asks."""
-    return "\n".join(f"- {goal}" for goal in plan_steps(data.parent_goal, MAX_SUBSTEPS))
-
-
-def _subplan(data: RecursiveSubplanInput) -> dict[str, Any]:
-    """Sub-steps take the parent's id as prefix (s2.1, s2.2, ...), as the prompt asks."""
-    steps = linked_plan_steps(data.parent_step_description, MAX_SUBSTEPS)
-    return _plan(data.parent_step_description, steps, prefix=f"{data.parent_step_id}.")
 
 
 def _reasoning_step(data: ReasoningStepInput) -> str:
@@ -458,7 +373,7 @@ def _semantic_validation(data: SemanticValidationInput) -> dict[str, Any]:
     return {"issues": [], "summary": f"Offline check: the {data.artifact_kind} fits the request."}
 
 
-def _convergence(data: ConvergenceAssessmentInput) -> dict[str, Any]:
+def _assessment(data: PassEvaluationInput) -> dict[str, Any]:
     if data.pass_number < 2:
         return {
             "converged": False,
@@ -483,11 +398,11 @@ def _pass_evaluation(data: PassEvaluationInput) -> dict[str, Any]:
     check = SemanticValidationInput(
         request=data.request, artifact_kind="pass", artifact=data.step_outputs
     )
-    return {**_convergence(data), "issues": _semantic_validation(check)["issues"]}
+    return {**_assessment(data), "issues": _semantic_validation(check)["issues"]}
 
 
 def _plan_steps_in(plan_json: str) -> list[dict[str, Any]]:
-    document = _first_json_object(plan_json) or {}
+    document = first_json_object(plan_json) or {}
     body = document.get("plan", document)
     steps = body.get("steps", []) if isinstance(body, dict) else []
     return [step for step in steps if isinstance(step, dict)]
@@ -532,54 +447,7 @@ def _critique(data: CritiqueInput) -> dict[str, Any]:
 
 
 def _repair_json(data: RepairJSONInput) -> dict[str, Any]:
-    return _first_json_object(data.malformed_output) or {}
-
-
-def _repair_tool_call(data: RepairToolCallInput) -> str:
-    """The call as written with its unclosed brackets closed, and, given the tool's argument
-    schema, each argument read as the type the schema says (a "2" or "2.0" where an integer
-    belongs is 2) and a missing one given the schema's default: the fixes that need no
-    model."""
-    found = _first_json_object(data.malformed_call)
-    if found is None:
-        return data.malformed_call.strip() + _missing_closers(data.malformed_call)
-    arguments = found.get("arguments")
-    schema = _first_json_object(data.argument_schema)
-    if isinstance(arguments, dict) and schema is not None:
-        found["arguments"] = _as_schema_says(arguments, schema)
-    return json.dumps(found, ensure_ascii=False)
-
-
-def _as_schema_says(arguments: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
-    properties = schema.get("properties")
-    if not isinstance(properties, dict):
-        return arguments
-    fixed = dict(arguments)
-    for name, spec in properties.items():
-        spec = spec if isinstance(spec, dict) else {}
-        if name in fixed:
-            fixed[name] = _typed(str(fixed[name]), spec.get("type"))
-        elif "default" in spec:
-            fixed[name] = spec["default"]
-    return fixed
-
-
-def _missing_closers(text: str) -> str:
-    pairs = {"(": ")", "[": "]", "{": "}"}
-    open_brackets: list[str] = []
-    for char in text:
-        if char in pairs:
-            open_brackets.append(pairs[char])
-        elif open_brackets and char == open_brackets[-1]:
-            open_brackets.pop()
-    return "".join(reversed(open_brackets))
-
-
-def _repair_plan(data: RepairPlanInput) -> str:
-    """The plan as given when it parses, else a fresh plan from the request's clauses."""
-    found = _first_json_object(data.plan)
-    reply = found if found is not None else _plan(data.request, linked_plan_steps(data.request))
-    return json.dumps(reply, ensure_ascii=False)
+    return first_json_object(data.malformed_output) or {}
 
 
 def _repair_missing_tool(data: RepairMissingToolInput) -> str:
@@ -719,63 +587,24 @@ def _as_bullets(text: str, n: int) -> str:
 
 _Handler = Callable[[Any], str | dict[str, Any]]
 
-_REPLIES: dict[PromptId, tuple[type[PromptInput], _Handler]] = {
-    PromptId.TASKPROFILE_INFERENCE_USER: (TaskProfileInferenceInput, _profile),
-    PromptId.TASKPROFILE_UPDATE_USER: (TaskProfileUpdateInput, _profile_update),
-    PromptId.PLAN_GENERATION_USER: (PlanGenerationInput, _plan_for_request),
-    PromptId.RECURSIVE_PLAN_GENERATION_USER: (RecursivePlanInput, _subgoals),
-    PromptId.SUPERVISOR_REPAIR_PLAN_USER: (RepairPlanInput, _repair_plan),
-    PromptId.RECURSIVE_SUBPLAN_GENERATION_USER: (RecursiveSubplanInput, _subplan),
-    PromptId.REASONING_STEP_USER: (ReasoningStepInput, _reasoning_step),
-    PromptId.VALIDATION_SEMANTIC_USER: (SemanticValidationInput, _semantic_validation),
-    PromptId.CONVERGENCE_ASSESSMENT_USER: (ConvergenceAssessmentInput, _convergence),
-    PromptId.PASS_EVALUATION_USER: (PassEvaluationInput, _pass_evaluation),
-    PromptId.RECURSIVE_REFINEMENT_USER: (RefinementInput, _refinement),
-    PromptId.RULE_CRITIQUE_USER: (CritiqueInput, _critique),
-    PromptId.SUPERVISOR_REPAIR_JSON_USER: (RepairJSONInput, _repair_json),
-    PromptId.SUPERVISOR_REPAIR_TOOLCALL_USER: (RepairToolCallInput, _repair_tool_call),
-    PromptId.SUPERVISOR_REPAIR_MISSINGTOOL_USER: (RepairMissingToolInput, _repair_missing_tool),
-    PromptId.ANSWER_SYNTHESIS_USER: (AnswerSynthesisInput, _answer),
-    PromptId.CHECKS_PREPARE_USER: (PrepareChecksInput, _prepare),
-    PromptId.ANSWER_DRAFT_USER: (DraftAnswerInput, _draft),
-    PromptId.ANSWER_REFINE_USER: (RefineAnswerInput, _refine),
-}
-
-#: The assessment of nothing: what a *_SYSTEM id of an assessment gets.
-_NOTHING_ASSESSED: dict[str, Any] = {
-    "converged": False,
-    "completeness_score": 0.0,
-    "coherence_score": 0.0,
-    "consistency": {"plan_aligned": False, "step_aligned": False, "answer_aligned": False},
-    "reason_codes": ["nothing_to_assess"],
-    "summary": "Offline assessment: nothing was given to assess.",
-}
-
-_SYSTEM_REPLIES: dict[PromptId, str | dict[str, Any]] = {
-    PromptId.TASKPROFILE_INFERENCE_SYSTEM: {
-        **DEFAULT_PROFILE,
-        "raw_inference": "Offline model (no LLM was called): the default profile.",
-    },
-    PromptId.TASKPROFILE_UPDATE_SYSTEM: {
-        **DEFAULT_PROFILE,
-        "raw_inference": "Offline model (no LLM was called): the default profile.",
-    },
-    PromptId.PLAN_GENERATION_SYSTEM: {
-        "plan": {"goal": "", "steps": [{"step_id": "s1", "description": "Nothing was asked."}]}
-    },
-    PromptId.REASONING_STEP_SYSTEM: "Offline model: no step was given to work on.",
-    PromptId.VALIDATION_SEMANTIC_SYSTEM: {"issues": [], "summary": "Offline check: nothing given."},
-    PromptId.CONVERGENCE_ASSESSMENT_SYSTEM: _NOTHING_ASSESSED,
-    PromptId.PASS_EVALUATION_SYSTEM: {**_NOTHING_ASSESSED, "issues": []},
-    PromptId.RECURSIVE_REFINEMENT_SYSTEM: {"actions": []},
-    PromptId.SUPERVISOR_REPAIR_SYSTEM: {},
-    PromptId.ANSWER_SYNTHESIS_SYSTEM: {
-        "answer_text": OFFLINE_NOTICE + " No request was given.",
-        "confidence": 0.0,
-        "used_step_ids": [],
-    },
-    PromptId.RULE_CRITIQUE_SYSTEM: {"issues": []},
-    PromptId.CHECKS_PREPARE_SYSTEM: {"checks": []},
-    PromptId.ANSWER_DRAFT_SYSTEM: OFFLINE_NOTICE + " No request was given.",
-    PromptId.ANSWER_REFINE_SYSTEM: OFFLINE_NOTICE + " No answer was given to refine.",
+#: The prompts the main job shows (`aeon ask` offline: the profile's note, the plan, the steps,
+#: the passes' verdicts, the refinement, the checks, the draft and the answer) or acts on (the
+#: repairs of a tool call), each answered readably from its input. Every other prompt's reply
+#: is made from its contract (`reply_text`).
+_REPLIES: dict[PromptId, _Handler] = {
+    PromptId.TASKPROFILE_INFERENCE_USER: _profile,
+    PromptId.TASKPROFILE_UPDATE_USER: _profile_update,
+    PromptId.PLAN_GENERATION_USER: _plan_for_request,
+    PromptId.REASONING_STEP_USER: _reasoning_step,
+    PromptId.VALIDATION_SEMANTIC_USER: _semantic_validation,
+    PromptId.PASS_EVALUATION_USER: _pass_evaluation,
+    PromptId.RECURSIVE_REFINEMENT_USER: _refinement,
+    PromptId.RULE_CRITIQUE_USER: _critique,
+    PromptId.SUPERVISOR_REPAIR_JSON_USER: _repair_json,
+    PromptId.SUPERVISOR_REPAIR_TOOLCALL_USER: repair_tool_call,
+    PromptId.SUPERVISOR_REPAIR_MISSINGTOOL_USER: _repair_missing_tool,
+    PromptId.ANSWER_SYNTHESIS_USER: _answer,
+    PromptId.CHECKS_PREPARE_USER: _prepare,
+    PromptId.ANSWER_DRAFT_USER: _draft,
+    PromptId.ANSWER_REFINE_USER: _refine,
 }

@@ -1,4 +1,4 @@
-"""How a phase talks to the LLM: registry → UnifiedPrompt → adapter → validate_output → memo.
+"""How a phase talks to the LLM: registry → UnifiedPrompt → adapter → memo → llm.reply.
 
 Phases never build prompt text or parse replies themselves. This module is the one path:
 
@@ -14,11 +14,10 @@ Phases never build prompt text or parse replies themselves. This module is the o
   request itself is never cut); a server that still refuses the prompt as too long gets
   it once more, fitted to a tighter budget;
 - reasoning never reaches this module: adapters keep it out of `LLMReply.text`;
-- a JSON reply goes through `validate_output` (the only JSON extraction); one that fails is
-  first repaired locally (llm.lenient: lenient JSON, enum case), and only then gets the one
-  repair call to the LLM. A reply cut at the length limit is never accepted as complete, nor
-  is one that fits its model but whose words are Aeon's own (prompts.echo: a field repeating the
-  prompt's instruction or example text, an id that is not clean): it gets the same repair call;
+- a JSON reply is read by one pipeline, llm.reply's `read_json` (extract → validate → repair
+  locally → validate → judge: never a reply cut at the length limit, nor one whose words are
+  Aeon's own); one it cannot use gets the one repair call to the LLM, whose reply is read the
+  same way;
 - every reply is memoised per (run, phase, pass, step, prompt), with its truncated/refused
   flags, so a redelivered event does not pay for the same call again and decides the same way.
 """
@@ -31,32 +30,27 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Protocol, TypeVar
 
-import orjson
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from aeonloop.bus.keys import memo_key, repair_scope
 from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.exceptions import (
     BudgetExhausted,
     ContextLengthError,
-    JSONExtractionError,
     LLMError,
     LLMOutputError,
-    TruncatedReply,
-    UnusableReply,
 )
 from aeonloop.limits import DEFAULT_CONTEXT_TOKENS
 from aeonloop.llm import observed
 from aeonloop.llm.base import LLMAdapter, LLMCall, LLMReply, TextSink
-from aeonloop.llm.lenient import lenient_candidates, schema_of
+from aeonloop.llm.lenient import schema_of
+from aeonloop.llm.reply import UNUSABLE, Reply, read_json, repair_input
 from aeonloop.prompts.clipping import clip
 from aeonloop.prompts.conversation import TURN_NAME, TURNS_LEFT_OUT, TURNS_LEFT_OUT_NAME
-from aeonloop.prompts.echo import unusable_reply
 from aeonloop.prompts.registry import (
     PromptId,
     PromptInput,
     PromptRegistry,
-    RepairJSONInput,
     SystemPromptInput,
 )
 from aeonloop.prompts.unified import ContextItem, UnifiedPrompt
@@ -191,28 +185,6 @@ class FirstDeliveryMemo:
         await self._memo.put(key, value, until)
 
 
-@dataclass(frozen=True)
-class Reply:
-    """A reply's answer text (reasoning removed) and how the model ended it."""
-
-    text: str
-    truncated: bool = False
-    refused: bool = False
-
-    def to_memo(self) -> str:
-        return orjson.dumps(
-            {"text": self.text, "truncated": self.truncated, "refused": self.refused}
-        ).decode()
-
-    @classmethod
-    def from_memo(cls, value: str) -> Reply:
-        try:
-            data = orjson.loads(value)
-            return cls(str(data["text"]), bool(data["truncated"]), bool(data["refused"]))
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            return cls(value)  # memoised as bare text before the flags existed
-
-
 @dataclass
 class LLMSession:
     """One handler's access to the LLM for one run; usage is added to the run's total."""
@@ -267,71 +239,31 @@ class LLMSession:
         reply = await self._reply(prompt_id, data, scope, context, model, sink)
         request = _request_of(data)
         try:
-            return self._accept(prompt_id, reply, model, request)
-        except _UNUSABLE as error:
+            return self._read(prompt_id, reply, model, request)
+        except UNUSABLE as error:
             first_error = error
         if sink is not None:
             await sink.reset()
-        repaired = await self._repair(
-            prompt_id, request, reply.text, first_error, scope, model, sink
-        )
-        try:
-            return self._accept(prompt_id, repaired, model, request)
-        except _UNUSABLE as error:
-            raise LLMOutputError(prompt_id, error) from first_error
-
-    def _accept(self, prompt_id: PromptId, reply: Reply, model: type[T], request: str) -> T:
-        """The reply as `model`: strictly, else after the local repairs; never a cut reply,
-        and never one whose words are Aeon's own (prompts.echo: a field that repeats the
-        prompt's instruction or example text, an id that is not clean)."""
-        output = self._validated(prompt_id, reply, model)
-        problem = unusable_reply(output, self.registry, request=request)
-        if problem is not None:
-            raise UnusableReply(prompt_id, problem)
-        return output
-
-    def _validated(self, prompt_id: PromptId, reply: Reply, model: type[T]) -> T:
-        if reply.truncated:
-            raise TruncatedReply(prompt_id)
-        try:
-            return self.registry.validate_output(prompt_id, reply.text, model)
-        except (JSONExtractionError, ValidationError) as error:
-            for candidate in lenient_candidates(reply.text, model):
-                try:
-                    output = self.registry.validate_output(prompt_id, candidate, model)
-                except ValidationError:
-                    continue
-                self.usage.local_repairs += 1
-                return output
-            raise error
-
-    async def _repair(
-        self,
-        prompt_id: PromptId,
-        request: str,
-        reply: str,
-        error: Exception,
-        scope: str,
-        model: type[T],
-        sink: TextSink | None = None,
-    ) -> Reply:
-        """The one repair call, shown the request too: a field that repeats the prompt's own
-        text can only be rewritten by a model that knows what it was written for."""
-        repair_input = RepairJSONInput(
-            request=request,
-            expected_schema=self.registry.output_schema(prompt_id),
-            malformed_output=reply or "(empty)",
-            error=_short(error),
-        )
         self.usage.repair_calls += 1
-        return await self._reply(
+        repaired = await self._reply(
             PromptId.SUPERVISOR_REPAIR_JSON_USER,
-            repair_input,
+            repair_input(self.registry, prompt_id, request, reply, first_error),
             repair_scope(scope, prompt_id.value),
             (),
             model,
             sink,
         )
+        try:
+            return self._read(prompt_id, repaired, model, request)
+        except UNUSABLE as error:
+            raise LLMOutputError(prompt_id, error) from first_error
+
+    def _read(self, prompt_id: PromptId, reply: Reply, model: type[T], request: str) -> T:
+        """The reply read by llm.reply's one pipeline, its local repair counted."""
+        read = read_json(self.registry, prompt_id, reply, model, request)
+        if read.repaired:
+            self.usage.local_repairs += 1
+        return read.output
 
     async def _reply(
         self,
@@ -520,17 +452,8 @@ def _storable(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
-#: What makes a JSON reply unusable: each gets the one repair call.
-_UNUSABLE = (TruncatedReply, JSONExtractionError, ValidationError, UnusableReply)
-
-
 def _request_of(data: InputSource) -> str:
     """The request a prompt's input carries ('' for one without): built with no room for
     outputs when it is a builder, since only the request is wanted."""
     built = data if isinstance(data, PromptInput) else data(0)
     return str(getattr(built, "request", "") or "")
-
-
-def _short(error: Exception, limit: int = 1_000) -> str:
-    text = str(error)
-    return text if len(text) <= limit else text[:limit] + "…"

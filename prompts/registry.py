@@ -1303,10 +1303,39 @@ class PromptRegistry:
         when no JSON is found, and pydantic's ValidationError when the JSON does not fit.
         """
         definition = self.get_definition(prompt_id)
-        model = output_model or definition.output_model
-        if model is None:
-            raise NoOutputModelError(definition.prompt_id)
+        model = _output_model(definition, output_model)
         return validate_model(model, extract_json(llm_response, definition.prompt_id))
+
+    @overload
+    def validate_value(
+        self, prompt_id: PromptId | str, value: Any, output_model: type[ModelT]
+    ) -> ModelT: ...
+
+    @overload
+    def validate_value(
+        self, prompt_id: PromptId | str, value: Any, output_model: None = None
+    ) -> BaseModel: ...
+
+    def validate_value(
+        self, prompt_id: PromptId | str, value: Any, output_model: type[BaseModel] | None = None
+    ) -> BaseModel:
+        """A JSON value already extracted (by `extract_json`) validated as `validate_output`
+        validates it: against `output_model`, else the prompt's own. What `validate_output`
+        does after extracting, so a caller that extracts once (llm.reply, which also validates
+        the local repairs of the value) validates exactly as the contract does."""
+        definition = self.get_definition(prompt_id)
+        return validate_model(_output_model(definition, output_model), value)
+
+
+def _output_model(
+    definition: PromptDefinition, output_model: type[BaseModel] | None
+) -> type[BaseModel]:
+    """The model a reply to `definition` is validated against; NoOutputModelError for a
+    free-form prompt given none."""
+    model = output_model or definition.output_model
+    if model is None:
+        raise NoOutputModelError(definition.prompt_id)
+    return model
 
 
 @lru_cache(maxsize=1)

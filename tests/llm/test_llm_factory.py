@@ -85,9 +85,9 @@ async def test_openai_adapter_is_built_from_settings(read_env):
     adapter = build_adapter(read_env(LLMSettings, env))
     try:
         assert isinstance(adapter, OpenAIAdapter)
-        assert (adapter.model, adapter.timeout, adapter.max_retries) == ("m", 3.0, 1)
-        assert (adapter.first_token_per_1k, adapter.idle_timeout) == (12.0, 4.0)
-        assert adapter.whole_reply_per_1k == 90.0
+        assert (adapter.model, adapter.bounds.timeout, adapter.retries.max_retries) == ("m", 3.0, 1)
+        assert (adapter.bounds.first_token_per_1k, adapter.bounds.idle_timeout) == (12.0, 4.0)
+        assert adapter.bounds.whole_reply_per_1k == 90.0
         assert adapter.family == "openai"
     finally:
         await adapter.aclose()

@@ -10,7 +10,8 @@ import pytest
 
 from aeonloop.checks.vocabulary import described
 from aeonloop.llm.base import LLMAdapter, LLMError
-from aeonloop.llm.offline import REVIEW_STEP, OfflineLLM, plan_steps
+from aeonloop.llm.offline import _REPLIES, REVIEW_STEP, OfflineLLM, linked_plan_steps
+from aeonloop.llm.schema_reply import OFFLINE_TEXT, free_form_reply, schema_reply
 from aeonloop.prompts import registry as r
 from aeonloop.prompts.registry import PromptId
 
@@ -166,7 +167,7 @@ def test_is_an_adapter_of_its_own_family():
     ],
 )
 def test_plan_steps_follow_the_request_clauses(request_text, expected):
-    assert plan_steps(request_text) == expected
+    assert [step for step, _ in linked_plan_steps(request_text)] == expected
 
 
 async def test_plan_has_sequential_ids_and_the_request_as_goal(make_call):
@@ -272,23 +273,55 @@ async def test_the_loop_refines_once_then_converges(make_call):
     assert all(second.consistency.model_dump().values())
 
 
-async def test_the_two_calls_a_pass_evaluation_stands_for_say_what_it_says(make_call):
-    """The assessment and the pass validation (FR-005's prompts, still answered) agree with the
-    pass evaluation that replaces them in the loop."""
-    shown = {"request": REQUEST, "goal": REQUEST, "pass_number": 1, "step_outputs": "s1: a"}
-    together = await reply_json(
-        make_call, PromptId.PASS_EVALUATION_USER, r.PassEvaluationInput(**shown)
+@pytest.mark.parametrize(
+    "prompt_id", [p for p in PromptId if p not in _REPLIES], ids=lambda p: p.value
+)
+async def test_a_prompt_without_a_reply_of_its_own_is_answered_from_its_contract(
+    make_call, prompt_id
+):
+    """Only the main job's prompts have replies written for them: the others' replies are
+    made from their output model (or a sentence, for a free-form prompt)."""
+    data = SAMPLES[prompt_id]
+    reply = await OfflineLLM().complete(make_call(prompt_id, data))
+
+    model = REGISTRY.get_definition(prompt_id).output_model
+    if model is None:
+        assert reply.text == free_form_reply(data) and reply.text.startswith(OFFLINE_TEXT)
+    else:
+        assert json.loads(reply.text) == schema_reply(model)
+
+
+@pytest.mark.parametrize("prompt_id", list(PromptId), ids=lambda p: p.value)
+def test_every_prompt_gets_a_valid_reply_from_its_schema(prompt_id):
+    """The schema path answers every registered prompt, so a new prompt needs no reply written
+    for it offline: the reply fits the output model, and is one a session accepts (no text of
+    the prompt's own, ids clean)."""
+    from aeonloop.prompts.echo import unusable_reply
+
+    definition = REGISTRY.get_definition(prompt_id)
+    if definition.output_model is None:
+        assert free_form_reply(SAMPLES[prompt_id]).startswith(OFFLINE_TEXT)
+        return
+    output = REGISTRY.validate_output(prompt_id, json.dumps(schema_reply(definition.output_model)))
+    assert unusable_reply(output, REGISTRY) is None
+
+
+def test_the_schema_reply_fills_what_the_schema_asks_for():
+    plan = schema_reply(r.PlanGenerationOutput)["plan"]
+    assert plan["steps"] == [
+        {
+            "step_id": "s1",
+            "description": OFFLINE_TEXT,
+            "depends_on": None,
+            "tool": None,
+            "arguments": None,
+        }
+    ], "a plan needs a step (minItems 1); an optional field is null"
+    profile = r.TaskProfileOutput.model_validate(schema_reply(r.TaskProfileOutput))
+    assert (profile.reasoning_depth, profile.expected_tool_usage) == (1, "none"), (
+        "a range's lower bound, an enum's first member"
     )
-    assessed = await reply_json(
-        make_call, PromptId.CONVERGENCE_ASSESSMENT_USER, r.ConvergenceAssessmentInput(**shown)
-    )
-    validated = await reply_json(
-        make_call,
-        PromptId.VALIDATION_SEMANTIC_USER,
-        r.SemanticValidationInput(request=REQUEST, artifact_kind="pass", artifact="s1: a"),
-    )
-    assert {k: v for k, v in together.items() if k != "issues"} == assessed
-    assert together["issues"] == validated["issues"]
+    assert schema_reply(r.RefinementOutput) == {"actions": []}
 
 
 async def test_refinement_adds_nothing_when_the_review_step_exists(make_call):
@@ -319,20 +352,6 @@ async def test_critique_names_one_issue_per_failed_rule_at_most_five(make_call):
     assert sample["issues"][0]["problem"] == "Rule R1 failed: Must mention complexity."
 
 
-async def test_subgoals_are_dash_lines(make_call):
-    data = r.RecursivePlanInput(request=REQUEST, parent_goal="Measure. Compare. Report.")
-    reply = await OfflineLLM().complete(make_call(PromptId.RECURSIVE_PLAN_GENERATION_USER, data))
-
-    assert reply.text.splitlines() == ["- Measure", "- Compare", "- Report"]
-
-
-async def test_subplan_ids_extend_the_parent_id(make_call):
-    data = SAMPLES[PromptId.RECURSIVE_SUBPLAN_GENERATION_USER]
-    body = await reply_json(make_call, PromptId.RECURSIVE_SUBPLAN_GENERATION_USER, data)
-
-    assert [step["step_id"] for step in body["plan"]["steps"]] == ["s1.1", "s1.2"]
-
-
 @pytest.mark.parametrize(
     ("prompt_id", "data", "expected"),
     [
@@ -352,13 +371,6 @@ async def test_free_form_repairs(make_call, prompt_id, data, expected):
     reply = await OfflineLLM().complete(make_call(prompt_id, data))
 
     assert reply.text == expected
-
-
-async def test_plan_repair_keeps_a_plan_that_parses(make_call):
-    plan = {"plan": {"goal": "g", "steps": [{"step_id": "s1", "description": "a"}]}}
-    data = r.RepairPlanInput(request=REQUEST, plan=json.dumps(plan) + " trailing", error="e")
-
-    assert await reply_json(make_call, PromptId.SUPERVISOR_REPAIR_PLAN_USER, data) == plan
 
 
 @pytest.mark.parametrize(

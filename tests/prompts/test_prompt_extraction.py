@@ -267,3 +267,18 @@ def test_the_module_level_function_uses_the_default_registry() -> None:
     assert isinstance(validate_output(CRITIQUE, GOOD_TEXT), CritiqueOutput)
     with pytest.raises(JSONExtractionError):
         validate_output(CRITIQUE, "nothing here")
+
+
+def test_validate_value_validates_a_found_value_as_validate_output_does() -> None:
+    """`validate_output` is `extract_json` then `validate_value`: a caller that extracts once
+    (llm/reply.py) validates exactly as the contract does, the same model and the same errors."""
+    found = extract_json(f"Here: {GOOD_TEXT} done", CRITIQUE)
+    assert dump_model(REGISTRY.validate_value(CRITIQUE, found)) == GOOD
+    assert REGISTRY.validate_value(CRITIQUE, found) == REGISTRY.validate_output(CRITIQUE, GOOD_TEXT)
+    with pytest.raises(ValidationError):
+        REGISTRY.validate_value(CRITIQUE, {"issues": "none"})
+    with pytest.raises(NoOutputModelError):
+        REGISTRY.validate_value(PromptId.REASONING_STEP_USER, found)
+    assert isinstance(
+        REGISTRY.validate_value(PromptId.REASONING_STEP_USER, found, CritiqueOutput), CritiqueOutput
+    )

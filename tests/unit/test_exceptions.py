@@ -37,7 +37,7 @@ from aeonloop.exceptions import (
 ROOT = Path(exceptions.__file__).parent
 #: The one exception class that stays in its module: the OpenAI adapter's own retry signal,
 #: which never leaves the adapter (it is an LLMError, so it is in the tree all the same).
-PRIVATE = {"_RetryLater"}
+PRIVATE = {"RetryLater"}
 
 
 def _package_sources() -> list[Path]:
@@ -105,7 +105,7 @@ def test_an_llm_failure_is_a_failed_call_or_an_unusable_reply_and_nothing_else()
         ("aeonloop.bus.codec", "DecodeError"),
         ("aeonloop.phases.history", "HistoryMissing"),
         ("aeonloop.llm.session", "LLMOutputError"),
-        ("aeonloop.llm.session", "TruncatedReply"),
+        ("aeonloop.llm.reply", "TruncatedReply"),
         ("aeonloop.llm.base", "LLMError"),
         ("aeonloop.llm.base", "ContextLengthError"),
         ("aeonloop.llm.base", "LLMUnreachable"),

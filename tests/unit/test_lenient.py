@@ -1,16 +1,18 @@
-"""llm.lenient: local repairs of a JSON reply before the repair call to the LLM."""
+"""llm.lenient: local repairs of a JSON reply before the repair call to the LLM, as llm.reply's
+pipeline reads a reply with them."""
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from typing import Literal
 
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from aeonloop.llm.lenient import fold_to_schema, lenient_candidates, schema_of
+from aeonloop.llm.lenient import fold_to_schema, repaired_values, schema_of
+from aeonloop.llm.reply import Reply, read_json
 from aeonloop.prompts.errors import JSONExtractionError
+from aeonloop.prompts.extraction import extract_json
 from aeonloop.prompts.registry import (
     ConvergenceAssessmentOutput,
     PlanGenerationOutput,
@@ -28,13 +30,19 @@ PROFILE = (
 
 
 def first_valid(prompt_id: PromptId, reply: str, model: type[BaseModel]) -> BaseModel:
-    """The first candidate the real registry accepts, as `LLMSession._accept` takes it."""
-    for candidate in lenient_candidates(reply, model):
-        try:
-            return default_registry().validate_output(prompt_id, candidate, model)
-        except ValidationError:
-            continue
-    raise AssertionError(f"no candidate validates: {lenient_candidates(reply, model)}")
+    """The reply as llm.reply's pipeline reads it, which must have taken a local repair."""
+    read = read_json(default_registry(), prompt_id, Reply(reply), model, request="")
+    assert read.repaired, "the strict reading was expected to fail"
+    return read.output
+
+
+def lenient_candidates(reply: str, model: type[BaseModel]) -> list[dict]:
+    """The local repairs of `reply`, from the strict extraction's find as the pipeline has it."""
+    try:
+        found = extract_json(reply)
+    except JSONExtractionError:
+        found = None
+    return repaired_values(found, reply, model)
 
 
 # Replies the strict reading rejects and the local repairs make valid.
@@ -116,7 +124,7 @@ def test_broken_outer_object_keeps_the_whole_plan() -> None:
 def test_enum_values_in_the_wrong_case_are_folded() -> None:
     reply = PROFILE % ("Moderate", "BROAD", "High")
 
-    candidate = json.loads(lenient_candidates(reply, TaskProfileOutput)[0])
+    candidate = lenient_candidates(reply, TaskProfileOutput)[0]
 
     assert candidate["expected_tool_usage"] == "moderate"
     assert candidate["output_breadth"] == "broad"
@@ -126,7 +134,7 @@ def test_enum_values_in_the_wrong_case_are_folded() -> None:
 def test_enum_value_with_surrounding_white_space_is_folded() -> None:
     reply = PROFILE % (" minimal ", "narrow", "low")
 
-    candidate = json.loads(lenient_candidates(reply, TaskProfileOutput)[0])
+    candidate = lenient_candidates(reply, TaskProfileOutput)[0]
 
     assert candidate["expected_tool_usage"] == "minimal"
 
@@ -169,7 +177,7 @@ def test_enum_inside_a_list_in_a_fenced_reply_with_trailing_comma_is_folded() ->
 def test_strings_that_are_not_enums_keep_their_case() -> None:
     reply = '{"actions": [{"action_type": "modify", "target_step_id": "s1", "reason": "add"}]}'
 
-    candidate = json.loads(lenient_candidates(reply, RefinementOutput)[0])
+    candidate = lenient_candidates(reply, RefinementOutput)[0]
 
     assert candidate["actions"][0] == {
         "action_type": "MODIFY",
@@ -183,9 +191,9 @@ def test_unknown_enum_value_is_left_for_validation_to_reject() -> None:
 
     [candidate] = lenient_candidates(reply, TaskProfileOutput)
 
-    assert json.loads(candidate)["expected_tool_usage"] == "urgent"
+    assert candidate["expected_tool_usage"] == "urgent"
     with pytest.raises(ValidationError):
-        default_registry().validate_output(
+        default_registry().validate_value(
             PromptId.TASKPROFILE_INFERENCE_USER, candidate, TaskProfileOutput
         )
 
