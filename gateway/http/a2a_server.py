@@ -45,14 +45,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from google.protobuf.json_format import MessageToDict
-from pydantic import ValidationError
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
-from starlette.types import Message as AsgiMessage
-from starlette.types import Receive
-
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
@@ -76,6 +68,14 @@ from a2a.types.a2a_pb2 import (
     TaskStatus,
 )
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH, PROTOCOL_VERSION_1_0, TransportProtocol
+from google.protobuf.json_format import MessageToDict
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Message as AsgiMessage
+from starlette.types import Receive
+
 from aeonloop import __version__
 from aeonloop.bus.answer_text import DELTA, RESET, TextEntry
 from aeonloop.contracts import AttachedFile
