@@ -173,7 +173,7 @@ async def _looped(gateway: AeonClient, case: Case, rules: list[Rule]) -> dict[st
         "degraded": result.degraded,
         # Each rule of the run (the request's own among them) with its verdict on the published
         # text by the run's checks: with rules in words, the checks PREPARE made.
-        "checks": list(result.final_answer.metadata.get("checks") or []),
+        "checks": [check.model_dump() for check in result.outcome.checks],
     }
 
 

@@ -6,23 +6,28 @@ Every accepted request must end with exactly one FinalAnswer, so nothing here ma
 
 - The normal path asks the model (ANSWER_SYNTHESIS_USER through an LLMSession, so the reply is
   validated, repaired at most once and memoised) and the host adds what the model is not asked
-  for: `ttl_exhausted`, `metadata`, and which step ids really exist. An answer that is Aeon's
+  for: `ttl_exhausted`, the outcome, and which step ids really exist. An answer that is Aeon's
   own prompt text (the format's example, its instructions: prompts.echo) is an unusable reply
   to the session, so it is repaired once and otherwise replaced by the host's answer below:
   a copy is a failed answer, never a published one.
 - An upstream run that did not go well (no pass ran, TTL exhausted, data missing, or the loop
   exited before converging) is still answered by the model, from whatever is available, but the
-  answer is degraded: `metadata["degraded"]` is True, `metadata["reason"]` says why, and
-  `answer_text` opens by saying the loop exited early (FR-030).
+  answer is degraded: its outcome's `degraded` is True, `reason` and `degraded_because` say
+  why, and `answer_text` opens by saying the loop exited early (FR-030).
 - When the model cannot be used (an LLM error, a reply unusable after its repair, a broken
   registry, a lost request, a passed deadline, or Phase E itself dead-lettered), the host
   assembles a degraded answer from the upstream artifacts alone (FR-027/FR-028): one builder,
   `degraded_answer`, serves `execute_phase_e`, `handle` and `fallback_answer`.
 
-Metadata always holds convergence_status, total_passes, total_refinements, ttl_remaining,
-missing_fields, degraded and reason, plus the rules that did not hold in the last pass and each
-upstream artifact present (FR-028's raw data). How the run ended is decided in phases.exits
-and worded in phases.render, from the same metadata every gateway shows.
+Compose, verify, publish: the model's reply (or the draft) is composed (`synthesize`), checked
+and refined (`answer_run`, phases.verification), and published by one builder of a
+FinalAnswer (`final_answer`); the host's account, when the model's cannot be had, by one
+builder of a degraded answer (`degraded_answer`). The run's `Outcome` (phases.outcome) is made
+in one place, `build_outcome`: why the run stopped, what was published, why it is degraded,
+the checks with their verdicts, the rules that did not hold in the last pass and each upstream
+artifact present (FR-028's raw data); `answer_event` adds the usage. It is the metadata
+(`as_metadata`), read back only by `outcome_of`. How the run ended is decided in phases.exits
+and worded in phases.render, from the same outcome every gateway shows.
 
 FinalAnswer never gets a field beyond its six (FR-026, FR-033).
 """
@@ -60,10 +65,20 @@ from aeonloop.phases.events import (
 from aeonloop.phases.models import (
     AnswerReason,
     ExecutionPass,
+    ExitReason,
     FinalAnswer,
     PhaseEInput,
     Plan,
     RuleFinding,
+)
+from aeonloop.phases.outcome import (
+    SUMMARY,
+    CandidateTally,
+    Outcome,
+    as_metadata,
+    outcome_of,
+    published_label,
+    verdicts,
 )
 from aeonloop.phases.render import as_json_text
 from aeonloop.prompts.clipping import clip
@@ -210,9 +225,9 @@ async def answer_run(
         return await verify(None)  # the draft is the text checked, and refined where it fails
 
     answer = await synthesize(phase_e_input, session, context, verify, sink)
-    if run.draft and "answered_by" not in answer.metadata:  # the host wrote it, for want of one
+    if run.draft and not outcome_of(answer.metadata).by_model:  # for want of the model's
         checked = await verification.draft_only(run, run.draft, settings)
-        return draft_instead(phase_e_input, answer, checked)
+        return draft_instead(phase_e_input, answer, checked, _noted(context, run))
     return answer
 
 
@@ -252,17 +267,19 @@ def answer_reason_of(
 
 
 def draft_instead(
-    phase_e_input: PhaseEInput, host_made: FinalAnswer, checked: verification.Verified
+    phase_e_input: PhaseEInput,
+    host_made: FinalAnswer,
+    checked: verification.Verified,
+    context: ExitContext = NO_CONTEXT,
 ) -> FinalAnswer:
     """The run's plain draft in place of a host-made answer (the model's could not be had):
     still degraded, for the same reason, but the reader gets one call's answer rather than a
     summary of the run's data, so the answer is never worse than one call."""
-    metadata = {**host_made.metadata, **checked.metadata()}
-    opening = f"Degraded answer: {ending_text(phase_e_input, metadata)}"
-    return FinalAnswer(
-        answer_text=f"{opening} {DRAFT_CAVEAT}\n\n{checked.chosen.text}",
-        ttl_exhausted=host_made.ttl_exhausted,
-        metadata=metadata,
+    host = outcome_of(host_made.metadata)
+    outcome = build_outcome(phase_e_input, host.reason, context, error=host.error, checked=checked)
+    opening = f"Degraded answer: {ending_text(phase_e_input, outcome)}"
+    return final_answer(
+        phase_e_input, f"{opening} {DRAFT_CAVEAT}\n\n{checked.chosen.text}", outcome
     )
 
 
@@ -335,7 +352,7 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
         if without is AnswerReason.DEADLINE_EXCEEDED and event.run and event.run.draft:
             # No model call may start, but one was made in time: the reader gets it.
             checked = await verification.draft_only(event.run, event.run.draft, deps.settings)
-            answer = draft_instead(phase_e_input, answer, checked)
+            answer = draft_instead(phase_e_input, answer, checked, context)
     else:
         session = deps.session(cid, usage, event.deadline, files, turns)
         stream = deps.answer_stream(cid)
@@ -404,7 +421,7 @@ def fallback_answer(
 ) -> FinalAnswerReady:
     """A degraded answer made without any LLM call, for when Phase E's own event is dead-lettered.
 
-    `reason` is the bus's account of why it gave up; it goes into metadata["error"]. `passes`
+    `reason` is the bus's account of why it gave up; it goes into the outcome's `error`. `passes`
     are the run's pass records if they were read (its outputs then are in its plan). The event
     id is the one `handle` would have used, so the run still gets only one FinalAnswer.
     """
@@ -506,36 +523,50 @@ def model_answer(
     checked: verification.Verified | None = None,
     has_draft: bool = False,
 ) -> FinalAnswer:
-    """The model's answer with the host's part: the TTL flag, metadata, and, when the run did
+    """The model's answer with the host's part: the TTL flag, the outcome, and, when the run did
     not go well, an opening paragraph saying so (FR-030), since the model may not.
 
     `checked`: the answer was checked (phases.verification): its text is the candidate chosen
-    (the draft, the model's answer, or a refinement), the metadata says which and lists each
+    (the draft, the model's answer, or a refinement), the outcome says which and lists each
     check with its verdict on that text, and a fail-severity check that does not hold makes
     the answer degraded (`checks_failed`). `output` is None only for a run answered by its
     draft at Phase A's word, which had no synthesis."""
     p = phase_e_input
     checks_failed = checked is not None and checked.failed
     reason = answer_reason_of(p, has_draft=has_draft, checks_failed=checks_failed)
-    metadata = build_metadata(phase_e_input, reason, context)
-    if checked is not None:
-        metadata.update(checked.metadata())
+    outcome = build_outcome(phase_e_input, reason, context, checked=checked)
     text = checked.chosen.text if checked is not None else output.answer_text if output else ""
     if reason is not AnswerReason.CONVERGED:
         caveat = _caveat(checked.chosen.source if checked is not None else "answer", output)
-        text = f"Degraded answer: {ending_text(phase_e_input, metadata)} {caveat}\n\n{text}"
+        text = f"Degraded answer: {ending_text(phase_e_input, outcome)} {caveat}\n\n{text}"
     # The model's own confidence and step ids are of the text it wrote (or refined); the draft
     # was written before any step, and judged by nobody.
     by_model = output is not None and (checked is None or checked.chosen.source != "draft")
-    used = output.used_step_ids if by_model and output is not None else None
-    known = known_step_ids(phase_e_input)
+    return final_answer(phase_e_input, text, outcome, output if by_model else None)
+
+
+def final_answer(
+    phase_e_input: PhaseEInput,
+    text: str,
+    outcome: Outcome,
+    output: FinalAnswerOutput | None = None,
+    used_step_ids: list[str] | None = None,
+) -> FinalAnswer:
+    """The one builder of a FinalAnswer (FR-038's six fields): the text to publish, the model's
+    own confidence, step ids (those the run really has) and notes when `output` is the model's
+    reply the text is from, the TTL flag, and the outcome as the metadata (`as_metadata`)."""
+    if output is not None:
+        known = known_step_ids(phase_e_input)
+        used_step_ids = [i for i in output.used_step_ids or [] if i in known]
+        if output.used_step_ids is None:
+            used_step_ids = None
     return FinalAnswer(
         answer_text=text,
-        confidence=output.confidence if by_model and output is not None else None,
-        used_step_ids=None if used is None else [i for i in used if i in known],
-        notes=output.notes if by_model and output is not None else None,
+        confidence=output.confidence if output is not None else None,
+        used_step_ids=used_step_ids,
+        notes=output.notes if output is not None else None,
         ttl_exhausted=ttl_flag(phase_e_input),
-        metadata=metadata,
+        metadata=as_metadata(outcome),
     )
 
 
@@ -554,84 +585,104 @@ def degraded_answer(
     context: ExitContext = NO_CONTEXT,
     error: BaseException | str | None = None,
 ) -> FinalAnswer:
-    """The host's answer when the model's cannot be had: why, how the run ended, then the
-    available data.
+    """The one builder of a host-made answer, for when the model's cannot be had: why, how the
+    run ended, then the available data (its outcome publishes a `summary`).
 
-    Upstream data is summarised, never invented (FR-028); the raw artifacts go to metadata.
-    Should even that fail on some unforeseen shape of data, a minimal answer still comes back.
+    Upstream data is summarised, never invented (FR-028); the raw artifacts go to the outcome.
+    Should even that fail on some unforeseen shape of data, the facts alone still come back.
     """
+    errors = _error_text(error) if error is not None else None
     try:
-        metadata = build_metadata(phase_e_input, reason, context, error)
-        opening = f"Unable to synthesize a complete answer. {ending_text(phase_e_input, metadata)}"
+        outcome = build_outcome(phase_e_input, reason, context, error=errors)
+        opening = f"Unable to synthesize a complete answer. {ending_text(phase_e_input, outcome)}"
         results = phase_e_input.execution_results
-        return FinalAnswer(
-            answer_text=f"{opening}\n\n{available_data(phase_e_input)}",
+        return final_answer(
+            phase_e_input,
+            f"{opening}\n\n{available_data(phase_e_input)}",
+            outcome,
             used_step_ids=list(results) if isinstance(results, dict) and results else None,
-            ttl_exhausted=ttl_flag(phase_e_input),
-            metadata=metadata,
         )
     except Exception as failure:  # the degraded path must not fail in turn
-        return minimal_answer(phase_e_input, reason, failure)
-
-
-def ending_text(phase_e_input: PhaseEInput, metadata: dict[str, Any]) -> str:
-    """How the run ended and what failed, in the words every gateway shows them in (made from
-    the same metadata, phases.render), then how many passes ran: an early exit said plainly
-    (FR-030)."""
-    lines = render.ending_lines(phase_e_input.convergence_status, metadata)
-    return render.as_sentences([*lines, _passes_ran(phase_e_input, metadata)])
-
-
-def minimal_answer(
-    phase_e_input: PhaseEInput, reason: AnswerReason, failure: Exception
-) -> FinalAnswer:
-    """The last resort: no summaries, only the facts and the required metadata keys."""
-    return FinalAnswer(
-        answer_text=(
+        p = phase_e_input
+        outcome = Outcome(
+            stopped=_stopped(p, reason),
+            convergence_status=p.convergence_status,
+            published=SUMMARY,
+            degraded=True,
+            reason=reason,
+            error=_error_text(failure),
+            missing_fields=list(missing_fields(p)),
+            total_passes=p.total_passes,
+            total_refinements=p.total_refinements,
+            ttl_remaining=p.ttl_remaining,
+        )
+        text = (
             f"Unable to synthesize an answer ({reason.value}), and the run's data could not be "
-            f"summarised ({_error_text(failure)}). Request: {phase_e_input.request}"
-        ),
-        metadata={
-            **_core_metadata(phase_e_input),
-            "missing_fields": list(missing_fields(phase_e_input)),
-            "degraded": True,
-            "reason": reason.value,
-            "error": _error_text(failure),
-        },
-    )
+            f"summarised ({_error_text(failure)}). Request: {p.request}"
+        )
+        return final_answer(p, text, outcome)
 
 
-def build_metadata(
+def ending_text(phase_e_input: PhaseEInput, outcome: Outcome) -> str:
+    """How the run ended and what failed, in the words every gateway shows them in (made from
+    the same outcome, phases.render), then how many passes ran: an early exit said plainly
+    (FR-030)."""
+    lines = render.ending_lines(outcome)
+    return render.as_sentences([*lines, _passes_ran(phase_e_input, outcome.reason)])
+
+
+def build_outcome(
     phase_e_input: PhaseEInput,
     reason: AnswerReason,
     context: ExitContext = NO_CONTEXT,
-    error: BaseException | str | None = None,
-) -> dict[str, Any]:
-    """The keys every answer has, the exit's context, the rules that did not hold in the last
-    pass, and each upstream artifact present."""
-    metadata: dict[str, Any] = {
-        **_core_metadata(phase_e_input),
-        "missing_fields": list(missing_fields(phase_e_input)),
-        "degraded": reason is not AnswerReason.CONVERGED,
-        "reason": reason.value,
-    }
-    if context.detail:
-        metadata["exit_detail"] = context.detail
-    if context.notes:
-        metadata["run_notes"] = list(context.notes)
-    if error is not None:
-        metadata["error"] = _error_text(error)
-    findings = failed_rules(phase_e_input)
-    if findings:
-        metadata["failed_rules"] = [finding.model_dump() for finding in findings]
-    calls = tool_calls(phase_e_input)
-    if calls:
-        metadata["tool_calls"] = calls
-    for name in ARTIFACT_FIELDS:
-        value = getattr(phase_e_input, name)
-        if value:
-            metadata[name] = value
-    return metadata
+    *,
+    error: str | None = None,
+    checked: verification.Verified | None = None,
+) -> Outcome:
+    """The one place a run's Outcome is made (phases.outcome): why it stopped, what is
+    published (the candidate `checked` chose; else the model's answer, or the host's summary
+    for a reason the host answers), why it is degraded, the checks with their verdicts, the
+    rules that did not hold in the last pass, and each upstream artifact present. The usage is
+    the run's to add when the answer is sent (`answer_event`)."""
+    p = phase_e_input
+    chosen = checked.chosen if checked is not None else None
+    outcome = Outcome(
+        stopped=_stopped(p, reason),
+        exit_detail=context.detail,
+        convergence_status=p.convergence_status,
+        published=published_label(reason, chosen.label if chosen else None),
+        degraded=reason is not AnswerReason.CONVERGED,
+        reason=reason,
+        error=error,
+        run_notes=list(context.notes),
+        missing_fields=list(missing_fields(p)),
+        answered_by=chosen.label if chosen else None,
+        checks=verdicts(checked.rules, chosen.evaluation) if checked and chosen else [],
+        candidates=[
+            CandidateTally(answered_by=c.label, held=c.held)
+            for c in (checked.candidates if checked else ())
+        ],
+        checks_never_held=(
+            verification.never_held(checked.rules, checked.candidates) if checked else []
+        ),
+        failed_rules=failed_rules(p),
+        total_passes=p.total_passes,
+        total_refinements=p.total_refinements,
+        ttl_remaining=p.ttl_remaining,
+        tool_calls=tool_calls(p),
+        **{name: getattr(p, name) or None for name in ARTIFACT_FIELDS},
+    )
+    return outcome.model_copy(update={"degraded_because": render.degradations(outcome)})
+
+
+def _stopped(phase_e_input: PhaseEInput, reason: AnswerReason) -> ExitReason:
+    """Why the run stopped: the loop's exit as Phase E was given it (a string, FR-037; one no
+    exit names is a failure), or `cancelled` for a run cancelled since (exits.answered_status)."""
+    try:
+        loop_exit = ExitReason(phase_e_input.convergence_status)
+    except ValueError:
+        loop_exit = ExitReason.FAILED
+    return exits.answered_status(loop_exit, reason)
 
 
 def tool_calls(phase_e_input: PhaseEInput) -> list[dict[str, Any]]:
@@ -647,12 +698,13 @@ def tool_calls(phase_e_input: PhaseEInput) -> list[dict[str, Any]]:
 def answer_event(
     event: LoopExited, phase_e_input: PhaseEInput, answer: FinalAnswer, usage: Usage
 ) -> FinalAnswerReady:
-    """The run's ExecutionResult (FR-040), with token usage added to the answer's metadata."""
-    usage_data = {**usage.model_dump(), "total_tokens": usage.total_tokens}
-    answer = answer.model_copy(update={"metadata": {**answer.metadata, "usage": usage_data}})
+    """The run's ExecutionResult (FR-040): its status and degradation are the outcome's, to
+    which the run's token usage is added."""
+    outcome = outcome_of(answer.metadata).model_copy(update={"usage": usage})
+    answer = answer.model_copy(update={"metadata": as_metadata(outcome)})
     result = ExecutionResult(
-        status=exits.answered_status(event.reason, str(answer.metadata.get("reason", ""))),
-        degraded=bool(answer.metadata.get("degraded", True)),
+        status=outcome.stopped,
+        degraded=outcome.degraded,
         total_passes=phase_e_input.total_passes,
         total_refinements=phase_e_input.total_refinements,
         ttl_remaining=phase_e_input.ttl_remaining,
@@ -811,15 +863,6 @@ def _step_descriptions(plan_state: dict[str, Any] | None) -> dict[str, str]:
 # ---------------------------------------------------------------------------------------------
 
 
-def _core_metadata(phase_e_input: PhaseEInput) -> dict[str, Any]:
-    return {
-        "convergence_status": phase_e_input.convergence_status,
-        "total_passes": phase_e_input.total_passes,
-        "total_refinements": phase_e_input.total_refinements,
-        "ttl_remaining": phase_e_input.ttl_remaining,
-    }
-
-
 def _request_lost(phase_e_input: PhaseEInput) -> bool:
     return not phase_e_input.request.strip() or phase_e_input.request == LOST_REQUEST
 
@@ -828,11 +871,11 @@ def _dump(model: BaseModel | None) -> dict[str, Any] | None:
     return model.model_dump(mode="json") if model is not None else None
 
 
-def _passes_ran(phase_e_input: PhaseEInput, metadata: dict[str, Any]) -> str:
+def _passes_ran(phase_e_input: PhaseEInput, reason: AnswerReason) -> str:
     """How many passes ran (nothing when the reason said none did)."""
     count = phase_e_input.total_passes
     if count == 0:
-        return "" if metadata.get("reason") == AnswerReason.NO_PASSES else "no execution pass ran"
+        return "" if reason is AnswerReason.NO_PASSES else "no execution pass ran"
     passes = f"{count} execution pass{'' if count == 1 else 'es'}"
     if exits.converged(phase_e_input.convergence_status):
         return f"the loop converged after {passes}"
