@@ -19,13 +19,12 @@ Every accepted request must end with exactly one FinalAnswer, so nothing here ma
   assembles a degraded answer from the upstream artifacts alone (FR-027/FR-028): one builder,
   `degraded_answer`, serves `execute_phase_e`, `handle` and `fallback_answer`.
 
-Compose, verify, publish: the model's reply (or the draft) is composed (`synthesize`), checked
-and refined (`answer_run`, phases.verification), and published by one builder of a
-FinalAnswer (`final_answer`); the host's account, when the model's cannot be had, by one
-builder of a degraded answer (`degraded_answer`). The run's `Outcome` (phases.outcome) is made
-in one place, `build_outcome`: why the run stopped, what was published, why it is degraded,
-the checks with their verdicts, the rules that did not hold in the last pass and each upstream
-artifact present (FR-028's raw data); `answer_event` adds the usage. It is the metadata
+Compose, verify, publish: this module composes (the model's reply, or the draft:
+`synthesize`) and has it verified (checked and refined: `answer_run`, phases.verification);
+phases.publish publishes, with the one builder of a FinalAnswer (`final_answer`), the one of
+the host's degraded answer (`degraded_answer`) and the one place the run's `Outcome`
+(phases.outcome) is made (`build_outcome`); phases.upstream summarises what the run left, for
+the synthesis prompt and the host's answer. The outcome is the answer's metadata
 (`as_metadata`), read back only by `outcome_of`. How the run ended is decided in phases.exits
 and worded in phases.render, from the same outcome every gateway shows.
 
@@ -35,10 +34,7 @@ FinalAnswer never gets a field beyond its six (FR-026, FR-033).
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
@@ -51,88 +47,20 @@ from aeonloop.limits import LoopSettings
 from aeonloop.llm.answer_field import FieldSink
 from aeonloop.llm.base import LLMAdapter, TextSink
 from aeonloop.llm.session import LLMSession
-from aeonloop.phases import exits, history, render, verification
+from aeonloop.phases import exits, history, publish, upstream, verification
 from aeonloop.phases.cancels import Stopped, unless_stopped
 from aeonloop.phases.deps import NO_STREAM, AnswerStream, PhaseDeps
-from aeonloop.phases.events import (
-    Event,
-    ExecutionResult,
-    FinalAnswerReady,
-    LoopExited,
-    RunState,
-    utcnow,
-)
-from aeonloop.phases.models import (
-    AnswerReason,
-    ExecutionPass,
-    ExitReason,
-    FinalAnswer,
-    PhaseEInput,
-    Plan,
-    RuleFinding,
-)
-from aeonloop.phases.outcome import (
-    SUMMARY,
-    CandidateTally,
-    Outcome,
-    as_metadata,
-    outcome_of,
-    published_label,
-    verdicts,
-)
-from aeonloop.phases.render import as_json_text
-from aeonloop.prompts.clipping import clip
-from aeonloop.prompts.registry import (
-    AnswerSynthesisInput,
-    FinalAnswerOutput,
-    PromptId,
-    PromptRegistry,
-    goal_text,
-)
+from aeonloop.phases.events import Event, FinalAnswerReady, LoopExited, RunState
+from aeonloop.phases.models import AnswerReason, FinalAnswer, PhaseEInput
+from aeonloop.phases.outcome import outcome_of
+from aeonloop.prompts.registry import FinalAnswerOutput, PromptId, PromptRegistry
 
-#: PhaseEInput's optional upstream artifacts, in the order answers present them (FR-028).
-ARTIFACT_FIELDS = (
-    "plan_state",
-    "execution_results",
-    "execution_passes",
-    "convergence_assessment",
-    "semantic_validation",
-    "task_profile",
-)
 #: The request of a run whose state was lost and whose LoopExited did not carry the text either.
 LOST_REQUEST = "(the request text was lost before answer synthesis)"
 SYNTHESIS_SCOPE = memo_scope("e", "synthesis")
 #: The field of the synthesis's reply (FinalAnswerOutput) that is the answer's text: what its
 #: sink writes on as the reply is written (llm.answer_field).
 ANSWER_FIELD = "answer_text"
-#: Characters of one step's output shown to the model, and in a host-made degraded answer.
-PROMPT_OUTPUT_CHARS = 8_000
-ANSWER_OUTPUT_CHARS = 2_000
-ERROR_CHARS = 500
-
-
-@dataclass(frozen=True)
-class ExitContext:
-    """What the bus knows beyond PhaseEInput: why the loop exited, and the phases' notes."""
-
-    detail: str = ""
-    notes: tuple[str, ...] = ()
-
-
-NO_CONTEXT = ExitContext()
-
-#: What a degraded answer's opening says of the text after it: the plain draft, or the model's
-#: answer from what the run had.
-DRAFT_CAVEAT = "What follows is the plain draft answer (one call)."
-REFINED_DRAFT_CAVEAT = (
-    "What follows is the plain draft answer (one call), refined where the checks failed."
-)
-DATA_CAVEAT = "What follows rests only on the data that was available and may be incomplete."
-
-
-# ---------------------------------------------------------------------------------------------
-# Entry points.
-# ---------------------------------------------------------------------------------------------
 
 
 async def execute_phase_e(
@@ -152,7 +80,7 @@ async def execute_phase_e(
 async def synthesize(
     phase_e_input: PhaseEInput,
     session: LLMSession,
-    context: ExitContext = NO_CONTEXT,
+    context: publish.ExitContext = publish.NO_CONTEXT,
     verify: Verify | None = None,
     sink: TextSink | None = None,
 ) -> FinalAnswer:
@@ -167,21 +95,22 @@ async def synthesize(
     """
     try:
         if _request_lost(phase_e_input):
-            return degraded_answer(phase_e_input, AnswerReason.REQUEST_LOST, context)
+            return publish.degraded_answer(phase_e_input, AnswerReason.REQUEST_LOST, context)
         output = await session.json(
             PromptId.ANSWER_SYNTHESIS_USER,
-            functools.partial(synthesis_input, phase_e_input),
+            functools.partial(upstream.synthesis_input, phase_e_input),
             FinalAnswerOutput,
             scope=SYNTHESIS_SCOPE,
             sink=sink,
         )
         if verify is not None:
             return await verify(output)
-        return model_answer(phase_e_input, output, context)
+        return publish.model_answer(phase_e_input, output, context)
     except RunStopped:  # the caller's to answer: no call failed
         raise
     except Exception as error:  # FR-032: Phase E answers whatever went wrong
-        return degraded_answer(phase_e_input, exits.synthesis_failure(error), context, error)
+        reason = exits.synthesis_failure(error)
+        return publish.degraded_answer(phase_e_input, reason, context, error)
 
 
 #: Makes the FinalAnswer from the model's reply, once its answer is checked (`answer_run`).
@@ -192,7 +121,7 @@ async def answer_run(
     event: LoopExited,
     phase_e_input: PhaseEInput,
     session: LLMSession,
-    context: ExitContext,
+    context: publish.ExitContext,
     settings: LoopSettings,
     stream: AnswerStream = NO_STREAM,
 ) -> FinalAnswer:
@@ -219,7 +148,8 @@ async def answer_run(
             loop_converged=exits.converged(event.reason),
             stream=stream,
         )
-        return model_answer(phase_e_input, output, _noted(context, run), checked, run.has_draft)
+        noted = _noted(context, run)
+        return publish.model_answer(phase_e_input, output, noted, checked, run.has_draft)
 
     if run.draft and run.pass_count == 0:
         return await verify(None)  # the draft is the text checked, and refined where it fails
@@ -227,7 +157,7 @@ async def answer_run(
     answer = await synthesize(phase_e_input, session, context, verify, sink)
     if run.draft and not outcome_of(answer.metadata).by_model:  # for want of the model's
         checked = await verification.draft_only(run, run.draft, settings)
-        return draft_instead(phase_e_input, answer, checked, _noted(context, run))
+        return publish.draft_instead(phase_e_input, answer, checked, _noted(context, run))
     return answer
 
 
@@ -248,44 +178,13 @@ def published_as_written(phase_e_input: PhaseEInput, run: RunState | None) -> bo
     not published: the host's checks have nothing left to judge."""
     if run is not None and verification.fail_rules(run.rules):
         return False
-    reason = answer_reason_of(phase_e_input, has_draft=run is not None and run.has_draft)
+    reason = publish.answer_reason_of(phase_e_input, has_draft=run is not None and run.has_draft)
     return reason is AnswerReason.CONVERGED
 
 
-def answer_reason_of(
-    p: PhaseEInput, *, has_draft: bool, checks_failed: bool = False
-) -> AnswerReason:
-    """The reason the answer is given (exits.answer_reason), from what Phase E was given."""
-    return exits.answer_reason(
-        p.convergence_status,
-        p.total_passes,
-        p.ttl_remaining,
-        missing_fields(p),
-        checks_failed=checks_failed,
-        has_draft=has_draft,
-    )
-
-
-def draft_instead(
-    phase_e_input: PhaseEInput,
-    host_made: FinalAnswer,
-    checked: verification.Verified,
-    context: ExitContext = NO_CONTEXT,
-) -> FinalAnswer:
-    """The run's plain draft in place of a host-made answer (the model's could not be had):
-    still degraded, for the same reason, but the reader gets one call's answer rather than a
-    summary of the run's data, so the answer is never worse than one call."""
-    host = outcome_of(host_made.metadata)
-    outcome = build_outcome(phase_e_input, host.reason, context, error=host.error, checked=checked)
-    opening = f"Degraded answer: {ending_text(phase_e_input, outcome)}"
-    return final_answer(
-        phase_e_input, f"{opening} {DRAFT_CAVEAT}\n\n{checked.chosen.text}", outcome
-    )
-
-
-def _noted(context: ExitContext, run: RunState) -> ExitContext:
+def _noted(context: publish.ExitContext, run: RunState) -> publish.ExitContext:
     """The context with the run's notes as they are now (checking the answer may add some)."""
-    return ExitContext(detail=context.detail, notes=tuple(run.notes))
+    return publish.ExitContext(detail=context.detail, notes=tuple(run.notes))
 
 
 def build_phase_e_input(
@@ -323,7 +222,7 @@ def build_phase_e_input(
         total_refinements=run.total_refinements,
         ttl_remaining=run.ttl_remaining,
         plan_state=_dump(run.plan),
-        execution_results=step_results(run.plan),
+        execution_results=upstream.step_results(run.plan),
         convergence_assessment=last.get("assessment"),
         execution_passes=passes or None,
         semantic_validation=last.get("validation"),
@@ -344,15 +243,15 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     await _load_draft(deps, event)
     phase_e_input = build_phase_e_input(event, passes)
     usage = event.run.usage.model_copy() if event.run else Usage()
-    context = exit_context(event)
+    context = publish.exit_context(event)
     cid = event.correlation_id
     without = exits.answer_without_model(event, await deps.cancels.cancelled(cid))
     if without is not None:
-        answer = degraded_answer(phase_e_input, without, context)
+        answer = publish.degraded_answer(phase_e_input, without, context)
         if without is AnswerReason.DEADLINE_EXCEEDED and event.run and event.run.draft:
             # No model call may start, but one was made in time: the reader gets it.
             checked = await verification.draft_only(event.run, event.run.draft, deps.settings)
-            answer = draft_instead(phase_e_input, answer, checked, context)
+            answer = publish.draft_instead(phase_e_input, answer, checked, context)
     else:
         session = deps.session(cid, usage, event.deadline, files, turns)
         stream = deps.answer_stream(cid)
@@ -360,10 +259,10 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
         done = await unless_stopped(deps.cancels, cid, work)
         if isinstance(done, Stopped):
             reason = exits.synthesis_stopped(done.error)
-            answer = degraded_answer(phase_e_input, reason, context, done.error)
+            answer = publish.degraded_answer(phase_e_input, reason, context, done.error)
         else:
             answer = done
-    return [answer_event(event, phase_e_input, answer, usage)]
+    return [publish.answer_event(event, phase_e_input, answer, usage)]
 
 
 async def _load_history(deps: PhaseDeps, event: LoopExited) -> list[dict[str, Any]] | None:
@@ -430,437 +329,10 @@ def fallback_answer(
     except Exception:  # the last resort must answer even for a corrupt run
         phase_e_input = build_phase_e_input(event.model_copy(update={"run": None}))
     usage = event.run.usage.model_copy() if event.run else Usage()
-    answer = degraded_answer(
-        phase_e_input, AnswerReason.PHASE_E_FAILED, exit_context(event), reason
+    answer = publish.degraded_answer(
+        phase_e_input, AnswerReason.PHASE_E_FAILED, publish.exit_context(event), reason
     )
-    return answer_event(event, phase_e_input, answer, usage)
-
-
-# ---------------------------------------------------------------------------------------------
-# What the run left: missing artifacts, rules that failed, the TTL flag.
-# ---------------------------------------------------------------------------------------------
-
-
-def missing_fields(phase_e_input: PhaseEInput) -> tuple[str, ...]:
-    """Upstream artifacts that are absent or empty: an empty result is no result (FR-025)."""
-    return tuple(name for name in ARTIFACT_FIELDS if not getattr(phase_e_input, name, None))
-
-
-def failed_rules(phase_e_input: PhaseEInput) -> list[RuleFinding]:
-    """The rules that did not hold in the last pass, failed ones first: what the answer names
-    when it says what failed. A pass record of another shape names none."""
-    passes = phase_e_input.execution_passes
-    try:
-        judged = (passes[-1] if passes else {}).get("evaluation") or {}
-        found = [*(judged.get("failed") or []), *(judged.get("warnings") or [])]
-    except (AttributeError, KeyError, TypeError):
-        return []
-    return render.findings_of(found)
-
-
-def ttl_flag(phase_e_input: PhaseEInput) -> bool | None:
-    """FinalAnswer.ttl_exhausted: True when TTL was exhausted, None otherwise (FR-027)."""
-    p = phase_e_input
-    return True if exits.ttl_spent(p.convergence_status, p.total_passes, p.ttl_remaining) else None
-
-
-def exit_context(event: LoopExited) -> ExitContext:
-    return ExitContext(detail=event.detail, notes=tuple(event.run.notes) if event.run else ())
-
-
-# ---------------------------------------------------------------------------------------------
-# Answers.
-# ---------------------------------------------------------------------------------------------
-
-
-def synthesis_input(phase_e_input: PhaseEInput, cap: int | None = None) -> AnswerSynthesisInput:
-    """What the model is shown (FR-041): the run's facts and its artifacts, summarised.
-
-    Each step output is clipped to PROMPT_OUTPUT_CHARS, or to `cap` when the session fits the
-    prompt to the context window with a smaller one.
-    """
-    limit = PROMPT_OUTPUT_CHARS if cap is None else min(cap, PROMPT_OUTPUT_CHARS)
-    assessment = "\n".join(
-        text
-        for text in (
-            assessment_summary(phase_e_input.convergence_assessment),
-            validation_summary(phase_e_input.semantic_validation),
-        )
-        if text
-    )
-    return AnswerSynthesisInput(
-        request=phase_e_input.request,
-        convergence_status=phase_e_input.convergence_status,
-        total_passes=phase_e_input.total_passes,
-        total_refinements=phase_e_input.total_refinements,
-        ttl_remaining=phase_e_input.ttl_remaining,
-        last_pass_score=last_pass_score(phase_e_input),
-        plan_summary=plan_summary(phase_e_input.plan_state, phase_e_input.request),
-        # Under their ids alone: the plan summary just above gives each step's description,
-        # so repeating it over each result would send every description twice.
-        results_summary=results_summary(phase_e_input.execution_results, None, limit),
-        assessment_summary=assessment,
-        missing_fields=list(missing_fields(phase_e_input)),
-    )
-
-
-def last_pass_score(phase_e_input: PhaseEInput) -> float:
-    """The last pass's score, 0 to 1: the rule score when rules decided, else the assessment's
-    (docs/verified-answers.md, "Convergence: the host decides"). 0 when no pass ran or its record
-    carries no usable score: nothing was measured."""
-    passes = phase_e_input.execution_passes or []
-    last = passes[-1] if passes else None
-    score = last.get("score") if isinstance(last, dict) else None
-    if isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score):
-        return 0.0
-    return min(1.0, max(0.0, float(score)))
-
-
-def model_answer(
-    phase_e_input: PhaseEInput,
-    output: FinalAnswerOutput | None,
-    context: ExitContext = NO_CONTEXT,
-    checked: verification.Verified | None = None,
-    has_draft: bool = False,
-) -> FinalAnswer:
-    """The model's answer with the host's part: the TTL flag, the outcome, and, when the run did
-    not go well, an opening paragraph saying so (FR-030), since the model may not.
-
-    `checked`: the answer was checked (phases.verification): its text is the candidate chosen
-    (the draft, the model's answer, or a refinement), the outcome says which and lists each
-    check with its verdict on that text, and a fail-severity check that does not hold makes
-    the answer degraded (`checks_failed`). `output` is None only for a run answered by its
-    draft at Phase A's word, which had no synthesis."""
-    p = phase_e_input
-    checks_failed = checked is not None and checked.failed
-    reason = answer_reason_of(p, has_draft=has_draft, checks_failed=checks_failed)
-    outcome = build_outcome(phase_e_input, reason, context, checked=checked)
-    text = checked.chosen.text if checked is not None else output.answer_text if output else ""
-    if reason is not AnswerReason.CONVERGED:
-        caveat = _caveat(checked.chosen.source if checked is not None else "answer", output)
-        text = f"Degraded answer: {ending_text(phase_e_input, outcome)} {caveat}\n\n{text}"
-    # The model's own confidence and step ids are of the text it wrote (or refined); the draft
-    # was written before any step, and judged by nobody.
-    by_model = output is not None and (checked is None or checked.chosen.source != "draft")
-    return final_answer(phase_e_input, text, outcome, output if by_model else None)
-
-
-def final_answer(
-    phase_e_input: PhaseEInput,
-    text: str,
-    outcome: Outcome,
-    output: FinalAnswerOutput | None = None,
-    used_step_ids: list[str] | None = None,
-) -> FinalAnswer:
-    """The one builder of a FinalAnswer (FR-038's six fields): the text to publish, the model's
-    own confidence, step ids (those the run really has) and notes when `output` is the model's
-    reply the text is from, the TTL flag, and the outcome as the metadata (`as_metadata`)."""
-    if output is not None:
-        known = known_step_ids(phase_e_input)
-        used_step_ids = [i for i in output.used_step_ids or [] if i in known]
-        if output.used_step_ids is None:
-            used_step_ids = None
-    return FinalAnswer(
-        answer_text=text,
-        confidence=output.confidence if output is not None else None,
-        used_step_ids=used_step_ids,
-        notes=output.notes if output is not None else None,
-        ttl_exhausted=ttl_flag(phase_e_input),
-        metadata=as_metadata(outcome),
-    )
-
-
-def _caveat(source: verification.Source, output: FinalAnswerOutput | None) -> str:
-    """What a degraded answer's opening says of the text after it."""
-    if source == "draft":
-        return DRAFT_CAVEAT
-    if output is None:  # a refinement of the draft: no pass ran, the model wrote no answer
-        return REFINED_DRAFT_CAVEAT
-    return DATA_CAVEAT
-
-
-def degraded_answer(
-    phase_e_input: PhaseEInput,
-    reason: AnswerReason,
-    context: ExitContext = NO_CONTEXT,
-    error: BaseException | str | None = None,
-) -> FinalAnswer:
-    """The one builder of a host-made answer, for when the model's cannot be had: why, how the
-    run ended, then the available data (its outcome publishes a `summary`).
-
-    Upstream data is summarised, never invented (FR-028); the raw artifacts go to the outcome.
-    Should even that fail on some unforeseen shape of data, the facts alone still come back.
-    """
-    errors = _error_text(error) if error is not None else None
-    try:
-        outcome = build_outcome(phase_e_input, reason, context, error=errors)
-        opening = f"Unable to synthesize a complete answer. {ending_text(phase_e_input, outcome)}"
-        results = phase_e_input.execution_results
-        return final_answer(
-            phase_e_input,
-            f"{opening}\n\n{available_data(phase_e_input)}",
-            outcome,
-            used_step_ids=list(results) if isinstance(results, dict) and results else None,
-        )
-    except Exception as failure:  # the degraded path must not fail in turn
-        p = phase_e_input
-        outcome = Outcome(
-            stopped=_stopped(p, reason),
-            convergence_status=p.convergence_status,
-            published=SUMMARY,
-            degraded=True,
-            reason=reason,
-            error=_error_text(failure),
-            missing_fields=list(missing_fields(p)),
-            total_passes=p.total_passes,
-            total_refinements=p.total_refinements,
-            ttl_remaining=p.ttl_remaining,
-        )
-        text = (
-            f"Unable to synthesize an answer ({reason.value}), and the run's data could not be "
-            f"summarised ({_error_text(failure)}). Request: {p.request}"
-        )
-        return final_answer(p, text, outcome)
-
-
-def ending_text(phase_e_input: PhaseEInput, outcome: Outcome) -> str:
-    """How the run ended and what failed, in the words every gateway shows them in (made from
-    the same outcome, phases.render), then how many passes ran: an early exit said plainly
-    (FR-030)."""
-    lines = render.ending_lines(outcome)
-    return render.as_sentences([*lines, _passes_ran(phase_e_input, outcome.reason)])
-
-
-def build_outcome(
-    phase_e_input: PhaseEInput,
-    reason: AnswerReason,
-    context: ExitContext = NO_CONTEXT,
-    *,
-    error: str | None = None,
-    checked: verification.Verified | None = None,
-) -> Outcome:
-    """The one place a run's Outcome is made (phases.outcome): why it stopped, what is
-    published (the candidate `checked` chose; else the model's answer, or the host's summary
-    for a reason the host answers), why it is degraded, the checks with their verdicts, the
-    rules that did not hold in the last pass, and each upstream artifact present. The usage is
-    the run's to add when the answer is sent (`answer_event`)."""
-    p = phase_e_input
-    chosen = checked.chosen if checked is not None else None
-    outcome = Outcome(
-        stopped=_stopped(p, reason),
-        exit_detail=context.detail,
-        convergence_status=p.convergence_status,
-        published=published_label(reason, chosen.label if chosen else None),
-        degraded=reason is not AnswerReason.CONVERGED,
-        reason=reason,
-        error=error,
-        run_notes=list(context.notes),
-        missing_fields=list(missing_fields(p)),
-        answered_by=chosen.label if chosen else None,
-        checks=verdicts(checked.rules, chosen.evaluation) if checked and chosen else [],
-        candidates=[
-            CandidateTally(answered_by=c.label, held=c.held)
-            for c in (checked.candidates if checked else ())
-        ],
-        checks_never_held=(
-            verification.never_held(checked.rules, checked.candidates) if checked else []
-        ),
-        failed_rules=failed_rules(p),
-        total_passes=p.total_passes,
-        total_refinements=p.total_refinements,
-        ttl_remaining=p.ttl_remaining,
-        tool_calls=tool_calls(p),
-        **{name: getattr(p, name) or None for name in ARTIFACT_FIELDS},
-    )
-    return outcome.model_copy(update={"degraded_because": render.degradations(outcome)})
-
-
-def _stopped(phase_e_input: PhaseEInput, reason: AnswerReason) -> ExitReason:
-    """Why the run stopped: the loop's exit as Phase E was given it (a string, FR-037; one no
-    exit names is a failure), or `cancelled` for a run cancelled since (exits.answered_status)."""
-    try:
-        loop_exit = ExitReason(phase_e_input.convergence_status)
-    except ValueError:
-        loop_exit = ExitReason.FAILED
-    return exits.answered_status(loop_exit, reason)
-
-
-def tool_calls(phase_e_input: PhaseEInput) -> list[dict[str, Any]]:
-    """Every tool call of the run, oldest first, each with its pass: what a reader of the
-    answer looks for first, gathered from the passes' records (`execution_passes`)."""
-    return [
-        {"pass_number": record.get("pass_number"), **call}
-        for record in phase_e_input.execution_passes or []
-        for call in record.get("tool_calls") or []
-    ]
-
-
-def answer_event(
-    event: LoopExited, phase_e_input: PhaseEInput, answer: FinalAnswer, usage: Usage
-) -> FinalAnswerReady:
-    """The run's ExecutionResult (FR-040): its status and degradation are the outcome's, to
-    which the run's token usage is added."""
-    outcome = outcome_of(answer.metadata).model_copy(update={"usage": usage})
-    answer = answer.model_copy(update={"metadata": as_metadata(outcome)})
-    result = ExecutionResult(
-        status=outcome.stopped,
-        degraded=outcome.degraded,
-        total_passes=phase_e_input.total_passes,
-        total_refinements=phase_e_input.total_refinements,
-        ttl_remaining=phase_e_input.ttl_remaining,
-        usage=usage,
-        elapsed_seconds=_elapsed_since(phase_e_input.execution_start_timestamp),
-        final_answer=answer,
-    )
-    webhook_url = event.run.webhook_url if event.run else None
-    request = event.request or (event.run.request if event.run else "")
-    return event.child(FinalAnswerReady, result=result, webhook_url=webhook_url, request=request)
-
-
-# ---------------------------------------------------------------------------------------------
-# Summaries of upstream artifacts: plain data, read defensively.
-# ---------------------------------------------------------------------------------------------
-
-
-def _tolerant(summary: Callable[..., str]) -> Callable[..., str]:
-    """Upstream dicts are data, not contracts: an unexpected shape is shown as its JSON."""
-
-    @functools.wraps(summary)
-    def summarise(value: Any, *args: Any) -> str:
-        if not value:
-            return ""
-        try:
-            return summary(value, *args)
-        except (AttributeError, KeyError, TypeError, ValueError):
-            return _clip(_json_text(value), ANSWER_OUTPUT_CHARS)
-
-    return summarise
-
-
-@_tolerant
-def plan_summary(plan_state: dict[str, Any], request: str | None = None) -> str:
-    """Goal, then one line per step with its status. Given the `request` a prompt also shows,
-    a goal that only restates it is not sent again (registry.goal_text)."""
-    goal = str(plan_state.get("goal") or "")
-    if goal and request is not None:
-        goal = goal_text(goal, request)
-    lines = [f"goal: {goal}"] if goal else []
-    lines += [
-        f"- {step['step_id']} ({step.get('status', 'unknown')}): {step.get('description', '')}"
-        for step in plan_state.get("steps") or []
-    ]
-    return "\n".join(lines)
-
-
-@_tolerant
-def results_summary(
-    execution_results: dict[str, Any],
-    plan_state: dict[str, Any] | None,
-    limit: int,
-    shorten: Callable[[str, int], str] = clip,
-) -> str:
-    """Each step's output under its id and, given the plan, its description; clipped to `limit`
-    characters (with the context marker for a prompt; answers shown to people pass a plainer
-    `shorten`)."""
-    descriptions = _step_descriptions(plan_state)
-    return "\n\n".join(
-        _result_block(str(step_id), descriptions.get(str(step_id), ""), shorten(_text(out), limit))
-        for step_id, out in execution_results.items()
-    )
-
-
-def _result_block(step_id: str, description: str, output: str) -> str:
-    return f"[{step_id}] {description}".rstrip() + f"\n{output}"
-
-
-@_tolerant
-def passes_summary(execution_passes: list[dict[str, Any]]) -> str:
-    """One line per pass, in the words progress lines and the run page use (phases.render)."""
-    return "\n".join(
-        f"- {render.pass_line(ExecutionPass.model_validate(record))}" for record in execution_passes
-    )
-
-
-@_tolerant
-def assessment_summary(assessment: dict[str, Any]) -> str:
-    """The last assessment's scores, reason codes and summary."""
-    text = (
-        f"completeness {assessment.get('completeness_score')}, "
-        f"coherence {assessment.get('coherence_score')}"
-    )
-    if assessment.get("reason_codes"):
-        text += f"; reasons: {', '.join(map(str, assessment['reason_codes']))}"
-    if assessment.get("summary"):
-        text += f"; {assessment['summary']}"
-    return text
-
-
-@_tolerant
-def validation_summary(validation: dict[str, Any]) -> str:
-    """The last semantic validation: its issues, one per line, or that there were none."""
-    issues = validation.get("issues") or []
-    lines = [f"validation: {len(issues)} issue(s)" if issues else "validation: no issues"]
-    lines += [f"- [{i.get('severity', '?')}] {i['description']}" for i in issues]
-    if validation.get("summary"):
-        lines.append(str(validation["summary"]))
-    return "\n".join(lines)
-
-
-@_tolerant
-def profile_shown(task_profile: dict[str, Any]) -> str:
-    """The profile in the words the planner is shown it (phases.render), or its JSON when it has
-    none of a profile's keys."""
-    return render.profile_text(task_profile) or _json_text(task_profile)
-
-
-def available_data(phase_e_input: PhaseEInput) -> str:
-    """The request and a summary of each upstream artifact present, for a host-made answer."""
-    p = phase_e_input
-    results = results_summary(p.execution_results, p.plan_state, ANSWER_OUTPUT_CHARS, _clip)
-    sections = [
-        ("Plan", plan_summary(p.plan_state)),
-        ("Step results", results),
-        ("Passes", passes_summary(p.execution_passes)),
-        ("Last assessment", assessment_summary(p.convergence_assessment)),
-        ("Last validation", validation_summary(p.semantic_validation)),
-        ("Task profile", profile_shown(p.task_profile)),
-    ]
-    parts = [f"Request: {p.request}"]
-    parts += [f"{title}:\n{text}" for title, text in sections if text]
-    if len(parts) == 1:
-        parts.append("No execution data is available beyond the request.")
-    return "\n\n".join(parts)
-
-
-def step_results(plan: Plan | None) -> dict[str, Any] | None:
-    """FR-028's execution_results: the output of every step that completed, by step id (one
-    whose output is not in hand, its history unread, is left out, not shown empty)."""
-    if plan is None:
-        return None
-    done = [s for s in plan.steps if s.status == "done" and s.output is not None]
-    return {s.step_id: s.output for s in done} or None
-
-
-def known_step_ids(phase_e_input: PhaseEInput) -> set[str]:
-    """Step ids the run really has: the model may cite only these as used."""
-    results = phase_e_input.execution_results
-    ids = set(results) if isinstance(results, dict) else set()
-    return ids | set(_step_descriptions(phase_e_input.plan_state))
-
-
-def _step_descriptions(plan_state: dict[str, Any] | None) -> dict[str, str]:
-    try:
-        return {
-            str(step["step_id"]): str(step.get("description", ""))
-            for step in (plan_state or {}).get("steps") or []
-        }
-    except (AttributeError, KeyError, TypeError):
-        return {}
-
-
-# ---------------------------------------------------------------------------------------------
-# Small helpers.
-# ---------------------------------------------------------------------------------------------
+    return publish.answer_event(event, phase_e_input, answer, usage)
 
 
 def _request_lost(phase_e_input: PhaseEInput) -> bool:
@@ -869,40 +341,3 @@ def _request_lost(phase_e_input: PhaseEInput) -> bool:
 
 def _dump(model: BaseModel | None) -> dict[str, Any] | None:
     return model.model_dump(mode="json") if model is not None else None
-
-
-def _passes_ran(phase_e_input: PhaseEInput, reason: AnswerReason) -> str:
-    """How many passes ran (nothing when the reason said none did)."""
-    count = phase_e_input.total_passes
-    if count == 0:
-        return "" if reason is AnswerReason.NO_PASSES else "no execution pass ran"
-    passes = f"{count} execution pass{'' if count == 1 else 'es'}"
-    if exits.converged(phase_e_input.convergence_status):
-        return f"the loop converged after {passes}"
-    return f"{passes} ran"
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else _json_text(value)
-
-
-def _json_text(value: Any) -> str:
-    try:
-        return as_json_text(value)
-    except TypeError:
-        return repr(value)
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit].rstrip() + " …"
-
-
-def _error_text(error: BaseException | str) -> str:
-    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-    return _clip(text, ERROR_CHARS)
-
-
-def _elapsed_since(start: datetime) -> float:
-    if start.tzinfo is None:
-        start = start.replace(tzinfo=UTC)
-    return max(0.0, (utcnow() - start).total_seconds())

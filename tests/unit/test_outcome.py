@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from aeonloop.contracts import Usage
-from aeonloop.phases import phase_e
+from aeonloop.phases import phase_e, publish
 from aeonloop.phases.events import ExecutionResult, LoopExited, RunState, utcnow
 from aeonloop.phases.models import AnswerReason, ExitReason, FinalAnswer
 from aeonloop.phases.outcome import SUMMARY, Outcome, as_metadata, outcome_of
@@ -35,9 +35,9 @@ def test_why_it_stopped_and_what_was_got_are_two_fields() -> None:
     could tell which answered which question."""
     event = budget_spent_before_a_pass()
     e_input = phase_e.build_phase_e_input(event)
-    context = phase_e.exit_context(event)
-    answer = phase_e.degraded_answer(e_input, AnswerReason.BUDGET_EXHAUSTED, context)
-    result = phase_e.answer_event(event, e_input, answer, Usage(prompt_tokens=7)).result
+    context = publish.exit_context(event)
+    answer = publish.degraded_answer(e_input, AnswerReason.BUDGET_EXHAUSTED, context)
+    result = publish.answer_event(event, e_input, answer, Usage(prompt_tokens=7)).result
 
     outcome = result.outcome
     assert outcome.stopped is ExitReason.BUDGET_EXHAUSTED == result.status
@@ -51,7 +51,7 @@ def test_why_it_stopped_and_what_was_got_are_two_fields() -> None:
 def test_the_outcome_round_trips_through_the_metadata() -> None:
     event = budget_spent_before_a_pass()
     e_input = phase_e.build_phase_e_input(event)
-    outcome = phase_e.build_outcome(e_input, AnswerReason.NO_PASSES, error="boom")
+    outcome = publish.build_outcome(e_input, AnswerReason.NO_PASSES, error="boom")
     metadata = as_metadata(outcome)
     assert outcome_of(metadata) == outcome
     # FR-027's keys are there, and what is empty is left out.

@@ -8,7 +8,7 @@ from aeonloop.contracts import Usage
 from aeonloop.gateway.cli.display import render_human
 from aeonloop.gateway.http.run_steps import degraded_because as http_degraded_because
 from aeonloop.gateway.progress import progress_of
-from aeonloop.phases import phase_e, render
+from aeonloop.phases import render, upstream
 from aeonloop.phases.events import ExecutionResult, PassCompleted, RunState, utcnow
 from aeonloop.phases.models import (
     AnswerReason,
@@ -108,7 +108,7 @@ def test_a_pass_reads_the_same_in_progress_and_in_a_degraded_answer() -> None:
     )
     (progress,) = progress_of(completed)
     assert progress.line == f"C  {render.pass_line(record)}"
-    summary = phase_e.passes_summary([record.model_dump(mode="json")])
+    summary = upstream.passes_summary([record.model_dump(mode="json")])
     assert summary == f"- {render.pass_line(record)}"
 
 
