@@ -33,6 +33,7 @@ FinalAnswer never gets a field beyond its six (FR-026, FR-033).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -184,7 +185,7 @@ def published_as_written(phase_e_input: PhaseEInput, run: RunState | None) -> bo
 
 def _noted(context: publish.ExitContext, run: RunState) -> publish.ExitContext:
     """The context with the run's notes as they are now (checking the answer may add some)."""
-    return publish.ExitContext(detail=context.detail, notes=tuple(run.notes))
+    return dataclasses.replace(context, notes=tuple(run.notes))
 
 
 def build_phase_e_input(
@@ -243,7 +244,7 @@ async def handle(event: LoopExited, deps: PhaseDeps) -> list[Event]:
     await _load_draft(deps, event)
     phase_e_input = build_phase_e_input(event, passes)
     usage = event.run.usage.model_copy() if event.run else Usage()
-    context = publish.exit_context(event)
+    context = publish.exit_context(event, usage)
     cid = event.correlation_id
     without = exits.answer_without_model(event, await deps.cancels.cancelled(cid))
     if without is not None:
@@ -330,7 +331,7 @@ def fallback_answer(
         phase_e_input = build_phase_e_input(event.model_copy(update={"run": None}))
     usage = event.run.usage.model_copy() if event.run else Usage()
     answer = publish.degraded_answer(
-        phase_e_input, AnswerReason.PHASE_E_FAILED, publish.exit_context(event), reason
+        phase_e_input, AnswerReason.PHASE_E_FAILED, publish.exit_context(event, usage), reason
     )
     return publish.answer_event(event, phase_e_input, answer, usage)
 

@@ -7,7 +7,7 @@
   chose) and `draft_instead` (the draft, for want of the model's) publish through it.
 - `degraded_answer` is the one builder of the host's answer, for when the model's cannot be
   had (FR-027/FR-028): why, how the run ended, then the available data.
-- `answer_event` adds the run's usage and sends the ExecutionResult (FR-040).
+- `answer_event` sends the ExecutionResult (FR-040), its status and degradation the outcome's.
 """
 
 from __future__ import annotations
@@ -35,10 +35,12 @@ ERROR_CHARS = 500
 
 @dataclass(frozen=True)
 class ExitContext:
-    """What the bus knows beyond PhaseEInput: why the loop exited, and the phases' notes."""
+    """What the bus knows beyond PhaseEInput: why the loop exited, the phases' notes, and the
+    run's token usage (None for Phase E as a library call, which reports none)."""
 
     detail: str = ""
     notes: tuple[str, ...] = ()
+    usage: Usage | None = None
 
 
 NO_CONTEXT = ExitContext()
@@ -71,8 +73,11 @@ def ttl_flag(phase_e_input: PhaseEInput) -> bool | None:
     return True if exits.ttl_spent(p.convergence_status, p.total_passes, p.ttl_remaining) else None
 
 
-def exit_context(event: LoopExited) -> ExitContext:
-    return ExitContext(detail=event.detail, notes=tuple(event.run.notes) if event.run else ())
+def exit_context(event: LoopExited, usage: Usage | None = None) -> ExitContext:
+    """The context of `event`'s answer; `usage`, the run's, is final once the answer is made
+    (no call follows it), so the outcome records it then."""
+    notes = tuple(event.run.notes) if event.run else ()
+    return ExitContext(detail=event.detail, notes=notes, usage=usage)
 
 
 def model_answer(
@@ -174,6 +179,7 @@ def degraded_answer(
             total_passes=p.total_passes,
             total_refinements=p.total_refinements,
             ttl_remaining=p.ttl_remaining,
+            usage=context.usage,
         )
         text = (
             f"Unable to synthesize an answer ({reason.value}), and the run's data could not be "
@@ -218,8 +224,8 @@ def build_outcome(
     """The one place a run's Outcome is made (phases.outcome): why it stopped, what is
     published (the candidate `checked` chose; else the model's answer, or the host's summary
     for a reason the host answers), why it is degraded, the checks with their verdicts, the
-    rules that did not hold in the last pass, and each upstream artifact present. The usage is
-    the run's to add when the answer is sent (`answer_event`)."""
+    rules that did not hold in the last pass, each upstream artifact present, and the run's
+    usage (`context.usage`)."""
     p = phase_e_input
     chosen = checked.chosen if checked is not None else None
     outcome = Outcome(
@@ -245,6 +251,7 @@ def build_outcome(
         total_passes=p.total_passes,
         total_refinements=p.total_refinements,
         ttl_remaining=p.ttl_remaining,
+        usage=context.usage,
         tool_calls=upstream.tool_calls(p),
         **{name: getattr(p, name) or None for name in upstream.ARTIFACT_FIELDS},
     )
@@ -264,10 +271,9 @@ def _stopped(phase_e_input: PhaseEInput, reason: AnswerReason) -> ExitReason:
 def answer_event(
     event: LoopExited, phase_e_input: PhaseEInput, answer: FinalAnswer, usage: Usage
 ) -> FinalAnswerReady:
-    """The run's ExecutionResult (FR-040): its status and degradation are the outcome's, to
-    which the run's token usage is added."""
-    outcome = outcome_of(answer.metadata).model_copy(update={"usage": usage})
-    answer = answer.model_copy(update={"metadata": as_metadata(outcome)})
+    """The run's ExecutionResult (FR-040): its status and degradation are the answer's outcome's
+    (which recorded the usage when it was made: `exit_context`)."""
+    outcome = outcome_of(answer.metadata)
     result = ExecutionResult(
         status=outcome.stopped,
         degraded=outcome.degraded,

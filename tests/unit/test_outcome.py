@@ -35,9 +35,10 @@ def test_why_it_stopped_and_what_was_got_are_two_fields() -> None:
     could tell which answered which question."""
     event = budget_spent_before_a_pass()
     e_input = phase_e.build_phase_e_input(event)
-    context = publish.exit_context(event)
+    usage = Usage(prompt_tokens=7)
+    context = publish.exit_context(event, usage)
     answer = publish.degraded_answer(e_input, AnswerReason.BUDGET_EXHAUSTED, context)
-    result = publish.answer_event(event, e_input, answer, Usage(prompt_tokens=7)).result
+    result = publish.answer_event(event, e_input, answer, usage).result
 
     outcome = result.outcome
     assert outcome.stopped is ExitReason.BUDGET_EXHAUSTED == result.status
