@@ -267,9 +267,26 @@ def ending(outcome: Outcome) -> list[Degradation]:
     if outcome.error:
         found.append(Degradation(code="error", line=f"error: {outcome.error}"))
     if outcome.missing_fields:
-        line = f"missing from the run: {', '.join(outcome.missing_fields)}"
-        found.append(Degradation(code="missing_fields", line=line))
+        missing = ", ".join(artifact_words(name) for name in outcome.missing_fields)
+        found.append(Degradation(code="missing_fields", line=f"missing from the run: {missing}"))
     return found
+
+
+#: Each of the run's artifacts (PhaseEInput's optional fields, FR-028) as a reader names it:
+#: the field names stay in the outcome's `missing_fields`, for machines.
+ARTIFACT_WORDS: dict[str, str] = {
+    "plan_state": "the plan",
+    "execution_results": "the steps' results",
+    "execution_passes": "the passes' records",
+    "convergence_assessment": "the last pass's assessment",
+    "semantic_validation": "the last pass's validation",
+    "task_profile": "the task's profile",
+}
+
+
+def artifact_words(name: str) -> str:
+    """An artifact's name in words; one this version does not know is shown as it is."""
+    return ARTIFACT_WORDS.get(name, name)
 
 
 def _verdict_word(check: CheckVerdict) -> str:

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from aeonloop.contracts import Usage
-from aeonloop.phases import phase_e, publish
+from aeonloop.phases import phase_e, publish, render, upstream
 from aeonloop.phases.events import ExecutionResult, LoopExited, RunState, utcnow
 from aeonloop.phases.models import AnswerReason, ExitReason, FinalAnswer
 from aeonloop.phases.outcome import SUMMARY, Outcome, as_metadata, outcome_of
@@ -112,3 +112,15 @@ def test_nothing_reads_the_answers_metadata_by_key_but_the_outcome() -> None:
             if BY_KEY.search(code) and "`" not in code:
                 readers.append(f"{path.relative_to(PACKAGE)}:{number}")
     assert readers == []
+
+
+def test_the_answer_names_what_is_missing_in_words_and_the_outcome_by_field() -> None:
+    """Issue 41 (finding 8): the answer listed `plan_state`, `execution_results` and the like;
+    a reader gets words, a machine the field names."""
+    assert set(render.ARTIFACT_WORDS) == set(upstream.ARTIFACT_FIELDS)
+    event = budget_spent_before_a_pass()
+    e_input = phase_e.build_phase_e_input(event)
+    answer = publish.degraded_answer(e_input, AnswerReason.BUDGET_EXHAUSTED)
+    assert "Missing from the run: the plan, the steps' results" in answer.answer_text
+    assert not any(name in answer.answer_text for name in upstream.ARTIFACT_FIELDS)
+    assert outcome_of(answer.metadata).missing_fields == list(upstream.ARTIFACT_FIELDS)

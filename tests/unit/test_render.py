@@ -152,7 +152,7 @@ def test_the_ending_of_a_host_made_answer_says_why_the_model_did_not_write_it() 
     assert render.ending_lines(ended("converged", metadata)) == [
         "the language model call failed",
         "error: LLMError: 503",
-        "missing from the run: task_profile",
+        "missing from the run: the task's profile",
     ]
     spent = render.ending_lines(ended("ttl_exhausted", {"reason": "ttl_exhausted"}))
     assert spent == [
