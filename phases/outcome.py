@@ -61,6 +61,8 @@ HOST_REASONS = frozenset(
         AnswerReason.BUDGET_EXHAUSTED,
     }
 )
+ANSWER_REASONS = frozenset(reason.value for reason in AnswerReason)
+EXIT_REASONS = frozenset(reason.value for reason in ExitReason)
 #: Keys `as_metadata` always writes, even when empty (FR-027 asks for the first of them).
 ALWAYS_WRITTEN = frozenset(
     {
@@ -264,15 +266,19 @@ def _derived(data: dict[str, Any]) -> dict[str, Any]:
     filled = dict(data)
     reason = filled.get("reason")
     if not isinstance(filled.get("degraded"), bool):  # degraded when its reason says so
-        filled["degraded"] = reason in set(AnswerReason) and reason != AnswerReason.CONVERGED
-    if reason not in set(AnswerReason):
+        filled["degraded"] = _one_of(reason, ANSWER_REASONS) and reason != AnswerReason.CONVERGED
+    if not _one_of(reason, ANSWER_REASONS):
         degraded = filled["degraded"]
         filled["reason"] = AnswerReason.NOT_CONVERGED if degraded else AnswerReason.CONVERGED
-    if filled.get("stopped") not in set(ExitReason):
+    if not _one_of(filled.get("stopped"), EXIT_REASONS):
         status = filled.get("convergence_status")
-        filled["stopped"] = status if status in set(ExitReason) else ExitReason.FAILED
+        filled["stopped"] = status if _one_of(status, EXIT_REASONS) else ExitReason.FAILED
     if not isinstance(filled.get("published"), str):
         answered_by = filled.get("answered_by")
         label = answered_by if isinstance(answered_by, str) else None
         filled["published"] = published_label(AnswerReason(filled["reason"]), label)
     return filled
+
+
+def _one_of(value: Any, names: frozenset[str]) -> bool:
+    return isinstance(value, str) and value in names

@@ -68,6 +68,7 @@ def test_metadata_of_another_version_is_read_as_far_as_it_goes() -> None:
         "answered_by": "refinement:2",
         "checks": [{"id": "r1", "verdict": "pass"}, {"claim": "not a check"}],
         "total_passes": "three",
+        "stopped": ["not", "a", "reason"],
     }
     outcome = outcome_of(older)
     assert outcome.stopped is ExitReason.STAGNATED
