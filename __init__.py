@@ -38,6 +38,7 @@ _PUBLIC: dict[str, str] = {
     "ExecutionResult": "aeonloop.phases.events",
     "FinalAnswer": "aeonloop.phases.models",
     "ExitReason": "aeonloop.phases.models",
+    "Outcome": "aeonloop.phases.outcome",
     "Usage": "aeonloop.contracts",
     # What a request carries, and a plan a person approves.
     "Rule": "aeonloop.phases.models",
@@ -77,6 +78,7 @@ __all__ = [
     "ExitReason",
     "FinalAnswer",
     "FinalAnswerReady",
+    "Outcome",
     "Plan",
     "Progress",
     "RequestSubmitted",
@@ -107,6 +109,7 @@ if TYPE_CHECKING:
     from aeonloop.gateway.progress import Progress
     from aeonloop.phases.events import ExecutionResult, FinalAnswerReady, RequestSubmitted
     from aeonloop.phases.models import ExitReason, FinalAnswer, Plan, Rule
+    from aeonloop.phases.outcome import Outcome
     from aeonloop.testing import AeonTestStack, ScriptedLLM
 
 

@@ -64,7 +64,7 @@ async def _runs(gateway: Any, pid: int, request: str, runs: int) -> dict[str, An
         started = time.perf_counter()
         result = await gateway.ask(request)
         walls.append(time.perf_counter() - started)
-        calls = result.final_answer.metadata.get("tool_calls", [])
+        calls = result.outcome.tool_calls
         if request == WITH_TOOL and [c["outcome"] for c in calls] != ["ok"]:
             raise RuntimeError(f"the tool run did not call its tool once: {calls}")
     return {

@@ -48,6 +48,7 @@ from aeonloop.gateway.validation import parse_rules
 from aeonloop.llm.factory import ready_adapter
 from aeonloop.phases.events import ExecutionResult
 from aeonloop.phases.models import ExitReason
+from aeonloop.phases.outcome import CheckVerdict
 from aeonloop.tools.toolbox import open_toolbox
 
 log = logging.getLogger("aeon.mcp")
@@ -77,20 +78,22 @@ class AskOutcome(BaseModel):
     failed_rules: list[dict[str, Any]] = Field(
         default_factory=list, description="the rules the answer did not meet, with the verdicts"
     )
-    checks: Any = Field(None, description="the checks the answer holds, as its metadata has them")
+    checks: list[CheckVerdict] | None = Field(
+        None, description="each check of the answer with its verdict on the published text"
+    )
     usage: Usage
 
 
 def outcome_of(correlation_id: str, result: ExecutionResult) -> AskOutcome:
-    """The structured content of `result`: what its answer's metadata says of rules and checks."""
-    metadata = result.final_answer.metadata
+    """The structured content of `result`: what its answer's outcome says of rules and checks."""
+    outcome = result.outcome
     return AskOutcome(
         correlation_id=correlation_id,
         status=result.status,
         degraded=result.degraded,
         total_passes=result.total_passes,
-        failed_rules=list(metadata.get("failed_rules") or []),
-        checks=metadata.get("checks"),
+        failed_rules=[finding.model_dump() for finding in outcome.failed_rules],
+        checks=outcome.checks or None,
         usage=result.usage,
     )
 

@@ -46,6 +46,7 @@ from aeonloop.phases.models import (
     TaskProfile,
     pass_cap,
 )
+from aeonloop.phases.outcome import Outcome, outcome_of
 
 DEFAULT_THRESHOLD = 0.8
 
@@ -323,6 +324,14 @@ class ExecutionResult(BaseModel):
     usage: Usage
     elapsed_seconds: float
     final_answer: FinalAnswer
+
+    @property
+    def outcome(self) -> Outcome:
+        """How the run ended, typed (phases.outcome): why it stopped, what was published, why it
+        is degraded, the checks with their verdicts, the usage; read from the answer's metadata,
+        where Phase E wrote it, with the status and degradation this result states."""
+        recorded = outcome_of(self.final_answer.metadata)
+        return recorded.model_copy(update={"stopped": self.status, "degraded": self.degraded})
 
 
 class FinalAnswerReady(Event):

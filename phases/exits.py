@@ -6,7 +6,7 @@ One model, decided here and nowhere else (docs/run-lifecycle.md, "How a run ends
   `ExecutionResult.status`. The phases and the worker ask the functions below, which return an
   `Exit` (the reason, and a detail an operator can check) or None to go on, and make the event
   with `loop_exited`, the one constructor of a LoopExited.
-- `AnswerReason` (phases.models) is what the answer is, `metadata["reason"]`: derived from the
+- `AnswerReason` (phases.models) is what the answer is, `Outcome.reason`: derived from the
   exit, the data the run left and what Phase E could do with it (`answer_reason`,
   `synthesis_failure`).
 
@@ -316,7 +316,7 @@ def synthesis_stopped(error: LLMUnreachable | RunStopped) -> AnswerReason:
 
 def answered_status(loop_exit: ExitReason, answered: str) -> ExitReason:
     """The answer's `ExecutionResult.status`, given why the loop ended and what the answer is
-    (its `metadata["reason"]`): the loop's exit, except for a run cancelled after the loop
+    (its `Outcome.reason`): the loop's exit, except for a run cancelled after the loop
     ended but before its answer was written, which is answered `cancelled` as any cancelled
     run is, so its status and its reason never disagree."""
     if answered == AnswerReason.CANCELLED:

@@ -508,8 +508,8 @@ class ExitReason(StrEnum):
 
 
 class AnswerReason(StrEnum):
-    """`metadata["reason"]`: what the answer is, derived from the exit and from what Phase E
-    could do with the run (phases.exits). For machines: CLI exit codes, alerts."""
+    """`Outcome.reason` (phases.outcome): what the answer is, derived from the exit and from
+    what Phase E could do with the run (phases.exits). For machines: CLI exit codes, alerts."""
 
     # The model wrote the answer.
     CONVERGED = "converged"  # not degraded: the loop converged with its data complete

@@ -6,9 +6,9 @@ run step of the HTTP API, a degraded answer, and the CLI's output. So each has i
 once. The gateway imports this module; nothing here imports the gateway (layers point one way:
 gateway → phases).
 
-Texts about how a run ended are made from what its answer records (`ExecutionResult.status` and
-`FinalAnswer.metadata`), not from the run: a reader of an answer has only that, perhaps from
-another version of the workers, so those renderers read it defensively.
+Texts about how a run ended are made from its `Outcome` (phases.outcome), which every reader
+gets from the answer's metadata through `outcome_of`, not from the run: a reader of an answer
+has only that, perhaps from another version of the workers.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from aeonloop.phases.models import (
     RuleFinding,
     TaskProfile,
 )
+from aeonloop.phases.outcome import CheckVerdict, Degradation, Outcome
 
 # ---------------------------------------------------------------------------------------------
 # The task profile.
@@ -231,108 +232,138 @@ def answer_words(reason: str) -> str:
     return ANSWER_WORDS.get(reason, reason or UNSAID)
 
 
-def ending_lines(status: str, metadata: Mapping[str, Any]) -> list[str]:
-    """How the run ended and what failed, one plain line each, from its answer's status and
-    metadata: the exit in words (unless the loop converged), why the answer is what it is
-    (unless the first line said it), the exit's detail, each rule that did not hold in the
-    last pass (id and message), the error, and what is missing from the run."""
-    lines = []
+def ending(outcome: Outcome) -> list[Degradation]:
+    """How the run ended and what failed, one coded line each: the exit in words (unless the
+    loop converged), why the answer is what it is (unless the first line said it), the exit's
+    detail, each check of the answer that did not hold (else each rule that did not hold in the
+    last pass), the error, and what is missing from the run."""
+    found: list[Degradation] = []
+    status = outcome.convergence_status or outcome.stopped
     if status and status != ExitReason.CONVERGED:
-        lines.append(f"the loop exited early, before converging: {exit_words(status)}")
-    reason = str(metadata.get("reason") or "")
-    said = (reason == AnswerReason.NOT_CONVERGED and lines) or (
+        line = f"the loop exited early, before converging: {exit_words(status)}"
+        found.append(Degradation(code=f"exit:{status}", line=line))
+    reason = outcome.reason
+    said = (reason == AnswerReason.NOT_CONVERGED and found) or (
         reason == AnswerReason.TTL_EXHAUSTED and status == ExitReason.TTL_EXHAUSTED
     )
     if reason != AnswerReason.CONVERGED and not said:
-        lines.append(answer_words(reason))
-    detail = metadata.get("exit_detail")
-    if isinstance(detail, str) and detail:
-        lines.append(f"why: {detail}")
-    checks = checks_of(metadata)
-    if checks:  # what the published answer held, which is what the reader gets
-        lines += [check_line(check) for check in checks if not _held(check)]
-        lines += [never_held_line(rule_id) for rule_id in _never_held(metadata)]
-    else:
-        lines += [
-            failed_rule_line(finding) for finding in findings_of(metadata.get("failed_rules"))
+        found.append(Degradation(code=f"reason:{reason}", line=answer_words(reason)))
+    if outcome.exit_detail:
+        found.append(Degradation(code="exit_detail", line=f"why: {outcome.exit_detail}"))
+    if outcome.checks:  # what the published answer held, which is what the reader gets
+        found += [
+            Degradation(code=f"check_{_verdict_word(c)}:{c.id}", line=check_line(c))
+            for c in outcome.checks_not_held
         ]
-    if metadata.get("error"):
-        lines.append(f"error: {metadata['error']}")
-    missing = metadata.get("missing_fields")
-    if isinstance(missing, list) and missing:
-        lines.append(f"missing from the run: {', '.join(map(str, missing))}")
-    return lines
+        found += [
+            Degradation(code=f"check_never_held:{rule_id}", line=never_held_line(rule_id))
+            for rule_id in outcome.checks_never_held
+        ]
+    else:
+        found += [
+            Degradation(code=f"rule_{_finding_word(f)}:{f.id}", line=failed_rule_line(f))
+            for f in outcome.failed_rules
+        ]
+    if outcome.error:
+        found.append(Degradation(code="error", line=f"error: {outcome.error}"))
+    if outcome.missing_fields:
+        missing = ", ".join(artifact_words(name) for name in outcome.missing_fields)
+        found.append(Degradation(code="missing_fields", line=f"missing from the run: {missing}"))
+    return found
 
 
-def degraded_because(status: str, degraded: bool, metadata: Mapping[str, Any]) -> list[str]:
-    """Why an answer is degraded, one plain line each (empty when it is not), so no reader has
-    to know the reason codes: how the run ended and what failed, then the run's notes."""
-    if not degraded:
+#: Each of the run's artifacts (PhaseEInput's optional fields, FR-028) as a reader names it:
+#: the field names stay in the outcome's `missing_fields`, for machines.
+ARTIFACT_WORDS: dict[str, str] = {
+    "plan_state": "the plan",
+    "execution_results": "the steps' results",
+    "execution_passes": "the passes' records",
+    "convergence_assessment": "the last pass's assessment",
+    "semantic_validation": "the last pass's validation",
+    "task_profile": "the task's profile",
+}
+
+
+def artifact_words(name: str) -> str:
+    """An artifact's name in words; one this version does not know is shown as it is."""
+    return ARTIFACT_WORDS.get(name, name)
+
+
+def _verdict_word(check: CheckVerdict) -> str:
+    return "failed" if check.verdict == "fail" else "warned"
+
+
+def _finding_word(finding: RuleFinding) -> str:
+    return "failed" if finding.severity == "fail" else "warned"
+
+
+def ending_lines(outcome: Outcome) -> list[str]:
+    """`ending`, the lines alone."""
+    return [found.line for found in ending(outcome)]
+
+
+def degradations(outcome: Outcome) -> list[Degradation]:
+    """Why an answer is degraded (empty when it is not), coded, so no reader has to know the
+    reason codes: how the run ended and what failed, then the run's notes."""
+    if not outcome.degraded:
         return []
-    lines = ending_lines(status, metadata) or [UNSAID]
-    notes = metadata.get("run_notes")
-    if isinstance(notes, list):
-        lines += [str(note) for note in notes]
-    return lines
+    notes = [Degradation(code="note", line=note) for note in outcome.run_notes]
+    return [*ending(outcome), *notes]
+
+
+def degraded_because(outcome: Outcome) -> list[str]:
+    """The lines of why an answer is degraded, as its outcome records them, or as they follow
+    from it for an answer of a version that did not record them (empty when it is not; UNSAID
+    when it says it is, but nothing says why)."""
+    if not outcome.degraded:
+        return []
+    found = outcome.degraded_because or degradations(outcome)
+    return [each.line for each in found] or [UNSAID]
 
 
 # ---------------------------------------------------------------------------------------------
-# The checks of the answer (phases.verification), as its metadata records them.
+# The checks of the answer (phases.verification), as its outcome records them.
 # ---------------------------------------------------------------------------------------------
 
-#: What each candidate the answer may be is called: `metadata["answered_by"]`.
+#: What each candidate the answer may be is called: `Outcome.published`.
 ANSWERED_BY_WORDS: dict[str, str] = {
     "draft": "the plain draft (one call)",
     "answer": "the answer synthesised from the loop's work",
+    "summary": "the host's summary of the run",
 }
 
 
 def answered_by_words(label: str) -> str:
-    """`draft`, `answer` or `refinement:<round>` in words."""
+    """`draft`, `answer`, `refinement:<round>` or `summary` in words."""
     if label.startswith("refinement:"):
         return f"the answer as refined in round {label.partition(':')[2]}"
     return ANSWERED_BY_WORDS.get(label, label)
 
 
-def checks_of(metadata: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The checks an answer records (`metadata["checks"]`); an entry of another shape is left
-    out."""
-    value = metadata.get("checks")
-    items = value if isinstance(value, list) else []
-    return [item for item in items if isinstance(item, Mapping) and item.get("id")]
-
-
-def _held(check: Mapping[str, Any]) -> bool:
-    return check.get("verdict") in ("pass", "skipped")
-
-
-def check_name(check: Mapping[str, Any]) -> str:
+def check_name(check: CheckVerdict) -> str:
     """A check's rule id, and that the request implied it when it did: `request.bullets (from
     the request)`."""
-    origin = " (from the request)" if check.get("origin") == "request" else ""
-    return f"{check.get('id')}{origin}"
+    origin = " (from the request)" if check.origin == "request" else ""
+    return f"{check.id}{origin}"
 
 
-def check_line(check: Mapping[str, Any]) -> str:
+def check_line(check: CheckVerdict) -> str:
     """A check that did not hold on the answer: `check request.bullets (from the request) did
     not hold: exactly 3 bullet points: found 5`."""
-    what = "did not hold" if check.get("verdict") == "fail" else "warns"
-    about = ": ".join(
-        str(part) for part in (check.get("description"), check.get("details")) if part
-    )
+    what = "did not hold" if check.verdict == "fail" else "warns"
+    about = ": ".join(part for part in (check.description, check.details) if part)
     return f"check {check_name(check)} {what}" + (f": {about}" if about else "")
 
 
-def checks_line(metadata: Mapping[str, Any]) -> str:
+def checks_line(outcome: Outcome) -> str:
     """How the answer fared, in one line: `2 of 3 check(s) held; answered by the answer as
     refined in round 1`; empty when the answer records no checks."""
-    checks = checks_of(metadata)
-    if not checks:  # nothing was checked: which candidate it is says nothing
+    if not outcome.checks:  # nothing was checked: which candidate it is says nothing
         return ""
-    label = metadata.get("answered_by")
-    by = f"answered by {answered_by_words(label)}" if isinstance(label, str) and label else ""
-    ran = [check for check in checks if check.get("verdict") != "skipped"]
-    held = f"{sum(1 for c in ran if _held(c))} of {len(ran)} check(s) held"
+    label = outcome.answered_by
+    by = f"answered by {answered_by_words(label)}" if label else ""
+    ran = [check for check in outcome.checks if check.verdict != "skipped"]
+    held = f"{sum(1 for c in ran if c.held)} of {len(ran)} check(s) held"
     return "; ".join(part for part in (held, by) if part)
 
 
@@ -345,19 +376,9 @@ def never_held_line(rule_id: str) -> str:
     )
 
 
-def _never_held(metadata: Mapping[str, Any]) -> list[str]:
-    value = metadata.get("checks_never_held")
-    return [str(item) for item in value] if isinstance(value, list) else []
-
-
-def checks_held(metadata: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The checks that held on the answer (a skipped one says nothing, and is left out)."""
-    return [check for check in checks_of(metadata) if check.get("verdict") == "pass"]
-
-
-def checks_not_held(metadata: Mapping[str, Any]) -> list[str]:
+def checks_not_held(outcome: Outcome) -> list[str]:
     """Each check that did not hold on the answer (failed or warned), one line each."""
-    return [check_line(check) for check in checks_of(metadata) if not _held(check)]
+    return [check_line(check) for check in outcome.checks_not_held]
 
 
 def prepared_lines(rules: Iterable[Rule], prepared: Mapping[str, list[Any]]) -> list[str]:
@@ -373,9 +394,9 @@ def prepared_lines(rules: Iterable[Rule], prepared: Mapping[str, list[Any]]) -> 
     return lines
 
 
-def check_held_line(check: Mapping[str, Any]) -> str:
+def check_held_line(check: CheckVerdict) -> str:
     """A check that held on the answer: `check request.bullets (from the request) held: …`."""
-    return f"check {check_name(check)} held: {check.get('description') or ''}".rstrip(": ")
+    return f"check {check_name(check)} held: {check.description}".rstrip(": ")
 
 
 def findings_of(value: Any) -> list[RuleFinding]:

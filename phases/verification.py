@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from aeonloop.bus.keys import memo_scope
 from aeonloop.checks import vocabulary
@@ -269,7 +269,7 @@ class Candidate:
 
     @property
     def label(self) -> str:
-        """What `metadata["answered_by"]` says: draft, answer or refinement:<round>."""
+        """What `Outcome.answered_by` says (phases.outcome): draft, answer or refinement:<round>."""
         return f"refinement:{self.round}" if self.source == "refinement" else self.source
 
 
@@ -375,19 +375,6 @@ class Verified:
         """A fail-severity check does not hold on the published text."""
         return not all_hold(self.chosen.evaluation)
 
-    def metadata(self) -> dict[str, Any]:
-        """The answer's `answered_by`, `checks` (each with its verdict on the published text),
-        each candidate's tally, and the checks no candidate held, if any."""
-        data: dict[str, Any] = {
-            "answered_by": self.chosen.label,
-            "checks": checks_metadata(self.rules, self.chosen.evaluation),
-            "candidates": [{"answered_by": c.label, "held": c.held} for c in self.candidates],
-        }
-        never = never_held(self.rules, self.candidates)
-        if never:
-            data["checks_never_held"] = never
-        return data
-
 
 async def draft_only(run: RunState, draft_text: str, settings: LoopSettings) -> Verified:
     """The draft of a run that ended at Phase A on it (phases.exits.draft_suffices), checked."""
@@ -445,23 +432,6 @@ def never_held(rules: Sequence[Rule], candidates: Sequence[Candidate]) -> list[s
         return []
     failed_everywhere = set.intersection(*({f.id for f in c.evaluation.failed} for c in candidates))
     return [rule.id for rule in fail_rules(rules) if rule.id in failed_everywhere]
-
-
-def checks_metadata(rules: Sequence[Rule], judged: Evaluation) -> list[dict[str, Any]]:
-    """`metadata["checks"]`: each rule with its verdict on the published text, in rule order."""
-    results = {result.id: result for result in judged.rule_results}
-    return [
-        {
-            "id": rule.id,
-            "origin": rule.origin,
-            "severity": rule.severity,
-            "description": rule.description or rule.check_text(),
-            "verdict": results[rule.id].verdict,
-            "details": results[rule.id].details,
-        }
-        for rule in rules
-        if rule.id in results
-    ]
 
 
 def on_material(prepared: dict[str, list[Check]]) -> dict[str, list[Check]]:

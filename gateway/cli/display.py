@@ -3,7 +3,8 @@
 Both take the ExecutionResult as plain data (`model_dump(mode="json")`) or None, and return the
 text to print: pure functions, so the CLI only prints and the tests only compare strings. They
 read the data defensively (a result fetched from an older or newer worker may lack a key) and
-never raise on a missing or partial answer (FR-046).
+never raise on a missing or partial answer (FR-046); the answer's metadata is read as its
+`Outcome` (phases.outcome.outcome_of), never by key.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from aeonloop.phases import render
 from aeonloop.phases.events import WebhookSettled
 from aeonloop.phases.models import FinalAnswer
+from aeonloop.phases.outcome import Outcome, outcome_of
 
 NO_ANSWER = "No final answer available"
 #: FR-044's warning for `ttl_exhausted`, named as the pass budget: not the request's timeout.
@@ -45,13 +47,13 @@ def render_human(result: Mapping[str, Any] | None, *, written: bool = False) -> 
     because = degraded_because(result or {}, answer)
     if because:
         lines += ["Degraded because:", *(f"  - {line}" for line in because)]
-    metadata = _metadata(answer)
-    checks = render.checks_line(metadata)
+    outcome = _outcome(answer) or outcome_of({})
+    checks = render.checks_line(outcome)
     if checks:  # a degraded answer's lines above name the checks that did not hold already
         lines.append(f"Checks: {checks}")
-        lines += [f"  - {render.check_held_line(c)}" for c in render.checks_held(metadata)]
+        lines += [f"  - {render.check_held_line(c)}" for c in outcome.checks_held]
         if not because:
-            lines += [f"  - {line}" for line in render.checks_not_held(metadata)]
+            lines += [f"  - {line}" for line in render.checks_not_held(outcome)]
     summary = metadata_summary(result or {}, answer)
     if summary:
         lines.append(f"Metadata: {summary}")
@@ -93,17 +95,18 @@ def metadata_summary(result: Mapping[str, Any], answer: Mapping[str, Any]) -> st
 
     The raw upstream artifacts in the answer's metadata stay out of it; `--json` shows them.
     """
-    metadata = _metadata(answer)
+    outcome = _outcome(answer)
+    usage = outcome.usage if outcome is not None else None
     parts = [
-        _pair("status", _first(result.get("status"), metadata.get("convergence_status"))),
-        _pair("passes", _first(result.get("total_passes"), metadata.get("total_passes"))),
+        _pair("status", _first(result.get("status"), outcome and outcome.stopped)),
+        _pair("passes", _first(result.get("total_passes"), outcome and outcome.total_passes)),
         _pair(
             "refinement actions",
-            _first(result.get("total_refinements"), metadata.get("total_refinements")),
+            _first(result.get("total_refinements"), outcome and outcome.total_refinements),
         ),
-        _pair("degraded", _degraded(result, metadata)),
-        _pair("missing", ", ".join(map(str, metadata.get("missing_fields") or [])) or None),
-        _pair("tokens", _tokens(result.get("usage") or metadata.get("usage"))),
+        _pair("degraded", _degraded(result, outcome)),
+        _pair("missing", ", ".join(outcome.missing_fields) or None if outcome else None),
+        _pair("tokens", _tokens(result.get("usage") or (usage and usage.model_dump()))),
         _pair("elapsed", _seconds(result.get("elapsed_seconds"))),
     ]
     return "; ".join(part for part in parts if part)
@@ -111,15 +114,15 @@ def metadata_summary(result: Mapping[str, Any], answer: Mapping[str, Any]) -> st
 
 def degraded_because(result: Mapping[str, Any], answer: Mapping[str, Any]) -> list[str]:
     """Why the answer is degraded, one plain line each (phases.render); empty when it is not."""
-    metadata = _metadata(answer)
-    degraded = _first(result.get("degraded"), metadata.get("degraded"))
-    status = _first(result.get("status"), metadata.get("convergence_status"))
-    return render.degraded_because(str(status or ""), degraded is True, metadata)
+    outcome = _outcome(answer) or outcome_of({})
+    degraded = _first(result.get("degraded"), outcome.degraded) is True
+    return render.degraded_because(outcome.model_copy(update={"degraded": degraded}))
 
 
-def _metadata(answer: Mapping[str, Any]) -> Mapping[str, Any]:
+def _outcome(answer: Mapping[str, Any]) -> Outcome | None:
+    """The answer's outcome; None when its metadata records nothing (another version's)."""
     metadata = answer.get("metadata")
-    return metadata if isinstance(metadata, Mapping) else {}
+    return outcome_of(metadata) if isinstance(metadata, Mapping) and metadata else None
 
 
 def _final_answer(result: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -127,14 +130,13 @@ def _final_answer(result: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     return answer if isinstance(answer, Mapping) else None
 
 
-def _degraded(result: Mapping[str, Any], metadata: Mapping[str, Any]) -> str | None:
-    degraded = _first(result.get("degraded"), metadata.get("degraded"))
+def _degraded(result: Mapping[str, Any], outcome: Outcome | None) -> str | None:
+    degraded = _first(result.get("degraded"), outcome and outcome.degraded)
     if degraded is None:
         return None
     if not degraded:
         return "no"
-    reason = metadata.get("reason")
-    return f"yes ({reason})" if reason else "yes"
+    return f"yes ({outcome.reason})" if outcome is not None else "yes"
 
 
 def _tokens(usage: Any) -> str | None:

@@ -251,7 +251,7 @@ class Run(BaseModel):
         description="each check of the answer that did not hold on it, degraded or not, one "
         "plain line each: its rule id (and `(from the request)` for a constraint the request "
         "stated), what it asks, and what it found; every check with its verdict is in "
-        "`result.final_answer.metadata.checks`",
+        "`result.final_answer.metadata.checks` (the run's outcome, docs/run-lifecycle.md)",
     )
     progress: Progress | None = None
     plan: Plan | None = Field(None, description="the plan awaiting approval, when it is")

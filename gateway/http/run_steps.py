@@ -431,14 +431,13 @@ def _exit_of_loop(event: LoopExited) -> Step:
 
 
 def _exit_of_answer(answer: ExecutionResult) -> Step:
-    detail = answer.final_answer.metadata.get("exit_detail", "")
     return Step(
         "exit",
         0,
         {
             "reason": answer.status,
             "words": render.exit_words(answer.status),
-            "detail": detail if isinstance(detail, str) else "",
+            "detail": answer.outcome.exit_detail,
             "passes": answer.total_passes,
             "ttl_remaining": answer.ttl_remaining,
             "refinements": answer.total_refinements,
@@ -464,22 +463,21 @@ def answer_data(answer: ExecutionResult) -> dict[str, Any]:
     plain line each, so no reader has to know the reason codes; and, for an answer that was
     checked, `checks` (how many held, and which candidate it is) and `checks_not_held` (one line
     each)."""
-    metadata = answer.final_answer.metadata
+    outcome = answer.outcome
     return {
         **answer.model_dump(mode="json"),
         "degraded_because": degraded_because(answer),
-        "checks": render.checks_line(metadata),
-        "checks_not_held": render.checks_not_held(metadata),
+        "checks": render.checks_line(outcome),
+        "checks_not_held": render.checks_not_held(outcome),
     }
 
 
 def degraded_because(answer: ExecutionResult) -> list[str]:
     """Plain lines saying why `answer` is degraded, the failed rules and the exit in words
     among them (phases.render, as the answer's text and the CLI say it); empty when it is not."""
-    metadata = answer.final_answer.metadata
-    return render.degraded_because(answer.status, answer.degraded, metadata)
+    return render.degraded_because(answer.outcome)
 
 
 def checks_not_held(answer: ExecutionResult) -> list[str]:
     """Each check of the answer that did not hold on it, one plain line each (phases.render)."""
-    return render.checks_not_held(answer.final_answer.metadata)
+    return render.checks_not_held(answer.outcome)

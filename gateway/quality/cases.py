@@ -232,7 +232,7 @@ def flips(plain: Take, other: Take) -> list[str]:
 def agreement(take: Take) -> dict[str, Any]:
     """How far the checks PREPARE made from rules in words agree with the case's own checks on
     the same text. The answer lists each rule with its verdict by the run's checks
-    (`metadata["checks"]`); a rule PREPARE made no check for is counted apart (unchecked), as
+    (`Outcome.checks`); a rule PREPARE made no check for is counted apart (unchecked), as
     are the rules PREPARE made from the request itself (origin "request")."""
     by_rule = {check["id"]: check for check in take.get("checks") or []}
     agreed, disagreed, unchecked = [], [], []

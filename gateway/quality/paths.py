@@ -176,7 +176,7 @@ async def aeon_take(
         "degraded": result.degraded,
         # Each rule of the run with its verdict by the run's own checks on the published text:
         # with rules in words, the checks PREPARE made.
-        "checks": list(result.final_answer.metadata.get("checks") or []),
+        "checks": [verdict.model_dump(mode="json") for verdict in result.outcome.checks],
     }
 
 

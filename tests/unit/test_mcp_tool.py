@@ -72,7 +72,16 @@ def result_with(metadata: dict) -> ExecutionResult:
 
 def test_the_structured_content_is_what_the_answers_metadata_says() -> None:
     failed = [{"id": "cites", "severity": "fail", "message": "no citation"}]
-    checks = [{"claim": "tides follow the moon", "verdict": "supported"}]
+    checks = [
+        {
+            "id": "request.words",
+            "origin": "request",
+            "severity": "fail",
+            "description": "at most 50 words",
+            "verdict": "fail",
+            "details": "found 70",
+        }
+    ]
     outcome = outcome_of("c" * 32, result_with({"failed_rules": failed, "checks": checks}))
     assert outcome.model_dump(mode="json") == {
         "correlation_id": "c" * 32,

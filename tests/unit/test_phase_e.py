@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aeonloop.phases.models import FinalAnswer, PhaseEInput
-from aeonloop.phases.phase_e import ARTIFACT_FIELDS, execute_phase_e
+from aeonloop.phases.phase_e import execute_phase_e
+from aeonloop.phases.upstream import ARTIFACT_FIELDS
 from aeonloop.prompts.registry import PromptId
 
 SYNTHESIS = PromptId.ANSWER_SYNTHESIS_USER

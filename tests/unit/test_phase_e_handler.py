@@ -17,7 +17,7 @@ import pytest
 from aeonloop.contracts import Usage
 from aeonloop.llm.base import LLMError
 from aeonloop.llm.offline import OfflineLLM
-from aeonloop.phases import phase_e
+from aeonloop.phases import phase_e, publish, upstream
 from aeonloop.phases.events import FinalAnswerReady, LoopExited, RunState, derived_id, utcnow
 from aeonloop.phases.models import (
     AnswerReason,
@@ -245,7 +245,7 @@ async def test_a_failing_degraded_builder_still_gives_a_minimal_answer(
     def broken(_: PhaseEInput) -> str:
         raise ValueError("summary bug")
 
-    monkeypatch.setattr(phase_e, "available_data", broken)
+    monkeypatch.setattr(upstream, "available_data", broken)
     h = harness({SYNTHESIS: LLMError("down")})
     answer = await execute_phase_e(full_input(), h.llm, h.deps.registry)
     assert_well_formed(answer)
@@ -346,7 +346,7 @@ def test_input_of_a_run_without_passes() -> None:
 
 def test_the_model_is_shown_the_last_pass_score() -> None:
     data = full_input(execution_passes=[{"score": 0.5}, {"score": 0.875}])
-    synthesis = phase_e.synthesis_input(data)
+    synthesis = upstream.synthesis_input(data)
     assert synthesis.last_pass_score == 0.875
     prompt = PromptRegistry().get_prompt(SYNTHESIS, synthesis)
     assert "The last pass scored 0.875" in prompt
@@ -365,7 +365,7 @@ def test_the_model_is_shown_the_last_pass_score() -> None:
     ],
 )
 def test_last_pass_score_reads_the_records_defensively(passes: Any, score: float) -> None:
-    assert phase_e.last_pass_score(full_input(execution_passes=passes)) == score
+    assert upstream.last_pass_score(full_input(execution_passes=passes)) == score
 
 
 async def test_offline_confidence_is_the_runs_score_not_a_placeholder() -> None:
@@ -384,7 +384,7 @@ def test_input_of_a_lost_run_keeps_what_the_event_knows() -> None:
         "failed",
         0,
     )
-    assert all(getattr(data, name) is None for name in phase_e.ARTIFACT_FIELDS)
+    assert all(getattr(data, name) is None for name in upstream.ARTIFACT_FIELDS)
     assert build_phase_e_input(exited("failed", run=None, request="")).request == LOST_REQUEST
 
 
@@ -394,7 +394,7 @@ async def test_lost_run_with_its_request_is_still_answered_by_the_model(harness)
     answer = await execute_phase_e(data, h.llm, h.deps.registry)
     assert_well_formed(answer)
     assert answer.metadata["reason"] == "no_passes"
-    assert answer.metadata["missing_fields"] == list(phase_e.ARTIFACT_FIELDS)
+    assert answer.metadata["missing_fields"] == list(upstream.ARTIFACT_FIELDS)
     assert answer.ttl_exhausted is None
 
 
@@ -510,13 +510,13 @@ async def test_fallback_and_synthesis_failures_share_one_degraded_builder(
     harness, monkeypatch
 ) -> None:
     built: list[AnswerReason] = []
-    real = phase_e.degraded_answer
+    real = publish.degraded_answer
 
     def spy(data: PhaseEInput, reason: AnswerReason, *args: Any) -> FinalAnswer:
         built.append(reason)
         return real(data, reason, *args)
 
-    monkeypatch.setattr(phase_e, "degraded_answer", spy)
+    monkeypatch.setattr(publish, "degraded_answer", spy)
     h = harness({SYNTHESIS: LLMError("down")})
     await execute_phase_e(full_input(), h.llm, h.deps.registry)
     phase_e.fallback_answer(exited(run=a_run()), "gave up")

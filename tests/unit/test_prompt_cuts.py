@@ -4,7 +4,7 @@ there once."""
 from __future__ import annotations
 
 from aeonloop.phases import phase_c
-from aeonloop.phases.phase_e import synthesis_input
+from aeonloop.phases.upstream import synthesis_input
 from aeonloop.prompts.registry import GOAL_AS_REQUEST, PromptId, PromptRegistry, goal_text
 from tests.unit.test_phase_e import PLAN_STATE, phase_e_input
 

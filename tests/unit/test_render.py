@@ -8,7 +8,7 @@ from aeonloop.contracts import Usage
 from aeonloop.gateway.cli.display import render_human
 from aeonloop.gateway.http.run_steps import degraded_because as http_degraded_because
 from aeonloop.gateway.progress import progress_of
-from aeonloop.phases import phase_e, render
+from aeonloop.phases import render, upstream
 from aeonloop.phases.events import ExecutionResult, PassCompleted, RunState, utcnow
 from aeonloop.phases.models import (
     AnswerReason,
@@ -22,6 +22,7 @@ from aeonloop.phases.models import (
     TaskProfile,
     ValidationIssue,
 )
+from aeonloop.phases.outcome import Outcome, outcome_of
 
 
 def a_pass() -> ExecutionPass:
@@ -107,7 +108,7 @@ def test_a_pass_reads_the_same_in_progress_and_in_a_degraded_answer() -> None:
     )
     (progress,) = progress_of(completed)
     assert progress.line == f"C  {render.pass_line(record)}"
-    summary = phase_e.passes_summary([record.model_dump(mode="json")])
+    summary = upstream.passes_summary([record.model_dump(mode="json")])
     assert summary == f"- {render.pass_line(record)}"
 
 
@@ -122,6 +123,11 @@ def test_every_reason_has_words() -> None:
     assert render.answer_words("") == render.UNSAID
 
 
+def ended(status: str, metadata: dict) -> Outcome:
+    """The outcome an answer of a run that ended `status` records in `metadata`."""
+    return outcome_of({**metadata, "convergence_status": status})
+
+
 FAILED = {"id": "no-tbd", "severity": "fail", "message": "leaves no TBD: /TBD/ found: 'TBD'"}
 WARNED = {"id": "cites", "severity": "warn", "message": "cites a source: not found"}
 
@@ -133,7 +139,7 @@ def test_the_ending_names_the_exit_in_words_and_each_rule_that_failed() -> None:
         "failed_rules": [FAILED, {"id": "odd"}, "not a finding", WARNED],
         "missing_fields": [],
     }
-    assert render.ending_lines("stagnated", metadata) == [
+    assert render.ending_lines(ended("stagnated", metadata)) == [
         "the loop exited early, before converging: stopped improving",
         "why: the score stopped moving",
         "failed rule no-tbd: leaves no TBD: /TBD/ found: 'TBD'",
@@ -143,17 +149,17 @@ def test_the_ending_names_the_exit_in_words_and_each_rule_that_failed() -> None:
 
 def test_the_ending_of_a_host_made_answer_says_why_the_model_did_not_write_it() -> None:
     metadata = {"reason": "llm_error", "error": "LLMError: 503", "missing_fields": ["task_profile"]}
-    assert render.ending_lines("converged", metadata) == [
+    assert render.ending_lines(ended("converged", metadata)) == [
         "the language model call failed",
         "error: LLMError: 503",
-        "missing from the run: task_profile",
+        "missing from the run: the task's profile",
     ]
-    spent = render.ending_lines("ttl_exhausted", {"reason": "ttl_exhausted"})
+    spent = render.ending_lines(ended("ttl_exhausted", {"reason": "ttl_exhausted"}))
     assert spent == [
         "the loop exited early, before converging: TTL exhausted, every pass of the budget used"
     ]
     # The budget ran out on a pass that ended the loop for another reason: both are said.
-    assert render.ending_lines("max_passes", {"reason": "ttl_exhausted"}) == [
+    assert render.ending_lines(ended("max_passes", {"reason": "ttl_exhausted"})) == [
         "the loop exited early, before converging: reached AEON_MAX_PASSES",
         render.ANSWER_WORDS[AnswerReason.TTL_EXHAUSTED],
     ]
@@ -161,12 +167,23 @@ def test_the_ending_of_a_host_made_answer_says_why_the_model_did_not_write_it() 
 
 def test_degraded_because_is_the_ending_and_the_notes_and_nothing_when_not_degraded() -> None:
     metadata = {"reason": "not_converged", "failed_rules": [FAILED], "run_notes": ["a note"]}
-    assert render.degraded_because("stagnated", False, metadata) == []
-    assert render.degraded_because("stagnated", True, metadata) == [
-        *render.ending_lines("stagnated", metadata),
+    assert render.degraded_because(ended("stagnated", {**metadata, "degraded": False})) == []
+    assert render.degraded_because(ended("stagnated", {**metadata, "degraded": True})) == [
+        *render.ending_lines(ended("stagnated", metadata)),
         "a note",
     ]
-    assert render.degraded_because("converged", True, {}) == [render.UNSAID]
+    unsaid = ended("converged", {"degraded": True, "reason": "converged"})
+    assert render.degraded_because(unsaid) == [render.UNSAID]
+
+
+def test_why_an_answer_is_degraded_is_coded_a_line_each() -> None:
+    """Each line of why an answer is degraded has a stable code a machine can match."""
+    outcome = ended("stagnated", {"reason": "not_converged", "failed_rules": [FAILED, WARNED]})
+    assert [(found.code, found.line) for found in render.degradations(outcome)] == [
+        ("exit:stagnated", "the loop exited early, before converging: stopped improving"),
+        ("rule_failed:no-tbd", "failed rule no-tbd: leaves no TBD: /TBD/ found: 'TBD'"),
+        ("rule_warned:cites", "warning from rule cites: cites a source: not found"),
+    ]
 
 
 def test_the_answer_the_cli_and_the_http_api_say_the_same() -> None:

@@ -280,7 +280,7 @@ def test_degraded_reasons_are_plain_lines_without_repeats() -> None:
         "why: pass 2 changed nothing",
         "failed rule no-tbd: no TBD left: /TBD/ found",
         "warning from rule cites: cite a source: not found",
-        "missing from the run: semantic_validation",
+        "missing from the run: the last pass's validation",
         "the plan was refined once",
     ]
     failed = degraded_because(_answer("converged", degraded=True, reason="llm_error", error="503"))

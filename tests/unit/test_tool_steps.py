@@ -288,15 +288,17 @@ def test_the_offline_model_plans_no_tool_a_request_does_not_name() -> None:
 async def test_the_answers_metadata_lists_every_tool_call_with_its_pass(
     harness, replies, make_plan_ready
 ) -> None:
-    from aeonloop.phases import phase_e
+    from aeonloop.phases import phase_e, publish
+    from aeonloop.phases.models import AnswerReason
+    from aeonloop.phases.outcome import as_metadata
 
     h = harness(script(replies))
     h.deps.tools = RecordingToolbox()
     event = with_steps(make_plan_ready(), tool_step("t1", "add", {"a": 2, "b": 3}))
     (exited,) = await phase_c.handle(event, h.deps)
     e_input = phase_e.build_phase_e_input(exited)
-    metadata = phase_e.build_metadata(e_input, phase_e.AnswerReason.CONVERGED)
-    (call,) = metadata["tool_calls"]
+    outcome = publish.build_outcome(e_input, AnswerReason.CONVERGED)
+    (call,) = as_metadata(outcome)["tool_calls"]
     assert call["pass_number"] == 1 and call["tool"] == "add" and call["excerpt"] == "5"
     assert call["arguments"] == {"a": 2, "b": 3} and call["outcome"] == "ok"
 

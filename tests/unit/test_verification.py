@@ -41,6 +41,7 @@ from aeonloop.phases.models import (
     RuleFinding,
     TaskProfile,
 )
+from aeonloop.phases.outcome import outcome_of
 from aeonloop.prompts.baseline import plain_call
 from aeonloop.prompts.registry import PromptId
 
@@ -595,12 +596,13 @@ NOT_HELD = (
 
 
 def test_the_checks_are_worded_in_one_place() -> None:
-    assert render.checks_line(CHECKED) == (
+    assert render.checks_line(outcome_of(CHECKED)) == (
         "1 of 2 check(s) held; answered by the answer as refined in round 1"
     )
-    assert render.checks_not_held(CHECKED) == [NOT_HELD]
-    assert render.checks_line({"answered_by": "answer", "checks": []}) == ""
-    lines = render.ending_lines("converged", {**CHECKED, "reason": "checks_failed"})
+    assert render.checks_not_held(outcome_of(CHECKED)) == [NOT_HELD]
+    assert render.checks_line(outcome_of({"answered_by": "answer", "checks": []})) == ""
+    failed = {**CHECKED, "reason": "checks_failed", "convergence_status": "converged"}
+    lines = render.ending_lines(outcome_of(failed))
     assert NOT_HELD in lines  # the answer's checks, not the last pass's failed rules
 
 
