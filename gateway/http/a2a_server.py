@@ -176,12 +176,12 @@ def _file(where: str, part: Part) -> AttachedFile:
 
 def _options(message: Message) -> dict[str, Any]:
     """The run's options the message's metadata carries: `rules` and `max_ttl`."""
-    metadata = MessageToDict(message.metadata) if message.HasField("metadata") else {}
+    given = MessageToDict(message.metadata) if message.HasField("metadata") else {}
     options: dict[str, Any] = {}
-    if "rules" in metadata:
-        options["rules"] = parse_rules(metadata["rules"], source="metadata.rules")
-    if "max_ttl" in metadata:
-        ttl = metadata["max_ttl"]
+    if "rules" in given:
+        options["rules"] = parse_rules(given["rules"], source="metadata.rules")
+    if "max_ttl" in given:
+        ttl = given["max_ttl"]
         if isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl != int(ttl):
             raise BadInput(f"metadata.max_ttl: {ttl!r} is not a whole number of passes")
         options["max_ttl"] = int(ttl)
