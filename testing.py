@@ -43,7 +43,6 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from aeonloop.bus.connection import connect
-from aeonloop.bus.in_process import DictCancels, DictMemo, DictRunRecords
 from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import UsageError
 from aeonloop.gateway.client import AeonClient
@@ -52,6 +51,7 @@ from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.llm.offline import OfflineLLM
 from aeonloop.llm.scripted import ScriptedLLM
+from aeonloop.runs.in_process import DictCancels, DictMemo, DictRunRecords
 from aeonloop.servers.embedded import RedisServer
 from aeonloop.tools.base import Toolbox
 

@@ -15,9 +15,9 @@ answer key, the dedupe locks and the dead letters all carry the shard's hash tag
 A run's answer text stream (`Keys.answer_text`: the answer's pieces as the model writes them,
 bus.answer_text) is there too, settled by the script that publishes the answer.
 
-A run's records (`Keys.run_records`: what its events refer to instead of carrying, written by
-the same commit) live there too. Memo entries, the write probe and the recorded shard count
-are the only keys outside the shards: each is read and written alone, and losing a memo costs
+A run's records (`Keys.run_records`: what its events refer to instead of carrying, and its head,
+written by the same commit) live there too. Memo entries, the write probe and the recorded shard
+count are the only keys outside the shards: each is read and written alone, and losing a memo costs
 an LLM call, not correctness.
 
 A memo entry is `<prefix>:memo:<run>/<scope>/<prompt>`: one LLM call of one run, the scope
@@ -60,6 +60,11 @@ FILES_RECORD = "files"
 DRAFT_RECORD = "draft"
 #: The run record holding the earlier turns its request carried, written with FILES_RECORD.
 TURNS_RECORD = "turns"
+#: The run record (`Keys.run_records`) holding the run's head: where its newest progress event
+#: is (`<type> <stream> <entry id>`), written by the script that adds that event (bus.commit,
+#: and runs.approvals' for the PlanReady an approval publishes), so a reader finds a run's
+#: state with one read, not a scan of its shard's streams (runs.store).
+HEAD_RECORD = "head"
 #: The logical name of a run's answer text stream (bus.answer_text): the answer's pieces as
 #: the model writes them, one stream per run, beside its answer key.
 ANSWER_TEXT = "answer-text"
@@ -87,6 +92,13 @@ def shard_tag(shard: int, shards: int) -> str:
         if low <= key_slot(tag.encode()) < high:
             return tag
     raise AssertionError("unreachable")  # pragma: no cover - itertools.count is endless
+
+
+def head_of(kind: str, stream: str) -> str:
+    """A run's head (HEAD_RECORD) but for its entry id, which the script that adds the event
+    appends: `<type> <stream>`, the event's type and its stream's logical name (runs.store
+    reads it back)."""
+    return f"{kind} {stream}"
 
 
 def memo_scope(

@@ -19,9 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
-from aeonloop.bus.answer_text import ResetWhy
 from aeonloop.bus.delivery import Delivery
-from aeonloop.bus.in_process import DictCancels, DictMemo, DictRunRecords
 from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter, TextSink
@@ -38,6 +36,8 @@ from aeonloop.phases.events import RunState
 from aeonloop.phases.history import ReadAhead, RunRecords
 from aeonloop.phases.tool_calls import ToolRunner
 from aeonloop.prompts.registry import PromptRegistry
+from aeonloop.runs.answer_text import ResetWhy
+from aeonloop.runs.in_process import DictCancels, DictMemo, DictRunRecords
 from aeonloop.tools.base import NoTools, Toolbox
 
 

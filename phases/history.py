@@ -44,7 +44,7 @@ from typing import Any, Protocol
 import orjson
 
 from aeonloop.bus.keys import DRAFT_RECORD, FILES_RECORD, TURNS_RECORD
-from aeonloop.bus.records import RunRecord
+from aeonloop.bus.route import RunRecord
 from aeonloop.contracts import AttachedFile, Turn
 from aeonloop.exceptions import HistoryMissing
 from aeonloop.phases.events import Event, RequestSubmitted, RunState

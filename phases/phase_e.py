@@ -38,7 +38,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from aeonloop.bus.in_process import DictMemo
 from aeonloop.bus.keys import memo_scope
 from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.exceptions import RunStopped
@@ -74,6 +73,7 @@ from aeonloop.prompts.registry import (
     PromptRegistry,
     goal_text,
 )
+from aeonloop.runs.in_process import DictMemo
 
 #: PhaseEInput's optional upstream artifacts, in the order answers present them (FR-028).
 ARTIFACT_FIELDS = (

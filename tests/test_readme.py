@@ -24,7 +24,7 @@ from aeonloop.settings import AeonSettings, LogSettings
 from aeonloop.telemetry.metrics import MetricsSettings
 from aeonloop.telemetry.tracing import TracingSettings
 from aeonloop.tools.config import ToolSettings
-from aeonloop.webhooks import WebhookSettings
+from aeonloop.webhooks.policy import WebhookSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 README_PATH = ROOT / "README.md"

@@ -29,8 +29,6 @@ from pathlib import Path
 from typing import NoReturn
 
 from aeonloop.bus import redis_errors
-from aeonloop.bus.answer_text import DELTA, RESET, TextEntry
-from aeonloop.bus.cancels import CancelOutcome
 from aeonloop.bus.connection import RedisClient, connect
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings, redact
@@ -71,6 +69,8 @@ from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.phases import approvals, render
 from aeonloop.phases.events import ExecutionResult, WebhookSettled
 from aeonloop.phases.worker import PHASES, make_worker
+from aeonloop.runs.answer_text import DELTA, RESET, TextEntry
+from aeonloop.runs.cancels import CancelOutcome
 from aeonloop.settings import LogSettings
 from aeonloop.telemetry import metrics, tracing
 from aeonloop.telemetry.metrics import MetricsSettings
@@ -78,7 +78,8 @@ from aeonloop.telemetry.tracing import TracingSettings
 from aeonloop.tools.base import Toolbox
 from aeonloop.tools.config import ToolSettings
 from aeonloop.tools.toolbox import open_toolbox
-from aeonloop.webhooks import WebhookSettings, worker_routes
+from aeonloop.webhooks.delivery import worker_routes
+from aeonloop.webhooks.policy import WebhookSettings
 
 EXIT_ANSWERED = 0
 EXIT_DEGRADED = 1
@@ -429,7 +430,7 @@ async def cancel(args: argparse.Namespace) -> int:
     (nothing written) when Aeon knows no such run (the HTTP API's 404: RunFeed.known)."""
     settings = _request_server(args, "cancel")
     async with AeonClient(settings=settings) as client:
-        feed = RunFeed(client.redis, client.keys)
+        feed = RunFeed(client.runs)
         if not await feed.known(args.correlation_id, scan_limit=None):
             raise BadInput(
                 f"no run {args.correlation_id}: unknown here, or its answer expired (answers "

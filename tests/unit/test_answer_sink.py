@@ -7,7 +7,7 @@ from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from aeonloop.bus.answer_text import DELTA, RESET, AnswerSink, RedisAnswerText, ResetWhy
+from aeonloop.runs.answer_text import DELTA, RESET, AnswerSink, RedisAnswerText, ResetWhy
 
 
 class Stream(RedisAnswerText):

@@ -11,9 +11,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.keys import Keys, memo_key, memo_scope, repair_scope
-from aeonloop.bus.memo import MEMO_MARGIN_S, RedisMemo, memo_ttl
 from aeonloop.phases import phase_a
 from aeonloop.prompts.registry import PromptId
+from aeonloop.runs.memo import MEMO_MARGIN_S, RedisMemo, memo_ttl
 from aeonloop.testing import DictMemo
 
 INFER = PromptId.TASKPROFILE_INFERENCE_USER

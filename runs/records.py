@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -39,15 +38,6 @@ from aeonloop.bus.keys import Keys
 from aeonloop.bus.redis_errors import TRANSIENT
 
 log = logging.getLogger("aeon.bus")
-
-
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    """Field `name` of run `correlation_id`'s records, holding `value`."""
-
-    correlation_id: str
-    name: str
-    value: bytes
 
 
 class RedisRunRecords:

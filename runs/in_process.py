@@ -21,7 +21,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 
-from aeonloop.bus.records import RunRecord
+from aeonloop.bus.route import RunRecord
 
 __all__ = ["DictCancels", "DictMemo", "DictRunRecords"]
 
