@@ -18,11 +18,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aeonloop.bus.codec import Routable
 from aeonloop.bus.compact import unpack
-from aeonloop.bus.connection import RedisClient
-from aeonloop.bus.keys import HEAD_RECORD, WEBHOOK_RECORD, Keys
+from aeonloop.bus.connection import RedisClient, is_cluster
+from aeonloop.bus.keys import HEAD_RECORD, WEBHOOK_RECORD, Keys, shard_tag
 from aeonloop.bus.settings import BusSettings
 from aeonloop.runs import answer_text, approvals
 from aeonloop.runs.answer_text import TextEntry, TextPoller, TextWatch
@@ -32,6 +33,10 @@ from aeonloop.runs.records import RedisRunRecords
 
 #: Entries read per XRANGE when the run's streams are scanned.
 SCAN_PAGE = 250
+#: SCAN of the answer store (`count_answers`): keys asked for per call, and calls per node at
+#: most.
+ANSWER_SCAN_COUNT = 1_000
+ANSWER_SCAN_CALLS = 100
 
 
 def entry_rank(entry_id: bytes) -> tuple[int, int]:
@@ -229,3 +234,29 @@ class RunStore:
             settings.stream_maxlen,
             settings.answer_ttl_s,
         )
+
+
+async def count_answers(redis: RedisClient, keys: Keys) -> tuple[int, bool]:
+    """Stored answers of every shard, and whether SCAN went through every key (on every master
+    of a cluster) before ANSWER_SCAN_CALLS calls per node."""
+    sample = "-"
+    tag = "{" + shard_tag(keys.shard_of(sample), keys.shards) + "}"
+    pattern = keys.answer(sample).removesuffix(sample).replace(tag, "{*}", 1) + "*"
+    found: set[bytes] = set()
+    exact = True
+    nodes: list[Any] = redis.get_primaries() if is_cluster(redis) else [None]
+    for node in nodes:
+        target = {"target_nodes": node} if node is not None else {}
+        cursor: Any = 0
+        for _ in range(ANSWER_SCAN_CALLS):
+            cursor, names = await redis.scan(
+                cursor, match=pattern, count=ANSWER_SCAN_COUNT, **target
+            )
+            if isinstance(cursor, dict):  # the cluster client answers per node
+                cursor = next(iter(cursor.values()), 0)
+            found.update(names)
+            if not cursor:
+                break
+        else:
+            exact = False
+    return len(found), exact
