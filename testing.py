@@ -27,7 +27,7 @@ stopping stack and a retried hop take milliseconds, not the seconds a deployment
 loop of its own, in a background thread, for synchronous tests: `stack.run(coroutine)` runs a
 coroutine there and returns its result, e.g. `stack.run(stack.client.ask("..."))`.
 
-The in-process stores (`DictMemo`, `DictRunRecords`, `DictCancels`, from bus.in_process) are
+The in-process stores (`DictMemo`, `DictRunRecords`, `DictCancels`, from runs.in_process) are
 here too, for tests that call phase handlers directly; they follow the phases' internal
 interfaces, so only `AeonTestStack` and `ScriptedLLM` are part of the public API.
 """

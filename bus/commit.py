@@ -5,7 +5,7 @@ queued commit in one pipelined round trip, so under load a hop costs a fraction 
 and with one event in flight it costs exactly one (nothing waits for a batch to fill).
 
 Each commit is one script (`_COMMIT`), run by Redis as one step: the run's records
-(bus.records), then the output events, then the "done" mark, then XACK. A pipeline would not
+(runs.records), then the output events, then the "done" mark, then XACK. A pipeline would not
 do: Redis out of memory refuses the XADDs and SETs but takes the XACK (it needs no memory),
 and a worker killed before its retry would then have acked an entry whose outputs never
 existed. In the script the first refused write stops it. All of a commit's keys are in the
@@ -71,7 +71,7 @@ MemoWrite = tuple[str, str, int]
 #: the records it refers to; the run's hash expires with its answer (set again when the answer is).
 #: Returns the dead letter's id, if any. One FinalAnswer per run, even if two exits reach Phase E:
 #: an answer is added to its stream only if its answer key was not set yet (SET NX), and only then
-#: is the run's answer text stream settled on its text (bus.answer_text.SETTLE), before the answer
+#: is the run's answer text stream settled on its text (bus.settlement.SETTLE), before the answer
 #: is added, so a reader that sees the answer finds the stream settled. A commit already done (its
 #: lock says so: sent again after a cluster node failed under the pipeline) only acks.
 _COMMIT = (
@@ -140,7 +140,7 @@ class Commit:
     stream_key: str
     group: str
     entry_id: bytes
-    #: The handler's events, and the run records they refer to (bus.records).
+    #: The handler's events, and the run records they refer to (runs.records).
     outputs: list[Routable | RunRecord] = field(default_factory=list)
     lock_key: str | None = None
     dead: DeadLetter | None = None

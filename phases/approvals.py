@@ -1,6 +1,6 @@
 """Plan approval: a run paused after Phase B (`approve_plan`) and how it goes on.
 
-Phase B publishes PlanAwaitingApproval instead of PlanReady (bus.approvals keeps it). Then:
+Phase B publishes PlanAwaitingApproval instead of PlanReady (runs.approvals keeps it). Then:
 
 - approved (`AeonClient.approve`, `aeon approve`, `POST /v1/runs/{id}/approve`): the run's
   PlanReady, with the plan as it was or as a person edited it (`edited_plan`: read and checked

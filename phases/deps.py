@@ -42,7 +42,7 @@ from aeonloop.tools.base import NoTools, Toolbox
 
 
 class AnswerTexts(Protocol):
-    """Where runs' answer text is written as the model writes it (bus.answer_text)."""
+    """Where runs' answer text is written as the model writes it (runs.answer_text)."""
 
     def sink(self, correlation_id: str, candidate: str, provisional: bool) -> TextSink: ...
 
@@ -79,7 +79,7 @@ class PhaseDeps:
     cancels: run_cancels.Cancels = field(default_factory=DictCancels)
     #: The tools steps may call (tools/): the MCP servers AEON_MCP_CONFIG names, else none.
     tools: Toolbox = field(default_factory=NoTools)
-    #: Where the runs' answer text is written as it comes (bus.answer_text); None: nowhere.
+    #: Where the runs' answer text is written as it comes (runs.answer_text); None: nowhere.
     answers: AnswerTexts | None = None
 
     def delivered(self, delivery: Delivery) -> PhaseDeps:

@@ -21,7 +21,7 @@ what a reader gets (a reader that comes after it gets no text), and a run's text
 would more than double what a run leaves in Redis (4.8 KB for an offline run's, beside 3.5 KB
 for its answer and records).
 
-The invariant, kept by the script that publishes the answer (bus.commit, `SETTLE`): once a
+The invariant, kept by the script that publishes the answer (bus.commit, bus.settlement): once a
 stream is settled, its deltas since the last reset, joined, are the FinalAnswer's
 `answer_text`. The settlement writes what the published text adds to the streamed text when
 the one starts with the other, else a reset and the whole published text. It runs in the

@@ -300,7 +300,7 @@ async def _ask_on(
 
 
 class _Written:
-    """`aeon ask`'s answer on a terminal, printed as it is written (bus.answer_text): each
+    """`aeon ask`'s answer on a terminal, printed as it is written (runs.answer_text): each
     piece as it comes, after `Answer: `; when the text so far is set aside, a line saying so,
     and the next text starts over."""
 

@@ -14,7 +14,7 @@ cancelled.
   run's own token counts.
 - `stream: true` sends `chat.completion.chunk` events: each progress line `aeon ask` prints
   (gateway.progress) as `reasoning_content`, the field chat UIs show as thinking; the answer's
-  text as the model writes it (bus.answer_text), a candidate the host's checks may still set
+  text as the model writes it (runs.answer_text), a candidate the host's checks may still set
   aside as `reasoning_content` too, a text the host publishes as written as `content` (a
   chat client cannot take back what it was sent, `_AnswerRelay`); once the answer is
   published, what of it was not sent yet as `content`, so the `content` deltas join to the

@@ -184,7 +184,7 @@ class WatchedRun:
 
     def __init__(self, correlation_id: str, text: TextWatch | None = None) -> None:
         self.correlation_id = correlation_id
-        #: Its answer's text as it is written (bus.answer_text), read by the feed's poller
+        #: Its answer's text as it is written (runs.answer_text), read by the feed's poller
         #: (none read: a run watched without one).
         self.text = text or TextWatch(correlation_id, "0-0")
         self.text.listeners.append(self._wake)
@@ -417,7 +417,7 @@ class RunFeed:
         commit of each hop sets it), or the one this process saw, if newer (a run's request,
         which no commit adds); one read either way."""
         where = self._index.get(correlation_id)
-        if head is not None:
+        if head is not None and head.kind in TYPE_RANK:  # else written by another version
             at_head = _Where.of(head.kind, head.stream, head.entry_id)
             if where is None or at_head.rank >= where.rank:
                 found = await self.runs.at_head(correlation_id, head)
@@ -536,7 +536,7 @@ async def stream_steps(watch: Watch, after: EventId | None) -> AsyncIterator[Wir
     """The run's steps after `after`, as they come, ending with the answer, or with its
     webhook's outcome when it named one (or WEBHOOK_WAIT_S after the answer, if none comes);
     lets the watch go at the end. Between them, the answer's text as it is written
-    (`answer_delta`, `answer_reset`: bus.answer_text), after the entry `after` names, all of
+    (`answer_delta`, `answer_reset`: runs.answer_text), after the entry `after` names, all of
     it before the answer; a reader that comes once the run is answered gets the answer alone.
     Every event's id says both where the reader is among the steps and in the text."""
     run, feed = watch.run, watch.feed

@@ -1,4 +1,4 @@
-"""A run's answer text stream against a real Redis (bus.answer_text): the settlement invariant.
+"""A run's answer text stream against a real Redis (runs.answer_text): the settlement invariant.
 
 Once a run's answer is published, the deltas after the stream's last reset, joined, are the
 FinalAnswer's text, whatever was written before: the published text extending the streamed
