@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -313,18 +312,20 @@ class AeonClient:
     async def _publish(
         self, event: RequestSubmitted, fields: dict[str, bytes], key: str, deadline: float
     ) -> None:
-        """XADD the request's `fields` (its trace context and its encoding) to `key` (and WAIT
-        for replicas when asked), trying again through a failover until `deadline`. A second
-        XADD of the same event is harmless: the phase's dedupe handles an event id once."""
+        """XADD the request's `fields` (its trace context and its encoding) to `key`, the run's
+        head from then on (runs.store.RunStore.submission: one script, one round trip), and
+        WAIT for replicas when asked, trying again through a failover until `deadline`. A
+        second XADD of the same event is harmless: the phase's dedupe handles an event id
+        once, and the head is set only if the run has none."""
         wanted = self.settings.wait_replicas
+        cid, kind = event.correlation_id, type(event).__name__
+        add = self.runs.submission(cid, kind, event.STREAM, fields)
         while True:
             try:
                 if wanted:
-                    confirmed = await self._add_and_wait(key, fields)
+                    confirmed = await self._add_and_wait(key, add)
                 else:
-                    await self.redis.xadd(
-                        key, fields, maxlen=self.settings.stream_maxlen, approximate=True
-                    )
+                    await self.redis.execute_command(*add)
             except FAILING_OVER as error:
                 if not is_cluster(self.redis) or time.monotonic() + _SUBMIT_RETRY_S > deadline:
                     raise  # one server away: say so now (`aeon ask` exits 4)
@@ -343,11 +344,10 @@ class AeonClient:
                 )
             return
 
-    async def _add_and_wait(self, key: str, fields: dict[str, bytes]) -> int:
-        """XADD, then WAIT on the same connection (WAIT counts the replicas holding what its
-        own connection wrote); how many replicas confirmed."""
-        xadd = ("XADD", key, "MAXLEN", "~", self.settings.stream_maxlen, "*")
-        xadd += tuple(itertools.chain.from_iterable(fields.items()))
+    async def _add_and_wait(self, key: str, xadd: tuple[Any, ...]) -> int:
+        """The command `xadd` (which adds to `key`), then WAIT on the same connection (WAIT
+        counts the replicas holding what its own connection wrote); how many replicas
+        confirmed."""
         wait = ("WAIT", self.settings.wait_replicas, self.settings.wait_timeout_ms)
         if not is_cluster(self.redis):
             pipe = self.redis.pipeline(transaction=False)

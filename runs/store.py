@@ -8,14 +8,16 @@ events (bus.commit; runs.approvals for an approval's PlanReady) also sets the ru
 record HEAD_RECORD (`<type> <stream> <entry id>`) in the run's records hash, which lives under
 the run's hash tag like its answer. So `get` is one pipelined round trip (the head, the
 webhook's outcome and the answer: one slot, one node on a cluster), and the event the head
-names one XRANGE of that entry. A run has no head until its first hop is committed (its
-request is published by the gateway, not by a commit); a reader then knows it by what it saw
-itself (gateway.http.run_feed).
+names one XRANGE of that entry. The client adds a run's request with the same step
+(`submission`), so a run has a head from the moment it is submitted (but one published
+another way, as by a FastStream app, until its first hop is committed: a reader then knows it
+by what it saw itself, gateway.http.run_feed).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +25,7 @@ from typing import Any
 from aeonloop.bus.codec import Routable
 from aeonloop.bus.compact import unpack
 from aeonloop.bus.connection import RedisClient, is_cluster
-from aeonloop.bus.keys import HEAD_RECORD, WEBHOOK_RECORD, Keys, shard_tag
+from aeonloop.bus.keys import HEAD_RECORD, WEBHOOK_RECORD, Keys, head_of, shard_tag
 from aeonloop.bus.settings import BusSettings
 from aeonloop.runs import answer_text, approvals
 from aeonloop.runs.answer_text import TextEntry, TextPoller, TextWatch
@@ -37,6 +39,19 @@ SCAN_PAGE = 250
 #: most.
 ANSWER_SCAN_COUNT = 1_000
 ANSWER_SCAN_CALLS = 100
+
+
+#: Add a run's request (XADD KEYS[1]) and make it the run's head (KEYS[2], the run's records:
+#: field ARGV[2], `ARGV[3] <entry id>`, kept ARGV[4] s) unless the run has one: a request sent
+#: again after a failover must not move back a head its first hop has moved on. ARGV[1] is the
+#: stream's maxlen, the rest the entry's fields. Returns the entry id.
+_SUBMIT = """
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 5))
+if redis.call('HSETNX', KEYS[2], ARGV[2], ARGV[3] .. ' ' .. id) == 1 then
+  redis.call('EXPIRE', KEYS[2], ARGV[4])
+end
+return id
+"""
 
 
 def entry_rank(entry_id: bytes) -> tuple[int, int]:
@@ -211,6 +226,22 @@ class RunStore:
             await self._text.aclose()
 
     # -- control ------------------------------------------------------------------------------
+
+    def submission(
+        self, correlation_id: str, kind: str, stream: str, fields: dict[str, bytes]
+    ) -> tuple[Any, ...]:
+        """The command that adds run `correlation_id`'s request (`fields`, of type `kind`) to
+        its shard's stream `stream` and makes it the run's head, in one step: a gateway that
+        never saw the request finds the run by its head before its first hop is committed.
+        A command, not a call, so the client sends it as it sends a request (alone, or with
+        the WAIT that follows it on the same connection)."""
+        key = self._keys.stream_of(stream, correlation_id)
+        records = self._keys.run_records(correlation_id)
+        settings = self._settings
+        head = head_of(kind, stream)
+        args = (settings.stream_maxlen, HEAD_RECORD, head, settings.answer_ttl_s)
+        flat = itertools.chain.from_iterable(fields.items())
+        return ("EVAL", _SUBMIT, 2, key, records, *args, *flat)
 
     async def cancel(self, correlation_id: str) -> CancelOutcome:
         """Mark the run cancelled unless it is answered (runs.cancels)."""

@@ -19,8 +19,9 @@ from aeonloop.bus.connection import RedisClient, connect
 from aeonloop.bus.keys import WEBHOOK_OUTCOMES, Keys
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
+from aeonloop.gateway.client import AeonClient
 from aeonloop.gateway.http.run_feed import RunFeed
-from aeonloop.phases.events import LoopExited
+from aeonloop.phases.events import LoopExited, RequestSubmitted
 from aeonloop.runs.store import RunHead, RunStore
 from aeonloop.testing import AeonTestStack
 
@@ -95,6 +96,30 @@ async def test_each_progress_event_moves_its_runs_head_and_nothing_else_does(
     assert newer is not None and newer != first and newer.kind == "Stepped"
     # Kept as long as the run's answer and records, under the run's hash tag.
     assert 0 < await redis.ttl(keys.run_records("run-1")) <= settings.answer_ttl_s
+
+
+async def test_a_submitted_request_is_its_runs_head_until_a_hop_moves_it(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """The client adds a request and sets its run's head in one script (no worker runs here),
+    and a request sent again (after a failover) never moves back a head a hop has moved."""
+    keys = Keys(settings.prefix, settings.shards)
+    store = RunStore(redis, keys, settings)
+    async with AeonClient(settings=settings, redis=redis) as client:
+        cid = await client.submit("Explain tides", timeout=60)
+    head = (await store.get(cid)).head
+    assert head is not None and head.kind == RequestSubmitted.__name__
+    entry = await store.at_head(cid, head)
+    assert entry is not None and entry[1][b"cid"] == cid.encode()
+
+    await _commit(redis, settings, Stepped(event_id="e1", correlation_id=cid))
+    moved = (await store.get(cid)).head
+    fields = {"cid": cid.encode(), "type": b"RequestSubmitted", "body": b"{}"}
+    await redis.execute_command(
+        *store.submission(cid, RequestSubmitted.__name__, RequestSubmitted.STREAM, fields)
+    )
+    assert moved is not None and moved.kind == "Stepped"
+    assert (await store.get(cid)).head == moved
 
 
 def test_a_head_this_version_cannot_read_is_none() -> None:
