@@ -8,16 +8,17 @@ of that history give every step (gateway.http.run_steps). The feed finds the new
 with one read, `RunStore.get` (its head, its answer and its webhook's outcome, in one round
 trip), then one XRANGE of the entry:
 
-- **The run's head.** The script that adds each of a run's progress events (the commit of
-  each hop, and an approval's) sets the run's head to it, so any gateway, this one restarted
-  or another, finds the run's newest event without a scan, answered or not, until its
-  events are trimmed (then the answer store still gives its exit and its answer).
+- **The run's head.** The script that adds each of a run's progress events (the client's for
+  its request, the commit of each hop, an approval's) sets the run's head to it, so any
+  gateway, this one restarted or another, finds the run's newest event without a scan,
+  answered or not, until its events are trimmed (then the answer store still gives its exit
+  and its answer).
 - **Where this process saw it.** One follower (the AeonClient's own reader, which hands the
   feed every entry it takes: `RunFeed.seen`) reads every shard's requests, progress and
   answers streams with plain XREAD from the moment the process started, and for each entry
   notes, without decoding it, where the newest progress event of its run sits (stream and
-  entry id; the most recent INDEX_SIZE runs). A run's request is added by a gateway, not by a
-  commit, so until its first hop is committed this is where it is found.
+  entry id; the most recent INDEX_SIZE runs): a run published without a head (by a FastStream
+  app) is found here until its first hop is committed.
 - **Where the reader says it was.** A run with no head yet, that this process never saw:
   an event id the API gave out names the Redis entry its step came from
   (`pass-2@1732300000000-0`), and the run's shard streams are scanned forward from there.
