@@ -33,7 +33,7 @@ __version__ = "0.1.0"
 _PUBLIC: dict[str, str] = {
     # The Python client and what it returns.
     "AeonClient": "aeonloop.gateway.client",
-    "CancelOutcome": "aeonloop.bus.cancels",
+    "CancelOutcome": "aeonloop.runs.cancels",
     "Progress": "aeonloop.gateway.progress",
     "ExecutionResult": "aeonloop.phases.events",
     "FinalAnswer": "aeonloop.phases.models",
@@ -93,7 +93,6 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from aeonloop.bus.cancels import CancelOutcome
     from aeonloop.contracts import AttachedFile, Turn, Usage
     from aeonloop.exceptions import (
         AeonError,
@@ -110,6 +109,7 @@ if TYPE_CHECKING:
     from aeonloop.phases.events import ExecutionResult, FinalAnswerReady, RequestSubmitted
     from aeonloop.phases.models import ExitReason, FinalAnswer, Plan, Rule
     from aeonloop.phases.outcome import Outcome
+    from aeonloop.runs.cancels import CancelOutcome
     from aeonloop.testing import AeonTestStack, ScriptedLLM
 
 

@@ -34,7 +34,7 @@ raise; the branch says what kind of trouble it is:
     │   ├── RedisServerError           redis-server not found, or it did not start
     │   └── LocalClusterError          a local cluster did not start or converge
     ├── WebhookFailed                a webhook try that did not land: tried again, then
-    │                                dead-lettered (webhooks.py)
+    │                                dead-lettered (webhooks/delivery.py)
     ├── ToolCallFailed               one tool call did not answer (timeout, transport): the
     │                                step fails with the reason
     ├── PatternTimedOut (TimeoutError)  a check's pattern ran out of its time bound: the check

@@ -27,7 +27,7 @@ stopping stack and a retried hop take milliseconds, not the seconds a deployment
 loop of its own, in a background thread, for synchronous tests: `stack.run(coroutine)` runs a
 coroutine there and returns its result, e.g. `stack.run(stack.client.ask("..."))`.
 
-The in-process stores (`DictMemo`, `DictRunRecords`, `DictCancels`, from bus.in_process) are
+The in-process stores (`DictMemo`, `DictRunRecords`, `DictCancels`, from runs.in_process) are
 here too, for tests that call phase handlers directly; they follow the phases' internal
 interfaces, so only `AeonTestStack` and `ScriptedLLM` are part of the public API.
 """
@@ -43,7 +43,6 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from aeonloop.bus.connection import connect
-from aeonloop.bus.in_process import DictCancels, DictMemo, DictRunRecords
 from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import UsageError
 from aeonloop.gateway.client import AeonClient
@@ -52,6 +51,7 @@ from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.llm.offline import OfflineLLM
 from aeonloop.llm.scripted import ScriptedLLM
+from aeonloop.runs.in_process import DictCancels, DictMemo, DictRunRecords
 from aeonloop.servers.embedded import RedisServer
 from aeonloop.tools.base import Toolbox
 

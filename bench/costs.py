@@ -22,8 +22,8 @@ import statistics
 import time
 from typing import Any
 
-from aeonloop.bus.cancels import RedisCancels
 from aeonloop.bus.keys import Keys
+from aeonloop.runs.cancels import RedisCancels
 from bench.context import BenchContext
 from bench.pipeline import running_pipeline
 

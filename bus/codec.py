@@ -52,7 +52,7 @@ class Routable(Protocol):
 @runtime_checkable
 class Published(Routable, Protocol):
     """An event of the answers stream: the commit that publishes it settles the run's answer
-    text stream on its text (bus.answer_text); phases.events.FinalAnswerReady fits."""
+    text stream on its text (runs.answer_text); phases.events.FinalAnswerReady fits."""
 
     @property
     def published_text(self) -> str: ...

@@ -5,7 +5,7 @@ queued commit in one pipelined round trip, so under load a hop costs a fraction 
 and with one event in flight it costs exactly one (nothing waits for a batch to fill).
 
 Each commit is one script (`_COMMIT`), run by Redis as one step: the run's records
-(bus.records), then the output events, then the "done" mark, then XACK. A pipeline would not
+(runs.records), then the output events, then the "done" mark, then XACK. A pipeline would not
 do: Redis out of memory refuses the XADDs and SETs but takes the XACK (it needs no memory),
 and a worker killed before its retry would then have acked an entry whose outputs never
 existed. In the script the first refused write stops it. All of a commit's keys are in the
@@ -27,13 +27,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from aeonloop.bus.answer_text import SETTLE
 from aeonloop.bus.codec import Published, Routable, encode
 from aeonloop.bus.compact import pack
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.deadletter import DeadLetter
-from aeonloop.bus.keys import ANSWERS, Keys, LockState
-from aeonloop.bus.records import RunRecord
+from aeonloop.bus.keys import (
+    ANSWERS,
+    HEAD_RECORD,
+    WEBHOOK_OUTCOMES,
+    Keys,
+    LockState,
+    head_of,
+)
 from aeonloop.bus.redis_errors import (
     TRANSIENT,
     group_missing,
@@ -42,7 +47,9 @@ from aeonloop.bus.redis_errors import (
     said,
     script_missing,
 )
+from aeonloop.bus.route import RunRecord
 from aeonloop.bus.settings import BusSettings
+from aeonloop.bus.settlement import SETTLE
 from aeonloop.bus.writes import WriteGate
 
 log = logging.getLogger("aeon.bus")
@@ -51,20 +58,22 @@ log = logging.getLogger("aeon.bus")
 MemoWrite = tuple[str, str, int]
 
 #: One commit. KEYS: the entry's stream, its event's lock (the stream again when there is none),
-#: then per output its stream (a record: its run's hash), and for an answer also the answer
-#: key, the run's hash and its answer text stream. ARGV: group, entry id, stream maxlen,
-#: done-mark TTL ms, answer TTL s, the done value, answer text maxlen, how long a settled
-#: answer text stream is kept (s), then per output: its
-#: kind ("record", "event", "answer", "dead"), its number of fields and the fields (a record's:
-#: its name and value), and for an answer the value its answer key stores (its body, packed:
-#: bus.compact) and its published text. Records come first, so an event is never added
-#: without the records it refers to; the run's hash expires with its answer (set again when
-#: the answer is). Returns the dead letter's id, if any. One FinalAnswer per run, even if two
-#: exits reach Phase E: an answer is added to its stream only if its answer key was not set
-#: yet (SET NX), and only then is the run's answer text stream settled on its text
-#: (bus.answer_text.SETTLE), before the answer is added, so a reader that sees the answer finds
-#: the stream settled. A commit already done (its lock says so: sent again after a cluster
-#: node failed under the pipeline) only acks.
+#: then per output its stream (a record: its run's hash), for a step also its run's hash, and for an
+#: answer also the answer key, the run's hash and its answer text stream. ARGV: group, entry id,
+#: stream maxlen, done-mark TTL ms, answer TTL s, the done value, answer text maxlen, how long a
+#: settled answer text stream is kept (s), the head's field (keys.HEAD_RECORD), then per output: its
+#: kind ("record", "event", "step", "answer", "dead"), its number of fields and the fields (a
+#: record's: its name and value), for a step its head but for the entry id (`<type> <stream>`), and
+#: for an answer the value its answer key stores (its body, packed: bus.compact) and its published
+#: text. A step is a progress event (one a reader of the run shows: not an answer, a webhook's
+#: outcome or a dead letter): the run's head is set to it with its entry id in the same step as its
+#: XADD, one HSET that costs no round trip. Records come first, so an event is never added without
+#: the records it refers to; the run's hash expires with its answer (set again when the answer is).
+#: Returns the dead letter's id, if any. One FinalAnswer per run, even if two exits reach Phase E:
+#: an answer is added to its stream only if its answer key was not set yet (SET NX), and only then
+#: is the run's answer text stream settled on its text (bus.settlement.SETTLE), before the answer
+#: is added, so a reader that sees the answer finds the stream settled. A commit already done (its
+#: lock says so: sent again after a cluster node failed under the pipeline) only acks.
 _COMMIT = (
     SETTLE
     + """
@@ -72,7 +81,7 @@ if KEYS[2] ~= KEYS[1] and redis.call('GET', KEYS[2]) == ARGV[6] then
   redis.pcall('XACK', KEYS[1], ARGV[1], ARGV[2])
   return false
 end
-local maxlen, k, a, dead = ARGV[3], 3, 9, false
+local maxlen, k, a, dead = ARGV[3], 3, 10, false
 while a <= #ARGV do
   local kind, n = ARGV[a], tonumber(ARGV[a + 1])
   local fields = {unpack(ARGV, a + 2, a + 1 + 2 * n)}
@@ -81,6 +90,13 @@ while a <= #ARGV do
     redis.call('HSET', KEYS[k], fields[1], fields[2])
     redis.call('EXPIRE', KEYS[k], ARGV[5])
     k = k + 1
+  elseif kind == 'step' then
+    local head = ARGV[a]
+    a = a + 1
+    local id = redis.call('XADD', KEYS[k], 'MAXLEN', '~', maxlen, '*', unpack(fields))
+    redis.call('HSET', KEYS[k + 1], ARGV[9], head .. ' ' .. id)
+    redis.call('EXPIRE', KEYS[k + 1], ARGV[5])
+    k = k + 2
   elseif kind == 'answer' then
     local stored, published = ARGV[a], ARGV[a + 1]
     a = a + 2
@@ -104,6 +120,11 @@ return dead
 _COMMIT_SHA = hashlib.sha1(_COMMIT.encode()).hexdigest()
 
 
+#: The streams whose events do not move their run's head (a run's head is its newest progress
+#: event): a webhook's outcome is told beside the answer, never instead of its run's state.
+_NOT_STEPS = frozenset({WEBHOOK_OUTCOMES})
+
+
 def _settle(item: Commit, error: BaseException | None) -> None:
     if item.done is not None and not item.done.done():
         if error is None:
@@ -119,7 +140,7 @@ class Commit:
     stream_key: str
     group: str
     entry_id: bytes
-    #: The handler's events, and the run records they refer to (bus.records).
+    #: The handler's events, and the run records they refer to (runs.records).
     outputs: list[Routable | RunRecord] = field(default_factory=list)
     lock_key: str | None = None
     dead: DeadLetter | None = None
@@ -310,6 +331,7 @@ class Committer:
             LockState.DONE.value,
             settings.answer_text_maxlen,
             settings.stream_keep_s,
+            HEAD_RECORD,
         ]
         published = iter(item.published)
         # Outputs go to the shard of the entry they come from, which is their run's (a run's
@@ -320,15 +342,20 @@ class Committer:
             args += ["record", 1, record.name, pack(record.value)]
         for stream, fields in item.encoded:
             keys.append(self._keys.stream(stream, item.shard))
-            if stream == ANSWERS:
-                cid = fields["cid"].decode()
+            cid = fields["cid"].decode()
+            kind = "answer" if stream == ANSWERS else "event" if stream in _NOT_STEPS else "step"
+            if kind == "answer":
                 keys.append(self._keys.answer(cid, item.shard))
                 keys.append(self._keys.run_records(cid, item.shard))
                 keys.append(self._keys.answer_text(cid, item.shard))
-            args += ["answer" if stream == ANSWERS else "event", len(fields)]
+            elif kind == "step":
+                keys.append(self._keys.run_records(cid, item.shard))
+            args += [kind, len(fields)]
             args += itertools.chain.from_iterable(fields.items())
-            if stream == ANSWERS:
+            if kind == "answer":
                 args += [pack(fields["body"]), next(published)]
+            elif kind == "step":
+                args.append(head_of(fields["type"].decode(), stream))
         if item.dead is not None:
             keys.append(self._keys.dead_letter(item.shard))
             dead = item.dead.to_fields()

@@ -13,11 +13,11 @@ answer key, the dedupe locks and the dead letters all carry the shard's hash tag
   create` makes) puts each shard on its own master when N equals the masters.
 
 A run's answer text stream (`Keys.answer_text`: the answer's pieces as the model writes them,
-bus.answer_text) is there too, settled by the script that publishes the answer.
+runs.answer_text) is there too, settled by the script that publishes the answer.
 
-A run's records (`Keys.run_records`: what its events refer to instead of carrying, written by
-the same commit) live there too. Memo entries, the write probe and the recorded shard count
-are the only keys outside the shards: each is read and written alone, and losing a memo costs
+A run's records (`Keys.run_records`: what its events refer to instead of carrying, and its head,
+written by the same commit) live there too. Memo entries, the write probe and the recorded shard
+count are the only keys outside the shards: each is read and written alone, and losing a memo costs
 an LLM call, not correctness.
 
 A memo entry is `<prefix>:memo:<run>/<scope>/<prompt>`: one LLM call of one run, the scope
@@ -41,12 +41,12 @@ ANSWERS = "answers"
 #: The logical name of the dead-letter stream (one per shard).
 DEAD_LETTER = "dead-letter"
 #: The logical name of the stream of runs paused for their plan's approval: no group reads
-#: it; an approval, or the sweeper (a cancel, the deadline), takes a run out (bus.approvals).
+#: it; an approval, or the sweeper (a cancel, the deadline), takes a run out (runs.approvals).
 AWAITING_APPROVAL = "awaiting-approval"
 #: The logical name of the stream of webhook outcomes (a run's answer POSTed, or given up on):
 #: no group reads it; gateways follow it, as they follow answers, and workers trim it alike.
 WEBHOOK_OUTCOMES = "webhook-outcomes"
-#: The run record (bus.records) that keeps a run's webhook outcome as long as its answer.
+#: The run record (runs.records) that keeps a run's webhook outcome as long as its answer.
 WEBHOOK_RECORD = "webhook"
 #: The run record counting the POSTs made of a run's webhook over all its deliveries: a plain
 #: integer (HINCRBY, never packed), raised before each POST (aeonloop.webhooks); `aeon dlq
@@ -60,7 +60,12 @@ FILES_RECORD = "files"
 DRAFT_RECORD = "draft"
 #: The run record holding the earlier turns its request carried, written with FILES_RECORD.
 TURNS_RECORD = "turns"
-#: The logical name of a run's answer text stream (bus.answer_text): the answer's pieces as
+#: The run record (`Keys.run_records`) holding the run's head: where its newest progress event
+#: is (`<type> <stream> <entry id>`), written by the script that adds that event (bus.commit,
+#: and runs.approvals' for the PlanReady an approval publishes), so a reader finds a run's
+#: state with one read, not a scan of its shard's streams (runs.store).
+HEAD_RECORD = "head"
+#: The logical name of a run's answer text stream (runs.answer_text): the answer's pieces as
 #: the model writes them, one stream per run, beside its answer key.
 ANSWER_TEXT = "answer-text"
 
@@ -87,6 +92,13 @@ def shard_tag(shard: int, shards: int) -> str:
         if low <= key_slot(tag.encode()) < high:
             return tag
     raise AssertionError("unreachable")  # pragma: no cover - itertools.count is endless
+
+
+def head_of(kind: str, stream: str) -> str:
+    """A run's head (HEAD_RECORD) but for its entry id, which the script that adds the event
+    appends: `<type> <stream>`, the event's type and its stream's logical name (runs.store
+    reads it back)."""
+    return f"{kind} {stream}"
 
 
 def memo_scope(
@@ -149,18 +161,18 @@ class Keys:
         return f"{self._in(where)}:answer:{correlation_id}"
 
     def answer_text(self, correlation_id: str, shard: int | None = None) -> str:
-        """A run's answer text stream (bus.answer_text): in its run's shard like its answer,
+        """A run's answer text stream (runs.answer_text): in its run's shard like its answer,
         so the commit that publishes the answer settles the stream in the same script."""
         where = self.shard_of(correlation_id) if shard is None else shard
         return f"{self._in(where)}:{ANSWER_TEXT}:{correlation_id}"
 
     def cancel(self, correlation_id: str) -> str:
-        """A run's cancel mark (bus.cancels), beside its answer so one script can check the
+        """A run's cancel mark (runs.cancels), beside its answer so one script can check the
         answer and set the mark."""
         return f"{self._in(self.shard_of(correlation_id))}:cancel:{correlation_id}"
 
     def run_records(self, correlation_id: str, shard: int | None = None) -> str:
-        """A hash of the run's records (bus.records), in the run's shard like its answer."""
+        """A hash of the run's records (runs.records), in the run's shard like its answer."""
         where = self.shard_of(correlation_id) if shard is None else shard
         return f"{self._in(where)}:run:{correlation_id}"
 

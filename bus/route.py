@@ -17,9 +17,20 @@ from pydantic import BaseModel
 from aeonloop.bus.codec import Routable
 from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.bus.delivery import Delivery
-from aeonloop.bus.records import RunRecord
 
-#: What a handler gives: its events, and the run records they refer to (bus.records).
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """Field `name` of run `correlation_id`'s records, holding `value`: what a handler gives
+    beside its events, written by the commit before them (bus.commit); the run store reads it
+    back (runs.records)."""
+
+    correlation_id: str
+    name: str
+    value: bytes
+
+
+#: What a handler gives: its events, and the run records they refer to (runs.records).
 Output = Routable | RunRecord
 #: A handler is told what the bus knows of the delivery of its event (bus.delivery).
 Handler = Callable[[Any, Delivery], Awaitable[Sequence[Output]]]
@@ -35,7 +46,7 @@ class Route:
     types: Mapping[str, type[BaseModel]]
     handle: Handler
     give_up: GiveUp
-    #: The run records (bus.records) the handler will read for an event: read with its lock,
+    #: The run records (runs.records) the handler will read for an event: read with its lock,
     #: in the same round trip, and handed to the handler in its `Delivery`.
     records: Callable[[Any], Sequence[str]] | None = None
     #: Tries of a failing handler within one delivery, and the first wait between two (it

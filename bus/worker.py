@@ -1,5 +1,9 @@
 """A worker process's bus side: one committer, one consumer per route, a clean stop.
 
+What its handlers read and write of a run beyond events (the memo, the run records, the
+cancels: the run store, runs/) the phases' wiring builds on this worker's Redis, keys and
+committer (phases.worker.make_worker): the store is above transport in the layers.
+
 `stop()` (SIGTERM in `aeon worker`) stops reading and claiming; events in flight finish within
 the grace period and are acked; anything unfinished stays pending for another worker to claim.
 """
@@ -11,14 +15,11 @@ import gc
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-from aeonloop.bus.cancels import RedisCancels
 from aeonloop.bus.commit import Committer
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.consumer import Consumer, Pause, Route
 from aeonloop.bus.keys import ANSWERS, WEBHOOK_OUTCOMES, Keys
 from aeonloop.bus.layout import agree_on_shards
-from aeonloop.bus.memo import RedisMemo
-from aeonloop.bus.records import RedisRunRecords
 from aeonloop.bus.redis_errors import said
 from aeonloop.bus.retention import trim_all
 from aeonloop.bus.settings import BusSettings, redact
@@ -55,9 +56,6 @@ class BusWorker:
         self.pauses = tuple(pauses)
         self.keys = Keys(settings.prefix, settings.shards)
         self.committer = Committer(redis, self.keys, settings)
-        self.memo = RedisMemo(redis, self.keys, self.committer)
-        self.records = RedisRunRecords(redis, self.keys)
-        self.cancels = RedisCancels(redis, self.keys)
         self.consumers: list[Consumer] = []
         #: Loops run beside the consumers while the worker runs (phases.approvals.Sweeper).
         self.background: list[Callable[[], Awaitable[None]]] = []

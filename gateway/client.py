@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import time
 from collections.abc import Callable
@@ -39,16 +38,10 @@ from typing import Any, Self
 from redis.asyncio.cluster import PipelineCommand
 from redis.exceptions import ResponseError
 
-from aeonloop import webhooks
-from aeonloop.bus import approvals as bus_approvals
-from aeonloop.bus.answer_text import TextEntry, TextPoller
-from aeonloop.bus.cancels import CancelOutcome, request_cancel
 from aeonloop.bus.codec import encode, text
-from aeonloop.bus.compact import unpack
 from aeonloop.bus.connection import RedisClient, connect, is_cluster
 from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, TURNS_RECORD, WEBHOOK_OUTCOMES, Keys
 from aeonloop.bus.layout import agree_on_shards
-from aeonloop.bus.records import RedisRunRecords
 from aeonloop.bus.redis_errors import FAILING_OVER, TRANSIENT
 from aeonloop.bus.settings import BusSettings
 from aeonloop.contracts import AttachedFile, Turn
@@ -73,8 +66,12 @@ from aeonloop.phases.events import (
     WebhookSettled,
 )
 from aeonloop.phases.models import Plan, Rule
+from aeonloop.runs.answer_text import TextEntry
+from aeonloop.runs.cancels import CancelOutcome
+from aeonloop.runs.store import RunStore
 from aeonloop.telemetry import tracing
-from aeonloop.webhooks import WebhookSettings
+from aeonloop.webhooks import outcome as webhook_outcome
+from aeonloop.webhooks.policy import WebhookSettings
 
 log = logging.getLogger("aeon.gateway")
 
@@ -147,8 +144,8 @@ class AeonClient:
         self.keys = Keys(self.settings.prefix, self.settings.shards)
         self._waiters: dict[str, _Waiter] = {}
         self._readers: StreamReaders | None = None
-        #: Reads the answer text of the runs followed with `follow_text`, once one is.
-        self._text: TextPoller | None = None
+        #: What the client reads of runs (their answers, records, text; cancel, approve).
+        self._runs: RunStore | None = None
 
     @property
     def limits(self) -> RequestLimits:
@@ -203,8 +200,8 @@ class AeonClient:
         return [tuple(key for shard in shards for key in shard)]
 
     async def __aexit__(self, *exc_info: object) -> None:
-        if self._text is not None:
-            await self._text.aclose()
+        if self._runs is not None:
+            await self._runs.aclose()
         if self._readers is not None:
             await self._readers.stop()
         if self._owns_redis and self._redis is not None:
@@ -216,9 +213,7 @@ class AeonClient:
         """Call `on_text` with each entry of the run's answer text as it is written (bus.
         answer_text), up to its settlement, which comes just before its answer; cancel it to
         stop sooner."""
-        if self._text is None:
-            self._text = TextPoller(self.redis, self.keys)
-        watch = self._text.watch(correlation_id)
+        watch = self.runs.watch(correlation_id)
         seen = 0
         try:
             while True:
@@ -229,7 +224,7 @@ class AeonClient:
                     return
                 await watch.more_than(seen)
         finally:
-            self._text.release(watch)
+            self.runs.release(watch)
 
     @property
     def runs_awaited(self) -> int:
@@ -247,6 +242,13 @@ class AeonClient:
         if self._redis is None:
             raise RuntimeError("use the client inside `async with AeonClient(...)`")
         return self._redis
+
+    @property
+    def runs(self) -> RunStore:
+        """The run store on this client's Redis: every read of a run goes through it."""
+        if self._runs is None:
+            self._runs = RunStore(self.redis, self.keys, self.settings)
+        return self._runs
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -310,18 +312,20 @@ class AeonClient:
     async def _publish(
         self, event: RequestSubmitted, fields: dict[str, bytes], key: str, deadline: float
     ) -> None:
-        """XADD the request's `fields` (its trace context and its encoding) to `key` (and WAIT
-        for replicas when asked), trying again through a failover until `deadline`. A second
-        XADD of the same event is harmless: the phase's dedupe handles an event id once."""
+        """XADD the request's `fields` (its trace context and its encoding) to `key`, the run's
+        head from then on (runs.store.RunStore.submission: one script, one round trip), and
+        WAIT for replicas when asked, trying again through a failover until `deadline`. A
+        second XADD of the same event is harmless: the phase's dedupe handles an event id
+        once, and the head is set only if the run has none."""
         wanted = self.settings.wait_replicas
+        cid, kind = event.correlation_id, type(event).__name__
+        add = self.runs.submission(cid, kind, event.STREAM, fields)
         while True:
             try:
                 if wanted:
-                    confirmed = await self._add_and_wait(key, fields)
+                    confirmed = await self._add_and_wait(key, add)
                 else:
-                    await self.redis.xadd(
-                        key, fields, maxlen=self.settings.stream_maxlen, approximate=True
-                    )
+                    await self.redis.execute_command(*add)
             except FAILING_OVER as error:
                 if not is_cluster(self.redis) or time.monotonic() + _SUBMIT_RETRY_S > deadline:
                     raise  # one server away: say so now (`aeon ask` exits 4)
@@ -340,11 +344,10 @@ class AeonClient:
                 )
             return
 
-    async def _add_and_wait(self, key: str, fields: dict[str, bytes]) -> int:
-        """XADD, then WAIT on the same connection (WAIT counts the replicas holding what its
-        own connection wrote); how many replicas confirmed."""
-        xadd = ("XADD", key, "MAXLEN", "~", self.settings.stream_maxlen, "*")
-        xadd += tuple(itertools.chain.from_iterable(fields.items()))
+    async def _add_and_wait(self, key: str, xadd: tuple[Any, ...]) -> int:
+        """The command `xadd` (which adds to `key`), then WAIT on the same connection (WAIT
+        counts the replicas holding what its own connection wrote); how many replicas
+        confirmed."""
         wait = ("WAIT", self.settings.wait_replicas, self.settings.wait_timeout_ms)
         if not is_cluster(self.redis):
             pipe = self.redis.pipeline(transaction=False)
@@ -405,13 +408,11 @@ class AeonClient:
         """Cancel a run: REQUESTED, and it stops at its next hop, abandoning a call in flight,
         and is answered `cancelled` without another LLM call; ANSWERED if it already has its
         answer, which stays. Cancelling twice is the same as once (docs/failure-behaviour.md)."""
-        return await request_cancel(
-            self.redis, self.keys, correlation_id, self.settings.answer_ttl_s
-        )
+        return await self.runs.cancel(correlation_id)
 
     async def awaiting(self, correlation_id: str) -> PlanAwaitingApproval | None:
         """The run paused for its plan's approval, with the plan; None if it is not paused."""
-        found = await bus_approvals.find(self.redis, self.keys, correlation_id)
+        found = await self.runs.paused(correlation_id)
         if found is None:
             return None
         return approvals.read(found[1], self.settings.max_event_bytes)
@@ -420,23 +421,20 @@ class AeonClient:
         """Approve a paused run's plan, or put `plan` in its place (phases.approvals.edited_plan
         reads and checks one): it goes on to its passes. False when it is not paused (not yet,
         or no longer: approved, cancelled, past its deadline)."""
-        found = await bus_approvals.find(self.redis, self.keys, correlation_id)
+        found = await self.runs.paused(correlation_id)
         paused = approvals.read(found[1], self.settings.max_event_bytes) if found else None
         if found is None or paused is None:
             return False
-        shard = self.keys.shard_of(correlation_id)
-        then = approvals.approved(paused, plan)
-        maxlen = self.settings.stream_maxlen
-        return await bus_approvals.take(self.redis, self.keys, shard, found[0], then, maxlen)
+        return await self.runs.approve(correlation_id, found[0], approvals.approved(paused, plan))
 
     async def cancel_requested(self, correlation_id: str) -> bool:
         """Whether the run was cancelled (its answer may still be on its way)."""
-        return bool(await self.redis.exists(self.keys.cancel(correlation_id)))
+        return await self.runs.cancel_requested(correlation_id)
 
     async def webhook(self, correlation_id: str) -> WebhookSettled | None:
         """What became of the run's webhook (aeonloop.webhooks): None until the webhooks group
         is done with it, and for a run that named none."""
-        return await webhooks.outcome(RedisRunRecords(self.redis, self.keys), correlation_id)
+        return await webhook_outcome.outcome(self.runs.records, correlation_id)
 
     async def fetch(self, correlation_id: str) -> ExecutionResult | None:
         """A stored answer, whenever it was produced (until it expires)."""
@@ -456,8 +454,7 @@ class AeonClient:
             )
         if not stored.request:
             raise BadInput(f"the answer of {correlation_id} does not say its request: ask anew")
-        records = RedisRunRecords(self.redis, self.keys)
-        (value,) = await records.read(correlation_id, [TURNS_RECORD])
+        (value,) = await self.runs.records.read(correlation_id, [TURNS_RECORD])
         earlier = history.turns_of(value) if value is not None else []
         return turns_after(earlier, stored.request, stored.result.final_answer.answer_text)
 
@@ -478,9 +475,9 @@ class AeonClient:
 
     async def _stored_event(self, correlation_id: str) -> FinalAnswerReady | None:
         with contextlib.suppress(*TRANSIENT):
-            body = await self.redis.get(self.keys.answer(correlation_id))
+            body = await self.runs.answer(correlation_id)
             if body is not None:
-                return FinalAnswerReady.model_validate_json(unpack(body))
+                return FinalAnswerReady.model_validate_json(body)
         return None
 
     def _take(self, stream: str, entry_id: bytes, fields: dict[bytes, bytes]) -> None:

@@ -24,7 +24,7 @@ from aeonloop.llm.base import LLMAdapter
 from aeonloop.phases.worker import PHASES, make_worker
 from aeonloop.servers.embedded import RedisServer
 from aeonloop.tools.base import Toolbox
-from aeonloop.webhooks import worker_routes
+from aeonloop.webhooks.delivery import worker_routes
 
 log = logging.getLogger("aeon")
 

@@ -30,7 +30,7 @@ from aeonloop.phases.models import ExecutionPass, ExitReason
 
 Phase = Literal["A", "B", "C", "D", "E"]
 #: What a reader of the answer's text as it is written is told when the text shown so far is
-#: set aside (bus.answer_text's reset): the chat endpoint's thinking, `aeon ask` on a terminal.
+#: set aside (runs.answer_text's reset): the chat endpoint's thinking, `aeon ask` on a terminal.
 SET_ASIDE_WORDS = "(the text above was set aside)"
 
 

@@ -40,7 +40,7 @@ from aeonloop.phases.models import Rule
 from aeonloop.settings import AeonSettings
 
 if TYPE_CHECKING:
-    from aeonloop.webhooks import WebhookSettings
+    from aeonloop.webhooks.policy import WebhookSettings
 
 MAX_RULES = 100
 MAX_RULES_FILE_BYTES = 1_000_000

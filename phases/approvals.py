@@ -1,6 +1,6 @@
 """Plan approval: a run paused after Phase B (`approve_plan`) and how it goes on.
 
-Phase B publishes PlanAwaitingApproval instead of PlanReady (bus.approvals keeps it). Then:
+Phase B publishes PlanAwaitingApproval instead of PlanReady (runs.approvals keeps it). Then:
 
 - approved (`AeonClient.approve`, `aeon approve`, `POST /v1/runs/{id}/approve`): the run's
   PlanReady, with the plan as it was or as a person edited it (`edited_plan`: read and checked
@@ -19,11 +19,11 @@ import logging
 
 from pydantic import ValidationError
 
-from aeonloop.bus import approvals
 from aeonloop.bus.codec import decode
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.redis_errors import TRANSIENT
+from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import BadInput, DecodeError
 from aeonloop.phases import exits
 from aeonloop.phases.cancels import Cancels
@@ -31,6 +31,7 @@ from aeonloop.phases.events import LoopExited, PlanAwaitingApproval, PlanReady
 from aeonloop.phases.models import Plan
 from aeonloop.phases.plans import plan_from_output
 from aeonloop.prompts.registry import PlanBody
+from aeonloop.runs import approvals
 
 log = logging.getLogger("aeon.phases")
 
@@ -85,13 +86,12 @@ class Sweeper:
     """Ends the paused runs that may not wait longer, on any worker, each exactly once."""
 
     def __init__(
-        self, redis: RedisClient, keys: Keys, cancels: Cancels, maxlen: int, max_bytes: int
+        self, redis: RedisClient, keys: Keys, cancels: Cancels, settings: BusSettings
     ) -> None:
         self._redis = redis
         self._keys = keys
         self._cancels = cancels
-        self._maxlen = maxlen
-        self._max_bytes = max_bytes
+        self._settings = settings
 
     async def run(self) -> None:
         while True:
@@ -106,13 +106,20 @@ class Sweeper:
         """End what may not wait in `shard`; how many runs this call took on."""
         taken = 0
         for entry_id, fields in await approvals.paused(self._redis, self._keys, shard):
-            paused = read(fields, self._max_bytes)
+            paused = read(fields, self._settings.max_event_bytes)
             if paused is None:
                 continue
             cancelled = await self._cancels.cancelled(paused.correlation_id)
             end = ending(paused, cancelled)
+            settings = self._settings
             if end is not None and await approvals.take(
-                self._redis, self._keys, shard, entry_id, end, self._maxlen
+                self._redis,
+                self._keys,
+                shard,
+                entry_id,
+                end,
+                settings.stream_maxlen,
+                settings.answer_ttl_s,
             ):
                 log.info("%s: paused run ended: %s", paused.correlation_id, end.detail)
                 taken += 1

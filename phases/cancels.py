@@ -1,6 +1,6 @@
 """Whether a run was cancelled, asked where the phases can stop it.
 
-A cancel is a mark a gateway leaves for the run (bus.cancels keeps it in Redis); the phases
+A cancel is a mark a gateway leaves for the run (runs.cancels keeps it in Redis); the phases
 never wait for it to be delivered. They look for it in three places, so a run stops at its next
 hop and never pays for a call after it:
 

@@ -19,9 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
-from aeonloop.bus.answer_text import ResetWhy
 from aeonloop.bus.delivery import Delivery
-from aeonloop.bus.in_process import DictCancels, DictMemo, DictRunRecords
 from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter, TextSink
@@ -38,11 +36,13 @@ from aeonloop.phases.events import RunState
 from aeonloop.phases.history import ReadAhead, RunRecords
 from aeonloop.phases.tool_calls import ToolRunner
 from aeonloop.prompts.registry import PromptRegistry
+from aeonloop.runs.answer_text import ResetWhy
+from aeonloop.runs.in_process import DictCancels, DictMemo, DictRunRecords
 from aeonloop.tools.base import NoTools, Toolbox
 
 
 class AnswerTexts(Protocol):
-    """Where runs' answer text is written as the model writes it (bus.answer_text)."""
+    """Where runs' answer text is written as the model writes it (runs.answer_text)."""
 
     def sink(self, correlation_id: str, candidate: str, provisional: bool) -> TextSink: ...
 
@@ -79,7 +79,7 @@ class PhaseDeps:
     cancels: run_cancels.Cancels = field(default_factory=DictCancels)
     #: The tools steps may call (tools/): the MCP servers AEON_MCP_CONFIG names, else none.
     tools: Toolbox = field(default_factory=NoTools)
-    #: Where the runs' answer text is written as it comes (bus.answer_text); None: nowhere.
+    #: Where the runs' answer text is written as it comes (runs.answer_text); None: nowhere.
     answers: AnswerTexts | None = None
 
     def delivered(self, delivery: Delivery) -> PhaseDeps:

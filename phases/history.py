@@ -2,14 +2,14 @@
 
 Events carry a run's plan and settings but not its history (phases.events): the hop that runs
 pass n (Phase C) returns, beside its event, two records, which the commit writes before that
-event (bus.records):
+event (runs.records):
 
 - `pass:<n>`: the pass's `ExecutionPass`, as JSON;
 - `outputs:<n>`: the output of each step the pass ran, a JSON object by step id.
 
 What reads history reads only what it needs, with one HMGET; a phase names it in its route
 (`records_for_c`, `records_for_e`), so the consumer reads it with the event's lock, in the
-same round trip, and hands it over in the event's `Delivery` (bus.records, bus.delivery); the
+same round trip, and hands it over in the event's `Delivery` (runs.records, bus.delivery); the
 handler's records read from those first (`ReadAhead`):
 
 - Phase C from its second pass: the outputs of the steps already run (later steps and the
@@ -44,7 +44,7 @@ from typing import Any, Protocol
 import orjson
 
 from aeonloop.bus.keys import DRAFT_RECORD, FILES_RECORD, TURNS_RECORD
-from aeonloop.bus.records import RunRecord
+from aeonloop.bus.route import RunRecord
 from aeonloop.contracts import AttachedFile, Turn
 from aeonloop.exceptions import HistoryMissing
 from aeonloop.phases.events import Event, RequestSubmitted, RunState
@@ -52,7 +52,7 @@ from aeonloop.phases.models import ExecutionPass
 
 
 class RunRecords(Protocol):
-    """Where a run's records are read from (bus.records.RedisRunRecords)."""
+    """Where a run's records are read from (runs.records.RedisRunRecords)."""
 
     async def read(self, correlation_id: str, names: Sequence[str]) -> list[bytes | None]: ...
 

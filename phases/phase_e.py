@@ -40,7 +40,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from aeonloop.bus.in_process import DictMemo
 from aeonloop.bus.keys import memo_scope
 from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.exceptions import RunStopped

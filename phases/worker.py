@@ -13,11 +13,10 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from redis.asyncio import Redis
 
-from aeonloop.bus.answer_text import RedisAnswerText
 from aeonloop.bus.consumer import Route
 from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.bus.delivery import Delivery
-from aeonloop.bus.records import RunRecord
+from aeonloop.bus.route import RunRecord
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
 from aeonloop.limits import LoopSettings
@@ -45,6 +44,10 @@ from aeonloop.phases.events import (
     TaskProfiled,
 )
 from aeonloop.prompts.registry import default_registry
+from aeonloop.runs.answer_text import RedisAnswerText
+from aeonloop.runs.cancels import RedisCancels
+from aeonloop.runs.memo import RedisMemo
+from aeonloop.runs.records import RedisRunRecords
 from aeonloop.tools.base import NoTools, Toolbox
 
 log = logging.getLogger("aeon.phases")
@@ -119,22 +122,21 @@ def make_worker(
     (webhooks.worker_routes), which reads the phases' answers, so the phases do not import it
     back."""
     worker = BusWorker(redis, settings, pauses=[llm.outage] if llm.outage else [])
+    cancels = RedisCancels(redis, worker.keys)
     deps = PhaseDeps(
         llm=llm,
         registry=default_registry(),
-        memo=worker.memo,
-        records=worker.records,
+        memo=RedisMemo(redis, worker.keys, worker.committer),
+        records=RedisRunRecords(redis, worker.keys),
         settings=loop or LoopSettings.from_env(),
-        cancels=worker.cancels,
+        cancels=cancels,
         tools=tools or NoTools(),
         answers=RedisAnswerText(
             redis, worker.keys, settings.answer_text_maxlen, settings.answer_ttl_s
         ),
     )
     worker.add(build_routes(deps, phases))
-    sweeper = approvals.Sweeper(
-        redis, worker.keys, worker.cancels, settings.stream_maxlen, settings.max_event_bytes
-    )
+    sweeper = approvals.Sweeper(redis, worker.keys, cancels, settings)
     worker.background.append(sweeper.run)
     if routes is not None:
         worker.add(list(routes(worker)))

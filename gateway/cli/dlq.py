@@ -25,6 +25,7 @@ from aeonloop.bus.keys import WEBHOOK_TRIES_RECORD, Keys
 from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import BadInput
 from aeonloop.gateway.validation import as_option, check_stream_id
+from aeonloop.runs import records
 
 
 def add_commands(commands: argparse._SubParsersAction, command: Callable[..., Any]) -> None:
@@ -102,7 +103,7 @@ async def replay(args: argparse.Namespace) -> int:
             pipe.delete(keys.lock(shard, group, event_id))
         cid = record.get(b"cid", b"").decode()
         if cid:  # a replayed webhook gets AEON_WEBHOOK_ATTEMPTS tries again
-            pipe.hdel(keys.run_records(cid, shard), WEBHOOK_TRIES_RECORD)
+            records.forget(pipe, keys, cid, shard, WEBHOOK_TRIES_RECORD)
         pipe.xadd(source, original_fields(record))
         pipe.xdel(keys.dead_letter(shard), args.entry_id)
         new_id = (await pipe.execute())[-2]

@@ -24,8 +24,6 @@ from typing import NoReturn
 
 from aeonloop import __version__
 from aeonloop.bus import redis_errors
-from aeonloop.bus.answer_text import DELTA, RESET, TextEntry
-from aeonloop.bus.cancels import CancelOutcome
 from aeonloop.bus.connection import RedisClient, connect
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings, redact
@@ -67,6 +65,8 @@ from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.phases import approvals, render
 from aeonloop.phases.events import ExecutionResult, WebhookSettled
 from aeonloop.phases.worker import PHASES, make_worker
+from aeonloop.runs.answer_text import DELTA, RESET, TextEntry
+from aeonloop.runs.cancels import CancelOutcome
 from aeonloop.settings import AeonSettings, LogSettings, core_lines, notices
 from aeonloop.telemetry import metrics, tracing
 from aeonloop.telemetry.metrics import MetricsSettings
@@ -74,7 +74,8 @@ from aeonloop.telemetry.tracing import TracingSettings
 from aeonloop.tools.base import Toolbox
 from aeonloop.tools.config import ToolSettings
 from aeonloop.tools.toolbox import open_toolbox
-from aeonloop.webhooks import WebhookSettings, worker_routes
+from aeonloop.webhooks.delivery import worker_routes
+from aeonloop.webhooks.policy import WebhookSettings
 
 EXIT_ANSWERED = 0
 EXIT_DEGRADED = 1
@@ -324,7 +325,7 @@ async def _ask_on(
 
 
 class _Written:
-    """`aeon ask`'s answer on a terminal, printed as it is written (bus.answer_text): each
+    """`aeon ask`'s answer on a terminal, printed as it is written (runs.answer_text): each
     piece as it comes, after `Answer: `; when the text so far is set aside, a line saying so,
     and the next text starts over."""
 
@@ -454,7 +455,7 @@ async def cancel(args: argparse.Namespace) -> int:
     (nothing written) when Aeon knows no such run (the HTTP API's 404: RunFeed.known)."""
     settings = _request_server(args, "cancel")
     async with AeonClient(settings=settings) as client:
-        feed = RunFeed(client.redis, client.keys)
+        feed = RunFeed(client.runs)
         if not await feed.known(args.correlation_id, scan_limit=None):
             raise BadInput(
                 f"no run {args.correlation_id}: unknown here, or its answer expired (answers "

@@ -8,8 +8,9 @@ Redis last saw them. Then the dead letters of every shard, the answers stream an
 store, and every stream's length.
 
 Every command names one key, so on a Redis Cluster each goes to the master of that key's shard;
-the answer store is counted by SCAN on every master, stopping after about SCAN_CALLS × SCAN_COUNT
-keys per node (the count is then a lower bound, and says so).
+the answer store is counted by SCAN on every master (runs.store.count_answers), stopping after
+about ANSWER_SCAN_CALLS × ANSWER_SCAN_COUNT keys per node (the count is then a lower bound, and
+says so).
 
 Lag: Redis 7 reports it (XINFO GROUPS `lag`); Redis 6.2 does not, nor does 7 when it cannot
 tell, so it is counted from the entries after the group's last delivered id, up to LAG_LIMIT.
@@ -40,12 +41,13 @@ from typing import Any, TypeVar
 from redis.exceptions import ResponseError
 
 from aeonloop.bus.connection import RedisClient, connect, is_cluster
-from aeonloop.bus.keys import ANSWERS, Keys, shard_tag
+from aeonloop.bus.keys import ANSWERS, Keys
 from aeonloop.bus.redis_errors import no_such_key
 from aeonloop.exceptions import BadInput
 from aeonloop.gateway.cli.dlq import newest_first
 from aeonloop.phases.events import EVENT_TYPES
 from aeonloop.phases.worker import PHASE_INPUTS, PHASES
+from aeonloop.runs.store import ANSWER_SCAN_CALLS, ANSWER_SCAN_COUNT, count_answers
 
 #: Exit code when anything needs attention (docs/cli.md, "Exit codes").
 EXIT_ATTENTION = 5
@@ -53,9 +55,6 @@ EXIT_ATTENTION = 5
 LAG_LIMIT = 1_000
 #: Most entries counted, per shard, among those pending longer than AEON_CLAIM_IDLE_MS.
 IDLE_LIMIT = 1_000
-#: SCAN of the answer store: keys asked for per call, and calls per node at most.
-SCAN_COUNT = 1_000
-SCAN_CALLS = 100
 #: Commands in flight at once.
 _CONCURRENCY = 32
 #: Memory that would run out within this long at the current rate needs attention.
@@ -140,7 +139,7 @@ async def read_status(
     lengths = await asyncio.gather(
         *(limited(lambda n=n, s=s: redis.xlen(keys.stream(n, s))) for n in names for s in shards)
     )
-    stored, exact = await _count_answers(redis, keys)
+    stored, exact = await count_answers(redis, keys)
     recorded = await redis.get(keys.shard_count)
     version = await _redis_version(redis)
     # After the other reads: this command's own connections are open by then, and what their
@@ -352,30 +351,6 @@ def _size(count: int) -> str:
     return f"{count} B"
 
 
-async def _count_answers(redis: RedisClient, keys: Keys) -> tuple[int, bool]:
-    """Stored answers of every shard, and whether SCAN went through every key (on every master
-    of a cluster) before SCAN_CALLS calls per node."""
-    sample = "-"
-    tag = "{" + shard_tag(keys.shard_of(sample), keys.shards) + "}"
-    pattern = keys.answer(sample).removesuffix(sample).replace(tag, "{*}", 1) + "*"
-    found: set[bytes] = set()
-    exact = True
-    nodes: list[Any] = redis.get_primaries() if is_cluster(redis) else [None]
-    for node in nodes:
-        target = {"target_nodes": node} if node is not None else {}
-        cursor: Any = 0
-        for _ in range(SCAN_CALLS):
-            cursor, names = await redis.scan(cursor, match=pattern, count=SCAN_COUNT, **target)
-            if isinstance(cursor, dict):  # the cluster client answers per node
-                cursor = next(iter(cursor.values()), 0)
-            found.update(names)
-            if not cursor:
-                break
-        else:
-            exact = False
-    return len(found), exact
-
-
 # -- summing ----------------------------------------------------------------------------------
 
 
@@ -577,8 +552,8 @@ def render(report: dict[str, Any]) -> str:
     capped = (
         ""
         if answers["stored_exact"]
-        else f" (approximate: the scan stopped after about {SCAN_CALLS * SCAN_COUNT:,} keys per"
-        " node)"
+        else " (approximate: the scan stopped after about "
+        f"{ANSWER_SCAN_CALLS * ANSWER_SCAN_COUNT:,} keys per node)"
     )
     out.append(
         f"answers: {answers['stream_length']:,} on the answers stream, {stored} stored{capped}"

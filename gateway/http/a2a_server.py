@@ -77,7 +77,6 @@ from starlette.types import Message as AsgiMessage
 from starlette.types import Receive
 
 from aeonloop import __version__
-from aeonloop.bus.answer_text import DELTA, RESET, TextEntry
 from aeonloop.contracts import AttachedFile
 from aeonloop.exceptions import AnswerTimeout, BadInput
 from aeonloop.gateway.client import ANSWER_GRACE_S, DEFAULT_TIMEOUT_S, AeonClient
@@ -90,6 +89,7 @@ from aeonloop.gateway.progress import Progress
 from aeonloop.gateway.validation import parse_rules
 from aeonloop.phases.events import ExecutionResult
 from aeonloop.phases.models import ExitReason
+from aeonloop.runs.answer_text import DELTA, RESET, TextEntry
 
 log = logging.getLogger("aeon.a2a")
 

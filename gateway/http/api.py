@@ -41,7 +41,6 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from aeonloop.bus.cancels import CancelOutcome
 from aeonloop.bus.redis_errors import FAILURES
 from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput, ForeignEventId
 from aeonloop.gateway.client import AeonClient, answer_due_by
@@ -80,6 +79,7 @@ from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.phases import approvals
 from aeonloop.phases.events import ExecutionResult, RequestSubmitted
 from aeonloop.phases.models import Plan
+from aeonloop.runs.cancels import CancelOutcome
 from aeonloop.telemetry.http import RequestMetrics, scrape
 
 log = logging.getLogger("aeon.http")

@@ -14,7 +14,7 @@ cancelled.
   run's own token counts.
 - `stream: true` sends `chat.completion.chunk` events: each progress line `aeon ask` prints
   (gateway.progress) as `reasoning_content`, the field chat UIs show as thinking; the answer's
-  text as the model writes it (bus.answer_text), a candidate the host's checks may still set
+  text as the model writes it (runs.answer_text), a candidate the host's checks may still set
   aside as `reasoning_content` too, a text the host publishes as written as `content` (a
   chat client cannot take back what it was sent, `_AnswerRelay`); once the answer is
   published, what of it was not sent yet as `content`, so the `content` deltas join to the
@@ -42,7 +42,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from aeonloop.bus.answer_text import DELTA, RESET, TextEntry, TextWatch
 from aeonloop.bus.redis_errors import FAILURES, said
 from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput
 from aeonloop.gateway.client import ANSWER_GRACE_S, AeonClient
@@ -71,6 +70,7 @@ from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.progress import SET_ASIDE_WORDS, Progress
 from aeonloop.phases.events import ExecutionResult
+from aeonloop.runs.answer_text import DELTA, RESET, TextEntry, TextWatch
 
 log = logging.getLogger("aeon.http")
 
@@ -129,10 +129,10 @@ class ChatApi:
 
         if body.stream:
             chunks = Chunks(correlation_id, created, body.include_usage())
-            text = self.feed.text.watch(correlation_id)
+            text = self.feed.runs.watch(correlation_id)
 
             async def over() -> None:
-                self.feed.text.release(text)
+                self.feed.runs.release(text)
                 await left()
 
             return _Stream(_events(chunks, lines, text, waiting), over, headers)

@@ -1,24 +1,27 @@
 """Runs as the HTTP gateway serves them: read back from Redis, and followed live on the bus.
 
 A run's events sit among every run's in its shard's streams, and a gateway only publishes and
-reads. What makes a run cheap to read back anyway is that each of its progress events carries
-the run so far but for its passes, whose records the run's history holds (phases.history): the
-newest event and one read of that history give every step (gateway.http.run_steps). The feed finds
-the newest event three ways, cheapest first:
+reads; it reads runs through the run store (runs.store), never by their keys. What makes a run
+cheap to read back is that each of its progress events carries the run so far but for its
+passes, whose records the run's history holds (phases.history): the newest event and one read
+of that history give every step (gateway.http.run_steps). The feed finds the newest event
+with one read, `RunStore.get` (its head, its answer and its webhook's outcome, in one round
+trip), then one XRANGE of the entry:
 
+- **The run's head.** The script that adds each of a run's progress events (the client's for
+  its request, the commit of each hop, an approval's) sets the run's head to it, so any
+  gateway, this one restarted or another, finds the run's newest event without a scan,
+  answered or not, until its events are trimmed (then the answer store still gives its exit
+  and its answer).
 - **Where this process saw it.** One follower (the AeonClient's own reader, which hands the
   feed every entry it takes: `RunFeed.seen`) reads every shard's requests, progress and
   answers streams with plain XREAD from the moment the process started, and for each entry
   notes, without decoding it, where the newest progress event of its run sits (stream and
-  entry id; the most recent INDEX_SIZE runs). Reading the run back is one XRANGE of that entry.
-- **Where the reader says it was.** An event id the API gave out names the Redis entry its
-  step came from (`pass-2@1732300000000-0`). A process that never saw the run (another
-  gateway, or this one restarted) scans the run's shard streams forward from there, and the
-  newest of the run's entries it finds holds every step after the reader's.
-- **When it was answered.** For a run this process never saw, the stored answer's time and
-  the run's length bound where its LoopExited was added: a short scan of that stream finds it,
-  and with it every step. If its events are trimmed by then, the answer store still gives its
-  exit and its answer.
+  entry id; the most recent INDEX_SIZE runs): a run published without a head (by a FastStream
+  app) is found here until its first hop is committed.
+- **Where the reader says it was.** A run with no head yet, that this process never saw:
+  an event id the API gave out names the Redis entry its step came from
+  (`pass-2@1732300000000-0`), and the run's shard streams are scanned forward from there.
 
 Live: the follower decodes an entry only when someone watches its run, once for all of them,
 and keeps the newest event and the answer of each watched run (`WatchedRun`); each watcher
@@ -41,14 +44,8 @@ from datetime import UTC, datetime
 import orjson
 from pydantic import ValidationError
 
-from aeonloop import webhooks
-from aeonloop.bus import answer_text
-from aeonloop.bus.answer_text import DELTA, RESET, TextEntry, TextPoller, TextWatch
 from aeonloop.bus.codec import text
-from aeonloop.bus.compact import unpack
-from aeonloop.bus.connection import RedisClient
-from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, Keys
-from aeonloop.bus.records import RedisRunRecords
+from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL
 from aeonloop.bus.redis_errors import TRANSIENT
 from aeonloop.exceptions import ForeignEventId
 from aeonloop.gateway.client import PROGRESS_STREAMS, answer_due_by
@@ -77,12 +74,14 @@ from aeonloop.phases.events import (
     Event,
     ExecutionResult,
     FinalAnswerReady,
-    LoopExited,
     RequestSubmitted,
     RunState,
     WebhookSettled,
 )
 from aeonloop.phases.history import RunRecords
+from aeonloop.runs.answer_text import DELTA, RESET, TextEntry, TextWatch
+from aeonloop.runs.store import RunHead, RunStore, entry_rank
+from aeonloop.webhooks import outcome as webhook_outcome
 
 log = logging.getLogger("aeon.http")
 
@@ -90,10 +89,9 @@ log = logging.getLogger("aeon.http")
 INDEX_SIZE = 100_000
 #: Reading back from a reader's event id: entries scanned per stream at most (a bound on what
 #: one request can make this process read; a reader away for long under heavy traffic gets what
-#: the answer store has), per XRANGE, and how far before the id's time the scan starts (the
+#: the answer store has), and how far before the id's time the scan starts (the
 #: run's other streams may hold entries of the same millisecond, and a clock can step back).
 SCAN_LIMIT = 1_000
-SCAN_PAGE = 250
 SCAN_MARGIN_MS = 1_000
 #: How long a run's event stream waits, after the answer, for the outcome of its webhook (the
 #: webhooks group may be down, or not run at all): then it ends without it.
@@ -116,7 +114,7 @@ class _Where:
 
     @classmethod
     def of(cls, kind: str, stream: str, entry_id: str) -> _Where:
-        return cls((TYPE_RANK[kind], *_entry_rank(entry_id.encode())), stream, entry_id)
+        return cls((TYPE_RANK[kind], *entry_rank(entry_id.encode())), stream, entry_id)
 
 
 SUBMITTED = _Where((-1, 0, 0), None, None)
@@ -187,7 +185,7 @@ class WatchedRun:
 
     def __init__(self, correlation_id: str, text: TextWatch | None = None) -> None:
         self.correlation_id = correlation_id
-        #: Its answer's text as it is written (bus.answer_text), read by the feed's poller
+        #: Its answer's text as it is written (runs.answer_text), read by the feed's poller
         #: (none read: a run watched without one).
         self.text = text or TextWatch(correlation_id, "0-0")
         self.text.listeners.append(self._wake)
@@ -259,16 +257,14 @@ class WatchedRun:
 
 
 class RunFeed:
-    def __init__(self, redis: RedisClient, keys: Keys, *, index_size: int = INDEX_SIZE) -> None:
-        self._redis = redis
-        self._keys = keys
+    def __init__(self, runs: RunStore, *, index_size: int = INDEX_SIZE) -> None:
+        #: What the feed reads of runs (runs.store): their heads, answers, records and text.
+        self.runs = runs
         self._index_size = index_size
         self._index: OrderedDict[str, _Where] = OrderedDict()
         self._watched: dict[str, WatchedRun] = {}
         #: Where the runs' histories are read from (phases.history).
-        self.records = RedisRunRecords(redis, keys)
-        #: Reads the answer text of the runs watched (bus.answer_text).
-        self.text = TextPoller(redis, keys)
+        self.records: RunRecords = runs.records
         self._unreadable_answer_logged = False
         #: Event streams open now (for /healthz).
         self.open_streams = 0
@@ -291,54 +287,36 @@ class RunFeed:
     async def view(self, correlation_id: str, after: EventId | None = None) -> RunView | None:
         """The run as Redis has it now; None when nothing of it is found (unknown, or its
         events and answer are gone)."""
-        answered = await self._stored_answer(correlation_id)
-        where = self._index.get(correlation_id)
-        state = state_at = None
-        if where is not None and where.stream and where.entry_id:
-            state = await self._read(where.stream, where.entry_id)
-            state_at = where.entry_id if state is not None else None
+        found = await self.runs.get(correlation_id)
+        answered = self._answer_of(correlation_id, found.answer)
+        state, state_at = await self._newest(correlation_id, found.head)
         if state is None and after is not None and await self._is_entry_of(correlation_id, after):
             since = _entry_ms(after.entry_id) - SCAN_MARGIN_MS
-            state, state_at = await self._scan(correlation_id, STATE_STREAMS, since)
-        if state is None and answered is not None:
-            state, state_at = await self._scan_for_exit(correlation_id, answered)
-        if state is None and answered is None and where is None:
-            if not (after and after.text_after and await self._has_text(correlation_id)):
+            state, state_at = await self._scan(correlation_id, since)
+        if state is None and answered is None and found.head is None:
+            if correlation_id in self._index:
+                return RunView(None, None, None)  # submitted here, no entry seen yet
+            if not (after and after.text_after and await self.runs.has_text(correlation_id)):
                 return None
             return RunView(None, None, None)  # known by its answer's text alone, so far
         run = getattr(state, "run", None)
         if isinstance(run, RunState):
             await _load_history(self.records, correlation_id, run)
         named = bool(webhook_url_of(state) or (answered and answered.webhook_url))
-        webhook = (
-            await webhooks.outcome(self.records, correlation_id) if named and answered else None
-        )
+        webhook = webhook_outcome.parse(found.webhook) if named and answered else None
         return RunView(state, state_at, answered.result if answered else None, None, named, webhook)
 
     async def known(self, correlation_id: str, scan_limit: int | None = SCAN_LIMIT) -> bool:
-        """Whether Aeon knows run `correlation_id`: `view` finds it (its answer, or where this
-        process saw it), it has a cancel mark or records, or an entry of its shard's streams
-        is its (the newest `scan_limit` of each; None: all of them). False is the HTTP API's
-        404 for a cancel or an approval, and `aeon cancel`'s exit 2: nothing is written for a
-        run nobody submitted."""
+        """Whether Aeon knows run `correlation_id`: `view` finds it (its answer, its head, or
+        where this process saw it), it has a cancel mark or records, or an entry of its
+        shard's streams is its (the newest `scan_limit` of each; None: all of them). False is
+        the HTTP API's 404 for a cancel or an approval, and `aeon cancel`'s exit 2: nothing is
+        written for a run nobody submitted."""
         if await self.view(correlation_id) is not None:
             return True
-        keys = self._keys
-        marks = (keys.cancel(correlation_id), keys.run_records(correlation_id))
-        if await self._redis.exists(*marks):
+        if await self.runs.marked(correlation_id):
             return True
-        wanted = correlation_id.encode()
-        for name in STATE_STREAMS:
-            key, high, scanned = keys.stream_of(name, correlation_id), "+", 0
-            while scan_limit is None or scanned < scan_limit:
-                entries = await self._redis.xrevrange(key, high, "-", count=SCAN_PAGE)
-                if any(fields.get(b"cid") == wanted for _entry, fields in entries):
-                    return True
-                scanned += len(entries)
-                if len(entries) < SCAN_PAGE:
-                    break
-                high = b"(" + entries[-1][0]
-        return False
+        return await self.runs.mentioned(correlation_id, STATE_STREAMS, scan_limit)
 
     def stop_streams(self) -> None:
         """End every event stream after the step it is sending, now and from now on: the
@@ -352,7 +330,7 @@ class RunFeed:
         release it when done."""
         run = self._watched.get(correlation_id)
         if run is None:
-            text = self.text.watch(correlation_id)
+            text = self.runs.watch(correlation_id)
             run = self._watched[correlation_id] = WatchedRun(correlation_id, text)
             if self.stopping:
                 run.stop()
@@ -363,7 +341,7 @@ class RunFeed:
         run.watchers -= 1
         if run.watchers == 0 and self._watched.get(run.correlation_id) is run:
             del self._watched[run.correlation_id]
-            self.text.release(run.text)
+            self.runs.release(run.text)
 
     async def load(self, run: WatchedRun, after: EventId | None) -> bool:
         """Fill `run` from Redis the first time it is watched (later watchers share what the
@@ -389,16 +367,10 @@ class RunFeed:
     async def recent(self, limit: int) -> list[tuple[RequestSubmitted, ExecutionResult | None]]:
         """The newest `limit` requests over every shard, newest first, each with its answer if
         one is stored: the requests streams keep the question, the answer store the rest."""
-        keys = self._keys.streams(RequestSubmitted.STREAM)
-        replies = await asyncio.gather(*(self._redis.xrevrange(k, count=limit) for k in keys))
-        entries = sorted(
-            (entry for reply in replies for entry in reply),
-            key=lambda entry: _entry_rank(entry[0]),
-            reverse=True,
-        )
+        entries = await self.runs.newest(RequestSubmitted.STREAM, limit)
         requests = [
             event
-            for event in (_decode(fields) for _entry_id, fields in entries[:limit])
+            for event in (_decode(fields) for _entry_id, fields in entries)
             if isinstance(event, RequestSubmitted)
         ]
         answers = await asyncio.gather(*(self._stored_answer(r.correlation_id) for r in requests))
@@ -410,13 +382,15 @@ class RunFeed:
     # -- reading ------------------------------------------------------------------------------
 
     async def _stored_answer(self, correlation_id: str) -> FinalAnswerReady | None:
+        return self._answer_of(correlation_id, await self.runs.answer(correlation_id))
+
+    def _answer_of(self, correlation_id: str, body: bytes | None) -> FinalAnswerReady | None:
         """The run's stored answer; None when there is none, or it cannot be read (written by
         another version, or damaged): one bad answer must not fail every list of runs."""
-        body = await self._redis.get(self._keys.answer(correlation_id))
         if body is None:
             return None
         try:
-            return FinalAnswerReady.model_validate_json(unpack(body))
+            return FinalAnswerReady.model_validate_json(body)
         except ValidationError as error:
             if not self._unreadable_answer_logged:
                 self._unreadable_answer_logged = True
@@ -429,16 +403,31 @@ class RunFeed:
                 )
             return None
 
-    async def _has_text(self, correlation_id: str) -> bool:
-        return bool(await self._redis.exists(self._keys.answer_text(correlation_id)))
-
     async def text_to_settled(self, run: WatchedRun) -> None:
         """Read the rest of an answered run's text, up to its settlement: the commit that
         published the answer settled it first (bus.commit), so one read has it all."""
         if run.text.settled:
             return
         after = run.text.entries[-1].entry_id if run.text.entries else "0-0"
-        run.text.add(await answer_text.read(self._redis, self._keys, run.correlation_id, after))
+        run.text.add(await self.runs.text(run.correlation_id, after))
+
+    async def _newest(
+        self, correlation_id: str, head: RunHead | None
+    ) -> tuple[Event | None, str | None]:
+        """The run's newest progress event and its entry id: the one its head names (the
+        commit of each hop sets it), or the one this process saw, if newer (a run's request,
+        which no commit adds); one read either way."""
+        where = self._index.get(correlation_id)
+        if head is not None and head.kind in TYPE_RANK:  # else written by another version
+            at_head = _Where.of(head.kind, head.stream, head.entry_id)
+            if where is None or at_head.rank >= where.rank:
+                found = await self.runs.at_head(correlation_id, head)
+                return (_decode(found[1]), head.entry_id) if found else (None, None)
+        if where is None or where.stream is None or where.entry_id is None:
+            return None, None
+        found = await self.runs.entry(where.stream, where.entry_id)
+        event = _decode(found[1]) if found else None  # None: trimmed since
+        return event, where.entry_id if event is not None else None
 
     async def _is_entry_of(self, correlation_id: str, after: EventId) -> bool:
         """Whether the entry a reader's event id names is one of this run's, in its shard:
@@ -446,59 +435,28 @@ class RunFeed:
         otherwise make anyone able to reach the API read a whole window of every stream).
         False when there is no such entry (never was, or trimmed since); ForeignEventId when
         it is another run's."""
-        names = (*STATE_STREAMS, ANSWERS)
-        keys = [self._keys.stream_of(name, correlation_id) for name in names]
-        entry_id = after.entry_id
-        replies = await asyncio.gather(
-            *(self._redis.xrange(key, entry_id, entry_id, count=1) for key in keys)
+        entries = await self.runs.entries_at(
+            correlation_id, (*STATE_STREAMS, ANSWERS), after.entry_id
         )
-        owners = {text(fields, b"cid") for reply in replies for _entry, fields in reply}
+        owners = {text(fields, b"cid") for _entry, fields in entries}
         if owners and correlation_id not in owners:
             raise ForeignEventId(
-                f"entry {entry_id} is an event of another run, not of {correlation_id}; "
+                f"entry {after.entry_id} is an event of another run, not of {correlation_id}; "
                 "send the id of the last event this run's stream gave"
             )
         return bool(owners)
 
-    async def _read(self, stream: str, entry_id: str) -> Event | None:
-        entries = await self._redis.xrange(stream, entry_id, entry_id, count=1)
-        return _decode(entries[0][1]) if entries else None  # None: trimmed since
-
-    async def _scan_for_exit(
-        self, correlation_id: str, answered: FinalAnswerReady
-    ) -> tuple[Event | None, str | None]:
-        """The LoopExited of an answered run this process never saw: it was added to its
-        stream while the run ran, which the answer's time and the run's length bound."""
-        end_ms = int(answered.created_at.timestamp() * 1000) + SCAN_MARGIN_MS
-        start_ms = end_ms - int(answered.result.elapsed_seconds * 1000) - 2 * SCAN_MARGIN_MS
-        streams = (LoopExited.STREAM,)
-        return await self._scan(correlation_id, streams, start_ms, str(end_ms))
-
-    async def _scan(
-        self, correlation_id: str, names: tuple[str, ...], since_ms: int, until: str = "+"
-    ) -> tuple[Event | None, str | None]:
-        """The newest progress event of the run in the streams `names`, from `since_ms` on to
-        entry `until`, and its entry id; at most SCAN_LIMIT entries read per stream."""
-        start = f"{max(0, since_ms)}-0"
-        wanted = correlation_id.encode()
+    async def _scan(self, correlation_id: str, since_ms: int) -> tuple[Event | None, str | None]:
+        """The newest progress event of a run with no head yet, in its shard's streams from
+        `since_ms` on, and its entry id; at most SCAN_LIMIT entries read per stream."""
         newest: tuple[Event, str] | None = None
-        for name in names:
-            key = self._keys.stream_of(name, correlation_id)
-            low, scanned = start, 0
-            while scanned < SCAN_LIMIT:
-                entries = await self._redis.xrange(key, low, until, count=SCAN_PAGE)
-                for entry_id, fields in entries:
-                    if fields.get(b"cid") != wanted:
-                        continue
-                    event = _decode(fields)
-                    if event is not None and (
-                        newest is None or progress_rank(event) >= progress_rank(newest[0])
-                    ):
-                        newest = (event, entry_id.decode())
-                scanned += len(entries)
-                if len(entries) < SCAN_PAGE:
-                    break
-                low = b"(" + entries[-1][0]
+        entries = await self.runs.scan(correlation_id, STATE_STREAMS, since_ms, "+", SCAN_LIMIT)
+        for entry_id, fields in entries:
+            event = _decode(fields)
+            if event is not None and (
+                newest is None or progress_rank(event) >= progress_rank(newest[0])
+            ):
+                newest = (event, entry_id.decode())
         return newest if newest is not None else (None, None)
 
     # -- following ----------------------------------------------------------------------------
@@ -547,11 +505,6 @@ def _entry_ms(entry_id: str) -> int:
     return int(entry_id.partition("-")[0])
 
 
-def _entry_rank(entry_id: bytes) -> tuple[int, int]:
-    ms, _, seq = entry_id.partition(b"-")
-    return int(ms), int(seq or 0)
-
-
 def _decode(fields: dict[bytes, bytes]) -> Event | None:
     """The event in an entry of Aeon's flat form; None for anything else (a poison entry is
     the phases' business, not a reader's)."""
@@ -584,7 +537,7 @@ async def stream_steps(watch: Watch, after: EventId | None) -> AsyncIterator[Wir
     """The run's steps after `after`, as they come, ending with the answer, or with its
     webhook's outcome when it named one (or WEBHOOK_WAIT_S after the answer, if none comes);
     lets the watch go at the end. Between them, the answer's text as it is written
-    (`answer_delta`, `answer_reset`: bus.answer_text), after the entry `after` names, all of
+    (`answer_delta`, `answer_reset`: runs.answer_text), after the entry `after` names, all of
     it before the answer; a reader that comes once the run is answered gets the answer alone.
     Every event's id says both where the reader is among the steps and in the text."""
     run, feed = watch.run, watch.feed
@@ -657,10 +610,10 @@ def _text_steps(
     """The answer text events for `entries` after entry `after` (None: all of them): a delta
     or a reset each (a `settled` entry is said by the answer itself), each id the reader's
     last step and the entry."""
-    floor = _entry_rank((after or "0-0").encode())
+    floor = entry_rank((after or "0-0").encode())
     steps = []
     for entry in entries:
-        if _entry_rank(entry.entry_id.encode()) <= floor:
+        if entry_rank(entry.entry_id.encode()) <= floor:
             continue
         if entry.kind in (DELTA, RESET):
             kind = ANSWER_DELTA if entry.kind == DELTA else ANSWER_RESET

@@ -52,7 +52,7 @@ StepKind = Literal[
     "webhook_delivered",
     "webhook_failed",
 ]
-#: The answer's text as it is written (bus.answer_text), sent between a run's steps: a piece
+#: The answer's text as it is written (runs.answer_text), sent between a run's steps: a piece
 #: of it, or the text so far set aside.
 TextKind = Literal["answer_delta", "answer_reset"]
 ANSWER_DELTA: TextKind = "answer_delta"
@@ -126,7 +126,7 @@ class Step:
 class EventId:
     """An event's id on the wire, as a reader sends it back in Last-Event-ID: the last step it
     has, `<key>@<entry id>` (`start@0-0`: none yet), then, once it has some of the answer's
-    text, `~<entry id>` of the last answer text entry it has (bus.answer_text)."""
+    text, `~<entry id>` of the last answer text entry it has (runs.answer_text)."""
 
     order: Order
     entry_id: str

@@ -33,6 +33,7 @@ from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.validation import port_option
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.factory import ready_adapter
+from aeonloop.runs.store import RunStore
 from aeonloop.telemetry import metrics
 from aeonloop.tools.toolbox import open_toolbox
 
@@ -121,7 +122,7 @@ async def _serve_on(
     # The client's reader blocks one connection per shard; it reads for the feed too.
     redis = await connect(settings, consumers=settings.shards)
     try:
-        feed = RunFeed(redis, Keys(settings.prefix, settings.shards))
+        feed = RunFeed(RunStore(redis, Keys(settings.prefix, settings.shards), settings))
         metrics.HTTP_EVENT_STREAMS.set_function(lambda: feed.open_streams)
         async with AeonClient(settings=settings, redis=redis, also=feed.seen, loop=loop) as client:
             app = build_app(client, feed, http)

@@ -45,7 +45,7 @@ def test_main_job_on_a_terminal_prints_the_answer_as_it_is_written(
     """Issue 34: on a terminal, the offline model's draft is printed as it writes it, set
     aside when the run goes on to its plan, then the answer as it is written, once. The
     offline model here writes at once, so the draft shows its first words only: the pieces
-    that follow within a sink's gathering window (bus.answer_text.GATHER_S) would be written
+    that follow within a sink's gathering window (runs.answer_text.GATHER_S) would be written
     with the next, and a draft set aside needs no more."""
     shown, stderr = run_on_a_terminal([*aeon_argv(), "ask", MAIN_JOB], zero_config, 60)
     draft, set_aside, rest = shown.partition(f"\n{SET_ASIDE_WORDS}\n")

@@ -1,4 +1,4 @@
-"""A run's answer text stream against a real Redis (bus.answer_text): the settlement invariant.
+"""A run's answer text stream against a real Redis (runs.answer_text): the settlement invariant.
 
 Once a run's answer is published, the deltas after the stream's last reset, joined, are the
 FinalAnswer's text, whatever was written before: the published text extending the streamed
@@ -16,8 +16,14 @@ from typing import ClassVar
 import pytest
 from pydantic import BaseModel
 
-from aeonloop.bus import answer_text
-from aeonloop.bus.answer_text import (
+from aeonloop.bus.commit import Commit
+from aeonloop.bus.connection import RedisClient, connect
+from aeonloop.bus.keys import Keys
+from aeonloop.bus.settings import BusSettings
+from aeonloop.bus.worker import BusWorker
+from aeonloop.llm.offline import OfflineLLM
+from aeonloop.runs import answer_text
+from aeonloop.runs.answer_text import (
     DELTA,
     RESET,
     SETTLED,
@@ -27,12 +33,6 @@ from aeonloop.bus.answer_text import (
     TextPoller,
     since_reset,
 )
-from aeonloop.bus.commit import Commit
-from aeonloop.bus.connection import RedisClient, connect
-from aeonloop.bus.keys import Keys
-from aeonloop.bus.settings import BusSettings
-from aeonloop.bus.worker import BusWorker
-from aeonloop.llm.offline import OfflineLLM
 from aeonloop.testing import AeonTestStack
 
 

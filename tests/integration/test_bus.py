@@ -29,10 +29,11 @@ from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.keys import Keys, LockState
 from aeonloop.bus.locking import Locks
-from aeonloop.bus.records import RunRecord
 from aeonloop.bus.retention import trim
+from aeonloop.bus.route import RunRecord
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
+from aeonloop.runs.records import RedisRunRecords
 from aeonloop.settings import SettingsError
 
 
@@ -612,13 +613,15 @@ async def test_a_hop_writes_its_run_records_with_its_events(
     async with Running(redis, settings, route(handle)) as worker:
         await publish(redis, settings, ping(7))
         await wait_for_len(redis, settings, "out", 1)
-        assert await worker.records.read("run-7", ["pass:1", "pass:2"]) == [b"kept", None]
+        assert await RedisRunRecords(worker.redis, worker.keys).read(
+            "run-7", ["pass:1", "pass:2"]
+        ) == [b"kept", None]
         stored = await redis.hget(keys_of(settings).run_records("run-7"), "pass:1")
         assert stored.startswith(PACKED), "records are stored compressed (bus.compact)"
         await redis.hset(keys_of(settings).run_records("run-7"), "pass:2", b'{"old": 1}')
-        assert await worker.records.read("run-7", ["pass:2"]) == [b'{"old": 1}'], (
-            "a record an earlier version stored uncompressed reads as it is"
-        )
+        assert await RedisRunRecords(worker.redis, worker.keys).read("run-7", ["pass:2"]) == [
+            b'{"old": 1}'
+        ], "a record an earlier version stored uncompressed reads as it is"
     ttl = await redis.ttl(keys_of(settings).run_records("run-7"))
     assert settings.answer_ttl_s - 60 < ttl <= settings.answer_ttl_s
 
@@ -636,7 +639,7 @@ async def test_a_commit_sent_again_writes_its_records_once(
             outputs = with_record(event, value)
             commit = Commit(shard, keys.stream("in", shard), "phase-t", b"0-1", outputs, lock)
             await worker.committer.commit(commit)
-    assert await worker.records.read("run-8", ["pass:1"]) == [b"first"]
+    assert await RedisRunRecords(worker.redis, worker.keys).read("run-8", ["pass:1"]) == [b"first"]
     assert await xlen(redis, settings, "out") == 1
 
 
@@ -703,7 +706,9 @@ async def test_the_records_a_route_names_are_read_with_the_lock(
 
     async def handle(event: Ping, delivery: Delivery) -> list[Pong]:
         seen.append(dict(delivery.records))
-        assert await running.worker.records.read("run-10", ["pass:2"]) == [b"two"]
+        assert await RedisRunRecords(running.worker.redis, running.worker.keys).read(
+            "run-10", ["pass:2"]
+        ) == [b"two"]
         return pong_of(event)
 
     running = Running(redis, settings, route(handle, records=lambda event: ["pass:1"]))
@@ -729,7 +734,9 @@ async def test_records_are_found_in_the_shard_an_entry_kept_its_run_in(
         await redis.xadd(keys.stream("in", 0), encode(stray))
         await wait_for_len(redis, settings, "out", 1)
         assert await redis.exists(keys.run_records(stray.correlation_id, 0)) == 1
-        assert await worker.records.read(stray.correlation_id, ["pass:1"]) == [b"kept"]
+        assert await RedisRunRecords(worker.redis, worker.keys).read(
+            stray.correlation_id, ["pass:1"]
+        ) == [b"kept"]
 
 
 async def test_stop_lets_in_flight_events_finish(redis: RedisClient, settings: BusSettings) -> None:
@@ -860,11 +867,15 @@ async def test_no_event_without_its_records_when_redis_refuses_writes(
         await eventually(lambda: not running.worker.committer.gate.is_open)
         await kill(running)
         assert await xlen(redis, settings, "out") == 0
-        assert await running.worker.records.read("run-9", ["pass:1"]) == [None]
+        assert await RedisRunRecords(running.worker.redis, running.worker.keys).read(
+            "run-9", ["pass:1"]
+        ) == [None]
     other = settings.with_(consumer_name=f"{settings.consumer_name}-2")
     async with Running(redis, other, route(handle)) as worker:
         await wait_for_len(redis, settings, "out", 1)
-        assert await worker.records.read("run-9", ["pass:1"]) == [b"kept"]
+        assert await RedisRunRecords(worker.redis, worker.keys).read("run-9", ["pass:1"]) == [
+            b"kept"
+        ]
 
 
 async def test_entries_wait_unlocked_while_redis_refuses_writes(

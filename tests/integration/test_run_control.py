@@ -12,13 +12,13 @@ import time
 from redis.asyncio import Redis
 from test_pipeline import NO_ISSUES, PLAN, add_a_step, assessment, pipeline
 
-from aeonloop.bus.cancels import CancelOutcome, RedisCancels
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMCall
 from aeonloop.llm.offline import OfflineLLM
 from aeonloop.prompts.registry import REPLY_TOKENS, PromptId
+from aeonloop.runs.cancels import CancelOutcome, RedisCancels
 from aeonloop.testing import ScriptedLLM
 
 #: How long each slowed call takes: long enough that a cancel lands inside one.

@@ -17,6 +17,7 @@ from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings
 from aeonloop.gateway.http.run_feed import STATE_STREAMS, ForeignEventId, RunFeed
 from aeonloop.gateway.http.run_steps import EventId
+from aeonloop.runs.store import RunStore
 
 pytestmark = pytest.mark.integration
 
@@ -64,7 +65,7 @@ async def test_a_made_up_event_id_on_a_made_up_run_reads_nothing_back(
 ) -> None:
     keys = Keys(settings.prefix, 1)
     await _fill(redis, keys)
-    feed = RunFeed(redis, keys)
+    feed = RunFeed(RunStore(redis, keys, settings))
     for made_up in ("profile@0-0", "pass-3@1-0", "exit@1732300000000-0"):
         assert await feed.view("nobody", EventId.parse(made_up)) is None
     assert sum(entries_read) == 0
@@ -75,6 +76,7 @@ async def test_another_runs_event_id_is_refused_before_any_scan(
 ) -> None:
     keys = Keys(settings.prefix, 1)
     theirs = await _fill(redis, keys)
+    feed = RunFeed(RunStore(redis, keys, settings))
     with pytest.raises(ForeignEventId, match="another run"):
-        await RunFeed(redis, keys).view("nobody", EventId.parse(f"plan@{theirs}"))
+        await feed.view("nobody", EventId.parse(f"plan@{theirs}"))
     assert sum(entries_read) == 1  # the entry named, read once to see whose it is

@@ -17,13 +17,13 @@ from standardwebhooks import Webhook
 
 from aeonloop.bus.codec import encode
 from aeonloop.bus.keys import WEBHOOK_OUTCOMES, WEBHOOK_RECORD, Keys
-from aeonloop.bus.records import RedisRunRecords
 from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import BadInput
 from aeonloop.gateway.client import AeonClient
 from aeonloop.phases.events import RequestSubmitted, WebhookSettled
+from aeonloop.runs.records import RedisRunRecords
 from aeonloop.testing import AeonTestStack
-from aeonloop.webhooks import WebhookSettings
+from aeonloop.webhooks.policy import WebhookSettings
 
 SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 

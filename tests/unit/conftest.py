@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from aeonloop.bus.delivery import Delivery
-from aeonloop.bus.records import RunRecord
+from aeonloop.bus.route import RunRecord
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMCall
 from aeonloop.phases import history

@@ -30,8 +30,6 @@ from a2a.types.a2a_pb2 import (
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.struct_pb2 import Struct
 
-from aeonloop.bus.answer_text import DELTA, RESET, SETTLED, TextEntry
-from aeonloop.bus.cancels import CancelOutcome
 from aeonloop.contracts import Usage
 from aeonloop.exceptions import BadInput
 from aeonloop.gateway.http import a2a_server
@@ -48,6 +46,8 @@ from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.progress import Progress
 from aeonloop.phases.events import ExecutionResult
 from aeonloop.phases.models import ExitReason, FinalAnswer
+from aeonloop.runs.answer_text import DELTA, RESET, SETTLED, TextEntry
+from aeonloop.runs.cancels import CancelOutcome
 
 
 def _message(*parts: Part, **metadata: object) -> Message:

@@ -1,4 +1,4 @@
-"""A call's answer sink (bus.answer_text.AnswerSink) when Redis does not take a write: the text
+"""A call's answer sink (runs.answer_text.AnswerSink) when Redis does not take a write: the text
 is a view of the answer, never a condition of it."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from aeonloop.bus.answer_text import DELTA, RESET, AnswerSink, RedisAnswerText, ResetWhy
+from aeonloop.runs.answer_text import DELTA, RESET, AnswerSink, RedisAnswerText, ResetWhy
 
 
 class Stream(RedisAnswerText):

@@ -9,7 +9,7 @@ import pytest
 
 from aeonloop.bus.deadletter import DeadLetter
 from aeonloop.bus.delivery import Delivery
-from aeonloop.bus.records import RunRecord
+from aeonloop.bus.route import RunRecord
 from aeonloop.phases import history, phase_c, phase_e, worker
 from aeonloop.phases.events import LoopExited, PassCompleted, PassRequested, RunState
 from aeonloop.phases.history import HistoryMissing

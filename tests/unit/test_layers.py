@@ -98,14 +98,23 @@ def test_the_layers_table_is_the_contract() -> None:
     assert shown == _layers()
 
 
-#: What a gateway that submits requests and reads answers must not load: the LLM layer, and
-#: the phase handlers with what only they run on (their deps, the LLM session, the worker).
+#: What a gateway that submits requests and reads answers must not load: the LLM layer, the
+#: phase handlers with what only they run on (their deps, the LLM session, the worker), and
+#: the bus's delivery side: the consumer and its parts, the committer, the worker, and the
+#: webhooks group (the client checks a webhook URL with webhooks.policy alone).
 PIPELINE = (
     "aeonloop.llm",
     *(f"aeonloop.phases.phase_{name}" for name in "abcde"),
     "aeonloop.phases.deps",
     "aeonloop.phases.planning",
     "aeonloop.phases.worker",
+    "aeonloop.bus.consumer",
+    "aeonloop.bus.locking",
+    "aeonloop.bus.recovery",
+    "aeonloop.bus.retry",
+    "aeonloop.bus.commit",
+    "aeonloop.bus.worker",
+    "aeonloop.webhooks.delivery",
 )
 
 

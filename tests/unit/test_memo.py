@@ -11,9 +11,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.keys import Keys, memo_key, memo_scope, repair_scope
-from aeonloop.bus.memo import MEMO_MARGIN_S, RedisMemo, memo_ttl
 from aeonloop.phases import phase_a
 from aeonloop.prompts.registry import PromptId
+from aeonloop.runs.memo import MEMO_MARGIN_S, RedisMemo, memo_ttl
 from aeonloop.testing import DictMemo
 
 INFER = PromptId.TASKPROFILE_INFERENCE_USER
@@ -87,7 +87,7 @@ async def test_a_first_delivery_asks_the_memo_nothing_and_a_redelivery_finds_its
 
 def test_a_memo_is_kept_until_its_runs_deadline_and_no_longer() -> None:
     """A redelivery after the deadline ends its run without calling the LLM, so a memo is of
-    no use then (bus.memo); a run with no deadline keeps it AEON_MEMO_KEEP_S."""
+    no use then (runs.memo); a run with no deadline keeps it AEON_MEMO_KEEP_S."""
     now = datetime(2026, 1, 1, tzinfo=UTC)
     assert memo_ttl(now + timedelta(seconds=300), 86_400, now) == 300 + MEMO_MARGIN_S
     assert memo_ttl(now + timedelta(days=3), 86_400, now) == 86_400

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import orjson
 
-from aeonloop.bus.records import RunRecord
+from aeonloop.bus.route import RunRecord
 from aeonloop.gateway.http.run_feed import RunView, Watch, WatchedRun, stream_steps
 from aeonloop.phases.events import LoopExited, PassCompleted, RunState
 from aeonloop.phases.models import ExecutionPass, Plan, PlanStep

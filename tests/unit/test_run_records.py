@@ -8,10 +8,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.keys import Keys
-from aeonloop.bus.records import RedisRunRecords
 from aeonloop.llm.offline import OfflineLLM
 from aeonloop.phases.deps import PhaseDeps
 from aeonloop.prompts.registry import PromptRegistry
+from aeonloop.runs.records import RedisRunRecords
 
 
 class FailingOver:

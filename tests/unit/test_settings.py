@@ -12,7 +12,7 @@ from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.factory import LLMSettings
 from aeonloop.settings import SettingsError, notices, variables
-from aeonloop.webhooks import WebhookSettings
+from aeonloop.webhooks.policy import WebhookSettings
 
 
 def test_a_typo_is_warned_about_naming_the_closest_variable() -> None:

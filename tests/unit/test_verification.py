@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from aeonloop.bus.in_process import DictRunRecords
 from aeonloop.bus.keys import DRAFT_RECORD
 from aeonloop.checks.types import (
     CountCheck,
@@ -44,6 +43,7 @@ from aeonloop.phases.models import (
 from aeonloop.phases.outcome import outcome_of
 from aeonloop.prompts.baseline import plain_call
 from aeonloop.prompts.registry import PromptId
+from aeonloop.runs.in_process import DictRunRecords
 
 INFER = PromptId.TASKPROFILE_INFERENCE_USER
 PREPARE = PromptId.CHECKS_PREPARE_USER

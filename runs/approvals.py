@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from aeonloop.bus.codec import Routable, encode
 from aeonloop.bus.connection import RedisClient
-from aeonloop.bus.keys import AWAITING_APPROVAL, Keys
+from aeonloop.bus.keys import AWAITING_APPROVAL, HEAD_RECORD, Keys, head_of
 
-#: XDEL the paused entry; only if it was there, XADD what takes the run on. 1 taken, 0 not.
+#: XDEL the paused entry; only if it was there, XADD what takes the run on and make it the
+#: run's head (KEYS[3], the run's records: field ARGV[3], kept ARGV[4] s), as the commit does
+#: for every progress event (bus.commit). 1 taken, 0 not.
 _TAKE = """
 if redis.call('XDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 3))
+local id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 6))
+redis.call('HSET', KEYS[3], ARGV[3], ARGV[5] .. ' ' .. id)
+redis.call('EXPIRE', KEYS[3], ARGV[4])
 return 1
 """
 
@@ -41,18 +45,30 @@ async def find(redis: RedisClient, keys: Keys, correlation_id: str) -> Entry | N
 
 
 async def take(
-    redis: RedisClient, keys: Keys, shard: int, entry_id: bytes, then: Routable, maxlen: int
+    redis: RedisClient,
+    keys: Keys,
+    shard: int,
+    entry_id: bytes,
+    then: Routable,
+    maxlen: int,
+    keep_s: int,
 ) -> bool:
-    """Take the paused entry out and publish `then` in its place (in its shard); False when
+    """Take the paused entry out and publish `then` in its place (in its shard), its run's
+    head from now on (kept `keep_s`, AEON_ANSWER_TTL_S, like its other records); False when
     someone else took it first."""
-    fields = [part for pair in encode(then).items() for part in pair]
+    encoded = encode(then)
+    fields = [part for pair in encoded.items() for part in pair]
     taken = await redis.eval(
         _TAKE,
-        2,
+        3,
         keys.stream(AWAITING_APPROVAL, shard),
         keys.stream(then.STREAM, shard),
+        keys.run_records(encoded["cid"].decode(), shard),
         entry_id,
         maxlen,
+        HEAD_RECORD,
+        keep_s,
+        head_of(encoded["type"].decode(), then.STREAM),
         *fields,
     )
     return bool(taken)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import Any
 
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -39,15 +39,6 @@ from aeonloop.bus.keys import Keys
 from aeonloop.bus.redis_errors import TRANSIENT
 
 log = logging.getLogger("aeon.bus")
-
-
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    """Field `name` of run `correlation_id`'s records, holding `value`."""
-
-    correlation_id: str
-    name: str
-    value: bytes
 
 
 class RedisRunRecords:
@@ -81,6 +72,12 @@ class RedisRunRecords:
             lambda: self._redis.hmget(key, list(names)), _not_yet
         )
         return [None if value is None else unpack(value) for value in values]
+
+
+def forget(pipe: Any, keys: Keys, correlation_id: str, shard: int, name: str) -> None:
+    """Queue on `pipe` (a pipeline bound to `shard`'s slot, written in order) the deletion of
+    the run's record `name`: `aeon dlq replay` forgets a webhook's count of tries with it."""
+    pipe.hdel(keys.run_records(correlation_id, shard), name)
 
 
 #: Backoff 0.2, 0.4, 0.8, 1.6, then 2 s: 12 retries, about 19 s (redis-py's own retry loop).

@@ -1,7 +1,7 @@
-"""The bus's three per-run stores kept in this process's dicts, instead of Redis.
+"""The run store's three stores a handler reads, kept in this process's dicts, instead of Redis.
 
-A phase handler is given a memo of LLM replies (Redis: bus.memo), the run records its events
-refer to (bus.records) and the cancels it must obey (bus.cancels). Here are the same three held
+A phase handler is given a memo of LLM replies (Redis: runs.memo), the run records its events
+refer to (runs.records) and the cancels it must obey (runs.cancels). Here are the same three held
 in memory, with the interfaces the phases ask for (`llm.session.Memo`, `phases.history.RunRecords`,
 `phases.cancels.Cancels`), for what runs without a bus:
 
@@ -9,9 +9,9 @@ in memory, with the interfaces the phases ask for (`llm.session.Memo`, `phases.h
   (`phases.phase_e.execute_phase_e`, FR-021), which share nothing with another process;
 - tests that call handlers directly and chain them through the wire form (tests/unit).
 
-They live in bus/, beside the Redis stores they stand in for, so the phases and the LLM layer
-can use them without importing upwards; `aeonloop.testing` offers them with the rest of the test
-harness.
+They live in the run store, beside the Redis stores they stand in for, below the phases and the
+LLM layer, so both can use them without importing upwards; `aeonloop.testing` offers them with
+the rest of the test harness.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 
-from aeonloop.bus.records import RunRecord
+from aeonloop.bus.route import RunRecord
 
 __all__ = ["DictCancels", "DictMemo", "DictRunRecords"]
 

@@ -21,7 +21,7 @@ what a reader gets (a reader that comes after it gets no text), and a run's text
 would more than double what a run leaves in Redis (4.8 KB for an offline run's, beside 3.5 KB
 for its answer and records).
 
-The invariant, kept by the script that publishes the answer (bus.commit, `SETTLE`): once a
+The invariant, kept by the script that publishes the answer (bus.commit, bus.settlement): once a
 stream is settled, its deltas since the last reset, joined, are the FinalAnswer's
 `answer_text`. The settlement writes what the published text adds to the streamed text when
 the one starts with the other, else a reset and the whole published text. It runs in the
@@ -49,6 +49,7 @@ from aeonloop.bus.codec import text as field_text
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.redis_errors import FAILURES, TRANSIENT, said
+from aeonloop.bus.settlement import TEXT_LUA
 
 log = logging.getLogger("aeon.bus")
 
@@ -116,73 +117,13 @@ def since_reset(entries: list[TextEntry]) -> str:
     return "".join(parts)
 
 
-#: Lua shared by the scripts: the last entry's number and kind, and adding a numbered entry.
-_COMMON = """
-local function text_last(key)
-  local last = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)
-  local n, kind, candidate = 0, false, false
-  if #last > 0 then
-    local f = last[1][2]
-    for i = 1, #f, 2 do
-      if f[i] == 'n' then n = tonumber(f[i + 1])
-      elseif f[i] == 'kind' then kind = f[i + 1]
-      elseif f[i] == 'candidate' then candidate = f[i + 1] end
-    end
-  end
-  return n, kind, candidate
-end
-local function text_add(key, maxlen, n, ...)
-  redis.call('XADD', key, 'MAXLEN', '~', maxlen, '*', 'n', n, ...)
-  return n
-end
-"""
-
-#: Settle a run's answer text stream on its published text (run by bus.commit's script, right
-#: after it set the answer key): the deltas since the last reset, joined, become that text;
-#: the stream is then kept `ttl` seconds (AEON_STREAM_KEEP_S).
-#: What was streamed is known whole when the stream holds a reset, or its first entry is
-#: number 1 (nothing trimmed), or it is empty; else a reset and the whole text.
-SETTLE = (
-    _COMMON
-    + """
-local function text_settle(key, published, maxlen, ttl)
-  local entries = redis.call('XRANGE', key, '-', '+')
-  local parts, known, n = {}, #entries == 0, 0
-  for i, e in ipairs(entries) do
-    local f = {}
-    for j = 1, #e[2], 2 do f[e[2][j]] = e[2][j + 1] end
-    n = tonumber(f['n']) or n
-    if i == 1 and n == 1 then known = true end
-    if f['kind'] == 'reset' then parts = {}; known = true
-    elseif f['kind'] == 'delta' then parts[#parts + 1] = f['text']
-    elseif f['kind'] == 'settled' then return end
-  end
-  local streamed = table.concat(parts)
-  if known and string.sub(published, 1, #streamed) == streamed then
-    if #published > #streamed then
-      n = text_add(key, maxlen, n + 1, 'kind', 'delta', 'text',
-        string.sub(published, #streamed + 1), 'candidate', 'published', 'provisional', '0')
-    end
-  else
-    n = text_add(key, maxlen, n + 1, 'kind', 'reset', 'why', 'published')
-    if #published > 0 then
-      n = text_add(key, maxlen, n + 1, 'kind', 'delta', 'text', published,
-        'candidate', 'published', 'provisional', '0')
-    end
-  end
-  text_add(key, maxlen, n + 1, 'kind', 'settled')
-  redis.call('EXPIRE', key, ttl)
-end
-"""
-)
-
 #: One write. KEYS: the run's answer text stream, its answer key. ARGV: maxlen, ttl s, kind
 #: ("delta" or "reset"), fresh ("1": a call's first write), text, candidate, provisional, why.
 #: Nothing once the answer is set (or the stream settled). A reset, or a call's first write,
 #: first closes the text before it when that text is a delta: `retried` for the same
 #: candidate, else `replaced` (a reset names its own why). Returns the last entry's number.
 _WRITE = (
-    _COMMON
+    TEXT_LUA
     + """
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 local n, kind, candidate = text_last(KEYS[1])
