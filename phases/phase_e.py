@@ -54,6 +54,7 @@ from aeonloop.phases.events import Event, FinalAnswerReady, LoopExited, RunState
 from aeonloop.phases.models import AnswerReason, FinalAnswer, PhaseEInput
 from aeonloop.phases.outcome import outcome_of
 from aeonloop.prompts.registry import FinalAnswerOutput, PromptId, PromptRegistry
+from aeonloop.runs.in_process import DictMemo
 
 #: The request of a run whose state was lost and whose LoopExited did not carry the text either.
 LOST_REQUEST = "(the request text was lost before answer synthesis)"
