@@ -67,7 +67,7 @@ from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.phases import approvals, render
 from aeonloop.phases.events import ExecutionResult, WebhookSettled
 from aeonloop.phases.worker import PHASES, make_worker
-from aeonloop.settings import AeonSettings, LogSettings, core_lines, notices
+from aeonloop.settings import AeonSettings, LogSettings, TenantSettings, core_lines, notices
 from aeonloop.telemetry import metrics, tracing
 from aeonloop.telemetry.metrics import MetricsSettings
 from aeonloop.telemetry.tracing import TracingSettings
@@ -105,6 +105,7 @@ SETTINGS: tuple[type[AeonSettings], ...] = (
     LoopSettings,
     LogSettings,
     HttpSettings,
+    TenantSettings,
     WebhookSettings,
     FileSettings,
     TurnSettings,

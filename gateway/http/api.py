@@ -53,7 +53,7 @@ from aeonloop.gateway.http.errors import (
     redis_reason,
     refusal,
 )
-from aeonloop.gateway.http.guards import MCP_PATH, ApiGuard, HostGuard
+from aeonloop.gateway.http.guards import MCP_PATH, ApiGuard, HostGuard, TenantGate
 from aeonloop.gateway.http.models import (
     MAX_RECENT,
     MAX_WAIT_S,
@@ -103,10 +103,17 @@ _PAGE_HEADERS = {
 class HttpApi:
     """The endpoints, bound to one client, one run feed and the HTTP settings."""
 
-    def __init__(self, client: AeonClient, feed: RunFeed, settings: HttpSettings) -> None:
+    def __init__(
+        self,
+        client: AeonClient,
+        feed: RunFeed,
+        settings: HttpSettings,
+        tenants: TenantGate | None = None,
+    ) -> None:
         self.client = client
         self.feed = feed
         self.settings = settings
+        self.tenants = tenants or TenantGate()
 
     # -- runs ---------------------------------------------------------------------------------
 
@@ -124,7 +131,9 @@ class HttpApi:
         # Watched only when this request waits for the answer: the client keeps a watched
         # run's answer until someone waits for it, and nobody would.
         try:
-            correlation_id = await self.client.submit(**body, watch=bool(wait))
+            correlation_id = await self.tenants.submit(
+                request.scope, self.client, **body, watch=bool(wait)
+            )
         except BadInput as error:  # the whole event over AEON_MAX_EVENT_BYTES
             raise ApiError(status_of(error), "body", str(error)) from None
         self.feed.note_submitted(correlation_id)
@@ -386,13 +395,17 @@ def _recent(run: RequestSubmitted, answer: ExecutionResult | None) -> RecentRun:
 # -- the app ----------------------------------------------------------------------------------
 
 
-def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Starlette:
+def build_app(
+    client: AeonClient, feed: RunFeed, settings: HttpSettings, tenants: TenantGate | None = None
+) -> Starlette:
     """The app; `app.state.mcp_sessions` are its MCP sessions, which answer at MCP_PATH while
-    their `run()` is entered (`aeon serve` does, around serving)."""
+    their `run()` is entered (`aeon serve` does, around serving). `tenants` admits the runs
+    submitted (none: no quotas, no ledger)."""
     from aeonloop.gateway import mcp_server
 
-    api = HttpApi(client, feed, settings)
-    chat = ChatApi(client, feed, settings)
+    tenants = tenants or TenantGate()
+    api = HttpApi(client, feed, settings, tenants)
+    chat = ChatApi(client, feed, settings, tenants)
     mcp_sessions = mcp_server.http_sessions(
         mcp_server.build_server(client), settings.http_max_body_bytes
     )
