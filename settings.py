@@ -303,6 +303,8 @@ def notices(environ: Mapping[str, str], classes: Iterable[type[AeonSettings]]) -
 #: A tenant's name, as AEON_HTTP_TOKENS and its file give it (`name:token`): safe in a Redis
 #: key's hash tag, a Prometheus label and a log line.
 TENANT_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+#: The tenant of every request to an API with no tokens (AEON_HTTP_TOKENS unset).
+ANONYMOUS = "anonymous"
 
 
 class Price(BaseModel):

@@ -20,8 +20,10 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from pydantic import BaseModel, Field
 
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.keys import Keys
@@ -31,8 +33,6 @@ from aeonloop.telemetry import metrics
 
 log = logging.getLogger("aeon.tenants")
 
-#: The tenant of a request to an API with no tokens configured (AEON_HTTP_TOKENS unset).
-ANONYMOUS = "anonymous"
 #: The kinds of tokens priced apart, as the ledger, `GET /v1/usage` and the metrics name them.
 KINDS = ("input", "cached_input", "output")
 #: How long a day's totals are kept: long enough to read last month's.
@@ -212,35 +212,69 @@ class Ledger:
     def _field(self, kind: str, what: str) -> str:
         return _SEPARATOR.join((self.model, kind, what))
 
-    async def totals(self, day: date | str) -> dict[str, dict[str, dict[str, Any]]]:
-        """The day's totals: tenant → model → {runs, tokens by kind, cost by kind (None: no
-        price), total_cost}."""
-        day = day if isinstance(day, str) else day.isoformat()
-        names = await self.redis.smembers(self.keys.usage_tenants(day))
+    async def totals(self, day: str, tenant: str | None = None) -> UsageReport:
+        """The totals of `day` (YYYY-MM-DD, UTC): every tenant's, or only `tenant`'s."""
+        return await usage_report(self.redis, self.keys, day, tenant)
+
+
+async def usage_report(
+    redis: RedisClient, keys: Keys, day: str, tenant: str | None = None
+) -> UsageReport:
+    """The ledger's totals of `day` (YYYY-MM-DD, UTC): every tenant's, or only `tenant`'s."""
+    if tenant is None:
+        names = await redis.smembers(keys.usage_tenants(day))
         tenants = sorted(_text(name) for name in names)
-        report: dict[str, dict[str, dict[str, Any]]] = {}
-        for tenant in tenants:
-            raw = await self.redis.hgetall(self.keys.tenant(tenant, f"usage:{day}"))
-            report[tenant] = _by_model(raw)
-        return report
+    else:
+        tenants = [tenant]
+    rows = []
+    for name in tenants:
+        raw = await redis.hgetall(keys.tenant(name, f"usage:{day}"))
+        if raw:
+            rows.append(TenantUsage(tenant=name, models=_by_model(raw)))
+    return UsageReport(day=day, tenants=rows)
 
 
-def _by_model(raw: dict[Any, Any]) -> dict[str, dict[str, Any]]:
-    models: dict[str, dict[str, Any]] = {}
+class ModelUsage(BaseModel):
+    """One tenant's runs of one model, answered in one day."""
+
+    model: str
+    runs: int = 0
+    #: Tokens by kind: input (prompt tokens not from the cache), cached_input, output.
+    tokens: dict[str, int] = Field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    total_tokens: int = 0
+    #: Cost by kind, in the price table's currency; None: the model has no price.
+    cost: dict[str, float] | None = None
+    total_cost: float | None = None
+
+
+class TenantUsage(BaseModel):
+    tenant: str
+    models: list[ModelUsage]
+
+
+class UsageReport(BaseModel):
+    """What `GET /v1/usage` and `aeon usage` show: a day's totals, per tenant and model."""
+
+    day: str
+    tenants: list[TenantUsage]
+
+
+def _by_model(raw: dict[Any, Any]) -> list[ModelUsage]:
+    models: dict[str, ModelUsage] = {}
     for field, value in raw.items():
-        model, kind, what = _text(field).rsplit(_SEPARATOR, 2)
-        row = models.setdefault(model, {"runs": 0, "tokens": dict.fromkeys(KINDS, 0), "cost": None})
+        name, kind, what = _text(field).rsplit(_SEPARATOR, 2)
+        row = models.setdefault(name, ModelUsage(model=name))
         if what == "count":
-            row["runs"] = int(value)
+            row.runs = int(value)
         elif what == "tokens":
-            row["tokens"][kind] = int(value)
+            row.tokens[kind] = int(value)
         else:
-            row["cost"] = row["cost"] or dict.fromkeys(KINDS, 0.0)
-            row["cost"][kind] = float(value)
+            row.cost = row.cost or dict.fromkeys(KINDS, 0.0)
+            row.cost[kind] = float(value)
     for row in models.values():
-        row["total_tokens"] = sum(row["tokens"].values())
-        row["total_cost"] = None if row["cost"] is None else sum(row["cost"].values())
-    return models
+        row.total_tokens = sum(row.tokens.values())
+        row.total_cost = None if row.cost is None else sum(row.cost.values())
+    return [models[name] for name in sorted(models)]
 
 
 def _ms(moment: datetime) -> int:

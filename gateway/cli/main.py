@@ -1,4 +1,4 @@
-"""The `aeon` command: ask, answer, worker, serve, mcp, dlq, status, asyncapi.
+"""The `aeon` command: ask, answer, worker, serve, mcp, dlq, status, usage, asyncapi.
 
 Exit codes: EXIT_CODES below, which `aeon --help` lists; docs/cli.md ("Exit codes") says
 when each is used, and tests/test_readme.py keeps the two alike.
@@ -39,7 +39,7 @@ from aeonloop.exceptions import (
     SettingsError,
     UsageError,
 )
-from aeonloop.gateway.cli import dlq, status
+from aeonloop.gateway.cli import dlq, status, usage
 from aeonloop.gateway.cli.display import render_human, render_json, webhook_line
 from aeonloop.gateway.client import ANSWER_GRACE_S, DEFAULT_TIMEOUT_S, AeonClient, Progress
 from aeonloop.gateway.embedded import embedded_pipeline
@@ -769,6 +769,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_commands(commands, _command)
     dlq.add_commands(commands, _command)
     status.add_commands(commands, _command)
+    usage.add_commands(commands, _command)
 
     p = _command(
         commands,

@@ -5,6 +5,7 @@
     GET  /v1/runs                 the newest runs, with their answers when stored
     GET  /v1/runs/{id}            the result (200), the newest step while running (202), or 404
     GET  /v1/runs/{id}/events     Server-Sent Events, one per step, ending with the answer
+    GET  /v1/usage                a day's tokens and cost per tenant and model (aeonloop.tenants)
     POST /v1/chat/completions     OpenAI's Chat Completions API over runs (gateway.http.chat)
     GET  /v1/models               the one model it serves, `aeon`
     GET  /healthz, /readyz        the process is up; Redis answers
@@ -235,6 +236,13 @@ class HttpApi:
             background=BackgroundTask(watch.release),
         )
 
+    # -- the ledger ---------------------------------------------------------------------------
+
+    async def usage(self, request: Request) -> Response:
+        """`GET /v1/usage?day=YYYY-MM-DD`: the day's tokens and cost, per tenant and model."""
+        report = await self.tenants.usage(request.scope, request.query_params.get("day"))
+        return json_response(report.model_dump(mode="json"))
+
     # -- the process --------------------------------------------------------------------------
 
     async def healthz(self, request: Request) -> Response:
@@ -437,6 +445,7 @@ def build_app(
         Route("/v1/runs/{correlation_id}/events", api.events, methods=["GET"]),
         Route("/v1/runs/{correlation_id}/cancel", api.cancel, methods=["POST"]),
         Route("/v1/runs/{correlation_id}/approve", api.approve, methods=["POST"]),
+        Route("/v1/usage", api.usage, methods=["GET"]),
         # OpenAI's Chat Completions API (gateway.http.chat).
         Route(CHAT_PATH, chat.completions, methods=["POST"]),
         Route(MODELS_PATH, chat.models, methods=["GET"]),

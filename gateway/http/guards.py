@@ -17,10 +17,11 @@ import asyncio
 import hmac
 import logging
 import math
+import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Any
 
 from starlette.datastructures import Headers
@@ -34,7 +35,8 @@ from aeonloop.gateway.client import DEFAULT_TIMEOUT_S, AeonClient, EntryHandler,
 from aeonloop.gateway.http.errors import error_response
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.phases.events import FinalAnswerReady, utcnow
-from aeonloop.tenants.ledger import ANONYMOUS, Ledger, QuotaExceeded
+from aeonloop.settings import ANONYMOUS
+from aeonloop.tenants.ledger import Ledger, QuotaExceeded, UsageReport, today
 
 log = logging.getLogger("aeon.http")
 
@@ -43,6 +45,7 @@ API_PREFIX = "/v1/"
 MCP_PATH = "/mcp"
 #: Clients whose buckets are kept before full (idle) ones are dropped.
 MAX_CLIENTS = 10_000
+_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 #: Where the guard leaves the tenant of a request, in its scope's state (`request.state`).
 _TENANT = "tenant"
 
@@ -216,6 +219,20 @@ class TenantGate:
             await self.ledger.release(tenant, correlation_id)
             raise
 
+    async def usage(self, scope: Scope, day: str | None) -> UsageReport:
+        """The ledger's totals of `day` (today, UTC, if None) as the request `scope` may see
+        them: its own tenant's, or every tenant's on an open API (no tokens: anyone who can
+        reach it can read anything). ApiError(422) for a day that is not a date, 503 where no
+        ledger is kept."""
+        if day is None:
+            day = today()
+        elif not _DAY.fullmatch(day) or not _is_date(day):
+            raise ApiError(422, "day", f"{day[:40]!r} is not a day: write it YYYY-MM-DD (UTC)")
+        if self.ledger is None:
+            raise ApiError(503, None, "this server keeps no ledger (it is not `aeon serve`)")
+        tenant = tenant_of(scope)
+        return await self.ledger.totals(day, None if tenant == ANONYMOUS else tenant)
+
     def settling(self, also: EntryHandler) -> EntryHandler:
         """An entry handler that hands every entry to `also` and settles each answer read."""
 
@@ -236,3 +253,11 @@ class TenantGate:
         except FAILURES as error:
             # Its slot comes back when its lease runs out; its tokens go uncharged.
             log.warning("run %s: not settled (%s)", answer.correlation_id, said(error))
+
+
+def _is_date(day: str) -> bool:
+    try:
+        date.fromisoformat(day)
+    except ValueError:
+        return False
+    return True

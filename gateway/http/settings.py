@@ -11,7 +11,7 @@ from typing import Annotated
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
-from aeonloop.settings import TENANT_NAME, AeonSettings, SettingsError
+from aeonloop.settings import ANONYMOUS, TENANT_NAME, AeonSettings, SettingsError
 
 #: The shortest bearer token accepted: guessing one must be hopeless (`openssl rand -hex 32`).
 MIN_TOKEN_CHARS = 16
@@ -138,6 +138,10 @@ def _named_tokens(entries: Iterable[str]) -> dict[str, str]:
         if not (colon and token and TENANT_NAME.fullmatch(name)):
             token = entry
             name = "t-" + hashlib.sha256(entry.encode()).hexdigest()[:12]
+        if name == ANONYMOUS:
+            raise ValueError(
+                f"{ANONYMOUS} is the tenant of an API with no tokens; give the token another name"
+            )
         named[token] = name
     short = sum(len(token) < MIN_TOKEN_CHARS for token in named)
     if short:

@@ -58,7 +58,7 @@ async def test_runs_in_flight_are_held_to_the_quota_per_tenant(
     with pytest.raises(QuotaExceeded):
         await ledger.admit("alice", "r6", _due())
     totals = await ledger.totals(today())
-    assert totals["alice"][MODEL]["runs"] == 1
+    assert [(t.tenant, t.models[0].runs) for t in totals.tenants] == [("alice", 1)]
 
 
 async def test_a_slot_whose_lease_ran_out_comes_back(
@@ -106,12 +106,15 @@ async def test_the_cost_of_a_run_is_its_tokens_times_the_price_and_totals_add_up
     assert a1 is not None and a1.cost is not None
     assert a1.total_cost == pytest.approx((1_000 * 2.5 + 200 * 10.0) / 1e6)
     totals = await ledger.totals(today())
-    for tenant in ("alice", "bob"):
-        mine = [charged[run] for run, (who, _) in runs.items() if who == tenant]
-        row = totals[tenant][MODEL]
-        assert row["runs"] == len(mine)
-        assert row["total_tokens"] == sum(sum(c.tokens.values()) for c in mine if c)
-        assert row["total_cost"] == pytest.approx(sum(c.total_cost or 0 for c in mine))
+    assert [t.tenant for t in totals.tenants] == ["alice", "bob"]
+    for tenant in totals.tenants:
+        mine = [c for run, c in charged.items() if runs[run][0] == tenant.tenant and c]
+        (row,) = tenant.models
+        assert (row.model, row.runs) == (MODEL, len(mine))
+        assert row.total_tokens == sum(sum(c.tokens.values()) for c in mine)
+        assert row.total_cost == pytest.approx(sum(c.total_cost or 0 for c in mine))
+    only_bob = await ledger.totals(today(), "bob")
+    assert [t.tenant for t in only_bob.tenants] == ["bob"]
 
 
 def test_cached_prompt_tokens_are_priced_at_the_cached_price() -> None:
