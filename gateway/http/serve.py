@@ -62,6 +62,7 @@ async def serve(args: argparse.Namespace) -> int:
     http: HttpSettings = args.http
     given = {"http_host": args.host, "http_port": args.port}
     http = http.with_(**{name: value for name, value in given.items() if value is not None})
+    http.tenants()  # a mistake in the tokens file: one line now, not at the first request
     listening = _listen(http.http_host, http.http_port)
     raise_open_files_limit()
     metrics.record()  # served at /metrics; first, so an embedded stack's phases are counted too
