@@ -28,6 +28,7 @@ from pydantic import BaseModel, Field
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.keys import Keys
 from aeonloop.contracts import Usage
+from aeonloop.exceptions import QuotaExceeded
 from aeonloop.settings import Price, TenantSettings
 from aeonloop.telemetry import metrics
 
@@ -75,18 +76,6 @@ end
 redis.call('EXPIRE', KEYS[3], keep)
 return 1
 """
-
-
-class QuotaExceeded(Exception):
-    """A tenant is past a quota: `quota` names it (AEON_TENANT_MAX_RUNS's or
-    AEON_TENANT_DAILY_TOKENS's), `reason` is the one line its client is told, `retry_after_s`
-    when to try again. The gateway answers it 429 (gateway.http.api)."""
-
-    def __init__(self, quota: str, reason: str, retry_after_s: int) -> None:
-        super().__init__(reason)
-        self.quota = quota
-        self.reason = reason
-        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ feed (gateway.http.run_feed): a run is read back from Redis, and its events foll
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import re
@@ -145,7 +146,7 @@ class HttpApi:
             except AnswerTimeout:
                 pass
             else:
-                view = RunView(None, None, result)
+                view = RunView(None, None, self.tenants.priced(result))
                 return _run_response(correlation_id, view, headers, body["request"])
         return _accepted(correlation_id, "running", body["request"], headers)
 
@@ -154,6 +155,7 @@ class HttpApi:
         view = await self.feed.view(correlation_id)
         if view is None:
             raise _unknown(correlation_id)
+        view = dataclasses.replace(view, answer=self.tenants.priced(view.answer))
         if view.answer is None:
             paused = await self.client.awaiting(correlation_id)
             if paused is not None:

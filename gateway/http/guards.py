@@ -34,9 +34,9 @@ from aeonloop.exceptions import ApiError
 from aeonloop.gateway.client import DEFAULT_TIMEOUT_S, AeonClient, EntryHandler, answer_due_by
 from aeonloop.gateway.http.errors import error_response
 from aeonloop.gateway.http.settings import HttpSettings
-from aeonloop.phases.events import FinalAnswerReady, utcnow
+from aeonloop.phases.events import ExecutionResult, FinalAnswerReady, utcnow
 from aeonloop.settings import ANONYMOUS
-from aeonloop.tenants.ledger import Ledger, QuotaExceeded, UsageReport, today
+from aeonloop.tenants.ledger import Ledger, QuotaExceeded, UsageReport, charge, today
 
 log = logging.getLogger("aeon.http")
 
@@ -232,6 +232,14 @@ class TenantGate:
             raise ApiError(503, None, "this server keeps no ledger (it is not `aeon serve`)")
         tenant = tenant_of(scope)
         return await self.ledger.totals(day, None if tenant == ANONYMOUS else tenant)
+
+    def priced(self, answer: ExecutionResult | None) -> ExecutionResult | None:
+        """`answer` with its usage's cost by the price table (tenants.ledger.charge)."""
+        if answer is None or self.ledger is None:
+            return answer
+        price = self.ledger.prices.get(self.ledger.model)
+        cost = charge(answer.usage, price).total_cost
+        return answer.model_copy(update={"usage": answer.usage.model_copy(update={"cost": cost})})
 
     def settling(self, also: EntryHandler) -> EntryHandler:
         """An entry handler that hands every entry to `also` and settles each answer read."""

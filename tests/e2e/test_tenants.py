@@ -104,6 +104,7 @@ def test_a_tenant_past_its_daily_tokens_is_refused_on_every_server_and_others_ar
     answered = deployment.post_run(first, ALICE, wait=60)
     assert answered.status == 200, answered
     usage = answered.body["result"]["usage"]
+    assert usage["cost"] == pytest.approx(_cost(usage))  # the run's own, by the price table
     row = _charged(deployment, ALICE, 1)
     tokens = usage["prompt_tokens"] + usage["completion_tokens"]
     assert row["total_tokens"] == tokens
