@@ -5,11 +5,13 @@ A tenant past its daily tokens is refused 429 with Retry-After and one line nami
 at `POST /v1/runs` and, through the official `openai` client, at `POST /v1/chat/completions`
 (its RateLimitError) on either server, whichever one ran its earlier run; another tenant's
 request is answered; each tenant's cost is its runs' tokens times the price table, in
-`GET /v1/usage` and `aeon usage`.
+`GET /v1/usage` and `aeon usage`. A run in flight on one server holds its tenant's slot on the
+other (AEON_TENANT_MAX_RUNS) until its answer is settled.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -56,18 +58,17 @@ def _bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-@pytest.fixture(scope="module")
-def deployment(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    logs = tmp_path_factory.mktemp("tenants-logs")
+@contextlib.contextmanager
+def _deployed(redis_url: str, logs: Path, **settings: str) -> Iterator[Deployment]:
+    """One worker and two `aeon serve` on one Redis, under a prefix of their own."""
     prefix = "t" + uuid.uuid4().hex[:8]
     procs = Processes(logs)
     env = child_env(
         redis_url,
         prefix,
         AEON_HTTP_TOKENS=f"alice:{ALICE},bob:{BOB}",
-        # One token: a tenant's first run is admitted, and once it is answered, no more today.
-        AEON_TENANT_DAILY_TOKENS="1",
         AEON_PRICES=json.dumps({"offline": PRICE}),
+        **settings,
     )
     try:
         procs.worker(env)
@@ -79,6 +80,15 @@ def deployment(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     finally:
         procs.kill_all()
         _delete_prefix(redis_url, prefix)
+
+
+@pytest.fixture(scope="module")
+def deployment(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    # One token: a tenant's first run is admitted, and once it is answered, no more today.
+    with _deployed(
+        redis_url, tmp_path_factory.mktemp("tenants-logs"), AEON_TENANT_DAILY_TOKENS="1"
+    ) as deployed:
+        yield deployed
 
 
 def _charged(deployment: Deployment, token: str, runs: int) -> dict[str, Any]:
@@ -177,3 +187,37 @@ def test_aeon_usage_prints_every_tenants_totals(deployment: Deployment, tmp_path
     report = json.loads(as_json.stdout)
     total = sum(row["total_cost"] for t in report["tenants"] for row in t["models"])
     assert float(lines[4].split()[-1]) == pytest.approx(total, abs=1e-6)
+
+
+def test_runs_in_flight_are_held_to_the_quota_over_both_servers(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """AEON_TENANT_MAX_RUNS=1: alice's run on one server holds her slot on the other until it
+    is answered; bob's is admitted meanwhile."""
+    with _deployed(
+        redis_url, tmp_path, AEON_TENANT_MAX_RUNS="1", AEON_LLM_DELAY_MS="150"
+    ) as deployed:
+        first, second = deployed.servers
+        running = deployed.post_run(first, ALICE)
+        assert running.status == 202, running
+        refused = deployed.post_run(second, ALICE)
+        assert refused.status == 429, refused
+        assert refused.header("Retry-After") == "2"
+        assert refused.body["field"] == "AEON_TENANT_MAX_RUNS"
+        assert refused.body["reason"].startswith(
+            "tenant alice has 1 runs in flight, its quota is 1"
+        )
+        assert deployed.post_run(second, BOB).status == 202
+        cid = running.body["correlation_id"]
+
+        def answered() -> bool:
+            return first.get(f"/v1/runs/{cid}", headers=_bearer(ALICE)).status == 200
+
+        wait_until(answered, 60, "alice's run answered")
+        # Her slot comes back once the answer is settled, on whichever server asks.
+        admitted = wait_until(
+            lambda: (reply := deployed.post_run(second, ALICE)).status == 202 and reply,
+            15,
+            "alice admitted again",
+        )
+        assert admitted.body["correlation_id"] != cid
