@@ -193,6 +193,7 @@ class Ledger:
         total = sum(made.tokens.values())
         if not await self._settle(keys, [correlation_id, KEEP_DAYS * 86_400, total, *fields]):
             return None
+        await self.redis.delete(self.keys.tenant_of(correlation_id))
         await self.redis.sadd(self.keys.usage_tenants(day), tenant)
         await self.redis.expire(self.keys.usage_tenants(day), KEEP_DAYS * 86_400)
         metrics.tenant_charge(self.model, tenant, made.tokens, made.cost)
