@@ -11,9 +11,10 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import redis.asyncio as aioredis
 
+from aeonloop.bus.connection import RedisClient, connect
 from aeonloop.bus.keys import Keys
+from aeonloop.bus.settings import BusSettings
 from aeonloop.contracts import Usage
 from aeonloop.settings import Price, TenantSettings
 from aeonloop.tenants.ledger import Ledger, QuotaExceeded, charge, today
@@ -22,14 +23,20 @@ MODEL = "m1"
 PRICE = Price(input=2.5, cached_input=1.25, output=10.0)
 
 
-@pytest.fixture
-async def redis(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.from_url(redis_url)
+@pytest.fixture(params=["server", "cluster"])
+async def redis(
+    request: pytest.FixtureRequest, settings: BusSettings
+) -> AsyncIterator[RedisClient]:
+    """A Redis, and a Redis Cluster: each tenant's keys share its hash tag, so both scripts
+    run on one node of a cluster."""
+    if request.param == "cluster":
+        settings = settings.with_(redis_url=request.getfixturevalue("redis_cluster").url)
+    client = await connect(settings)
     yield client
     await client.aclose()
 
 
-def _ledger(redis: aioredis.Redis, prefix: str, **quotas: int) -> Ledger:
+def _ledger(redis: RedisClient, prefix: str, **quotas: int) -> Ledger:
     settings = TenantSettings(prices={MODEL: PRICE}, **quotas)
     return Ledger(redis, Keys(prefix), settings, MODEL)
 
@@ -39,7 +46,7 @@ def _due(seconds: float = 60) -> datetime:
 
 
 async def test_runs_in_flight_are_held_to_the_quota_per_tenant(
-    redis: aioredis.Redis, redis_prefix: str
+    redis: RedisClient, redis_prefix: str
 ) -> None:
     ledger = _ledger(redis, redis_prefix, tenant_max_runs=2)
     await ledger.admit("alice", "r1", _due())
@@ -61,9 +68,7 @@ async def test_runs_in_flight_are_held_to_the_quota_per_tenant(
     assert [(t.tenant, t.models[0].runs) for t in totals.tenants] == [("alice", 1)]
 
 
-async def test_a_slot_whose_lease_ran_out_comes_back(
-    redis: aioredis.Redis, redis_prefix: str
-) -> None:
+async def test_a_slot_whose_lease_ran_out_comes_back(redis: RedisClient, redis_prefix: str) -> None:
     """A gateway killed with a run in flight never settles it: the slot is free once the run's
     answer was due."""
     ledger = _ledger(redis, redis_prefix, tenant_max_runs=1)
@@ -75,7 +80,7 @@ async def test_a_slot_whose_lease_ran_out_comes_back(
 
 
 async def test_a_tenant_past_its_daily_tokens_is_refused_until_midnight(
-    redis: aioredis.Redis, redis_prefix: str
+    redis: RedisClient, redis_prefix: str
 ) -> None:
     ledger = _ledger(redis, redis_prefix, tenant_daily_tokens=150)
     await ledger.admit("alice", "r1", _due())
@@ -90,7 +95,7 @@ async def test_a_tenant_past_its_daily_tokens_is_refused_until_midnight(
 
 
 async def test_the_cost_of_a_run_is_its_tokens_times_the_price_and_totals_add_up(
-    redis: aioredis.Redis, redis_prefix: str
+    redis: RedisClient, redis_prefix: str
 ) -> None:
     ledger = _ledger(redis, redis_prefix)
     runs = {
