@@ -23,6 +23,7 @@ import openai
 import pytest
 from e2e_support import Processes, child_env, wait_until
 from http_support import Reply, Server, _delete_prefix
+from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.e2e
 
@@ -221,3 +222,24 @@ def test_runs_in_flight_are_held_to_the_quota_over_both_servers(
             "alice admitted again",
         )
         assert admitted.body["correlation_id"] != cid
+
+
+def test_the_metrics_of_both_servers_add_up_to_the_ledger(deployment: Deployment) -> None:
+    """aeon_llm_tenant_tokens_total and aeon_llm_cost_total, each run counted by the server
+    that settled it: over both servers, each tenant's equal its totals in the ledger."""
+    rows = {t: _charged(deployment, token, 1) for t, token in (("alice", ALICE), ("bob", BOB))}
+    samples = [
+        sample
+        for server in deployment.servers
+        for family in text_string_to_metric_families(server.get("/metrics").body)
+        for sample in family.samples
+    ]
+
+    def summed(name: str, tenant: str) -> float:
+        return sum(s.value for s in samples if s.name == name and s.labels.get("tenant") == tenant)
+
+    for tenant, row in rows.items():
+        assert summed("aeon_llm_tenant_tokens_total", tenant) == row["total_tokens"]
+        assert summed("aeon_llm_cost_total", tenant) == pytest.approx(row["total_cost"])
+    kinds = {s.labels["kind"] for s in samples if s.name == "aeon_llm_cost_total"}
+    assert kinds == {"input", "cached_input", "output"}
