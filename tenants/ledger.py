@@ -9,15 +9,13 @@ noted beside it (bus.keys.Keys.tenant_of) for whoever reads its answer.
 
 The run's slot is settled (`Ledger.settle`) when its answer is seen on the answers stream: one
 script frees the slot and, only if it freed it, charges the run's tokens and their cost (the
-price table, settings.TenantSettings) to the tenant's day. Every
-`aeon serve` reads every answer, and the first to settle a run is the only one that charges
-it. Each tenant's keys share its hash tag (bus.keys.Keys.tenant), so both scripts work on a
-Redis Cluster.
+price table, settings.TenantSettings) to the tenant's day. Every `aeon serve` reads every
+answer, and the first to settle a run is the only one that charges it. Each tenant's keys
+share its hash tag (bus.keys.Keys.tenant), so both scripts work on a Redis Cluster.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -31,8 +29,6 @@ from aeonloop.contracts import Usage
 from aeonloop.exceptions import QuotaExceeded
 from aeonloop.settings import Price, TenantSettings
 from aeonloop.telemetry import metrics
-
-log = logging.getLogger("aeon.tenants")
 
 #: The kinds of tokens priced apart, as the ledger, `GET /v1/usage` and the metrics name them.
 KINDS = ("input", "cached_input", "output")
@@ -93,7 +89,8 @@ class Charge:
 def charge(usage: Usage, price: Price | None, cached_tokens: int = 0) -> Charge:
     """The charge of a run's `usage` at `price` (per million tokens): its prompt tokens the
     server took from its cache (`cached_tokens`, of the prompt's) at the cached price, when the
-    table has one, else at the input price."""
+    table has one, else at the input price. `Usage` does not count cached tokens yet, so the
+    ledger passes none; the day it does, `Ledger.settle` and the gateway's `priced` pass them."""
     cached = min(cached_tokens, usage.prompt_tokens)
     tokens = {
         "input": usage.prompt_tokens - cached,
