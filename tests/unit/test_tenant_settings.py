@@ -1,6 +1,6 @@
-"""Tenants' settings without a server: named tokens (AEON_HTTP_TOKENS, its file), the guard
+"""Tenants' settings and gate without a server: named tokens (AEON_HTTP_TOKENS, its file), the guard
 that puts a request's tenant in its state, and the price table (AEON_PRICES, its file), each
-mistake one line naming the variable and never a token."""
+mistake one line naming the variable and never a token; and `GET /v1/usage`'s day."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from aeonloop.gateway.http.guards import ApiGuard, tenant_of
+from aeonloop.exceptions import ApiError
+from aeonloop.gateway.http.guards import ApiGuard, TenantGate, tenant_of
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.settings import ANONYMOUS, Price, SettingsError, TenantSettings
 
@@ -117,3 +118,17 @@ def test_a_price_file_that_is_not_a_table_is_one_line(read_env: ReadEnv, tmp_pat
 def test_a_bad_quota_names_its_variable(read_env: ReadEnv) -> None:
     with pytest.raises(SettingsError, match="AEON_TENANT_MAX_RUNS='-1': must be at least 0"):
         read_env(TenantSettings, {"AEON_TENANT_MAX_RUNS": "-1"})
+
+
+@pytest.mark.parametrize("day", ["2026-13-01", "yesterday", "2026-1-1", "2026-02-30"])
+async def test_a_day_that_is_not_a_date_is_refused_naming_it(day: str) -> None:
+    with pytest.raises(ApiError) as refused:
+        await TenantGate().usage({"type": "http"}, day)
+    assert (refused.value.status, refused.value.field) == (422, "day")
+    assert "YYYY-MM-DD" in refused.value.reason
+
+
+async def test_a_gate_without_a_ledger_says_so() -> None:
+    with pytest.raises(ApiError) as refused:
+        await TenantGate().usage({"type": "http"}, "2026-12-07")
+    assert refused.value.status == 503
