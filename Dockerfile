@@ -20,6 +20,7 @@ COPY llm ./llm
 COPY gateway ./gateway
 COPY servers ./servers
 COPY telemetry ./telemetry
+COPY tenants ./tenants
 COPY tools ./tools
 RUN --mount=type=cache,target=/root/.cache/pip \
     pip wheel --wheel-dir /wheels ".[otel]"

@@ -35,6 +35,10 @@ class Usage(BaseModel):
     #: The most tokens (prompt and completion) the run may spend; None: no cap. No call starts
     #: that what is left of it cannot pay for (llm.session).
     token_budget: int | None = Field(None, ge=1, le=MAX_TOKEN_BUDGET)
+    #: What the tokens cost by the price table (AEON_PRICES) of the gateway that shows the run
+    #: (aeonloop.tenants), in the table's currency; None: no price for the model, or not shown
+    #: by a gateway.
+    cost: float | None = None
 
     @property
     def total_tokens(self) -> int:

@@ -309,6 +309,19 @@ class WebhookFailed(AeonError):
     allowed): the bus tries again with backoff, then dead-letters the answer's delivery."""
 
 
+class QuotaExceeded(AeonError):
+    """A tenant is past a quota (aeonloop.tenants.ledger): `quota` names its variable
+    (AEON_TENANT_MAX_RUNS, AEON_TENANT_DAILY_TOKENS), `reason` is the one line its client is
+    told, `retry_after_s` when to try again. The HTTP API answers it 429, and publishes
+    nothing."""
+
+    def __init__(self, quota: str, reason: str, retry_after_s: int) -> None:
+        super().__init__(reason)
+        self.quota = quota
+        self.reason = reason
+        self.retry_after_s = retry_after_s
+
+
 class ToolsNotReady(UsageError):
     """At start, an MCP server that AEON_MCP_CONFIG names cannot start or answer, or the file
     cannot be used: one line naming the server and why. No plan is made with tools that are not

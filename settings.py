@@ -24,13 +24,17 @@ import difflib
 import re
 import typing
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 from urllib.parse import urlsplit
 
 from pydantic import (
     AliasChoices,
+    BaseModel,
+    ConfigDict,
     Field,
     SecretStr,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -294,3 +298,63 @@ def notices(environ: Mapping[str, str], classes: Iterable[type[AeonSettings]]) -
         elif known[upper] != upper:
             lines.append(f"{upper} is a former name: set {known[upper]} instead")
     return lines
+
+
+#: A tenant's name, as AEON_HTTP_TOKENS and its file give it (`name:token`): safe in a Redis
+#: key's hash tag, a Prometheus label and a log line.
+TENANT_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+#: The tenant of every request to an API with no tokens (AEON_HTTP_TOKENS unset).
+ANONYMOUS = "anonymous"
+
+
+class Price(BaseModel):
+    """What a model's tokens cost, in any one currency, per million tokens."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    cached_input: Annotated[float | None, Field(ge=0, allow_inf_nan=False)] = None
+    output: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class TenantSettings(AeonSettings):
+    """Quotas of each tenant (a named API token, AEON_HTTP_TOKENS) and the price table of the
+    cost ledger (aeonloop.tenants): every `aeon serve` of a deployment reads them alike, and
+    Redis keeps the counts they are held to."""
+
+    #: Runs a tenant may have in flight at once, over every `aeon serve`; 0: no limit.
+    tenant_max_runs: Annotated[int, Field(ge=0)] = 0
+    #: Tokens (prompt and completion) a tenant's runs may spend in a UTC day; 0: no limit.
+    tenant_daily_tokens: Annotated[int, Field(ge=0)] = 0
+    #: The price of each model's tokens per million, as JSON: {"model": {"input": 2.5,
+    #: "cached_input": 1.25, "output": 10}}; a model left out has no cost.
+    prices: dict[str, Price] = Field(default_factory=dict)
+    #: A JSON file with the same table; a model in both takes AEON_PRICES's price.
+    prices_file: Path | None = None
+
+    def price_table(self) -> dict[str, Price]:
+        """AEON_PRICES_FILE's table, with AEON_PRICES over it; SettingsError for a file that
+        cannot be read or is not such a table."""
+        if self.prices_file is None:
+            return dict(self.prices)
+        variable = self.variable("prices_file")
+        try:
+            text = self.prices_file.read_text(encoding="utf-8")
+        except OSError as error:
+            raise SettingsError(
+                f"{variable}={str(self.prices_file)!r}: cannot read it ({error.strerror}); "
+                "name a readable JSON file"
+            ) from None
+        try:
+            table = _PRICE_TABLE.validate_json(text)
+        except ValidationError as error:
+            problem = error.errors(include_url=False)[0]
+            where = ".".join(str(part) for part in problem["loc"]) or "the file"
+            raise SettingsError(
+                f"{variable}={str(self.prices_file)!r}: {where}: {problem['msg']}; write "
+                '{"model": {"input": 2.5, "cached_input": 1.25, "output": 10}}'
+            ) from None
+        return {**table, **self.prices}
+
+
+_PRICE_TABLE = TypeAdapter(dict[str, Price])

@@ -183,6 +183,21 @@ class Keys:
     def dead_letter(self, shard: int) -> str:
         return self.stream(DEAD_LETTER, shard)
 
+    def tenant(self, tenant: str, what: str) -> str:
+        """A key of `tenant`'s quotas or cost ledger (aeonloop.tenants), `what` it holds: every
+        key of one tenant carries its hash tag (`{t:<name>}`), so one script can read and
+        update them together on a cluster; a tenant's keys live apart from the runs' shards."""
+        return f"{self.prefix}:{{t:{tenant}}}:{what}"
+
+    def tenant_of(self, correlation_id: str) -> str:
+        """Which tenant's slot a run holds (aeonloop.tenants): read when its answer comes."""
+        return f"{self.prefix}:tenant-of:{correlation_id}"
+
+    def usage_tenants(self, day: str) -> str:
+        """The tenants whose runs were charged on `day` (YYYY-MM-DD, UTC): what `aeon usage`
+        reads the ledger of."""
+        return f"{self.prefix}:usage-tenants:{day}"
+
     def memo(self, key: str) -> str:
         """Where the memo `key` (`memo_key`) is kept."""
         return f"{self.prefix}:memo:{key}"

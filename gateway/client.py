@@ -268,6 +268,8 @@ class AeonClient:
         files: list[AttachedFile] | None = None,
         tools: list[str] | None = None,
         messages: list[Turn] | None = None,
+        tenant: str | None = None,
+        correlation_id: str | None = None,
     ) -> str:
         """Publish a request and return its correlation id; BadInput before publishing if the
         request is not acceptable. `timeout` becomes the request's deadline in the pipeline;
@@ -281,7 +283,8 @@ class AeonClient:
         narrows the tools its steps may call to those named (None: every configured tool);
         `messages` are the earlier turns of the conversation it continues, oldest first, given
         to the prompts as context (gateway.validation.check_turns: BadInput, or TooLarge past
-        AEON_MAX_TURNS_CHARS; `follow_up` makes them from a stored run).
+        AEON_MAX_TURNS_CHARS; `follow_up` makes them from a stored run). `tenant` is who asked
+        (aeonloop.tenants); `correlation_id` one the caller chose (a fresh one if None).
 
         The client watches the run, keeping its answer until `wait` takes it. `watch=False`
         (without `on_progress`) keeps nothing, for a caller that will not wait on this client:
@@ -298,7 +301,12 @@ class AeonClient:
             messages=messages or [],
         )
         event = RequestSubmitted.new(
-            **checked, rules=rules, threshold=threshold, approve_plan=approve_plan
+            **checked,
+            rules=rules,
+            threshold=threshold,
+            approve_plan=approve_plan,
+            tenant=tenant,
+            correlation_id=correlation_id,
         )
         body = encode(event)
         check_event_size(len(body["body"]), self.settings.max_event_bytes)

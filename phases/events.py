@@ -209,6 +209,9 @@ class RequestSubmitted(Event):
     #: the prompts that profile, plan, run the steps and answer (llm.session.WITH_TURNS);
     #: gateways hold them to AEON_MAX_TURNS and AEON_MAX_TURNS_CHARS.
     messages: list[Turn] = Field(default_factory=list, max_length=MAX_TURNS_CAP)
+    #: Who asked: the tenant of the API token the request came with (aeonloop.tenants); None
+    #: for a request made otherwise (`aeon ask`, the Python client).
+    tenant: str | None = Field(None, max_length=64)
 
     @classmethod
     def new(
@@ -225,10 +228,13 @@ class RequestSubmitted(Event):
         files: list[AttachedFile] | None = None,
         tools: list[str] | None = None,
         messages: list[Turn] | None = None,
+        tenant: str | None = None,
+        correlation_id: str | None = None,
     ) -> RequestSubmitted:
-        """A fresh request with its own correlation id and a deadline `timeout` seconds away."""
+        """A fresh request with a deadline `timeout` seconds away, and its own correlation id
+        unless its producer chose one (a gateway that notes the run before it is published)."""
         return cls(
-            correlation_id=uuid.uuid4().hex,
+            correlation_id=correlation_id or uuid.uuid4().hex,
             deadline=utcnow() + timedelta(seconds=timeout),
             request=request,
             rules=rules or [],
@@ -240,6 +246,7 @@ class RequestSubmitted(Event):
             files=files or [],
             tools=tools,
             messages=messages or [],
+            tenant=tenant,
         )
 
     def initial_state(

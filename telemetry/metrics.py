@@ -108,6 +108,15 @@ TOOL_SECONDS = Histogram(
     buckets=_LATENCY_BUCKETS,
 )
 
+#: What the cost ledger (aeonloop.tenants) charged each tenant, by model and kind (input,
+#: cached_input, output), counted by the `aeon serve` that settled each run. The per-call
+#: `aeon_llm_tokens` above (by prompt id, in workers) already holds that name.
+TENANT_TOKENS = Counter(
+    "aeon_llm_tenant_tokens", "Tokens of answered runs, by tenant", ["model", "tenant", "kind"]
+)
+LLM_COST = Counter(
+    "aeon_llm_cost", "Cost of answered runs, by the price table", ["model", "tenant", "kind"]
+)
 HTTP_REQUESTS = Counter(
     "aeon_http_requests", "HTTP requests answered by `aeon serve`", ["method", "route", "status"]
 )
@@ -268,6 +277,19 @@ def llm_retry(model: str) -> None:
 def llm_memo_hit(prompt_id: str) -> None:
     if _enabled:
         LLM_MEMO_HITS.labels(prompt_id).inc()
+
+
+def tenant_charge(
+    model: str, tenant: str, tokens: dict[str, int], cost: dict[str, float] | None
+) -> None:
+    """One run charged to `tenant`: its `tokens` by kind, and their `cost` by kind (None: the
+    model has no price)."""
+    if not _enabled:
+        return
+    for kind, count in tokens.items():
+        TENANT_TOKENS.labels(model, tenant, kind).inc(count)
+    for kind, amount in (cost or {}).items():
+        LLM_COST.labels(model, tenant, kind).inc(amount)
 
 
 def tool_call(tool: str, outcome: str, seconds: float) -> None:

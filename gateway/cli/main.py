@@ -1,4 +1,4 @@
-"""The `aeon` command: ask, answer, worker, serve, mcp, dlq, status, asyncapi.
+"""The `aeon` command: ask, answer, worker, serve, mcp, dlq, status, usage, asyncapi.
 
 Exit codes: EXIT_CODES below, which `aeon --help` lists; docs/cli.md ("Exit codes") says
 when each is used, and tests/test_readme.py keeps the two alike.
@@ -37,7 +37,7 @@ from aeonloop.exceptions import (
     SettingsError,
     UsageError,
 )
-from aeonloop.gateway.cli import dlq, quality, status
+from aeonloop.gateway.cli import dlq, quality, status, usage
 from aeonloop.gateway.cli.display import render_human, render_json, webhook_line
 from aeonloop.gateway.client import ANSWER_GRACE_S, DEFAULT_TIMEOUT_S, AeonClient, Progress
 from aeonloop.gateway.embedded import embedded_pipeline
@@ -67,7 +67,7 @@ from aeonloop.phases.events import ExecutionResult, WebhookSettled
 from aeonloop.phases.worker import PHASES, make_worker
 from aeonloop.runs.answer_text import DELTA, RESET, TextEntry
 from aeonloop.runs.cancels import CancelOutcome
-from aeonloop.settings import AeonSettings, LogSettings, core_lines, notices
+from aeonloop.settings import AeonSettings, LogSettings, TenantSettings, core_lines, notices
 from aeonloop.telemetry import metrics, tracing
 from aeonloop.telemetry.metrics import MetricsSettings
 from aeonloop.telemetry.tracing import TracingSettings
@@ -106,6 +106,7 @@ SETTINGS: tuple[type[AeonSettings], ...] = (
     LoopSettings,
     LogSettings,
     HttpSettings,
+    TenantSettings,
     WebhookSettings,
     FileSettings,
     TurnSettings,
@@ -770,6 +771,7 @@ def _parser() -> argparse.ArgumentParser:
     dlq.add_commands(commands, _command)
     status.add_commands(commands, _command)
     quality.add_commands(commands, _command)
+    usage.add_commands(commands, _command)
 
     p = _command(
         commands,

@@ -5,6 +5,7 @@
     GET  /v1/runs                 the newest runs, with their answers when stored
     GET  /v1/runs/{id}            the result (200), the newest step while running (202), or 404
     GET  /v1/runs/{id}/events     Server-Sent Events, one per step, ending with the answer
+    GET  /v1/usage                a day's tokens and cost per tenant and model (aeonloop.tenants)
     POST /v1/chat/completions     OpenAI's Chat Completions API over runs (gateway.http.chat)
     GET  /v1/models               the one model it serves, `aeon`
     GET  /healthz, /readyz        the process is up; Redis answers
@@ -21,6 +22,7 @@ feed (gateway.http.run_feed): a run is read back from Redis, and its events foll
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
 import re
@@ -54,7 +56,7 @@ from aeonloop.gateway.http.errors import (
     redis_reason,
     refusal,
 )
-from aeonloop.gateway.http.guards import MCP_PATH, ApiGuard, HostGuard
+from aeonloop.gateway.http.guards import MCP_PATH, ApiGuard, HostGuard, TenantGate
 from aeonloop.gateway.http.models import (
     MAX_RECENT,
     MAX_WAIT_S,
@@ -105,10 +107,17 @@ _PAGE_HEADERS = {
 class HttpApi:
     """The endpoints, bound to one client, one run feed and the HTTP settings."""
 
-    def __init__(self, client: AeonClient, feed: RunFeed, settings: HttpSettings) -> None:
+    def __init__(
+        self,
+        client: AeonClient,
+        feed: RunFeed,
+        settings: HttpSettings,
+        tenants: TenantGate | None = None,
+    ) -> None:
         self.client = client
         self.feed = feed
         self.settings = settings
+        self.tenants = tenants or TenantGate()
 
     # -- runs ---------------------------------------------------------------------------------
 
@@ -126,7 +135,9 @@ class HttpApi:
         # Watched only when this request waits for the answer: the client keeps a watched
         # run's answer until someone waits for it, and nobody would.
         try:
-            correlation_id = await self.client.submit(**body, watch=bool(wait))
+            correlation_id = await self.tenants.submit(
+                request.scope, self.client, **body, watch=bool(wait)
+            )
         except BadInput as error:  # the whole event over AEON_MAX_EVENT_BYTES
             raise ApiError(status_of(error), "body", str(error)) from None
         self.feed.note_submitted(correlation_id)
@@ -137,7 +148,7 @@ class HttpApi:
             except AnswerTimeout:
                 pass
             else:
-                view = RunView(None, None, result)
+                view = RunView(None, None, self.tenants.priced(result))
                 return _run_response(correlation_id, view, headers, body["request"])
         return _accepted(correlation_id, "running", body["request"], headers)
 
@@ -146,6 +157,7 @@ class HttpApi:
         view = await self.feed.view(correlation_id)
         if view is None:
             raise _unknown(correlation_id)
+        view = dataclasses.replace(view, answer=self.tenants.priced(view.answer))
         if view.answer is None:
             paused = await self.client.awaiting(correlation_id)
             if paused is not None:
@@ -227,6 +239,13 @@ class HttpApi:
             # A stream that never starts (a HEAD, a reader gone at once) lets go here.
             background=BackgroundTask(watch.release),
         )
+
+    # -- the ledger ---------------------------------------------------------------------------
+
+    async def usage(self, request: Request) -> Response:
+        """`GET /v1/usage?day=YYYY-MM-DD`: the day's tokens and cost, per tenant and model."""
+        report = await self.tenants.usage(request.scope, request.query_params.get("day"))
+        return json_response(report.model_dump(mode="json"))
 
     # -- the process --------------------------------------------------------------------------
 
@@ -388,15 +407,19 @@ def _recent(run: RequestSubmitted, answer: ExecutionResult | None) -> RecentRun:
 # -- the app ----------------------------------------------------------------------------------
 
 
-def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Starlette:
+def build_app(
+    client: AeonClient, feed: RunFeed, settings: HttpSettings, tenants: TenantGate | None = None
+) -> Starlette:
     """The app; `app.state.mcp_sessions` are its MCP sessions, which answer at MCP_PATH while
     their `run()` is entered (`aeon serve` does, around serving); `app.state.a2a` its A2A
-    agent, closed when it stops."""
+    agent, closed when it stops. `tenants` admits the runs submitted (none: no quotas, no
+    ledger)."""
     from aeonloop.gateway import mcp_server
     from aeonloop.gateway.http.a2a_server import build_a2a
 
-    api = HttpApi(client, feed, settings)
-    chat = ChatApi(client, feed, settings)
+    tenants = tenants or TenantGate()
+    api = HttpApi(client, feed, settings, tenants)
+    chat = ChatApi(client, feed, settings, tenants)
     mcp_sessions = mcp_server.http_sessions(
         mcp_server.build_server(client), settings.http_max_body_bytes
     )
@@ -429,6 +452,7 @@ def build_app(client: AeonClient, feed: RunFeed, settings: HttpSettings) -> Star
         Route("/v1/runs/{correlation_id}/events", api.events, methods=["GET"]),
         Route("/v1/runs/{correlation_id}/cancel", api.cancel, methods=["POST"]),
         Route("/v1/runs/{correlation_id}/approve", api.approve, methods=["POST"]),
+        Route("/v1/usage", api.usage, methods=["GET"]),
         # OpenAI's Chat Completions API (gateway.http.chat).
         Route(CHAT_PATH, chat.completions, methods=["POST"]),
         Route(MODELS_PATH, chat.models, methods=["GET"]),

@@ -65,6 +65,7 @@ from aeonloop.gateway.http.errors import (
     openai_error,
     redis_reason,
 )
+from aeonloop.gateway.http.guards import TenantGate
 from aeonloop.gateway.http.models import RunOptions, RunRequest
 from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
@@ -87,10 +88,17 @@ DONE = "[DONE]"
 class ChatApi:
     """The endpoints, bound to the API's client, run feed and settings."""
 
-    def __init__(self, client: AeonClient, feed: RunFeed, settings: HttpSettings) -> None:
+    def __init__(
+        self,
+        client: AeonClient,
+        feed: RunFeed,
+        settings: HttpSettings,
+        tenants: TenantGate | None = None,
+    ) -> None:
         self.client = client
         self.feed = feed
         self.settings = settings
+        self.tenants = tenants or TenantGate()
         self.model = Model(created=int(time.time()))
 
     async def models(self, request: Request) -> Response:
@@ -107,8 +115,11 @@ class ChatApi:
         body, run = _checked(await read_json(request, self.settings), self.client)
         lines: asyncio.Queue[Progress] = asyncio.Queue()
         try:
-            correlation_id = await self.client.submit(
-                **run, on_progress=lines.put_nowait if body.stream else None
+            correlation_id = await self.tenants.submit(
+                request.scope,
+                self.client,
+                **run,
+                on_progress=lines.put_nowait if body.stream else None,
             )
         except BadInput as error:  # the whole event over AEON_MAX_EVENT_BYTES
             raise ApiError(status_of(error), "body", str(error)) from None

@@ -14,9 +14,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from aeonloop.contracts import Usage
 from aeonloop.gateway.http.models import Links, RunOptions, WholeNumber, links
@@ -250,13 +257,24 @@ class ChatCompletion(BaseModel):
 
 
 class Delta(BaseModel):
-    """What one chunk adds; only the fields it carries are sent."""
+    """What one chunk adds; only the fields it carries are sent. The reasoning goes under both
+    names clients read it by: `reasoning_content`, and `reasoning`, vLLM's name for it since
+    January 2026."""
 
     role: Literal["assistant"] | None = None
     reasoning_content: str | None = Field(
         None, description="a line of the run's progress, as `aeon ask` prints it"
     )
+    reasoning: str | None = Field(
+        None, description="the same as `reasoning_content`, under vLLM's name for it"
+    )
     content: str | None = Field(None, description="the next piece of the answer's text")
+
+    @model_validator(mode="after")
+    def _both_names(self) -> Self:
+        if self.reasoning is None:
+            self.reasoning = self.reasoning_content
+        return self
 
     # No return annotation: the schema stays this model's, each field optional.
     @model_serializer(mode="wrap")

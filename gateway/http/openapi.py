@@ -38,6 +38,7 @@ from aeonloop.gateway.http.models import (
 )
 from aeonloop.gateway.http.run_steps import EVENT_ID_PATTERN
 from aeonloop.limits import DEFAULT_MAX_PASSES
+from aeonloop.tenants.ledger import UsageReport
 
 _REF = "#/components/schemas/{model}"
 #: What the API takes is described as validated, what it returns as serialized.
@@ -59,6 +60,7 @@ _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
             ModelList,
             Model,
             OpenAIError,
+            UsageReport,
         )
     ),
 ]
@@ -72,6 +74,12 @@ _RUN_ID = {
 _AUTH = {"401": "no bearer token, or not one of AEON_HTTP_TOKENS (only when tokens are set)"}
 _LIMITED = {"429": "too many requests from this client (AEON_HTTP_RATE_PER_S); see Retry-After"}
 _REDIS_DOWN = {"503": "Redis does not answer"}
+#: Where a run is admitted, a 429 may also be its tenant's quota (aeonloop.tenants).
+_QUOTA = {
+    "429": "too many requests from this client (AEON_HTTP_RATE_PER_S), or the token's tenant "
+    "is past a quota (AEON_TENANT_MAX_RUNS, AEON_TENANT_DAILY_TOKENS), which the reason names; "
+    "see Retry-After"
+}
 
 
 def openapi_document(max_passes: int = DEFAULT_MAX_PASSES) -> dict[str, Any]:
@@ -174,6 +182,7 @@ def _paths() -> dict[str, Any]:
                         "AEON_MAX_FILES, more earlier turns than AEON_MAX_TURNS, ...): `field` "
                         "and `reason` say which and why",
                         **guarded,
+                        **_QUOTA,
                     },
                 ),
             },
@@ -296,6 +305,7 @@ def _paths() -> dict[str, Any]:
             }
         },
         **_chat_paths(guarded),
+        "/v1/usage": _usage_path(guarded),
         "/healthz": {
             "get": {
                 "summary": "The process is up",
@@ -319,6 +329,32 @@ def _paths() -> dict[str, Any]:
     }
 
 
+def _usage_path(guarded: dict[str, str]) -> dict[str, Any]:
+    """The cost ledger's totals (aeonloop.tenants, docs/scaling-out.md)."""
+    return {
+        "get": {
+            "summary": "A day's tokens and cost, per tenant and model",
+            "description": "The runs answered in a day (UTC), per tenant and model: their "
+            "tokens by kind (input, cached_input, output) and their cost by the price table "
+            "(AEON_PRICES, AEON_PRICES_FILE; null for a model it does not price). A token "
+            "sees its own tenant's totals; an API with no tokens shows every tenant's.",
+            "parameters": [
+                {
+                    "name": "day",
+                    "in": "query",
+                    "required": False,
+                    "description": "the day, YYYY-MM-DD (UTC); today if left out",
+                    "schema": {"type": "string", "format": "date"},
+                }
+            ],
+            "responses": _responses(
+                {"200": ("the day's totals", "UsageReport")},
+                {"422": "a day that is not a date", **guarded},
+            ),
+        }
+    }
+
+
 def _chat_paths(guarded: dict[str, str]) -> dict[str, Any]:
     """OpenAI's Chat Completions API over runs (gateway.http.chat, docs/chat.md)."""
     run_id = {
@@ -336,7 +372,8 @@ def _chat_paths(guarded: dict[str, str]) -> dict[str, Any]:
                 "checks a run, and nothing is published for a request refused. With `stream: "
                 "false`, the answer as a `chat.completion` once the run has it; with `stream: "
                 "true`, `chat.completion.chunk` events: the run's progress lines as "
-                "`reasoning_content`, the answer's text as `content`, a chunk with "
+                "`reasoning_content` and `reasoning` (vLLM's name), the answer's text as "
+                "`content`, a chunk with "
                 "`finish_reason` (and the run's outcome as `aeon`), the usage if "
                 "`stream_options.include_usage`, then `data: [DONE]`. A client that leaves "
                 "before the answer has its run cancelled, unless "
@@ -362,6 +399,7 @@ def _chat_paths(guarded: dict[str, str]) -> dict[str, Any]:
                             "415": "the body is not sent as application/json",
                             "504": "no answer came by the run's deadline and its grace",
                             **guarded,
+                            **_QUOTA,
                         },
                         "OpenAIError",
                     ),

@@ -22,19 +22,22 @@ import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from aeonloop.bus.connection import connect
+from aeonloop.bus.connection import RedisClient, connect
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import SettingsError
 from aeonloop.gateway.client import AeonClient
 from aeonloop.gateway.embedded import embedded_pipeline
+from aeonloop.gateway.http.guards import TenantGate
 from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.gateway.validation import port_option
 from aeonloop.limits import LoopSettings
-from aeonloop.llm.factory import ready_adapter
+from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.runs.store import RunStore
+from aeonloop.settings import TenantSettings
 from aeonloop.telemetry import metrics
+from aeonloop.tenants.ledger import Ledger
 from aeonloop.tools.toolbox import open_toolbox
 
 log = logging.getLogger("aeon.http")
@@ -60,13 +63,14 @@ async def serve(args: argparse.Namespace) -> int:
     http: HttpSettings = args.http
     given = {"http_host": args.host, "http_port": args.port}
     http = http.with_(**{name: value for name, value in given.items() if value is not None})
+    http.tenants()  # a mistake in the tokens file: one line now, not at the first request
     listening = _listen(http.http_host, http.http_port)
     raise_open_files_limit()
     metrics.record()  # served at /metrics; first, so an embedded stack's phases are counted too
     settings: BusSettings = args.settings
     try:
         if settings.redis_url:
-            return await _serve_on(settings, http, listening, args.loop)
+            return await _serve_on(settings, http, listening, args.loop, _model(args.llm))
         llm = await ready_adapter(args.llm)
         log.warning(
             "no AEON_REDIS_URL: running an embedded Redis and every phase in this process; "
@@ -77,7 +81,7 @@ async def serve(args: argparse.Namespace) -> int:
                 open_toolbox(args.tools) as tools,
                 embedded_pipeline(settings, llm, args.loop, tools) as embedded,
             ):
-                return await _serve_on(embedded, http, listening, args.loop)
+                return await _serve_on(embedded, http, listening, args.loop, _model(args.llm))
         finally:
             await llm.aclose()
     finally:
@@ -110,8 +114,23 @@ def _listen(host: str, port: int) -> socket.socket:
         ) from None
 
 
+def _model(llm: LLMSettings) -> str:
+    """The model the deployment's runs are priced by: AEON_LLM_MODEL, or the adapter's kind
+    (offline, scripted) when it names none."""
+    return llm.model or llm.kind
+
+
+def _tenants(redis: RedisClient, keys: Keys, model: str) -> TenantGate:
+    """The gate holding each tenant to AEON_TENANT_* on this deployment's Redis."""
+    return TenantGate(Ledger(redis, keys, TenantSettings.from_env(), model))
+
+
 async def _serve_on(
-    settings: BusSettings, http: HttpSettings, listening: socket.socket, loop: LoopSettings
+    settings: BusSettings,
+    http: HttpSettings,
+    listening: socket.socket,
+    loop: LoopSettings,
+    model: str,
 ) -> int:
     import uvicorn
 
@@ -124,8 +143,10 @@ async def _serve_on(
     try:
         feed = RunFeed(RunStore(redis, Keys(settings.prefix, settings.shards), settings))
         metrics.HTTP_EVENT_STREAMS.set_function(lambda: feed.open_streams)
-        async with AeonClient(settings=settings, redis=redis, also=feed.seen, loop=loop) as client:
-            app = build_app(client, feed, http)
+        tenants = _tenants(redis, Keys(settings.prefix, settings.shards), model)
+        also = tenants.settling(feed.seen)
+        async with AeonClient(settings=settings, redis=redis, also=also, loop=loop) as client:
+            app = build_app(client, feed, http, tenants)
             config = uvicorn.Config(
                 app,
                 lifespan="off",

@@ -3,12 +3,15 @@ group (settings.py). Lists are comma-separated, as a person writes them in an en
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
-from aeonloop.settings import AeonSettings
+from aeonloop.settings import ANONYMOUS, TENANT_NAME, AeonSettings, SettingsError
 
 #: The shortest bearer token accepted: guessing one must be hopeless (`openssl rand -hex 32`).
 MIN_TOKEN_CHARS = 16
@@ -21,9 +24,12 @@ class HttpSettings(AeonSettings):
     #: Port 0 takes any free one (the log says which).
     http_host: str = Field("127.0.0.1", min_length=1)
     http_port: Annotated[int, Field(ge=0, le=65535)] = 8080
-    #: Bearer tokens the API accepts; none configured, the API is open (to whoever can reach
-    #: the host and port). Never logged.
+    #: Bearer tokens the API accepts, each `name:token` (the tenant it stands for,
+    #: aeonloop.tenants) or a bare token (a tenant of its own, named by a hash of it); none
+    #: configured, the API is open (to whoever can reach the host and port). Never logged.
     http_tokens: Annotated[CommaList, Field(repr=False)] = ()
+    #: A file of more tokens, one a line, written as in AEON_HTTP_TOKENS (`#` starts a comment).
+    http_tokens_file: Path | None = None
     #: The largest request body accepted (a request of 20,000 characters and 100 rules fit).
     http_max_body_bytes: Annotated[int, Field(ge=1024)] = 1_000_000
     #: Per client address: requests a second to the API, sustained, and the burst allowed above
@@ -70,13 +76,29 @@ class HttpSettings(AeonSettings):
     @field_validator("http_tokens")
     @classmethod
     def _long_enough(cls, tokens: tuple[str, ...]) -> tuple[str, ...]:
-        short = sum(len(token) < MIN_TOKEN_CHARS for token in tokens)
-        if short:
-            raise ValueError(
-                f"{short} token(s) shorter than {MIN_TOKEN_CHARS} characters; make them long "
-                "and random, e.g. `openssl rand -hex 32`"
-            )
+        _named_tokens(tokens)
         return tokens
+
+    def tenants(self) -> dict[str, str]:
+        """Each token the API accepts, with the tenant it stands for: AEON_HTTP_TOKENS's, then
+        its file's; SettingsError naming the variable for a file that cannot be read or a
+        token too short."""
+        named = _named_tokens(self.http_tokens)
+        if self.http_tokens_file is None:
+            return named
+        variable = self.variable("http_tokens_file")
+        try:
+            text = self.http_tokens_file.read_text(encoding="utf-8")
+        except OSError as error:
+            raise SettingsError(
+                f"{variable}={str(self.http_tokens_file)!r}: cannot read it ({error.strerror}); "
+                "name a readable file of tokens, one a line"
+            ) from None
+        lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
+        try:
+            return named | _named_tokens([line for line in lines if line])
+        except ValueError as error:
+            raise SettingsError(f"{variable}={str(self.http_tokens_file)!r}: {error}") from None
 
     @field_validator("http_cors_origins")
     @classmethod
@@ -104,3 +126,27 @@ class HttpSettings(AeonSettings):
         AEON_HTTP_ALLOWED_HOSTS, IPv6 addresses in brackets as a Host header writes them."""
         names = ("localhost", "127.0.0.1", "::1", self.http_host, *self.http_allowed_hosts)
         return list(dict.fromkeys(f"[{name}]" if ":" in name else name for name in names))
+
+
+def _named_tokens(entries: Iterable[str]) -> dict[str, str]:
+    """Token by token, its tenant: `name:token` names it; a bare token is a tenant of its own,
+    named `t-` and the start of its SHA-256, which says nothing of the token. ValueError
+    counting the tokens too short (naming none: a short token's hash could give it away)."""
+    named: dict[str, str] = {}
+    for entry in entries:
+        name, colon, token = entry.partition(":")
+        if not (colon and token and TENANT_NAME.fullmatch(name)):
+            token = entry
+            name = "t-" + hashlib.sha256(entry.encode()).hexdigest()[:12]
+        if name == ANONYMOUS:
+            raise ValueError(
+                f"{ANONYMOUS} is the tenant of an API with no tokens; give the token another name"
+            )
+        named[token] = name
+    short = sum(len(token) < MIN_TOKEN_CHARS for token in named)
+    if short:
+        raise ValueError(
+            f"{short} token(s) shorter than {MIN_TOKEN_CHARS} characters; make them long "
+            "and random, e.g. `openssl rand -hex 32`"
+        )
+    return named

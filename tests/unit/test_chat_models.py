@@ -82,7 +82,8 @@ def test_chunks_are_openais_with_usage_only_where_asked() -> None:
         "choices": [
             {
                 "index": 0,
-                "delta": {"reasoning_content": "A  profiled\n"},
+                # Both names clients read reasoning by: vLLM renamed it in January 2026.
+                "delta": {"reasoning_content": "A  profiled\n", "reasoning": "A  profiled\n"},
                 "logprobs": None,
                 "finish_reason": None,
             }

@@ -123,6 +123,7 @@ def test_json_format() -> None:
         "local_repairs": 0,
         "repair_calls": 0,
         "token_budget": None,
+        "cost": None,  # priced by a gateway's table (aeonloop.tenants); `aeon ask` has none
     }
 
 
