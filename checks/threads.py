@@ -106,12 +106,6 @@ class CheckThreads:
             self._ready.notify()
         return await future
 
-    @property
-    def waiting(self) -> int:
-        """Jobs not yet started."""
-        with self._ready:
-            return sum(len(jobs) for jobs in self._lanes.values())
-
     def _start_thread(self) -> None:
         """One more thread while there are fewer than the pool's size (called holding the
         lock)."""

@@ -111,8 +111,11 @@ def test_sigterm_ends_a_worker_in_slow_checks_within_its_grace(
     _publish_slow_runs(bus)
     _in_checks(bus, worker.consumer)
     time.sleep(2)  # every check thread is in a pattern
+    sent = time.monotonic()
     worker.terminate()
     assert worker.wait(GRACE_S + 15) == 0, worker.tail()
+    took = time.monotonic() - sent
+    print(f"\nSIGTERM amid slow checks, grace {GRACE_S:g}s: exit 0 after {took:.2f}s")
     assert "events unfinished at shutdown stay pending" in worker.stderr
     assert "stopped cleanly" in worker.stderr
     assert bus.pending(worker.consumer) == SLOW_RUNS  # left for another worker, not lost
