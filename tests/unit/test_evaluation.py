@@ -4,6 +4,7 @@ and seed 004's scoring (phases/evaluation.py)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
 
 import pytest
@@ -129,6 +130,31 @@ async def test_enabled_executable_checks_read_the_output_from_stdin() -> None:
     ev = await evaluate(rules, allow_executable=True)
     assert [r.verdict for r in ev.rule_results] == ["pass", "fail"]
     assert ev.rule_results[1].details.startswith("exit 3")
+
+
+@pytest.mark.timeout(30)
+async def test_a_cancelled_executable_check_kills_its_command(tmp_path) -> None:
+    """A stopping worker cancels the checks in hand: their commands go with them, where they
+    used to run on to their own timeout after the worker had gone."""
+    pid_file = tmp_path / "pid"
+    code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    task = asyncio.ensure_future(executable_check(f"python3 -c {shlex.quote(code)}", "", 600))
+    while not pid_file.exists() or not pid_file.read_text():
+        await asyncio.sleep(0.02)
+    pid = int(pid_file.read_text())
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    while _alive(pid):
+        await asyncio.sleep(0.02)  # the test's timeout is the bound: killed, not slept out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 async def test_enabled_executable_checks_see_the_output_as_artifact_md() -> None:
