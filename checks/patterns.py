@@ -4,9 +4,8 @@ Every regular expression runs with the `regex` package under a time bound (`boun
 which all the patterns of one check share (`TimeBudget`): a pattern that backtracks without end
 becomes a failed check saying it ran out of time, never a stalled worker. The bound is CPU time
 (the `regex` package measures it so); all of a run's checks share a larger one
-(checks.threads.RunBudget). Patterns see at most
-`PATTERN_INPUT_CHARS` characters of the text (the first ones); a check on a longer text says how
-much it searched (`searched_note`).
+(checks.threads.RunBudget). Patterns see at most `PATTERN_INPUT_CHARS` characters of the text
+(the first ones); a check on a longer text says how much it searched (`searched_note`).
 """
 
 from __future__ import annotations
