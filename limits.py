@@ -44,6 +44,16 @@ ToolName = Annotated[str, Field(pattern=TOOL_NAME_PATTERN)]
 DEFAULT_CONTEXT_TOKENS = 32_768
 #: Seconds of matching one pattern may take, unless AEON_CHECK_PATTERN_TIMEOUT_S says otherwise.
 DEFAULT_PATTERN_TIMEOUT_S = 0.5
+#: CPU seconds all of one run's checks may take together, unless AEON_RUN_CHECK_CPU_S says
+#: otherwise: twenty patterns that each run out of their bound. A run's usual checks take
+#: milliseconds.
+DEFAULT_RUN_CHECK_CPU_S = 10.0
+#: The most rules a request may carry.
+MAX_RULES = 100
+#: The most of them whose check is a regular expression the request wrote (a content check's
+#: `search`, a `pattern` check): the checks whose time a request decides. Enough for any rules
+#: file a person writes; a run's AEON_RUN_CHECK_CPU_S bounds what they cost whatever the count.
+MAX_PATTERN_RULES = 20
 
 Whole = Annotated[int, Field(ge=1)]
 
@@ -74,6 +84,11 @@ class LoopSettings(AeonSettings):
     #: the check fails (checks.running.run_check): a check never holds a worker thread longer.
     check_pattern_timeout_s: Annotated[float, Field(gt=0, le=60, allow_inf_nan=False)] = (
         DEFAULT_PATTERN_TIMEOUT_S
+    )
+    #: CPU seconds all of a run's checks may take together, across its drafts, passes and
+    #: candidates (checks.threads.RunBudget); past them each further check fails, saying so.
+    run_check_cpu_s: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = (
+        DEFAULT_RUN_CHECK_CPU_S
     )
     #: The model's context window in tokens: every prompt is fitted to it (AEON_LLM_CONTEXT_TOKENS).
     llm_context_tokens: Annotated[

@@ -8,7 +8,8 @@ prompts/, which never imports it (the phases pass PREPARE its description, `voca
 - `units.py`: what a count check counts; `patterns.py`: regular expressions under a time bound;
   `json_schema.py`: a text read as JSON and judged by a JSON Schema; `language.py`: the language
   a text is written in;
-- `running.py`: a check's outcome on a text; `commands.py`: an executable check;
+- `running.py`: a check's outcome on a text; `threads.py`: the threads checks run in, shared
+  fairly by runs, and a run's budget of CPU time for them; `commands.py`: an executable check;
 - `vocabulary.py`: the vocabulary as PREPARE's prompt shows it, written from the types;
 - `stated.py`: the constraints a request states in so many words, read as checks.
 """

@@ -3,7 +3,8 @@
 Only a user's rules file may hold one (the model never writes a command), and it runs only when
 an operator sets AEON_ALLOW_EXECUTABLE_CHECKS=1. The command is split with shlex and run without a
 shell, in a fresh temporary directory holding the output as `artifact.md`, with the output also on
-stdin; exit 0 holds, a timeout fails.
+stdin; exit 0 holds, a timeout fails. A check whose run is cancelled, or whose worker stops, kills
+its command: none outlives the check.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ async def _run(argv: list[str], stdin: BinaryIO, workdir: str, timeout: float) -
         process.kill()
         await process.wait()
         return CheckOutcome(False, f"timed out after {timeout:g}s")
+    except asyncio.CancelledError:  # a cancelled run, a stopping worker: the command goes too
+        process.kill()
+        raise
     said = clip((err or out).decode(errors="replace").strip(), _DETAIL_LIMIT)
     details = f"exit {process.returncode}" + (f": {said}" if said else "")
     return CheckOutcome(process.returncode == 0, details)

@@ -2,9 +2,12 @@
 
 Every regular expression runs with the `regex` package under a time bound (`bounded_search`),
 which all the patterns of one check share (`TimeBudget`): a pattern that backtracks without end
-becomes a failed check saying it ran out of time, never a stalled worker. Patterns see at most
-`PATTERN_INPUT_CHARS` characters of the text (the first ones); a check on a longer text says how
-much it searched (`searched_note`).
+becomes a failed check saying it ran out of time, never a stalled worker. The bound is CPU time:
+`regex` stops a pattern once the process has spent the bound since the pattern began (C's
+`clock()`), so a pattern never takes more of its own thread's CPU than that, and takes less
+while other threads work; all of a run's checks share a larger bound
+(checks.threads.RunBudget). Patterns see at most `PATTERN_INPUT_CHARS` characters of the text
+(the first ones); a check on a longer text says how much it searched (`searched_note`).
 """
 
 from __future__ import annotations
@@ -72,14 +75,16 @@ def bounded_findall(
 
 class TimeBudget:
     """The time one check's patterns may take together: each is given what is left, and none
-    starts once it is spent (`PatternTimedOut`)."""
+    starts once it is spent (`PatternTimedOut`). Counted in the thread's CPU time, which the
+    process's CPU time that `regex` bounds a pattern by is never less than: on a loaded machine
+    a pattern waiting for a core spends none of it."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
-        self._ends = time.monotonic() + seconds
+        self._ends = time.thread_time() + seconds
 
     def left(self) -> float:
-        left = self._ends - time.monotonic()
+        left = self._ends - time.thread_time()
         if left <= 0:
             raise PatternTimedOut(self.seconds)
         return left

@@ -23,6 +23,7 @@ from aeonloop.checks.patterns import (
     phrase_pattern,
     searched_note,
 )
+from aeonloop.checks.threads import RunBudget, cpu_seconds
 from aeonloop.checks.types import (
     CaseCheck,
     Check,
@@ -56,16 +57,42 @@ class CheckOutcome:
 
 
 def run_check(
-    check: Check, text: str, *, timeout: float = DEFAULT_PATTERN_TIMEOUT_S
+    check: Check,
+    text: str,
+    *,
+    timeout: float = DEFAULT_PATTERN_TIMEOUT_S,
+    budget: RunBudget | None = None,
 ) -> CheckOutcome:
     """The check's outcome on `text`: synchronous, pure, bounded. All the patterns the check runs
     (one, or a forbidden word each, or a JSON Schema's) share `timeout`: running out of it fails
-    the check. The details say what was found and what was wanted."""
+    the check. The details say what was found and what was wanted.
+
+    With the run's `budget`, the check is charged the CPU time it takes, its patterns get no
+    more than the budget has left, and once the budget is spent the check fails unrun, saying
+    why: a run's checks take AEON_RUN_CHECK_CPU_S of CPU together, and little more (a check
+    that counts or reads a language is not bounded, being linear in the text)."""
+    bound = f"the pattern ran out of its {timeout:g} s time bound"
+    if budget is None:
+        return _timed(check, text, timeout, bound)
+    started = cpu_seconds()
+    try:
+        left = budget.left()
+    except PatternTimedOut:
+        return CheckOutcome(False, f"{check.describe()}: not run: {budget.spent_reason()}")
+    try:
+        return _timed(
+            check, text, min(timeout, left), bound if timeout <= left else budget.spent_reason()
+        )
+    finally:
+        budget.charge(cpu_seconds() - started)
+
+
+def _timed(check: Check, text: str, timeout: float, ran_out: str) -> CheckOutcome:
+    """The check's outcome under `timeout`; past it, a failure saying `ran_out`."""
     try:
         return _RUNNERS[check.type](check, text, TimeBudget(timeout))
     except PatternTimedOut:
-        ran_out = f"ran out of its {timeout:g} s time bound"
-        return CheckOutcome(False, f"{check.describe()}: the pattern {ran_out}; the check fails")
+        return CheckOutcome(False, f"{check.describe()}: {ran_out}; the check fails")
 
 
 def _run_pattern(check: PatternCheck, text: str, budget: TimeBudget) -> CheckOutcome:
@@ -183,14 +210,16 @@ def content_check(
     return run_check(PatternCheck(pattern=pattern), output, timeout=timeout)
 
 
-def all_hold(checks: Sequence[Check], output: str, timeout: float) -> CheckOutcome:
+def all_hold(
+    checks: Sequence[Check], output: str, timeout: float, budget: RunBudget | None = None
+) -> CheckOutcome:
     """The outcome of a rule in words: every prepared check holds. Details name the first that
     did not, or say what each found; with no checks, the rule is not run."""
     if not checks:
         return CheckOutcome(False, UNPREPARED_REASON, ran=False)
     held = []
     for check in checks:
-        outcome = run_check(check, output, timeout=timeout)
+        outcome = run_check(check, output, timeout=timeout, budget=budget)
         if not outcome.held:
             return CheckOutcome(False, f"{check.describe()}: {outcome.details}")
         held.append(outcome.details)

@@ -1,7 +1,9 @@
 """Bad input is refused at the gateway, with a message a person can act on, before anything is
 published: an empty, oversized or binary request, a rules file that does not parse or breaks
-the rule schema, attached files past AEON_MAX_FILES and the byte limits, or not text, or earlier
-turns past AEON_MAX_TURNS and AEON_MAX_TURNS_CHARS, or not text.
+the rule schema or carries more rules (or more of its own regular expressions) than a request
+may (aeonloop.limits: MAX_RULES, MAX_PATTERN_RULES), attached files past AEON_MAX_FILES and the
+byte limits, or not text, or earlier turns past AEON_MAX_TURNS and AEON_MAX_TURNS_CHARS, or not
+text.
 
 A request's fields are checked by one function, `request_checks`, whichever gateway took it:
 the Python client's `submit`, `aeon ask` (before it starts anything) and the HTTP API (which
@@ -23,12 +25,15 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import Field, TypeAdapter, ValidationError
 
+from aeonloop.checks.types import PatternCheck
 from aeonloop.contracts import AttachedFile, Turn
 from aeonloop.exceptions import BadInput, TooLarge
 from aeonloop.limits import (
     MAX_FILE_PATH_CHARS,
     MAX_FILES_CAP,
+    MAX_PATTERN_RULES,
     MAX_REQUEST_CHARS,
+    MAX_RULES,
     MAX_TIMEOUT_S,
     MAX_TOKEN_BUDGET,
     MAX_TOOLS,
@@ -36,13 +41,12 @@ from aeonloop.limits import (
     MAX_TURNS_CAP,
     TOOL_NAME_PATTERN,
 )
-from aeonloop.phases.models import Rule
+from aeonloop.phases.models import Rule, RuleCheck
 from aeonloop.settings import AeonSettings
 
 if TYPE_CHECKING:
     from aeonloop.webhooks.policy import WebhookSettings
 
-MAX_RULES = 100
 MAX_RULES_FILE_BYTES = 1_000_000
 _TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 _ALLOWED_CONTROLS = {"\n", "\r", "\t"}
@@ -384,7 +388,23 @@ def parse_rules(data: object, source: str = "rules") -> list[Rule]:
     repeated = sorted({i for i in ids if ids.count(i) > 1})
     if repeated:
         raise BadInput(f"{source}: rule ids must be unique; repeated: {', '.join(repeated)}")
+    patterned = [rule.id for rule in rules if _writes_pattern(rule)]
+    if len(patterned) > MAX_PATTERN_RULES:
+        raise BadInput(
+            f"{source}: {len(patterned)} rules check a regular expression of their own (a content "
+            f"check's search, a pattern check); the limit is {MAX_PATTERN_RULES}: merge patterns "
+            "(one alternation), or check words with phrase_count or forbidden_words"
+        )
     return rules
+
+
+def _writes_pattern(rule: Rule) -> bool:
+    """Whether the rule's check is a regular expression the request wrote: the checks whose
+    time a request decides (a literal phrase or word is matched in linear time)."""
+    check = rule.check
+    if isinstance(check, RuleCheck):
+        return check.type == "content"
+    return isinstance(check, PatternCheck)
 
 
 def as_option(check: Callable[[T], T], kind: Callable[[str], T], what: str) -> Callable[[str], T]:

@@ -19,9 +19,11 @@ reason for a check that was not run.
 How each form of check is run:
 
 - a content check, and every check of the host's vocabulary (aeonloop.checks), by
-  `checks.running.run_check` on the output, on the host, deterministically, in a worker thread:
-  patterns run under a time bound (AEON_CHECK_PATTERN_TIMEOUT_S), so a pattern that backtracks
-  without end fails its rule and never stalls the event loop;
+  `checks.running.run_check` on the output, on the host, deterministically, in a check thread
+  (checks.threads: shared fairly by the runs, never waited on by a stopping worker): patterns
+  run under a time bound (AEON_CHECK_PATTERN_TIMEOUT_S), and all of a run's checks under a
+  budget of CPU time (AEON_RUN_CHECK_CPU_S, `evaluate_run`), so a pattern that backtracks
+  without end fails its rule and never stalls the event loop or another run's checks;
 - a rule in words, by the checks PREPARE made of it (`prepared`, by rule id): it holds when all of
   them hold, and its details name the first that did not; with none prepared it is skipped;
 - an executable check, only when an operator allows it (checks.commands): the command is split
@@ -35,12 +37,15 @@ The checks and their outcomes are aeonloop.checks'; what is here is what needs t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
+from aeonloop.checks import threads
 from aeonloop.checks.commands import command_outcome
 from aeonloop.checks.running import CheckOutcome, all_hold, run_check
+from aeonloop.checks.threads import RunBudget
 from aeonloop.checks.types import Check, PatternCheck
-from aeonloop.limits import DEFAULT_PATTERN_TIMEOUT_S
+from aeonloop.limits import DEFAULT_PATTERN_TIMEOUT_S, DEFAULT_RUN_CHECK_CPU_S, LoopSettings
+from aeonloop.phases.events import RunState
 from aeonloop.phases.models import Evaluation, Rule, RuleCheck, RuleFinding, RuleResult, Verdict
 
 
@@ -49,15 +54,17 @@ def host_outcome(
     output: str,
     prepared: Sequence[Check] = (),
     pattern_timeout: float = DEFAULT_PATTERN_TIMEOUT_S,
+    budget: RunBudget | None = None,
 ) -> CheckOutcome:
     """The outcome of a rule the host judges itself (every form of check but a command):
-    synchronous, and bounded by `pattern_timeout` for each check it runs."""
+    synchronous, bounded by `pattern_timeout` for each check it runs and charged to the run's
+    `budget`."""
     check = rule.check
     if isinstance(check, str):
-        return all_hold(prepared, output, pattern_timeout)
+        return all_hold(prepared, output, pattern_timeout, budget)
     if isinstance(check, RuleCheck):
         check = PatternCheck(pattern=check.search or "")  # a content check wants it present
-    return run_check(check, output, timeout=pattern_timeout)
+    return run_check(check, output, timeout=pattern_timeout, budget=budget)
 
 
 def _command(rule: Rule) -> RuleCheck | None:
@@ -119,25 +126,26 @@ async def evaluate_rules(
     allow_executable: bool = False,
     timeout: float = 10.0,
     pattern_timeout: float = DEFAULT_PATTERN_TIMEOUT_S,
+    budget: RunBudget | None = None,
 ) -> Evaluation:
     """Check every rule against the output and score the verdicts. `prepared` holds the checks
     PREPARE made, by rule id: a rule in words is judged by them alone.
 
-    The host's own checks run together in one worker thread, off the event loop (their patterns
-    release the GIL as they match), while executable checks run as subprocesses at the same time.
+    The host's own checks run in the check threads (checks.threads), off the event loop, one
+    rule per job in its turn among other runs' (this evaluation is one lane), charged to the
+    run's `budget` (None: a budget of AEON_RUN_CHECK_CPU_S's default for these rules alone);
+    executable checks run as subprocesses at the same time.
     """
     known = prepared or {}
+    lane = budget or RunBudget(DEFAULT_RUN_CHECK_CPU_S)
     commands = {i: check for i, rule in enumerate(rules) if (check := _command(rule))}
     on_host = [i for i in range(len(rules)) if i not in commands]
 
-    def judge_on_host() -> list[CheckOutcome]:
-        return [
-            host_outcome(rules[i], output, known.get(rules[i].id, ()), pattern_timeout)
-            for i in on_host
-        ]
+    def judge(rule: Rule) -> Callable[[], CheckOutcome]:
+        return lambda: host_outcome(rule, output, known.get(rule.id, ()), pattern_timeout, lane)
 
     hosted, executed = await asyncio.gather(
-        asyncio.to_thread(judge_on_host) if on_host else _none(),
+        asyncio.gather(*(threads.shared.run(lane, judge(rules[i])) for i in on_host)),
         asyncio.gather(
             *(
                 command_outcome(c.command or "", output, allow_executable, timeout)
@@ -151,12 +159,29 @@ async def evaluate_rules(
     return score_results(rules, results, threshold)
 
 
+async def evaluate_run(
+    run: RunState, output: str, settings: LoopSettings, prepared: Mapping[str, Sequence[Check]]
+) -> Evaluation:
+    """Every rule of `run` on `output` (`evaluate_rules`), within what is left of the run's
+    budget of check time (AEON_RUN_CHECK_CPU_S), which the run's state then carries on."""
+    budget = RunBudget(settings.run_check_cpu_s, spent=run.check_cpu_s)
+    try:
+        return await evaluate_rules(
+            run.rules,
+            output,
+            run.threshold,
+            prepared=prepared,
+            allow_executable=settings.allow_executable_checks,
+            timeout=settings.executable_check_timeout,
+            pattern_timeout=settings.check_pattern_timeout_s,
+            budget=budget,
+        )
+    finally:
+        run.check_cpu_s = budget.spent
+
+
 def _result(rule: Rule, outcome: CheckOutcome) -> RuleResult:
     return RuleResult(id=rule.id, verdict=verdict(rule, outcome), details=_details(rule, outcome))
-
-
-async def _none() -> list[CheckOutcome]:
-    return []
 
 
 def judged(rules: list[Rule], evaluation: Evaluation | None) -> bool:

@@ -85,6 +85,8 @@ class RunState(BaseModel):
     passes: SkipJsonSchema[list[ExecutionPass]] = Field(default_factory=list, exclude=True)
     total_refinements: int = Field(0, ge=0)
     usage: Usage = Field(default_factory=Usage)
+    #: CPU seconds its checks have taken so far, against AEON_RUN_CHECK_CPU_S (phases.evaluation).
+    check_cpu_s: float = Field(0.0, ge=0)
     notes: list[str] = Field(default_factory=list)
     #: The run pauses after Phase B until its plan is approved (phases.approvals).
     approve_plan: bool = False

@@ -343,14 +343,8 @@ async def check_rules(
 ) -> None:
     """The pass's rule evaluation, on the host (none without rules)."""
     if run.rules:
-        record.evaluation = await evaluation.evaluate_rules(
-            run.rules,
-            summaries.combined_output(plan),
-            run.threshold,
-            prepared=verification.on_material(run.prepared),
-            allow_executable=settings.allow_executable_checks,
-            timeout=settings.executable_check_timeout,
-            pattern_timeout=settings.check_pattern_timeout_s,
+        record.evaluation = await evaluation.evaluate_run(
+            run, summaries.combined_output(plan), settings, verification.on_material(run.prepared)
         )
 
 

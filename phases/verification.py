@@ -227,15 +227,7 @@ def unusable(reply: Reply, request: str) -> str | None:
 
 async def check_text(run: RunState, text: str, settings: LoopSettings) -> Evaluation:
     """Every rule of the run on `text`, with the prepared checks (phases.evaluation)."""
-    return await evaluation.evaluate_rules(
-        run.rules,
-        text,
-        run.threshold,
-        prepared=run.prepared,
-        allow_executable=settings.allow_executable_checks,
-        timeout=settings.executable_check_timeout,
-        pattern_timeout=settings.check_pattern_timeout_s,
-    )
+    return await evaluation.evaluate_run(run, text, settings, run.prepared)
 
 
 def fail_rules(rules: Sequence[Rule]) -> list[Rule]:

@@ -43,6 +43,16 @@ RULES = {
         "pattern /(tide/ does not compile",
     ),
     "rules not a list": (json.dumps({"id": "r1"}), 'expected a list of rules or {"rules": [...]}'),
+    # Issue 41: 100 rules of patterns that backtrack passed; MAX_PATTERN_RULES may have their own.
+    "rules with too many patterns": (
+        json.dumps(
+            [
+                {**GOOD_RULE, "id": f"r{i}", "check": {"type": "content", "search": "(a|aa)+#"}}
+                for i in range(100)
+            ]
+        ),
+        "100 rules check a regular expression of their own",
+    ),
 }
 
 

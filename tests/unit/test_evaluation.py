@@ -4,14 +4,18 @@ and seed 004's scoring (phases/evaluation.py)."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
 
 import pytest
 
 from aeonloop.checks.commands import SKIPPED_REASON, executable_check
 from aeonloop.checks.running import UNPREPARED_REASON, content_check
+from aeonloop.checks.threads import RunBudget
 from aeonloop.checks.types import CountCheck, PatternCheck
-from aeonloop.phases.evaluation import evaluate_rules, judged, score_results
+from aeonloop.limits import LoopSettings
+from aeonloop.phases.evaluation import evaluate_rules, evaluate_run, judged, score_results
+from aeonloop.phases.events import RunState
 from aeonloop.phases.models import Evaluation, Rule, RuleCheck, RuleResult
 
 OUTPUT = "The total is 42 EUR.\nA second line mentions caching."
@@ -126,6 +130,31 @@ async def test_enabled_executable_checks_read_the_output_from_stdin() -> None:
     ev = await evaluate(rules, allow_executable=True)
     assert [r.verdict for r in ev.rule_results] == ["pass", "fail"]
     assert ev.rule_results[1].details.startswith("exit 3")
+
+
+@pytest.mark.timeout(30)
+async def test_a_cancelled_executable_check_kills_its_command(tmp_path) -> None:
+    """A stopping worker cancels the checks in hand: their commands go with them, where they
+    used to run on to their own timeout after the worker had gone."""
+    pid_file = tmp_path / "pid"
+    code = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    task = asyncio.ensure_future(executable_check(f"python3 -c {shlex.quote(code)}", "", 600))
+    while not pid_file.exists() or not pid_file.read_text():
+        await asyncio.sleep(0.02)
+    pid = int(pid_file.read_text())
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    while _alive(pid):
+        await asyncio.sleep(0.02)  # the test's timeout is the bound: killed, not slept out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 async def test_enabled_executable_checks_see_the_output_as_artifact_md() -> None:
@@ -247,6 +276,48 @@ async def test_a_catastrophic_pattern_fails_its_rule_and_leaves_the_loop_free() 
     assert [r.verdict for r in ev.rule_results] == ["fail", "pass"]
     assert "ran out of its 0.5 s time bound" in ev.rule_results[0].details
     assert ticks >= 5, "the event loop was held while the pattern ran"
+
+
+@pytest.mark.timeout(120)
+async def test_eight_runs_of_slow_patterns_do_not_hold_up_another_runs_checks() -> None:
+    """Issue 41, finding 2: eight evaluations of 100 backtracking patterns each, then one of a
+    quick check. The quick one is judged before any slow one ends (the check threads serve the
+    run that has spent least first; in the loop's default executor it waited for slow ones to
+    free a thread), and each slow one stops at its run's budget, saying so."""
+    slow_rules = [content(f"slow-{i}", "(a|aa)+#") for i in range(100)]
+    text = "a" * 60 + " tides"
+    finished: list[str] = []
+
+    async def judge(name: str, rules: list[Rule], budget: RunBudget) -> Evaluation:
+        evaluation = await evaluate_rules(rules, text, 0.8, pattern_timeout=0.05, budget=budget)
+        finished.append(name)
+        return evaluation
+
+    slow = [
+        asyncio.ensure_future(judge(f"slow-{i}", slow_rules, RunBudget(0.25))) for i in range(8)
+    ]
+    await asyncio.sleep(0.05)  # the slow runs' checks have the threads
+    quick = await judge("quick", [content("quick", "tides")], RunBudget(0.25))
+    assert quick.passed
+    assert finished == ["quick"], "a slow run's checks ended before the quick one's"
+    for evaluation in await asyncio.gather(*slow):
+        details = [result.details for result in evaluation.rule_results]
+        assert all(result.verdict == "fail" for result in evaluation.rule_results)
+        assert "used up their 0.25 s of CPU time (AEON_RUN_CHECK_CPU_S)" in details[-1]
+
+
+async def test_a_runs_evaluation_is_charged_to_its_state() -> None:
+    """`evaluate_run` starts from what the run's checks spent before and leaves the new total in
+    its state, which the run's next hop carries on."""
+    run = RunState(request="Explain tides", rules=[content("tides", "tide")], check_cpu_s=1.0)
+    settings = LoopSettings(run_check_cpu_s=5.0)
+    evaluation = await evaluate_run(run, "tides", settings, {})
+    assert evaluation.passed
+    assert run.check_cpu_s > 1.0
+    run.check_cpu_s = 5.0
+    spent = await evaluate_run(run, "tides", settings, {})
+    assert spent.rule_results[0].verdict == "fail"
+    assert "used up their 5 s of CPU time" in spent.rule_results[0].details
 
 
 async def test_a_failed_rule_the_request_implied_says_so() -> None:

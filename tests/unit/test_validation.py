@@ -25,7 +25,7 @@ from aeonloop.gateway.validation import (
     port_option,
     unknown_tools,
 )
-from aeonloop.limits import LoopSettings
+from aeonloop.limits import MAX_PATTERN_RULES, MAX_RULES, LoopSettings
 
 LIMITS = FileSettings(max_files=2, max_file_bytes=100, max_files_bytes=150)
 
@@ -153,6 +153,42 @@ def test_rules_in_words_and_vocabulary_checks_are_taken() -> None:
         ]
     )
     assert rules[0].in_words and rules[1].check_text() == "exactly 3 bullet line(s)"
+
+
+def _slow_rules(count: int) -> list[dict[str, object]]:
+    """Rules whose check is a pattern of the request's own, which backtracks (issue 41)."""
+    return [
+        {"id": f"slow-{i}", "check": {"type": "content", "search": "(a|aa)+#"}}
+        for i in range(count)
+    ]
+
+
+def test_more_rules_with_patterns_of_their_own_than_the_cap_are_422() -> None:
+    """Issue 41: 100 rules of backtracking patterns passed the gateways (100 is MAX_RULES);
+    only MAX_PATTERN_RULES of a request's rules may carry a regular expression of their own."""
+    assert len(parse_rules(_slow_rules(MAX_PATTERN_RULES))) == MAX_PATTERN_RULES
+    body = {"request": "ok", "rules": _slow_rules(MAX_RULES)}
+    with pytest.raises(ApiError) as refused:
+        _checked(body, _client(8))
+    assert (refused.value.status, refused.value.field) == (422, "rules")
+    assert refused.value.reason.startswith(
+        f"rules: {MAX_RULES} rules check a regular expression of their own"
+    )
+    assert f"the limit is {MAX_PATTERN_RULES}" in refused.value.reason
+
+
+def test_the_pattern_cap_counts_pattern_checks_and_not_literal_words() -> None:
+    patterns = [
+        {"id": f"p{i}", "check": {"type": "pattern", "pattern": "x+"}}
+        for i in range(MAX_PATTERN_RULES + 1)
+    ]
+    with pytest.raises(BadInput, match=f"{MAX_PATTERN_RULES + 1} rules check a regular"):
+        parse_rules(patterns)
+    words = [
+        {"id": f"w{i}", "check": {"type": "forbidden_words", "words": ["x"]}}
+        for i in range(MAX_RULES)
+    ]
+    assert len(parse_rules(words)) == MAX_RULES
 
 
 def test_a_json_checks_schema_nested_past_its_bound_is_422() -> None:
