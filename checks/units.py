@@ -10,8 +10,8 @@
   underlined "setext" headings are not counted);
 - lines inside a fenced code block (between ``` or ~~~ lines) are never bullets, numbered items
   or sections: a `# comment` in code is not a heading;
-- a *paragraph* is a block of non-blank lines between blank lines, unless the block is only
-  headings or horizontal rules;
+- a *paragraph* is a block of non-blank lines between blank lines or horizontal rules (`***`,
+  `---`), unless the block is only headings;
 - a *word* is a run of letters, digits or `_`, joined across an inner apostrophe or hyphen
   (`don't`, `well-known` are one word each); a number with a decimal point or thousands
   separator (`3.14`, `1,000`) is one word; punctuation and Markdown markers are not words;
@@ -127,10 +127,15 @@ def _placeholders(line: str) -> int:
 
 
 def _blocks(text: str) -> Iterator[list[_Line]]:
-    """Runs of non-blank lines between blank lines."""
+    """Runs of non-blank lines between blank lines or horizontal rules (a rule ends a paragraph
+    in Markdown: IFEval's paragraphs are separated by `***` lines)."""
     block: list[_Line] = []
     for line in _lines(text):
-        if line.text.strip():
+        if not line.in_code and _RULE_LINE.match(line.text):
+            if block:
+                yield block
+                block = []
+        elif line.text.strip():
             block.append(line)
         elif block:
             yield block
@@ -143,10 +148,7 @@ def _paragraphs(text: str) -> list[list[_Line]]:
     return [
         block
         for block in _blocks(text)
-        if not all(
-            not line.in_code and (_HEADING.match(line.text) or _RULE_LINE.match(line.text))
-            for line in block
-        )
+        if not all(not line.in_code and _HEADING.match(line.text) for line in block)
     ]
 
 
