@@ -10,5 +10,6 @@ prompts/, which never imports it (the phases pass PREPARE its description, `voca
   a text is written in;
 - `running.py`: a check's outcome on a text; `commands.py`: an executable check;
 - `vocabulary.py`: the vocabulary as PREPARE's prompt shows it, written from the types;
-- `stated.py`: the constraints a request states in so many words, read as checks.
+- `stated.py`: the constraints a request states in so many words, read as checks;
+- `repairs.py`: the lossless fixes the host makes to a text that fails a check.
 """
