@@ -13,8 +13,9 @@ Across a run it behaves like a model that improves once, so the loop visibly ref
   nothing once the executed review step's output (which restates its description) is in the pass.
 
 Verified answers (docs/verified-answers.md): it prepares checks from the constraints a request or a
-rule in words states, in the few forms `checks.stated` reads ("three bullet points", "under
-100 words", "mention X"); its plain draft restates the request without meeting them, as a weak
+rule in words states, in the forms the host's own reader reads (`checks.stated`: "three
+bullet points", "list three benefits as a bulleted list", "under 100 words", "in lower case",
+"mention X", docs/verified-answers.md); its plain draft restates the request without meeting them, as a weak
 model's one call would; and its refinement of an answer meets those constraints, so a run shows
 the answer checked, critiqued and refined with no LLM.
 
@@ -654,12 +655,12 @@ def _refine(data: RefineAnswerInput) -> str:
 
 
 def _refine_order(check: dict[str, Any]) -> int:
-    """Edits of words first, then case, then cuts to a length, then the shape (bullets), and
-    JSON, which wraps the whole, last."""
+    """Edits of words first, then case, then the shape (bullets), then cuts to a length (line
+    by line, so the shape stays), and JSON, which wraps the whole, last."""
     if check["type"] == "json":
         return 4
     if check["type"] == "count":
-        return 3 if check["unit"] == "bullets" else 2
+        return 2 if check["unit"] == "bullets" else 3
     return 1 if check["type"] == "case" else 0
 
 
@@ -700,12 +701,30 @@ def _meet(text: str, check: dict[str, Any]) -> str:
 
 
 def _first_words(text: str, most: int) -> str:
-    """The text's first whitespace-separated pieces that hold at most `most` words as the host
-    counts them (a piece such as "e.g." or "a/b" is two)."""
-    pieces = text.split()[:most]
+    """The text cut to at most `most` words as the host counts them (a piece such as "e.g." or
+    "a/b" is two): a list keeps its items alone, each line its first words, a fair share of
+    `most` each, so a list stays a list of as many lines."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    items = [line for line in lines if _LIST_ITEM.match(line)]
+    lines = items or lines
+    share = max(1, most // max(1, len(lines)))
+    kept = [_line_words(line, share) for line in lines]
+    while kept and count_units("words", "\n".join(kept)) > most:
+        kept.pop()
+    return "\n".join(kept)
+
+
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+
+
+def _line_words(line: str, most: int) -> str:
+    """A line's first pieces holding at most `most` words, its list marker kept."""
+    marker = _LIST_ITEM.match(line)
+    start = marker.group(0) if marker else ""
+    pieces = line[len(start) :].split()[:most]
     while pieces and count_units("words", " ".join(pieces)) > most:
         pieces.pop()
-    return " ".join(pieces)
+    return start + " ".join(pieces)
 
 
 def _as_bullets(text: str, n: int) -> str:
