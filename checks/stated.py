@@ -90,8 +90,9 @@ _UNITS = {
     "bullets": r"(?:bullet(?:ed)?(?:[\s-]+(?:points?|items?))?s?)",
     "numbered_items": r"numbered[\s-]+(?:items?|points?)",
     "placeholders": r"placeholders?",
+    "highlights": r"highlighted\s+(?:sections?|parts?|phrases?|words?|points?)",
 }
-_UNIT_SAID = {"numbered_items": "numbered items", "placeholders": "placeholders"}
+_UNIT_SAID = {"numbered_items": "numbered items"}
 #: Words that make a count before a unit a description, not a request ("the three paragraphs
 #: below", "why two sentences").
 _NOT_ASKED_BEFORE = frozenset(
@@ -141,6 +142,36 @@ def _count_said(unit: str, low: int | None, high: int | None) -> str:
     else:
         bound, n = "at least", low
     return f"{bound} {n} {said if n != 1 else said[:-1]}"
+
+
+@_stated(
+    _LEAD
+    + r"highlight\s+(?:(at least|exactly|at most)\s+)?"
+    + _N
+    + r"\s+(?:\w+\s+)?(?:sections?|parts?|phrases?|words?|points?|sentences?)\b"
+)
+def _highlighted(m: regex.Match[str], text: str) -> list[Constraint]:
+    """IFEval's "Highlight at least 2 sections in your answer with markdown, i.e. *highlighted
+    section*": at least, unless the bound says otherwise."""
+    bound, n = (m.group(1) or "at least").lower(), _number(m.group(2))
+    low, high = {"exactly": (n, n), "at most": (None, n)}.get(bound, (n, None))
+    said = _count_said("highlights", low, high)
+    return [("highlights", said, _count("highlights", low, high))]
+
+
+@_stated(
+    r"\b(?:have|has|contain|in|into|with|write)\s+"
+    + _N
+    + r"\s+sections?\b[^\n]{0,60}?\bmark\s+the\s+beginning\s+of\s+each\s+section\s+with\s+"
+    r"(?:the\s+word\s+)?(\w+)\s+X\b"
+)
+def _marked_sections(m: regex.Match[str], text: str) -> list[Constraint]:
+    """IFEval's "Your response must have 3 sections. Mark the beginning of each section with
+    SECTION X.": the marker, as written, at least so often."""
+    n, marker = _number(m.group(1)), _original(m, text, 2)
+    check = {"type": "phrase_count", "phrase": marker, "min": n, "max": None}
+    check["case_sensitive"] = True
+    return [(f"sections-{_slug(marker)}", f"at least {n} sections marked {marker}", check)]
 
 
 #: A list's kind, as a request names it.

@@ -15,8 +15,8 @@ Across a run it behaves like a model that improves once, so the loop visibly ref
 Verified answers (docs/verified-answers.md): it prepares checks from the constraints a request or a
 rule in words states, in the forms the host's own reader reads (`checks.stated`: "three
 bullet points", "list three benefits as a bulleted list", "under 100 words", "in lower case",
-"mention X", docs/verified-answers.md); its plain draft restates the request without meeting them, as a weak
-model's one call would; and its refinement of an answer meets those constraints, so a run shows
+"mention X"); its plain draft restates the request without meeting them, as a weak model's
+one call would; and its refinement of an answer meets those constraints, so a run shows
 the answer checked, critiqued and refined with no LLM.
 
 Its final answers say plainly that they come from the offline model and that no LLM was called;

@@ -139,6 +139,17 @@ def mentions(phrase: str, low: int = 1, high: int | None = None) -> dict:
             "Include at least 2 placeholders in square brackets, such as [address].",
             [count("placeholders", 2, None)],
         ),
+        (
+            "Highlight at least 2 sections in your answer with markdown, i.e. *highlighted "
+            "section*.",
+            [count("highlights", 2, None)],
+        ),
+        ("Include at least 3 highlighted sections.", [count("highlights", 3, None)]),
+        (
+            "Your response must have 3 sections. Mark the beginning of each section with "
+            "SECTION X.",
+            [{**mentions("SECTION", 3), "case_sensitive": True}],
+        ),
         # case
         ("Answer in all capital letters.", [{"type": "case", "case": "upper"}]),
         ("Respond using only lowercase letters.", [{"type": "case", "case": "lower"}]),
@@ -224,6 +235,9 @@ def test_each_phrasing_the_host_reads(text: str, expected: list[dict]) -> None:
         "Explain why two sentences are enough.",
         "Write 100 words about tea.",  # about, or exactly, or at least: not said
         "A bulleted list of three or more items.",
+        "Why highlight two sections?",
+        "Give me three highlights of Paris.",
+        "Summarise the 3 sections of the report.",
         # case described, not asked
         "Explain why variable names are written in lower case.",
         "Why are emails in lower case?",
