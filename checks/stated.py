@@ -113,7 +113,7 @@ def _counted(m: regex.Match[str], text: str) -> list[Constraint]:
     unit = next(u for u in _UNITS if m.group(u))
     bound, n = (m.group(1) or "").lower(), _number(m.group(2))
     if not bound:
-        before = text[: m.start()].split()
+        before = text[max(0, m.start() - 40) : m.start()].split()
         if unit == "words" or (before and before[-1].lower() in _NOT_ASKED_BEFORE):
             return []  # "100 words" alone may be any length about it; "the three paragraphs"
     low: int | None
@@ -409,11 +409,23 @@ def _case(m: regex.Match[str], text: str) -> list[Constraint]:
     are allowed". Not in a clause that describes what is so ("variable names are written in
     lower case", "why are emails in lower case?"), unless it says what the answer should be
     ("your answer should be written in lower case"); nor "in lower case in Python"."""
-    clause = regex.split(r"[.!?;\n]", text[: m.start()])[-1]
+    clause = text[_clause_start(text, m.start()) : m.start()]
     if _DESCRIBES.search(clause) and not _ASKS.search(clause):
         return []
     case = "upper" if m.group(2) or (m.group(1) or "").lower() == "upper" else "lower"
     return [("case", f"all {case} case", {"type": "case", "case": case})]
+
+
+#: How far back a clause is read: a request's clause is a line or so, and a long run-on text
+#: must not make each match read all that came before it.
+_CLAUSE_CHARS = 200
+
+
+def _clause_start(text: str, at: int) -> int:
+    """Where the clause that `at` is in begins: after the last sentence break before it, at
+    most _CLAUSE_CHARS back."""
+    since = max(0, at - _CLAUSE_CHARS)
+    return max(since, *(text.rfind(mark, since, at) + 1 for mark in ".!?;\n"))
 
 
 #: A clause that says what is so ("names are written", "emails were"), and one that says what
