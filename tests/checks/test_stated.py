@@ -135,6 +135,10 @@ def mentions(phrase: str, low: int = 1, high: int | None = None) -> dict:
         ("Your response should contain less than 5 sentences.", [count("sentences", None, 4)]),
         ("Answer with at least 300 words.", [count("words", 300, None)]),
         ("Use more than 2 paragraphs.", [count("paragraphs", 3, None)]),
+        ("Answer in between 3 and 5 sentences.", [count("sentences", 3, 5)]),
+        ("Use 3-5 bullet points.", [count("bullets", 3, 5)]),
+        ("Write 5 sentences or fewer.", [count("sentences", None, 5)]),
+        ("Answer in 50 words or more.", [count("words", 50, None)]),
         (
             "Include at least 2 placeholders in square brackets, such as [address].",
             [count("placeholders", 2, None)],
@@ -234,6 +238,8 @@ def test_each_phrasing_the_host_reads(text: str, expected: list[dict]) -> None:
         "Summarise the three paragraphs below.",
         "Explain why two sentences are enough.",
         "Write 100 words about tea.",  # about, or exactly, or at least: not said
+        "It takes 2 to 3 words.",
+        "Most people read 200 words or more a minute.",
         "A bulleted list of three or more items.",
         "Why highlight two sections?",
         "Give me three highlights of Paris.",
@@ -258,6 +264,7 @@ def test_each_phrasing_the_host_reads(text: str, expected: list[dict]) -> None:
         "Answer in French or English.",
         "Translate 'thank you' into Japanese.",
         "Write the word 'cat' in French.",
+        "Answer in English.",  # the check could only fail an answer too short to tell
         # titles, postscripts and letters talked about
         "Suggest a title for my essay.",
         "What does P.S. stand for?",
