@@ -40,9 +40,9 @@ _TIMES = {"once": 1, "twice": 2, "thrice": 3}
 _QUOTED = r"[\"'“‘]([^\"'”’]+)[\"'”’]"
 #: Where an instruction may begin: the text's or a line's start, after a clause's punctuation,
 #: or after a word that leads an instruction ("and", "then", "please"; "should"/"must" after a
-#: subject). A phrase met elsewhere ("words that start with 'th'", "names are written in lower
-#: case") describes something else, and is left alone.
-_LEAD = r"(?:^|(?<=[.!?;:,(\n])|(?<=\b(?:and|then|please|also|must|should|always|to))\s)\s*"
+#: subject; "you" in "can you list"). A phrase met elsewhere ("words that start with 'th'",
+#: "why do people list 3 items") describes something else, and is left alone.
+_LEAD = r"(?:^|(?<=[.!?;:,(\n])|(?<=\b(?:and|then|please|also|must|should|always|to|you))\s)\s*"
 #: The answer, as a request names it ("your entire response", "the answer").
 _ANSWER = r"(?:(?:your|the)\s+)?(?:entire\s+|whole\s+)?(?:answer|response|reply|output)"
 #: Not after a negation: "do not include the word 'x'" asks the opposite of "include".
@@ -213,12 +213,12 @@ _LIST_KIND = r"(?P<kind>bullet(?:ed)?|bullet[\s-]points?|numbered|markdown)\s+li
 
 
 @_stated(
-    r"\b(?:list|give|name|write|provide|suggest|share|offer|outline|describe|state|present)"
+    _LEAD + r"(?:list|give|name|write|provide|suggest|share|offer|outline|describe|state|present)"
     r"\s+(?:me\s+)?"
     + _N
-    + r"\s+(?P<what>[^\n.;:!?,\"“]{1,80}?)\s+(?:as|in|using|with)\s+(?:a\s+)?"
+    + r"\s+(?P<what>[^\n.;:!?,\"“]{1,80}?)\s+(?:as|in|using|with)\s+(?:a\s+)?(?:"
     + _LIST_KIND
-    + r"\b"
+    + r"|(?P<points>bullet[\s-]?points|bullets))\b"
 )
 def _list_of(m: regex.Match[str], text: str) -> list[Constraint]:
     """ "List three benefits of exercise as a bulleted list": the count is the list's, stated
@@ -229,7 +229,7 @@ def _list_of(m: regex.Match[str], text: str) -> list[Constraint]:
         w in ("and", "or", "plus") or w.isdigit() or w in _NUMBER_WORDS for w in what
     ):
         return []
-    return _list_items(m.group("kind"), _number(m.group(1)))
+    return _list_items(m.group("kind") or "bulleted", _number(m.group(1)))
 
 
 @_stated(
@@ -287,13 +287,8 @@ def _listed(m: regex.Match[str], text: str) -> list[str]:
 
 @_stated(
     _NOT_NEGATED
-    + r"\b(?:include|use|mention)\s+(?:the\s+)?(?:key)?words?\s+(?:"
-    + _QUOTED_LIST
-    + r"|"
-    + _BARE_LIST
-    + r"\s+in\s+"
-    + _ANSWER
-    + r")"
+    + r"\b(?:include|including|use|using|mention|contain|containing|with)\s+(?:the\s+)?"
+    r"(?:key)?words?\s+(?:" + _QUOTED_LIST + r"|" + _BARE_LIST + r"\s+in\s+" + _ANSWER + r")"
 )
 def _keywords(m: regex.Match[str], text: str) -> list[Constraint]:
     return [_mentions(word, 1) for word in _listed(m, text)]
@@ -418,12 +413,22 @@ def _postscript(m: regex.Match[str], text: str) -> list[Constraint]:
     return [("postscript", said, {"type": "pattern", "pattern": pattern, "case_sensitive": False})]
 
 
+#: Punctuation marks named beside commas ("commas and periods in numbers"): what follows then
+#: may limit them all, so "and" does not end the instruction.
+_MARKS = r"(?:periods|full\s+stops|semicolons|colons|dashes|hyphens|apostrophes|quotes)"
+
+
 @_stated(
     r"(?:(?:^|(?<=[.!?;:,(\n]))\s*|\b(?:use|with|and|containing|contain)\s+)no\s+commas\b"
-    r"(?=\s*(?:[.!?;:,)]|$|\s+(?:at\s+all|in\s+" + _ANSWER + r")\b))"
-    r"|\b(?:without(?:\s+using)?(?:\s+any)?|(?:do\s+not|don't|never)\s+use(?:\s+any)?"
-    r"|refrain\s+from\s+(?:using|the\s+use\s+of)(?:\s+any)?|avoid(?:\s+using)?(?:\s+any)?)"
-    r"\s+commas\b(?=\s*(?:[.!?;:,)]|$|\s+(?:at\s+all|in\s+" + _ANSWER + r")\b))"
+    r"(?=\s*(?:[.!?;:,)]|$|\s+(?:and(?!\s+" + _MARKS + r")|at\s+all|in\s+" + _ANSWER + r")\b))"
+    r"|\b(?:without(?:\s+using)?(?:\s+any)?|(?:do\s+not|don't|never|must\s+not|mustn't|should\s+not"
+    r"|shouldn't|cannot|can't|(?:are\s+|is\s+)?not\s+allowed\s+to)\s+(?:use|contain|include|have)"
+    r"(?:\s+any)?|refrain\s+from\s+(?:using|the\s+use\s+of)(?:\s+any)?|avoid(?:\s+using)?"
+    r"(?:\s+any)?)\s+commas\b(?=\s*(?:[.!?;:,)]|$|\s+(?:and(?!\s+"
+    + _MARKS
+    + r")|at\s+all|in\s+"
+    + _ANSWER
+    + r")\b))"
 )
 def _no_commas(m: regex.Match[str], text: str) -> list[Constraint]:
     """ "Use no commas", "refrain from the use of any commas": not "there are no commas in
@@ -435,7 +440,7 @@ def _no_commas(m: regex.Match[str], text: str) -> list[Constraint]:
     r"(?:" + _LEAD + r"|\b(?:(?:all\s+)?in\s+(?:all\s+)?|all\s+|(?:using|use)\s+(?:only\s+)?"
     r"|be\s+(?:written\s+)?(?:all\s+)?))(?:only\s+)?"
     r"(?:(lower|upper)[\s-]*case(?:\s+letters)?|(capital\s+letters|caps|(?<=(?:in|all)\s)capitals))"
-    r"(?=\s*(?:[.!?;:,)]|$|\s+(?:and|only|throughout|please)\b))"
+    r"(?=\s*(?:[.!?;:,)]|$|\s+(?:and|only|throughout|please)\b)|(?<=letters)(?!\s+(?:in|of|for)\b))"
     r"|(?:^|(?<=[.!?;:,(\n]))\s*no\s+capital\s+letters(?:\s+are\s+allowed)?\b"
 )
 def _case(m: regex.Match[str], text: str) -> list[Constraint]:
@@ -468,7 +473,10 @@ _DESCRIBES = regex.compile(
     r"\b(?:are|is|was|were|been|being|written|stored|typed|spelled|displayed|shown)\b",
     regex.IGNORECASE,
 )
-_ASKS = regex.compile(r"\b(?:should|must|has\s+to|have\s+to|needs?\s+to)\b", regex.IGNORECASE)
+_ASKS = regex.compile(
+    r"\b(?:should|must|has\s+to|have\s+to|needs?\s+to|make\s+sure|ensure|be\s+sure)\b",
+    regex.IGNORECASE,
+)
 
 
 _LANGUAGES = {name.lower(): code for code, name in LANGUAGE_NAMES.items() if code != "en"}

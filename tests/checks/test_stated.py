@@ -205,6 +205,32 @@ def mentions(phrase: str, low: int = 1, high: int | None = None) -> dict:
         ),
         ("Use no commas.", [{"type": "pattern", "pattern": ",", "present": False}]),
         (
+            "You are not allowed to use any commas in your response.",
+            [{"type": "pattern", "pattern": ",", "present": False}],
+        ),
+        (
+            "The resume should not contain any commas.",
+            [{"type": "pattern", "pattern": ",", "present": False}],
+        ),
+        (
+            "Do not use any commas and highlight at least 3 sections.",
+            [{"type": "pattern", "pattern": ",", "present": False}, count("highlights", 3, None)],
+        ),
+        (
+            'Write a haiku containing keywords "mom" and "mother" in your response.',
+            [mentions("mom"), mentions("mother")],
+        ),
+        ("Make sure your entire response is in lowercase.", [{"type": "case", "case": "lower"}]),
+        (
+            "Write a letter in all lowercase letters ask them to vote.",
+            [{"type": "case", "case": "lower"}],
+        ),
+        ("Please list 4 reasons to learn Python in bullet points.", [count("bullets", 4, 4)]),
+        (
+            "Can you list three benefits of exercise as a bulleted list?",
+            [count("bullets", 3, 3)],
+        ),
+        (
             "Entire output should be wrapped in JSON format.",
             [{"type": "json", "json_schema": None}],
         ),
@@ -244,6 +270,9 @@ def test_each_phrasing_the_host_reads(text: str, expected: list[dict]) -> None:
         "Why highlight two sections?",
         "Give me three highlights of Paris.",
         "Summarise the 3 sections of the report.",
+        "Why do people list 3 items in bullet points?",
+        "Do not use commas and periods in numbers.",
+        "Variable names are written in lowercase letters in Python.",
         # case described, not asked
         "Explain why variable names are written in lower case.",
         "Why are emails in lower case?",
