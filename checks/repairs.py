@@ -63,21 +63,38 @@ def _is_verdict(wanted: str) -> bool:
     return wanted.strip(" .,!?:;\"'").casefold() in _VERDICT_WORDS
 
 
+#: What may differ between the text asked and a near copy of it the model wrote.
+_LOOSE = " .,!?:;\"'“”‘’"
+
+
 def _add_opening(check: Check, text: str) -> tuple[str, str] | None:
+    """The opening asked, put before the text; or in place of a near copy of it the text opens
+    with (the same words in another case, or with other punctuation: "my answer is" for "My
+    answer is:"), which would otherwise be said twice."""
     assert isinstance(check, StartsWithCheck)
     if _is_verdict(check.text):
         return None
     body = text.lstrip()
+    core = check.text.strip(_LOOSE)
+    if core and body.casefold().startswith(core.casefold()):
+        body = body[len(core) :].lstrip(_LOOSE.replace('"', "").replace("“", ""))
     joint = "" if check.text[-1] in _JOINS_BARE_AFTER or check.text[-1].isspace() else " "
     return f"{check.text}{joint}{body}", f"opening {quote(check.text)} added by the host"
 
 
 def _add_ending(check: Check, text: str) -> tuple[str, str] | None:
+    """The ending asked, put after the text; or in place of a near copy of it the text ends
+    with ("any other questions." for "Any other questions?")."""
     assert isinstance(check, EndsWithCheck)
     if _is_verdict(check.text):
         return None
     body = text.rstrip()
+    core = check.text.strip(_LOOSE)
+    loose_end = body.rstrip(_LOOSE)
+    if core and loose_end.casefold().endswith(core.casefold()):
+        body = loose_end[: len(loose_end) - len(core)].rstrip()
     joint = "" if check.text[0] in _JOINS_BARE_BEFORE or check.text[0].isspace() else " "
+    joint = joint if body else ""
     return f"{body}{joint}{check.text}", f"ending {quote(check.text)} added by the host"
 
 

@@ -46,6 +46,24 @@ def test_every_check_type_declares_a_fix_or_why_it_has_none() -> None:
             "Paris is the capital. Is there anything else?",
             ["ending 'Is there anything else?' added by the host"],
         ),
+        (  # a near copy of the ending is replaced, not said twice
+            "Sure. any other questions.",
+            [{"type": "ends_with", "text": "Any other questions?"}],
+            "Sure. Any other questions?",
+            ["ending 'Any other questions?' added by the host"],
+        ),
+        (
+            "my answer is: it rains",
+            [{"type": "starts_with", "text": "My answer is", "case_sensitive": True}],
+            "My answer is it rains",
+            ["opening 'My answer is' added by the host"],
+        ),
+        (
+            '"Half quoted.',
+            list(QUOTES),
+            '"Half quoted."',
+            ["ending '\"' added by the host"],
+        ),
         (
             "  Paris is the capital.",
             [{"type": "starts_with", "text": "My answer:"}],
