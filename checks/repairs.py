@@ -191,9 +191,12 @@ LEFT_TO_THE_MODEL: dict[str, str] = {
     "say something else",
     "language": "a translation is the model's work",
 }
-#: Fixes that change the whole text go first, wrappings last (an opening added to JSON would
-#: make it not JSON; a quote added before recasing is unchanged by it).
-_ORDER = ("json", "pattern", "case", "starts_with", "ends_with")
+#: The order fixes are tried in: JSON first (it replaces the whole text; an opening added before
+#: it would be cut away), then a title, the openings and endings, and recasing last, so an
+#: ending asked in any case ("Any other questions?", matched in any case by default) takes the
+#: case the text is asked to be in; one asked in its own case keeps it, and the recase that
+#: would break it is dropped.
+_ORDER = ("json", "pattern", "starts_with", "ends_with", "case")
 
 
 def repair(text: str, checks: Sequence[Check]) -> tuple[str, list[str]]:

@@ -35,14 +35,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from aeonloop.checks.patterns import compile_pattern, phrase_pattern
+from aeonloop.checks.repairs import repair
 from aeonloop.checks.running import run_check
-from aeonloop.checks.stated import stated_checks, stated_constraints
+from aeonloop.checks.stated import TITLE_PATTERN, stated_checks, stated_constraints
 from aeonloop.checks.types import (
     CaseCheck,
     CountCheck,
     EndsWithCheck,
     ForbiddenWordsCheck,
     JsonCheck,
+    PatternCheck,
     PhraseCountCheck,
     StartsWithCheck,
     parse_check,
@@ -647,7 +649,7 @@ def _refine(data: RefineAnswerInput) -> str:
     # The request's word first; an issue also quotes what a check found ("2 bullet lines"),
     # which must not count as a second constraint of the same kind.
     for _, _, check in stated_constraints(data.request) + stated_constraints(data.issues):
-        key = (check["type"], str(check.get("unit") or check.get("phrase") or ""))
+        key = (check["type"], str(check.get("unit") or check.get("phrase") or check.get("pattern")))
         wanted.setdefault(key, check)
     for check in sorted(wanted.values(), key=_refine_order):
         text = _meet(text, check)
@@ -674,6 +676,11 @@ def _meet(text: str, check: dict[str, Any]) -> str:
         return text
     if run_check(made, text).held:
         return text
+    fixed, applied = repair(text, [made])  # what the host would fix, fixed alike
+    if applied:
+        return fixed
+    if isinstance(made, PatternCheck):
+        return _meet_pattern(made, text)
     if isinstance(made, PhraseCountCheck):
         for _ in range(made.min or 0):
             text = f"{text} {made.phrase}"
@@ -697,6 +704,18 @@ def _meet(text: str, check: dict[str, Any]) -> str:
         return _as_bullets(text, made.max or made.min or 1)
     if isinstance(made, CountCheck) and made.unit == "words" and made.max is not None:
         return _first_words(text, made.max)
+    return text
+
+
+def _meet_pattern(check: PatternCheck, text: str) -> str:
+    """A pattern that must not occur, taken out ("no commas"); a title in <<double angular
+    brackets>> written above the text. Any other pattern is left unmet: the offline model
+    cannot write text to match a pattern it does not know."""
+    if not check.present:
+        found = compile_pattern(check.pattern, case_sensitive=check.case_sensitive)
+        return _squash(found.sub("", text))
+    if check.pattern == TITLE_PATTERN:
+        return f"<<Offline answer>>\n\n{text}"
     return text
 
 

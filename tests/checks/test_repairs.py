@@ -46,6 +46,12 @@ def test_every_check_type_declares_a_fix_or_why_it_has_none() -> None:
             "Paris is the capital. Is there anything else?",
             ["ending 'Is there anything else?' added by the host"],
         ),
+        (  # the ending added takes the case asked (an ending matches in any case by default)
+            "Tea is Nice.",
+            [LOWER, {"type": "ends_with", "text": "Any other questions?"}],
+            "tea is nice. any other questions?",
+            ["ending 'Any other questions?' added by the host", "lower-cased by the host"],
+        ),
         (  # a near copy of the ending is replaced, not said twice
             "Sure. any other questions.",
             [{"type": "ends_with", "text": "Any other questions?"}],
@@ -141,6 +147,12 @@ def test_a_text_that_holds_is_left_as_it_is() -> None:
         ),
         # upper-casing JSON's `true` makes it not JSON: the JSON repair stays, the recase goes
         ('Result: {"ok": true}', [JSON, UPPER], ["JSON taken out of the text by the host"]),
+        # an ending asked in its own case: recasing after it would break it, so the recase goes
+        (
+            "Tea is Nice.",
+            [LOWER, {"type": "ends_with", "text": "Any other questions?", "case_sensitive": True}],
+            ["ending 'Any other questions?' added by the host"],
+        ),
         # quotes around JSON make it not JSON
         ('{"a": 1}', [JSON, *QUOTES], []),
         # an ending would push the text past its word limit

@@ -538,3 +538,23 @@ def test_a_streamed_reply_is_paced_in_a_few_steps_that_join_to_it() -> None:
     steps = paced(chunks(text))
     assert 1 < len(steps) <= PACED_STEPS and "".join(steps) == text
     assert paced(["only"]) == ["only"]
+
+
+async def test_refine_meets_the_newer_forms_the_host_reads(make_call):
+    """No commas, a title marker, lower case and an exact ending: the offline model meets each,
+    the host's own lossless fixes first (checks.repairs)."""
+    data = r.RefineAnswerInput(
+        request=(
+            "Describe tea in all lowercase letters. Do not use any commas. Your answer must "
+            "contain a title, wrapped in double angular brackets, such as <<poem of joy>>. End "
+            "your answer with 'Any other questions?'"
+        ),
+        answer="Tea is a drink, made from leaves. It is Popular.",
+        issues="",
+    )
+    reply = await OfflineLLM().complete(make_call(PromptId.ANSWER_REFINE_USER, data))
+    assert "," not in reply.text
+    assert reply.text.startswith("<<") and ">>" in reply.text
+    assert reply.text == reply.text.lower()
+    assert reply.text.endswith("any other questions?")
+    assert "tea is a drink made from leaves" in reply.text
