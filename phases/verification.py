@@ -34,13 +34,13 @@ from aeonloop.bus.keys import memo_scope
 from aeonloop.checks import vocabulary
 from aeonloop.checks.repairs import repair
 from aeonloop.checks.stated import stated_checks
-from aeonloop.checks.types import CHECK_MODELS, Check, asks_presence, parse_check
+from aeonloop.checks.types import CHECK_MODELS, Check, PatternCheck, asks_presence, parse_check
 from aeonloop.exceptions import BudgetExhausted, LLMFailure, LLMUnreachable
 from aeonloop.llm.session import LLMSession, Reply
 from aeonloop.phases import evaluation, summaries
 from aeonloop.phases.deps import NO_STREAM, AnswerStream, LoopSettings
 from aeonloop.phases.events import RunState
-from aeonloop.phases.models import CritiqueIssue, Evaluation, Rule
+from aeonloop.phases.models import CritiqueIssue, Evaluation, Rule, RuleCheck
 from aeonloop.prompts.baseline import plain_call
 from aeonloop.prompts.clipping import clip
 from aeonloop.prompts.echo import quoted_instruction
@@ -294,14 +294,18 @@ async def candidate(
 
 
 def host_checks(run: RunState) -> list[Check]:
-    """The vocabulary checks of the run's fail- and warn-severity rules, their own and the
-    prepared: what a repair must meet without breaking any (checks.repairs)."""
+    """The checks of the run's fail- and warn-severity rules, their own (a content check as the
+    pattern it is) and the prepared: what a repair must meet without breaking any
+    (checks.repairs). An executable check is not run here: the candidate's own evaluation
+    judges it (`repaired`)."""
     found: list[Check] = []
     for rule in run.rules:
         if rule.severity == "info":
             continue
         if isinstance(rule.check, CHECK_MODELS):
             found.append(rule.check)  # type: ignore[arg-type]
+        elif isinstance(rule.check, RuleCheck) and rule.check.type == "content":
+            found.append(PatternCheck(pattern=rule.check.search or ""))
         found += run.prepared.get(rule.id, [])
     return found
 

@@ -11,6 +11,7 @@ import pytest
 
 from aeonloop.bus.in_process import DictRunRecords
 from aeonloop.bus.keys import DRAFT_RECORD
+from aeonloop.checks.repairs import repair
 from aeonloop.checks.types import (
     CountCheck,
     PatternCheck,
@@ -863,3 +864,19 @@ def test_a_repaired_candidate_wins_only_by_holding_more() -> None:
     assert verification.best([model, fixed]) is model
     more = verification.Candidate("answer", "fixed", _judged(False), 2, repairs=("lower-cased",))
     assert verification.best([model, more]) is more
+
+
+def test_a_repair_must_keep_the_users_content_checks_too() -> None:
+    """A content check of the user's rules is a pattern the repair must not break: "Paris"
+    must occur as written, so recasing the whole answer is not a repair here."""
+    run = RunState(
+        request="Name the capital, in lower case.",
+        rules=[
+            Rule(id="r.paris", severity="warn", check=RuleCheck(type="content", search="Paris")),
+            Rule(id="request.case", severity="fail", check="all lower case", origin="request"),
+        ],
+        prepared={"request.case": [parse_check({"type": "case", "case": "lower"})]},
+    )
+    checks = verification.host_checks(run)
+    assert checks == [PatternCheck(pattern="Paris"), parse_check({"type": "case", "case": "lower"})]
+    assert repair("Paris is the capital.", checks) == ("Paris is the capital.", [])
