@@ -451,8 +451,28 @@ def _case(m: regex.Match[str], text: str) -> list[Constraint]:
     clause = text[_clause_start(text, m.start()) : m.start()]
     if _DESCRIBES.search(clause) and not _ASKS.search(clause):
         return []
+    if _OF_WORDS.search(text, max(0, m.start() - 20), m.start()):
+        return []  # "words with all capital letters should appear ...": some words, not all
+    after = text[m.end() : m.end() + 40]
+    if not _CLAUSE_ENDS.match(after) and (
+        not m.group(0).lstrip().lower().startswith("in ") or _DESCRIBED_AFTER.match(after)
+    ):
+        return []  # "in all lowercase letters ask them to vote" (a missing comma), no more
     case = "upper" if m.group(2) or (m.group(1) or "").lower() == "upper" else "lower"
     return [("case", f"all {case} case", {"type": "case", "case": case})]
+
+
+#: "with all capital letters": a description of some words, not of the answer.
+_OF_WORDS = regex.compile(r"\b(?:with|having|has|have|in\s+which)\s+$", regex.IGNORECASE)
+#: What may follow a case phrase that ends its instruction.
+_CLAUSE_ENDS = regex.compile(
+    r"\s*(?:[.!?;:,)]|$|(?:and|only|throughout|please)\b)", regex.IGNORECASE
+)
+#: What makes "in capital letters" describe what comes before it ("... in capital letters
+#: should appear less than 4 times", "... in capital letters in Python").
+_DESCRIBED_AFTER = regex.compile(
+    r"\s+(?:in|of|for|to|should|must|are|is|was|were|appears?|can|may|will)\b", regex.IGNORECASE
+)
 
 
 #: How far back a clause is read: a request's clause is a line or so, and a long run-on text

@@ -273,6 +273,8 @@ def test_each_phrasing_the_host_reads(text: str, expected: list[dict]) -> None:
         "Why do people list 3 items in bullet points?",
         "Do not use commas and periods in numbers.",
         "Variable names are written in lowercase letters in Python.",
+        "In your response, words with all capital letters should appear less than 4 times.",
+        "Words with all capital letters are rare.",
         # case described, not asked
         "Explain why variable names are written in lower case.",
         "Why are emails in lower case?",
