@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import regex
 
@@ -37,13 +38,15 @@ from aeonloop.checks.types import (
     CaseCheck,
     Check,
     EndsWithCheck,
+    JsonCheck,
     PatternCheck,
     StartsWithCheck,
 )
 from aeonloop.checks.wording import quote
 
-#: A fix: the text changed so the check may hold, and the repair's name; None: no lossless fix.
-_Fix = Callable[[Check, str], tuple[str, str] | None]
+#: A fix of one check type (it takes a check of that type): the text changed so the check may
+#: hold, and the repair's name; None: no lossless fix.
+_Fix = Callable[[Any, str], tuple[str, str] | None]
 
 #: Openings and endings that answer a question: the host adding one would answer for the model.
 _VERDICT_WORDS = frozenset({"yes", "no", "true", "false", "maybe", "correct", "incorrect"})
@@ -52,8 +55,7 @@ _JOINS_BARE_AFTER = "\"'“‘([{<"
 _JOINS_BARE_BEFORE = "\"'”’)]}>"
 
 
-def _recase(check: Check, text: str) -> tuple[str, str] | None:
-    assert isinstance(check, CaseCheck)
+def _recase(check: CaseCheck, text: str) -> tuple[str, str] | None:
     if check.case == "lower":
         return text.lower(), "lower-cased by the host"
     return text.upper(), "upper-cased by the host"
@@ -67,11 +69,10 @@ def _is_verdict(wanted: str) -> bool:
 _LOOSE = " .,!?:;\"'“”‘’"
 
 
-def _add_opening(check: Check, text: str) -> tuple[str, str] | None:
+def _add_opening(check: StartsWithCheck, text: str) -> tuple[str, str] | None:
     """The opening asked, put before the text; or in place of a near copy of it the text opens
     with (the same words in another case, or with other punctuation: "my answer is" for "My
     answer is:"), which would otherwise be said twice."""
-    assert isinstance(check, StartsWithCheck)
     if _is_verdict(check.text):
         return None
     body = text.lstrip()
@@ -82,10 +83,9 @@ def _add_opening(check: Check, text: str) -> tuple[str, str] | None:
     return f"{check.text}{joint}{body}", f"opening {quote(check.text)} added by the host"
 
 
-def _add_ending(check: Check, text: str) -> tuple[str, str] | None:
+def _add_ending(check: EndsWithCheck, text: str) -> tuple[str, str] | None:
     """The ending asked, put after the text; or in place of a near copy of it the text ends
     with ("any other questions." for "Any other questions?")."""
-    assert isinstance(check, EndsWithCheck)
     if _is_verdict(check.text):
         return None
     body = text.rstrip()
@@ -101,36 +101,48 @@ def _add_ending(check: Check, text: str) -> tuple[str, str] | None:
 _FENCED = regex.compile(r"^\s*(```|~~~)[^\n]*\n(.*?)^\s*\1\s*$", regex.MULTILINE | regex.DOTALL)
 
 
-def _json_out(check: Check, text: str) -> tuple[str, str] | None:
+def _json_out(check: JsonCheck, text: str) -> tuple[str, str] | None:
     """The one JSON object or array the text holds (in a fence, or in prose), written again;
     None when it holds none, or more than one (which one was meant is not the host's to say)."""
-    found = [v for m in _FENCED.finditer(text) if isinstance(v := _parsed(m.group(2)), dict | list)]
+    found: list[object] | None = [
+        v for m in _FENCED.finditer(text) if isinstance(v := _parsed(m.group(2)), dict | list)
+    ]
     if not found:
         found = _values_in(text)
-    if len(found) != 1:
+    if found is None or len(found) != 1:
         return None
-    return json.dumps(
-        found[0], ensure_ascii=False, indent=2
-    ), "JSON taken out of the text by the host"
+    written = json.dumps(found[0], ensure_ascii=False, indent=2)
+    return written, "JSON taken out of the text by the host"
 
 
 def _parsed(text: str) -> object:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deeply to read
         return None
 
 
-def _values_in(text: str) -> list[object]:
+#: The most `{` or `[` a text's prose is read from for JSON: each may read to the text's end, so
+#: a text with more (a long run of brackets) is not searched, and is not repaired.
+MAX_JSON_OPENINGS = 200
+
+
+def _values_in(text: str) -> list[object] | None:
     """The top-level JSON objects and arrays in prose, left to right (one inside another is
-    part of it, not a second)."""
-    decoder, found, at = json.JSONDecoder(), [], 0
+    part of it, not a second); None when the text has more openings than MAX_JSON_OPENINGS or
+    one nested too deeply to read (which value was meant cannot be told)."""
+    decoder, found, at, tried = json.JSONDecoder(), [], 0, 0
     while (at := _next_opening(text, at)) >= 0:
+        tried += 1
+        if tried > MAX_JSON_OPENINGS:
+            return None
         try:
             value, end = decoder.raw_decode(text, at)
         except ValueError:
             at += 1
             continue
+        except RecursionError:
+            return None
         found.append(value)
         at = end
     return found
@@ -145,11 +157,10 @@ _HEADING = regex.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 _TITLE_WORDS = 12
 
 
-def _mark_title(check: Check, text: str) -> tuple[str, str] | None:
+def _mark_title(check: PatternCheck, text: str) -> tuple[str, str] | None:
     """The first line marked `<<...>>` when it is a title already: a Markdown heading, or a short
     line (at most _TITLE_WORDS words) with no full stop, followed by a blank line and more text.
     Any other text has no title to mark, and the host does not write one."""
-    assert isinstance(check, PatternCheck)
     if check.pattern != TITLE_PATTERN or not check.present:
         return None
     lines = text.strip().split("\n")

@@ -34,7 +34,7 @@ from aeonloop.bus.keys import memo_scope
 from aeonloop.checks import vocabulary
 from aeonloop.checks.repairs import repair
 from aeonloop.checks.stated import stated_checks
-from aeonloop.checks.types import CHECK_MODELS, Check, PatternCheck, asks_presence, parse_check
+from aeonloop.checks.types import Check, PatternCheck, asks_presence, parse_check
 from aeonloop.exceptions import BudgetExhausted, LLMFailure, LLMUnreachable
 from aeonloop.llm.session import LLMSession, Reply
 from aeonloop.phases import evaluation, summaries
@@ -302,10 +302,11 @@ def host_checks(run: RunState) -> list[Check]:
     for rule in run.rules:
         if rule.severity == "info":
             continue
-        if isinstance(rule.check, CHECK_MODELS):
-            found.append(rule.check)  # type: ignore[arg-type]
-        elif isinstance(rule.check, RuleCheck) and rule.check.type == "content":
-            found.append(PatternCheck(pattern=rule.check.search or ""))
+        if isinstance(rule.check, RuleCheck):
+            if rule.check.type == "content":
+                found.append(PatternCheck(pattern=rule.check.search or ""))
+        elif not isinstance(rule.check, str):
+            found.append(rule.check)
         found += run.prepared.get(rule.id, [])
     return found
 

@@ -116,6 +116,9 @@ def test_each_repair_fixes_its_check(text: str, checks: list, fixed: str, names:
         ("It is round.", {"type": "ends_with", "text": "No."}),
         ('{"a": 1} and {"b": 2}', JSON),  # which one was meant?
         ("No JSON here, only 3 numbers: 1, 2.", JSON),
+        ("[" * 5000, JSON),  # nested too deeply to read: no error, no repair
+        ("```json\n" + "[" * 5000 + "\n```", JSON),
+        ("{ " * 300 + '{"a": 1}', JSON),  # more openings than are searched
         ('```json\n{"a": 1}\n```', {"type": "json", "json_schema": {"required": ["b"]}}),
         ("The sun is up. The waves were high.", TITLE),  # no title to mark
         ("A first line that ends.\n\nMore.", TITLE),
