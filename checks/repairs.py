@@ -43,6 +43,7 @@ from aeonloop.checks.types import (
     StartsWithCheck,
 )
 from aeonloop.checks.wording import quote
+from aeonloop.limits import DEFAULT_PATTERN_TIMEOUT_S
 
 #: A fix of one check type (it takes a check of that type): the text changed so the check may
 #: hold, and the repair's name; None: no lossless fix.
@@ -210,24 +211,34 @@ LEFT_TO_THE_MODEL: dict[str, str] = {
 _ORDER = ("json", "pattern", "starts_with", "ends_with", "case")
 
 
-def repair(text: str, checks: Sequence[Check]) -> tuple[str, list[str]]:
+def repair(
+    text: str, checks: Sequence[Check], *, timeout: float = DEFAULT_PATTERN_TIMEOUT_S
+) -> tuple[str, list[str]]:
     """The text with the lossless fixes of the checks it fails, and the names of the repairs
     applied, in order. A fix is kept only when, on the fixed text, its check holds and every
-    check that held before still holds; else it is dropped and the text stays as it was."""
+    check that held before still holds; else it is dropped and the text stays as it was. Each
+    check runs under `timeout`, as the host runs it (running.run_check): all of them once,
+    and again for each fix tried."""
+    held = _holding(checks, text, timeout)
     applied: list[str] = []
-    for check in sorted(
-        checks, key=lambda c: _ORDER.index(c.type) if c.type in _ORDER else len(_ORDER)
-    ):
-        fix = REPAIRS.get(check.type)
-        if fix is None or run_check(check, text).held:
+    for index in sorted(range(len(checks)), key=lambda i: _rank(checks[i])):
+        fix = REPAIRS.get(checks[index].type)
+        if fix is None or index in held:
             continue
-        fixed = fix(check, text)
+        fixed = fix(checks[index], text)
         if fixed is None or fixed[0] == text:
             continue
-        held_before = [c for c in checks if run_check(c, text).held]
-        if run_check(check, fixed[0]).held and all(
-            run_check(c, fixed[0]).held for c in held_before
-        ):
-            text = fixed[0]
+        now = _holding(checks, fixed[0], timeout)
+        if index in now and held <= now:
+            text, held = fixed[0], now
             applied.append(fixed[1])
     return text, applied
+
+
+def _rank(check: Check) -> int:
+    return _ORDER.index(check.type) if check.type in _ORDER else len(_ORDER)
+
+
+def _holding(checks: Sequence[Check], text: str, timeout: float) -> set[int]:
+    """The indexes of the checks that hold on `text`."""
+    return {i for i, check in enumerate(checks) if run_check(check, text, timeout=timeout).held}

@@ -26,6 +26,7 @@ Each call has a memo scope of its own (`a/prepare`, `a/draft`, `e/critique:<roun
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -315,10 +316,15 @@ async def repaired(run: RunState, original: Candidate, settings: LoopSettings) -
     """`original` as the host's lossless repairs leave it (checks.repairs), checked again; None
     when it holds every check already, no repair applies, or the repaired text holds no more
     fail-severity checks than the model's (a repair that broke a content or executable check
-    shows here). Pure host work: no model call."""
+    shows here). Host work only: no model call."""
     if all_hold(original.evaluation):
         return None
-    text, applied = repair(original.text, host_checks(run))
+    timeout = settings.check_pattern_timeout_s
+    # In a worker thread, as the checks themselves run (phases.evaluation): a slow pattern
+    # must not stall the worker's event loop.
+    text, applied = await asyncio.to_thread(
+        repair, original.text, host_checks(run), timeout=timeout
+    )
     if not applied:
         return None
     judged = await check_text(run, text, settings)
