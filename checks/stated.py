@@ -7,6 +7,13 @@ no checks at all, and a constraint the request spells out this plainly needs no 
 (phases/verification.py). The offline model prepares and refines from it (llm/offline.py). It
 reads text and runs nothing; what it writes, the host parses as any prepared check
 (`types.parse_check`).
+
+What it reads is designed from what requests ask: IFEval's catalogue of verifiable instructions
+(Zhou et al., 2023; docs/verified-answers.md has the table of all 25). A wrong check is worse
+than none (it picks a worse sample, steers a rewrite, repairs an answer away from what was
+asked), so each phrase is read only where it asks something of the answer: never inside quotes
+(`_masked`), and not where the clause describes ("variable names are written in lower case",
+"why do people list 3 items"); tests/checks/test_stated.py holds the near misses.
 """
 
 from __future__ import annotations
