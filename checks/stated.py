@@ -410,6 +410,7 @@ def _title(m: regex.Match[str], text: str) -> list[Constraint]:
 
 @_stated(
     r"\b(?:add|include|write|append|end\s+with)\s+(?:a\s+|an\s+)?(?:postscript|p\.\s?s\.)"
+    r"(?!\s*(?:file|program|code|script|document|printer|language|interpreter)s?\b)"
     r"(?:\s+(?:start(?:ing|s)?|beginning)\s+with\s+(P\.(?:\s?P\.)*\s?S\.?))?"
 )
 def _postscript(m: regex.Match[str], text: str) -> list[Constraint]:

@@ -299,6 +299,7 @@ def test_each_phrasing_the_host_reads(text: str, expected: list[dict]) -> None:
         # titles, postscripts and letters talked about
         "Suggest a title for my essay.",
         "What does P.S. stand for?",
+        "Write a PostScript program that draws a circle.",
         "Put the title in quotes.",
         "The letter q should appear in the word queen.",
     ],
