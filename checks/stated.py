@@ -100,12 +100,6 @@ _UNITS = {
     "highlights": r"highlighted\s+(?:sections?|parts?|phrases?|words?|points?)",
 }
 _UNIT_SAID = {"numbered_items": "numbered items"}
-#: Words that make a count before a unit a description, not a request ("the three paragraphs
-#: below", "why two sentences").
-_NOT_ASKED_BEFORE = frozenset(
-    {"the", "these", "those", "why", "how", "all", "first", "last", "other", "following"}
-    | {"my", "your", "our", "their", "its", "his", "her", "above", "below", "previous", "next"}
-)
 
 
 @_stated(
@@ -119,23 +113,23 @@ _NOT_ASKED_BEFORE = frozenset(
 )
 def _counted(m: regex.Match[str], text: str) -> list[Constraint]:
     """ "in three bullet points", "under 100 words", "at least 2 paragraphs", "between 3 and 5
-    sentences", "5 sentences or fewer". A bare count of words is left alone ("100 words about
-    tea": about, exactly or at least?), and so is one that a word before it makes a description
-    ("the three paragraphs below")."""
+    sentences", "5 sentences or fewer". A count with no bound word is read only after a word
+    that asks ("use 3 bullet points", "write two paragraphs": `_asks_before`), and a bare count
+    of words never ("write 100 words about tea": about, exactly or at least?)."""
     unit = next(u for u in _UNITS if m.group(u))
     bound, n = (m.group(1) or "").lower(), _number(m.group("n"))
     tail = (m.group("tail") or "").lower()
     low: int | None
     high: int | None
-    if (m.group("from") or tail) and not _asks_before(text, m.start()):
-        return []  # "it takes 2 to 3 words" says how long something is, not the answer
+    if not bound and not _asks_before(text, m.start()):
+        return []  # "it takes 2 to 3 words", "a regex that matches two sentences", "the three
+        # paragraphs below": how long something else is, not the answer
     if m.group("from"):
         low, high = sorted((_number(m.group("from")), n))
     elif tail:
         low, high = (n, None) if tail == "more" else (None, n)
     elif not bound:
-        before = text[max(0, m.start() - 40) : m.start()].split()
-        if unit == "words" or (before and before[-1].lower() in _NOT_ASKED_BEFORE):
+        if unit == "words":
             return []
         low, high = n, n
     elif bound in ("under", "fewer than", "less than"):
@@ -153,11 +147,12 @@ def _counted(m: regex.Match[str], text: str) -> list[Constraint]:
     return [(unit, _count_said(unit, low, high), _count(unit, low, high))]
 
 
-#: Words after which a range of counts asks for the answer's length ("in 3 to 5 sentences",
-#: "use 3-5 bullet points", "write 5 sentences or fewer").
+#: Words after which a count with no bound word asks for the answer's length ("use 3 bullet
+#: points", "in 3 to 5 sentences", "write 5 sentences or fewer").
 _ASKING_BEFORE = frozenset(
     {"in", "within", "with", "use", "using", "write", "give", "answer", "respond", "reply"}
-    | {"provide", "list", "contain", "containing", "of", "into", "be", "have"}
+    | {"provide", "list", "contain", "containing", "of", "into", "be", "have", "as", "me"}
+    | {"a", "an"}  # "a three-sentence summary"
 )
 
 
@@ -573,6 +568,21 @@ def stated_constraints(text: str) -> list[Constraint]:
     return [constraint for phrase in _phrases(text) for constraint in phrase]
 
 
+#: A question that asks for something to be done, not about it ("Can you list ...?").
+_POLITE = regex.compile(r"\s*(?:can|could|would|will)\s+you\b|\s*please\b", regex.IGNORECASE)
+
+
+def _asked_about(masked: str, at: int) -> bool:
+    """Whether the phrase at `at` is in a question about it ("Why do teachers ask for answers
+    in three sentences?", "Should emails be written in lower case?"), not a polite request
+    ("Can you answer in French?")."""
+    start = max(masked.rfind(mark, 0, at) for mark in ".!?\n") + 1
+    ends = [i for mark in ".!?\n" if (i := masked.find(mark, at)) >= 0]
+    end = min(ends, default=len(masked))
+    question = masked[end : end + 2] == "?" or masked[end : end + 2] in ("? ", "?\n")
+    return question and not _POLITE.match(masked, start)  # "...help with?. No other words"
+
+
 def _phrases(text: str) -> list[list[Constraint]]:
     """What each phrase of `text` states, phrase by phrase, first first. The patterns run on the
     text with its quotes blanked (`_masked`); what a phrase quotes is read from the text."""
@@ -580,7 +590,9 @@ def _phrases(text: str) -> list[list[Constraint]]:
     found: list[tuple[int, int, list[Constraint]]] = []
     for order, (pattern, make) in enumerate(_STATED):
         found += [
-            (m.start(), order, made) for m in pattern.finditer(masked) if (made := make(m, text))
+            (m.start(), order, made)
+            for m in pattern.finditer(masked)
+            if not _asked_about(masked, m.start()) and (made := make(m, text))
         ]
     found.sort(key=lambda item: (item[0], item[1]))
     return [made for _, _, made in found]

@@ -240,6 +240,7 @@ def mentions(phrase: str, low: int = 1, high: int | None = None) -> dict:
             [{"type": "language", "code": "fr"}],
         ),
         ("Respond in German.", [{"type": "language", "code": "de"}]),
+        ("Can you answer in French?", [{"type": "language", "code": "fr"}]),  # a polite request
         (
             "Answer with one of the following options: ('My answer is yes.', 'My answer is no.')",
             [{"type": "pattern", "pattern": r"My\ answer\ is\ yes\.|My\ answer\ is\ no\."}],
@@ -300,6 +301,11 @@ def test_each_phrasing_the_host_reads(text: str, expected: list[dict]) -> None:
         "Suggest a title for my essay.",
         "What does P.S. stand for?",
         "Write a PostScript program that draws a circle.",
+        # a count of something else, and questions about a form rather than asking for it
+        "Write a regex that matches two sentences.",
+        "Why do teachers ask for answers in three sentences?",
+        "Should emails be written in lower case?",
+        "How do I respond in French to 'merci'?",
         "Put the title in quotes.",
         "The letter q should appear in the word queen.",
     ],
