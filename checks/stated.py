@@ -484,10 +484,11 @@ _CLAUSE_CHARS = 200
 
 
 def _clause_start(text: str, at: int) -> int:
-    """Where the clause that `at` is in begins: after the last sentence break before it, at
+    """Where the clause that `at` is in begins: after the last sentence break or comma before
+    it ("What is the capital of France, in lower case?": the phrase is a clause of its own), at
     most _CLAUSE_CHARS back."""
     since = max(0, at - _CLAUSE_CHARS)
-    return max(since, *(text.rfind(mark, since, at) + 1 for mark in ".!?;\n"))
+    return max(since, *(text.rfind(mark, since, at) + 1 for mark in ".!?;,\n"))
 
 
 #: A clause that says what is so ("names are written", "emails were"), and one that says what
@@ -575,7 +576,10 @@ _POLITE = regex.compile(r"\s*(?:can|could|would|will)\s+you\b|\s*please\b", rege
 def _asked_about(masked: str, at: int) -> bool:
     """Whether the phrase at `at` is in a question about it ("Why do teachers ask for answers
     in three sentences?", "Should emails be written in lower case?"), not a polite request
-    ("Can you answer in French?")."""
+    ("Can you answer in French?"), nor a question the phrase is set off from by a comma ("What
+    are the benefits of exercise, in three bullet points?": how to answer it)."""
+    if masked[:at].rstrip()[-1:] in (",", ":", ";", "(", "-", "–", "—"):
+        return False
     start = max(masked.rfind(mark, 0, at) for mark in ".!?\n") + 1
     ends = [i for mark in ".!?\n" if (i := masked.find(mark, at)) >= 0]
     end = min(ends, default=len(masked))

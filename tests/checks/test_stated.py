@@ -241,6 +241,11 @@ def mentions(phrase: str, low: int = 1, high: int | None = None) -> dict:
         ),
         ("Respond in German.", [{"type": "language", "code": "de"}]),
         ("Can you answer in French?", [{"type": "language", "code": "fr"}]),  # a polite request
+        ("What is the capital of France, in lower case?", [{"type": "case", "case": "lower"}]),
+        (  # a question, and how to answer it
+            "What are the benefits of exercise, in three bullet points?",
+            [count("bullets", 3, 3)],
+        ),
         (
             "Answer with one of the following options: ('My answer is yes.', 'My answer is no.')",
             [{"type": "pattern", "pattern": r"My\ answer\ is\ yes\.|My\ answer\ is\ no\."}],
