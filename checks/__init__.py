@@ -11,5 +11,6 @@ prompts/, which never imports it (the phases pass PREPARE its description, `voca
 - `running.py`: a check's outcome on a text; `threads.py`: the threads checks run in, shared
   fairly by runs, and a run's budget of CPU time for them; `commands.py`: an executable check;
 - `vocabulary.py`: the vocabulary as PREPARE's prompt shows it, written from the types;
-- `stated.py`: the constraints a request states in so many words, read as checks.
+- `stated.py`: the constraints a request states in so many words, read as checks;
+- `repairs.py`: the lossless fixes the host makes to a text that fails a check.
 """

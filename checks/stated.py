@@ -7,13 +7,27 @@ no checks at all, and a constraint the request spells out this plainly needs no 
 (phases/verification.py). The offline model prepares and refines from it (llm/offline.py). It
 reads text and runs nothing; what it writes, the host parses as any prepared check
 (`types.parse_check`).
+
+What it reads is designed from what requests ask: IFEval's catalogue of verifiable instructions
+(Zhou et al., 2023; docs/verified-answers.md has the table of all 25). A wrong check is worse
+than none (it picks a worse sample, steers a rewrite, repairs an answer away from what was
+asked), so each phrase is read only where it asks something of the answer: never inside quotes
+(`_masked`), and not where the clause describes ("variable names are written in lower case",
+"why do people list 3 items"); tests/checks/test_stated.py holds the near misses.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
+
+import regex
+
+from aeonloop.checks.language import LANGUAGE_NAMES
+
+#: One constraint read: (a name, what it asks in words, the check as PREPARE writes it).
+Constraint = tuple[str, str, dict[str, Any]]
+_Maker = Callable[[regex.Match[str], str], list[Constraint]]
 
 _NUMBER_WORDS = {
     "one": 1,
@@ -31,93 +45,508 @@ _NUMBER_WORDS = {
 _N = r"(\d+|one|two|three|four|five|six|seven|eight|nine|ten|a single)"
 _TIMES = {"once": 1, "twice": 2, "thrice": 3}
 _QUOTED = r"[\"'“‘]([^\"'”’]+)[\"'”’]"
-_STATED: list[
-    tuple[re.Pattern[str], Callable[[re.Match[str]], tuple[str, str, dict[str, Any]]]]
-] = []
+#: Where an instruction may begin: the text's or a line's start, after a clause's punctuation,
+#: or after a word that leads an instruction ("and", "then", "please"; "should"/"must" after a
+#: subject; "you" in "can you list"). A phrase met elsewhere ("words that start with 'th'",
+#: "why do people list 3 items") describes something else, and is left alone.
+_LEAD = r"(?:^|(?<=[.!?;:,(\n])|(?<=\b(?:and|then|please|also|must|should|always|to|you))\s)\s*"
+#: The answer, as a request names it ("your entire response", "the answer").
+_ANSWER = r"(?:(?:your|the)\s+)?(?:entire\s+|whole\s+)?(?:answer|response|reply|output)"
+#: Not after a negation: "do not include the word 'x'" asks the opposite of "include".
+_NOT_NEGATED = r"(?<!\b(?:not|n't|never|nor)\s+)"
+#: Quoted text: double quotes, curly quotes, and single quotes that are not apostrophes.
+_QUOTE_SPANS = regex.compile(r"\"[^\"\n]*\"|“[^”\n]*”|‘[^’\n]*’|(?<!\w)'[^'\n]*'(?!\w)")
+_STATED: list[tuple[regex.Pattern[str], _Maker]] = []
 
 
 def _number(word: str) -> int:
     return int(word) if word.isdigit() else _NUMBER_WORDS[word.lower()]
 
 
-def _stated(pattern: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    def register(make: Callable[..., Any]) -> Callable[..., Any]:
-        _STATED.append((re.compile(pattern, re.IGNORECASE), make))
+def _stated(pattern: str) -> Callable[[_Maker], _Maker]:
+    def register(make: _Maker) -> _Maker:
+        _STATED.append((regex.compile(pattern, regex.IGNORECASE | regex.MULTILINE), make))
         return make
 
     return register
 
 
-@_stated(_N + r"\s+(?:bullet(?:\s+point)?s?|bulleted\s+points?)\b")
-def _bullets(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
-    n = _number(m.group(1))
-    return "bullets", f"exactly {n} bullet points", _count("bullets", n, n)
+def _masked(text: str) -> str:
+    """The text with what is inside quotes blanked (same length, so a match's span reads the
+    original): an instruction inside a quoted example ("fix 'use no commas here'") is not one."""
+    return _QUOTE_SPANS.sub(
+        lambda m: m.group(0)[0] + "\0" * (len(m.group(0)) - 2) + m.group(0)[-1], text
+    )
+
+
+def _quoted_in(text: str, start: int, end: int) -> list[str]:
+    """The quoted texts between `start` and `end` of the original text, in order."""
+    return [m.group(0)[1:-1] for m in _QUOTE_SPANS.finditer(text, start, end) if m.group(0)[1:-1]]
+
+
+def _original(m: regex.Match[str], text: str, group: int | str) -> str:
+    return text[m.start(group) : m.end(group)]
+
+
+# Counts: "three bullet points", "under 100 words", "at least 2 paragraphs".
+
+_UNITS = {
+    "words": r"words?",
+    "sentences": r"sentences?",
+    "paragraphs": r"paragraphs?",
+    "bullets": r"(?:bullet(?:ed)?(?:[\s-]+(?:points?|items?))?s?)",
+    "numbered_items": r"numbered[\s-]+(?:items?|points?)",
+    "placeholders": r"placeholders?",
+    "highlights": r"highlighted\s+(?:sections?|parts?|phrases?|words?|points?)",
+}
+_UNIT_SAID = {"numbered_items": "numbered items"}
 
 
 @_stated(
-    r"\b(under|fewer than|less than|at most|no more than|at least|exactly|in)\s+"
+    r"\b(?:(under|fewer than|less than|at most|no more than|up to|more than|at least|exactly|in)"
+    r"\s+|(?:between\s+)?(?P<from>\d+|one|two|three|four|five|six|seven|eight|nine|ten)"
+    r"\s*(?:and|to|or|-|–)\s*)?\b(?P<n>"
     + _N
-    + r"\s+(words?|sentences?)\b"  # "in one sentence" as much as "in three sentences"
+    + r")[\s-]+(?:"
+    + "|".join(f"(?P<{unit}>{said})" for unit, said in _UNITS.items())
+    + r")\b(?:\s+or\s+(?P<tail>fewer|less|more))?(?!\s+(?:are|is|was|were|make|makes|of\s+the)\b)"
 )
-def _length(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
-    bound, n = m.group(1).lower(), _number(m.group(2))
-    unit = m.group(3).lower().removesuffix("s") + "s"
-    if bound in ("under", "fewer than", "less than"):
+def _counted(m: regex.Match[str], text: str) -> list[Constraint]:
+    """ "in three bullet points", "under 100 words", "at least 2 paragraphs", "between 3 and 5
+    sentences", "5 sentences or fewer". A count with no bound word is read only after a word
+    that asks ("use 3 bullet points", "write two paragraphs": `_asks_before`), and a bare count
+    of words never ("write 100 words about tea": about, exactly or at least?)."""
+    unit = next(u for u in _UNITS if m.group(u))
+    bound, n = (m.group(1) or "").lower(), _number(m.group("n"))
+    tail = (m.group("tail") or "").lower()
+    low: int | None
+    high: int | None
+    if not bound and not _asks_before(text, m.start()):
+        return []  # "it takes 2 to 3 words", "a regex that matches two sentences", "the three
+        # paragraphs below": how long something else is, not the answer
+    if m.group("from"):
+        low, high = sorted((_number(m.group("from")), n))
+    elif tail:
+        low, high = (n, None) if tail == "more" else (None, n)
+    elif not bound:
+        if unit == "words":
+            return []
+        low, high = n, n
+    elif bound in ("under", "fewer than", "less than"):
         low, high = None, n - 1
-    elif bound in ("at most", "no more than") or (bound == "in" and unit == "words"):
+    elif bound in ("at most", "no more than", "up to") or (bound == "in" and unit == "words"):
         low, high = None, n
+    elif bound == "more than":
+        low, high = n + 1, None
     elif bound == "at least":
         low, high = n, None
     else:  # exactly; "in three sentences"
         low, high = n, n
-    said = f"exactly {n}" if low == high else f"at most {high}" if low is None else f"at least {n}"
-    return unit, f"{said} {unit if n != 1 else unit[:-1]}", _count(unit, low, high)
+    if high is not None and high < (low or 0):
+        return []  # "under 0 words": no text holds it
+    return [(unit, _count_said(unit, low, high), _count(unit, low, high))]
+
+
+#: Words after which a count with no bound word asks for the answer's length ("use 3 bullet
+#: points", "in 3 to 5 sentences", "write 5 sentences or fewer").
+_ASKING_BEFORE = frozenset(
+    {"in", "within", "with", "use", "using", "write", "give", "answer", "respond", "reply"}
+    | {"provide", "list", "contain", "containing", "of", "into", "be", "have", "as", "me"}
+    | {"a", "an"}  # "a three-sentence summary"
+)
+
+
+def _asks_before(text: str, at: int) -> bool:
+    """Whether the words before `at` ask for what follows: a clause's start, or an asking word."""
+    before = text[max(0, at - 40) : at]
+    words = before.split()
+    return (
+        not before.strip()
+        or before.rstrip()[-1] in ".!?;:,(\n"
+        or (bool(words) and words[-1].lower() in _ASKING_BEFORE)
+    )
+
+
+def _count_said(unit: str, low: int | None, high: int | None) -> str:
+    said = _UNIT_SAID.get(unit, "bullet points" if unit == "bullets" else unit)
+    if low is not None and high is not None and low != high:
+        return f"between {low} and {high} {said}"
+    if low == high:
+        bound, n = "exactly", low
+    elif low is None:
+        bound, n = "at most", high
+    else:
+        bound, n = "at least", low
+    return f"{bound} {n} {said if n != 1 else said[:-1]}"
 
 
 @_stated(
-    r"\b(?:mention(?:s|ing)?|nam(?:e|es|ing)|includ(?:e|es|ing)|contain(?:s|ing)?)\s+"
+    _LEAD
+    + r"highlight\s+(?:(at least|exactly|at most)\s+)?"
+    + _N
+    + r"\s+(?:\w+\s+)?(?:sections?|parts?|phrases?|words?|points?|sentences?)\b"
+)
+def _highlighted(m: regex.Match[str], text: str) -> list[Constraint]:
+    """IFEval's "Highlight at least 2 sections in your answer with markdown, i.e. *highlighted
+    section*": at least, unless the bound says otherwise."""
+    bound, n = (m.group(1) or "at least").lower(), _number(m.group(2))
+    low, high = {"exactly": (n, n), "at most": (None, n)}.get(bound, (n, None))
+    said = _count_said("highlights", low, high)
+    return [("highlights", said, _count("highlights", low, high))]
+
+
+@_stated(
+    r"\b(?:have|has|contain|in|into|with|write)\s+"
+    + _N
+    + r"\s+sections?\b[^\n]{0,60}?\bmark\s+the\s+beginning\s+of\s+each\s+section\s+with\s+"
+    r"(?:the\s+word\s+)?(\w+)\s+X\b"
+)
+def _marked_sections(m: regex.Match[str], text: str) -> list[Constraint]:
+    """IFEval's "Your response must have 3 sections. Mark the beginning of each section with
+    SECTION X.": the marker, as written, at least so often."""
+    n, marker = _number(m.group(1)), _original(m, text, 2)
+    check = {"type": "phrase_count", "phrase": marker, "min": n, "max": None}
+    check["case_sensitive"] = True
+    return [(f"sections-{_slug(marker)}", f"at least {n} sections marked {marker}", check)]
+
+
+#: A list's kind, as a request names it.
+_LIST_KIND = r"(?P<kind>bullet(?:ed)?|bullet[\s-]points?|numbered|markdown)\s+list"
+
+
+@_stated(
+    _LEAD + r"(?:list|give|name|write|provide|suggest|share|offer|outline|describe|state|present)"
+    r"\s+(?:me\s+)?"
+    + _N
+    + r"\s+(?P<what>[^\n.;:!?,\"“]{1,80}?)\s+(?:as|in|using|with)\s+(?:a\s+)?(?:"
+    + _LIST_KIND
+    + r"|(?P<points>bullet[\s-]?points|bullets))\b"
+)
+def _list_of(m: regex.Match[str], text: str) -> list[Constraint]:
+    """ "List three benefits of exercise as a bulleted list": the count is the list's, stated
+    apart from its unit. Only when what is counted is one thing: "three benefits and two
+    drawbacks as a bulleted list" asks for five items, or for two lists."""
+    what = m.group("what").lower().split()
+    if len(what) > 10 or any(
+        w in ("and", "or", "plus") or w.isdigit() or w in _NUMBER_WORDS for w in what
+    ):
+        return []
+    return _list_items(m.group("kind") or "bulleted", _number(m.group(1)))
+
+
+@_stated(
+    r"\b"
+    + _LIST_KIND
+    + r"\s+(?:of|with)\s+(?:exactly\s+)?"
+    + _N
+    + r"\s+(?!or\b|to\b|and\b|more\b)\w+"
+)
+def _list_with(m: regex.Match[str], text: str) -> list[Constraint]:
+    """ "a bulleted list of three items", "a numbered list with five steps"."""
+    return _list_items(m.group("kind"), _number(m.group(2)))
+
+
+def _list_items(kind: str, n: int) -> list[Constraint]:
+    unit = "numbered_items" if kind.lower() == "numbered" else "bullets"
+    return [(unit, _count_said(unit, n, n), _count(unit, n, n))]
+
+
+# Words that must or must not occur.
+
+
+@_stated(
+    _NOT_NEGATED
+    + r"\b(?:mention(?:s|ing)?|nam(?:e|es|ing)|includ(?:e|es|ing)|contain(?:s|ing)?)\s+"
     r"(?:the\s+(?:word|name|phrase)\s+)?(?:"
     + _QUOTED
     + r"|(?-i:([A-Z][\w-]*(?:\s+[A-Z][\w-]*)*)))(?:\s+(once|twice|thrice))?"
 )
-def _mention(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
-    phrase = m.group(1) or m.group(2)
-    least = _TIMES.get((m.group(3) or "once").lower(), 1)
-    check = {"type": "phrase_count", "phrase": phrase, "min": least, "max": None}
-    said = f"mentions {phrase}" + ("" if least == 1 else f" at least {least} times")
+def _mention(m: regex.Match[str], text: str) -> list[Constraint]:
+    phrase = _original(m, text, 1) if m.group(1) else m.group(2)
+    return [_mentions(phrase, _TIMES.get((m.group(3) or "once").lower(), 1))]
+
+
+def _mentions(phrase: str, least: int, most: int | None = None) -> Constraint:
+    check = {"type": "phrase_count", "phrase": phrase, "min": least, "max": most}
+    if most is not None:
+        said = f"mentions {phrase} {_count_said('times', least or None, most)}"
+    else:
+        said = f"mentions {phrase}" + ("" if least == 1 else f" at least {least} times")
     return f"mentions-{_slug(phrase)}", said, check
 
 
-@_stated(r"\b(start|begin|end)s?\s+with\s+" + _QUOTED)
-def _edge(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
-    kind = "ends_with" if m.group(1).lower() == "end" else "starts_with"
-    text = m.group(2)
-    return (
-        kind.replace("_", "-"),
-        f"{m.group(1).lower()}s with {text!r}",
-        {"type": kind, "text": text},
-    )
+#: A list of quoted words: "'a'", "'a' and 'b'", "'a', 'b' or 'c'".
+_QUOTED_LIST = _QUOTED + r"(?:\s*(?:,\s*(?:and\s+|or\s+)?|and\s+|or\s+)" + _QUOTED + r")*"
+#: A list of bare keywords, as IFEval writes them: "keywords cat, dog in the response".
+_BARE_LIST = r"(?P<bare>[\w'-]+(?:\s+[\w'-]+)?(?:\s*,\s*(?:and\s+)?[\w'-]+(?:\s+[\w'-]+)?)*)"
 
 
-@_stated(r"\b(?:avoid|without|never use|do not use|don't use)\s+the\s+words?\s+" + _QUOTED)
-def _forbidden(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
-    word = m.group(1)
-    return (
-        f"avoids-{_slug(word)}",
-        f"never uses {word!r}",
-        {"type": "forbidden_words", "words": [word]},
-    )
+def _listed(m: regex.Match[str], text: str) -> list[str]:
+    if m.groupdict().get("bare"):
+        return [w.strip() for w in regex.split(r",|\band\b", m.group("bare")) if w.strip()]
+    return _quoted_in(text, m.start(), m.end())
 
 
-@_stated(r"\b(?:all\s+in\s+|in\s+all\s+|all\s+|in\s+)(lower|upper)\s*case\b")
-def _case(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
-    case = m.group(1).lower()
-    return "case", f"all {case} case", {"type": "case", "case": case}
+@_stated(
+    _NOT_NEGATED
+    + r"\b(?:include|including|use|using|mention|contain|containing|with)\s+(?:the\s+)?"
+    r"(?:key)?words?\s+(?:" + _QUOTED_LIST + r"|" + _BARE_LIST + r"\s+in\s+" + _ANSWER + r")"
+)
+def _keywords(m: regex.Match[str], text: str) -> list[Constraint]:
+    return [_mentions(word, 1) for word in _listed(m, text)]
 
 
-@_stated(r"\b(?:as|in|valid)\s+JSON\b")
-def _json_answer(m: re.Match[str]) -> tuple[str, str, dict[str, Any]]:
-    return "json", "valid JSON", {"type": "json", "json_schema": None}
+@_stated(
+    r"\b(?:avoid(?:\s+using)?|without(?:\s+using)?|never\s+(?:use|say)|(?:do\s+not|don't)\s+"
+    r"(?:use|include|say|mention))\s+(?:the\s+|any\s+(?:of\s+the\s+)?)?(?:key)?words?\s+(?:"
+    + _QUOTED_LIST
+    + r"|"
+    + _BARE_LIST
+    + r"\s+in\s+"
+    + _ANSWER
+    + r")"
+)
+def _forbidden(m: regex.Match[str], text: str) -> list[Constraint]:
+    words = _listed(m, text)
+    listed = ", ".join(repr(w) for w in words)
+    return [
+        (
+            f"avoids-{_slug(' '.join(words))}",
+            f"never uses {listed}",
+            {"type": "forbidden_words", "words": words},
+        )
+    ]
+
+
+@_stated(
+    r"\bthe\s+(word|letter)\s+(?:" + _QUOTED + r"|(\w+))\s+(?:should|must)\s+appear\s+"
+    r"(?:(less than|fewer than|at least|at most|exactly|more than)\s+)?" + _N + r"\s+times?\b"
+)
+def _frequency(m: regex.Match[str], text: str) -> list[Constraint]:
+    """IFEval's "the word X should appear at least 3 times" and "the letter q should appear
+    less than 5 times" (a letter counted wherever it occurs, in any case)."""
+    what = _original(m, text, 2) if m.group(2) else m.group(3)
+    letter = m.group(1).lower() == "letter"
+    if letter and len(what) != 1:
+        return []
+    bound, n = (m.group(4) or "exactly").lower(), _number(m.group(5))
+    low, high = {
+        "less than": (0, n - 1),
+        "fewer than": (0, n - 1),
+        "at most": (0, n),
+        "at least": (n, None),
+        "more than": (n + 1, None),
+    }.get(bound, (n, n))
+    if high is not None and high < low:
+        return []
+    name, said, check = _mentions(what, low, high)
+    if letter:
+        check["whole_word"] = False
+        name, said = f"letter-{_slug(what)}", said.replace("mentions", "has the letter", 1)
+    return [(name, said, check)]
+
+
+# The answer's edges, wrapping and markers.
+
+
+@_stated(
+    _LEAD
+    + r"(start|begin|end|finish|conclude|close)s?\s+(?:"
+    + _ANSWER
+    + r"\s+|it\s+)?with\s+(?:(?:this|the|these)\s+(?:exact\s+)?(?:phrase|sentence|words?|line)"
+    r"\s*:?\s*)?(?:"
+    + _QUOTED
+    + r"|(?<=exact phrase )(?P<bare>[^\"'“‘\n][^\n]*?)(?=\s+No\s+other\s+words|\s*$))"
+)
+def _edge(m: regex.Match[str], text: str) -> list[Constraint]:
+    """ "Start with 'Yes'", "end your answer with 'Is there anything else?'", and IFEval's
+    "Finish your response with this exact phrase Any other questions?. No other words should
+    follow this phrase." (a bare phrase, read up to its sentence's end)."""
+    start = m.group(1).lower() in ("start", "begin")
+    if m.group("bare"):
+        said_text = m.group("bare").strip()
+        if said_text.endswith(".") and said_text[-2:-1] in ("?", "!"):
+            said_text = said_text[:-1]
+    else:
+        said_text = _original(m, text, 2)
+    kind = "starts_with" if start else "ends_with"
+    word = "starts" if start else "ends"
+    return [
+        (kind.replace("_", "-"), f"{word} with {said_text!r}", {"type": kind, "text": said_text})
+    ]
+
+
+@_stated(
+    r"\b(?:wrap|enclose|put|surround)\s+" + _ANSWER + r"\s+(?:in|with|within|inside)\s+"
+    r"(?:double\s+)?(?:quotation\s+marks|quotes)\b"
+)
+def _quotes(m: regex.Match[str], text: str) -> list[Constraint]:
+    said = "wrapped in double quotes"
+    return [
+        ("quoted", said, {"type": "starts_with", "text": '"'}),
+        ("quoted", said, {"type": "ends_with", "text": '"'}),
+    ]
+
+
+#: What a title in double angular brackets looks like (IFEval's `<<poem of joy>>`).
+TITLE_PATTERN = r"<<[^\n<>]+>>"
+
+
+@_stated(r"\btitle\b[^.\n]{0,80}?(?:double\s+angular\s+brackets|<<)")
+def _title(m: regex.Match[str], text: str) -> list[Constraint]:
+    return [
+        (
+            "title",
+            "a title in <<double angular brackets>>",
+            {"type": "pattern", "pattern": TITLE_PATTERN},
+        )
+    ]
+
+
+@_stated(
+    r"\b(?:add|include|write|append|end\s+with)\s+(?:a\s+|an\s+)?(?:postscript|p\.\s?s\.)"
+    r"(?!\s*(?:file|program|code|script|document|printer|language|interpreter)s?\b)"
+    r"(?:\s+(?:start(?:ing|s)?|beginning)\s+with\s+(P\.(?:\s?P\.)*\s?S\.?))?"
+)
+def _postscript(m: regex.Match[str], text: str) -> list[Constraint]:
+    marker = (m.group(1) or "P.S.").upper().replace(" ", "")
+    letters = marker.rstrip(".").split(".")
+    pattern = r"^\s*" + r"\.\s?".join(letters) + r"\."
+    said = f"a postscript starting with {marker.rstrip('.')}."
+    return [("postscript", said, {"type": "pattern", "pattern": pattern, "case_sensitive": False})]
+
+
+#: Punctuation marks named beside commas ("commas and periods in numbers"): what follows then
+#: may limit them all, so "and" does not end the instruction.
+_MARKS = r"(?:periods|full\s+stops|semicolons|colons|dashes|hyphens|apostrophes|quotes)"
+
+
+@_stated(
+    r"(?:(?:^|(?<=[.!?;:,(\n]))\s*|\b(?:use|with|and|containing|contain)\s+)no\s+commas\b"
+    r"(?=\s*(?:[.!?;:,)]|$|\s+(?:and(?!\s+" + _MARKS + r")|at\s+all|in\s+" + _ANSWER + r")\b))"
+    r"|\b(?:without(?:\s+using)?(?:\s+any)?|(?:do\s+not|don't|never|must\s+not|mustn't|should\s+not"
+    r"|shouldn't|cannot|can't|(?:are\s+|is\s+)?not\s+allowed\s+to)\s+(?:use|contain|include|have)"
+    r"(?:\s+any)?|refrain\s+from\s+(?:using|the\s+use\s+of)(?:\s+any)?|avoid(?:\s+using)?"
+    r"(?:\s+any)?)\s+commas\b(?=\s*(?:[.!?;:,)]|$|\s+(?:and(?!\s+"
+    + _MARKS
+    + r")|at\s+all|in\s+"
+    + _ANSWER
+    + r")\b))"
+)
+def _no_commas(m: regex.Match[str], text: str) -> list[Constraint]:
+    """ "Use no commas", "refrain from the use of any commas": not "there are no commas in
+    this list" (a statement), nor "do not use commas in numbers" (only some commas)."""
+    return [("no-commas", "no commas", {"type": "pattern", "pattern": ",", "present": False})]
+
+
+@_stated(
+    r"(?:" + _LEAD + r"|\b(?:(?:all\s+)?in\s+(?:all\s+)?|all\s+|(?:using|use)\s+(?:only\s+)?"
+    r"|be\s+(?:written\s+)?(?:all\s+)?))(?:only\s+)?"
+    r"(?:(lower|upper)[\s-]*case(?:\s+letters)?|(capital\s+letters|caps|(?<=(?:in|all)\s)capitals))"
+    r"(?=\s*(?:[.!?;:,)]|$|\s+(?:and|only|throughout|please)\b)|(?<=letters)(?!\s+(?:in|of|for)\b))"
+    r"|(?:^|(?<=[.!?;:,(\n]))\s*no\s+capital\s+letters(?:\s+are\s+allowed)?\b"
+)
+def _case(m: regex.Match[str], text: str) -> list[Constraint]:
+    """ "in lower case", "in all capital letters", "Answer in upper case", "No capital letters
+    are allowed". Not in a clause that describes what is so ("variable names are written in
+    lower case", "why are emails in lower case?"), unless it says what the answer should be
+    ("your answer should be written in lower case"); nor "in lower case in Python"."""
+    clause = text[_clause_start(text, m.start()) : m.start()]
+    if _DESCRIBES.search(clause) and not _ASKS.search(clause):
+        return []
+    if _OF_WORDS.search(text, max(0, m.start() - 20), m.start()):
+        return []  # "words with all capital letters should appear ...": some words, not all
+    after = text[m.end() : m.end() + 40]
+    if not _CLAUSE_ENDS.match(after) and (
+        not m.group(0).lstrip().lower().startswith("in ") or _DESCRIBED_AFTER.match(after)
+    ):
+        return []  # "in all lowercase letters ask them to vote" (a missing comma), no more
+    case = "upper" if m.group(2) or (m.group(1) or "").lower() == "upper" else "lower"
+    return [("case", f"all {case} case", {"type": "case", "case": case})]
+
+
+#: "with all capital letters": a description of some words, not of the answer.
+_OF_WORDS = regex.compile(r"\b(?:with|having|has|have|in\s+which)\s+$", regex.IGNORECASE)
+#: What may follow a case phrase that ends its instruction.
+_CLAUSE_ENDS = regex.compile(
+    r"\s*(?:[.!?;:,)]|$|(?:and|only|throughout|please)\b)", regex.IGNORECASE
+)
+#: What makes "in capital letters" describe what comes before it ("... in capital letters
+#: should appear less than 4 times", "... in capital letters in Python").
+_DESCRIBED_AFTER = regex.compile(
+    r"\s+(?:in|of|for|to|should|must|are|is|was|were|appears?|can|may|will)\b", regex.IGNORECASE
+)
+
+
+#: How far back a clause is read: a request's clause is a line or so, and a long run-on text
+#: must not make each match read all that came before it.
+_CLAUSE_CHARS = 200
+
+
+def _clause_start(text: str, at: int) -> int:
+    """Where the clause that `at` is in begins: after the last sentence break or comma before
+    it ("What is the capital of France, in lower case?": the phrase is a clause of its own), at
+    most _CLAUSE_CHARS back."""
+    since = max(0, at - _CLAUSE_CHARS)
+    return max(since, *(text.rfind(mark, since, at) + 1 for mark in ".!?;,\n"))
+
+
+#: A clause that says what is so ("names are written", "emails were"), and one that says what
+#: the answer must be ("should", "must").
+_DESCRIBES = regex.compile(
+    r"\b(?:are|is|was|were|been|being|written|stored|typed|spelled|displayed|shown)\b",
+    regex.IGNORECASE,
+)
+_ASKS = regex.compile(
+    r"\b(?:should|must|has\s+to|have\s+to|needs?\s+to|make\s+sure|ensure|be\s+sure)\b",
+    regex.IGNORECASE,
+)
+
+
+_LANGUAGES = {name.lower(): code for code, name in LANGUAGE_NAMES.items() if code != "en"}
+#: The languages read: not English, which an English request is answered in anyway, and where
+#: the check would only fail an answer too short to tell ("Paris.": under four words).
+_LANGUAGE = r"(" + "|".join(name for name in _LANGUAGES) + r")"
+
+
+@_stated(
+    r"(?:\b(?:respond|answer|reply|write)(?:\s+(?:only|entirely|it|" + _ANSWER + r"))?"
+    r"|\b" + _ANSWER + r"\s+(?:should|must)\s+be(?:\s+written)?(?:\s+entirely)?)"
+    r"\s+(?:only\s+)?in\s+" + _LANGUAGE + r"\b(?:\s+language)?(?!\s+(?:or|and|words?)\b)(?![\w-])"
+)
+def _language(m: regex.Match[str], text: str) -> list[Constraint]:
+    """ "Respond in French", "Your entire response should be in German language": not "answer
+    in French or English", nor "translate it into French"."""
+    code = _LANGUAGES[m.group(1).lower()]
+    return [("language", f"written in {LANGUAGE_NAMES[code]}", {"type": "language", "code": code})]
+
+
+@_stated(
+    _LEAD
+    + r"(?:(?:give|return|write|format|output|present|provide)\s+(?:it|everything|"
+    + _ANSWER
+    + r"|the\s+result)\s+|(?:answer|respond|reply)\s+)?(?:as|in|with)\s+(?:only\s+)?(?:valid\s+)?"
+    r"JSON(?:\s+format)?(?:\s+only)?(?=\s*(?:[.!?;:,)]|$))"
+    r"|\b" + _ANSWER + r"\s+(?:should|must)\s+be\s+(?:wrapped\s+|formatted\s+|written\s+)?"
+    r"(?:as|in)\s+(?:valid\s+)?JSON\b"
+)
+def _json_answer(m: regex.Match[str], text: str) -> list[Constraint]:
+    """ "Give it as JSON.", "Answer in JSON format.", "Entire output should be wrapped in JSON
+    format": not "Explain how data is stored in JSON" (the answer is prose about JSON)."""
+    return [("json", "valid JSON", {"type": "json", "json_schema": None})]
+
+
+@_stated(
+    r"\b(?:answer|respond|reply)\s+with\s+one\s+of\s+the\s+following\s+options\s*:?\s*\(?\s*"
+    + _QUOTED_LIST
+)
+def _options(m: regex.Match[str], text: str) -> list[Constraint]:
+    """IFEval's "Answer with one of the following options: ('My answer is yes.', 'My answer is
+    no.')": one of the options occurs, word for word."""
+    options = _quoted_in(text, m.start(), m.end())
+    pattern = "|".join(regex.escape(o) for o in options)
+    said = "one of " + ", ".join(repr(o) for o in options)
+    return [("options", said, {"type": "pattern", "pattern": pattern})]
 
 
 def _count(unit: str, low: int | None, high: int | None) -> dict[str, Any]:
@@ -125,26 +554,59 @@ def _count(unit: str, low: int | None, high: int | None) -> dict[str, Any]:
 
 
 def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "x"
+    return regex.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40] or "x"
 
 
 #: "- id: what to check", as PREPARE's input lists the rules in words.
-_WORDS_RULE = re.compile(r"^[-*\s]*(\S+?):\s*(.+)$")
+_WORDS_RULE = regex.compile(r"^[-*\s]*(\S+?):\s*(.+)$")
 
 
-def stated_constraints(text: str) -> list[tuple[str, str, dict[str, Any]]]:
+def stated_constraints(text: str) -> list[Constraint]:
     """The checkable constraints `text` states, in the forms the offline model reads: each as
-    (a name, what it asks in words, the check as PREPARE writes it), first mention first."""
-    found = []
-    for pattern, make in _STATED:
-        found += [(m.start(), make(m)) for m in pattern.finditer(text)]
-    return [constraint for _, constraint in sorted(found, key=lambda pair: pair[0])]
+    (a name, what it asks in words, the check as PREPARE writes it), first mention first. One
+    phrase may state several checks under one name ("wrapped in double quotes": an opening and
+    an ending)."""
+    return [constraint for phrase in _phrases(text) for constraint in phrase]
+
+
+#: A question that asks for something to be done, not about it ("Can you list ...?").
+_POLITE = regex.compile(r"\s*(?:can|could|would|will)\s+you\b|\s*please\b", regex.IGNORECASE)
+
+
+def _asked_about(masked: str, at: int) -> bool:
+    """Whether the phrase at `at` is in a question about it ("Why do teachers ask for answers
+    in three sentences?", "Should emails be written in lower case?"), not a polite request
+    ("Can you answer in French?"), nor a question the phrase is set off from by a comma ("What
+    are the benefits of exercise, in three bullet points?": how to answer it)."""
+    if masked[:at].rstrip()[-1:] in (",", ":", ";", "(", "-", "–", "—"):
+        return False
+    start = max(masked.rfind(mark, 0, at) for mark in ".!?\n") + 1
+    ends = [i for mark in ".!?\n" if (i := masked.find(mark, at)) >= 0]
+    end = min(ends, default=len(masked))
+    question = masked[end : end + 2] == "?" or masked[end : end + 2] in ("? ", "?\n")
+    return question and not _POLITE.match(masked, start)  # "...help with?. No other words"
+
+
+def _phrases(text: str) -> list[list[Constraint]]:
+    """What each phrase of `text` states, phrase by phrase, first first. The patterns run on the
+    text with its quotes blanked (`_masked`); what a phrase quotes is read from the text."""
+    masked = _masked(text)
+    found: list[tuple[int, int, list[Constraint]]] = []
+    for order, (pattern, make) in enumerate(_STATED):
+        found += [
+            (m.start(), order, made)
+            for m in pattern.finditer(masked)
+            if not _asked_about(masked, m.start()) and (made := make(m, text))
+        ]
+    found.sort(key=lambda item: (item[0], item[1]))
+    return [made for _, _, made in found]
 
 
 def stated_checks(request: str, rules_in_words: str) -> list[dict[str, Any]]:
     """PREPARE's checks (`rule_id`, `description`, `check`) for what the text states: each rule
     in words (`- id: the words`, one a line) under its id, and the request's own constraints
-    under `request.<name>`, one rule a name."""
+    under `request.<name>`, one rule a name: a name stated again later ("three bullet points
+    ... five bullet points") keeps its first phrase's checks."""
     checks = []
     for line in rules_in_words.splitlines():
         match = _WORDS_RULE.match(line.strip())
@@ -155,20 +617,20 @@ def stated_checks(request: str, rules_in_words: str) -> list[dict[str, Any]]:
                 for _, said, check in stated_constraints(words) or _mention_rule(words)
             ]
     names: set[str] = set()
-    for name, said, check in stated_constraints(request):
-        rule_id = f"request.{name}"
-        if rule_id not in names:
-            names.add(rule_id)
-            checks.append({"rule_id": rule_id, "description": said, "check": check})
+    for phrase in _phrases(request):
+        fresh = [(f"request.{name}", said, check) for name, said, check in phrase]
+        fresh = [each for each in fresh if each[0] not in names]
+        names.update(rule_id for rule_id, _, _ in fresh)
+        checks += [{"rule_id": r, "description": said, "check": check} for r, said, check in fresh]
     return checks
 
 
 #: A rule whose whole text is "Mention X." (`_mention_rule`): X is one to three words.
-_MENTION_RULE = re.compile(
+_MENTION_RULE = regex.compile(
     r"^\s*(?:(?:mention|name)\s+(?:the\s+(?:word|term|phrase|name)\s+|the\s+)?"
     r"|(?:use|include)\s+the\s+(?:word|term|phrase|name)\s+)"
     r"([a-z][\w-]*(?:\s+[a-z][\w-]*){0,2})\s*\.?\s*$",
-    re.IGNORECASE,
+    regex.IGNORECASE,
 )
 #: Words that make X more than a thing to mention ("Name the Moon as a cause.").
 _NOT_A_NAME = frozenset(
@@ -195,7 +657,7 @@ def _mention_rule(rule: str) -> list[tuple[str, str, dict[str, Any]]]:
 #: The most words a request may have and still read as one short ask (`one_short_ask`).
 SHORT_ASK_WORDS = 25
 #: Where one ask ends and another begins: a sentence's end, a semicolon, or "then".
-_ASK_BREAK = re.compile(r"[.!?;]\s+\S|\bthen\b|\n\s*\S", re.IGNORECASE)
+_ASK_BREAK = regex.compile(r"[.!?;]\s+\S|\bthen\b|\n\s*\S", regex.IGNORECASE)
 
 
 def one_short_ask(request: str) -> bool:

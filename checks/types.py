@@ -132,7 +132,7 @@ class PhraseCountCheck(RangeCheck):
 
 
 #: What a unit's name leaves unsaid, where PREPARE is shown the units (`_units_listed`).
-_UNIT_HINTS = {"sections": "Markdown headings"}
+_UNIT_HINTS = {"sections": "Markdown headings", "highlights": "*text*"}
 
 
 def _units_listed() -> str:
@@ -144,8 +144,9 @@ def _units_listed() -> str:
 
 class CountCheck(RangeCheck):
     """How many words, sentences, paragraphs, lines, bullets, numbered items, sections (Markdown
-    headings), placeholders (`[...]`) or characters the text has, within [min, max]. `unit` says in
-    short what each counts; docs/verified-answers.md ("The check vocabulary") says it in full."""
+    headings), placeholders (`[...]`), highlights (`*...*`) or characters the text has, within
+    [min, max]. `unit` says in short what each counts; docs/verified-answers.md ("The check
+    vocabulary") says it in full."""
 
     type: Literal["count"] = "count"
     example = {"unit": "words", "min": None, "max": 99}
@@ -155,7 +156,7 @@ class CountCheck(RangeCheck):
         description="what is counted: words; sentences; paragraphs (blocks between blank lines); "
         "lines (non-blank); bullets (lines starting with -, *, + or •); numbered_items (lines "
         "starting with 1. or 1)); sections (Markdown # headings); placeholders (text in square "
-        "brackets, not links); characters",
+        "brackets, not links); highlights (text in *single* or **double** asterisks); characters",
     )
 
     def describe(self) -> str:

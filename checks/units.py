@@ -10,8 +10,8 @@
   underlined "setext" headings are not counted);
 - lines inside a fenced code block (between ``` or ~~~ lines) are never bullets, numbered items
   or sections: a `# comment` in code is not a heading;
-- a *paragraph* is a block of non-blank lines between blank lines, unless the block is only
-  headings or horizontal rules;
+- a *paragraph* is a block of non-blank lines between blank lines or horizontal rules (`***`,
+  `---`), unless the block is only headings;
 - a *word* is a run of letters, digits or `_`, joined across an inner apostrophe or hyphen
   (`don't`, `well-known` are one word each); a number with a decimal point or thousands
   separator (`3.14`, `1,000`) is one word; punctuation and Markdown markers are not words;
@@ -23,6 +23,9 @@
   one word;
 - a *placeholder* is text in square brackets, `[name]`, that is not a Markdown link or image
   (`[text](url)`), a link reference (`[id]: url`) or a task-list box (`[ ]`, `[x]`);
+- a *highlight* is text in single or double asterisks on one line (`*key point*`, `**key
+  point**`: Markdown emphasis, as IFEval counts highlighted sections), with something other than
+  whitespace in it; a bullet's leading `*` is not one, nor is anything in fenced code;
 - *characters* are Unicode code points of the text without its leading and trailing whitespace.
 """
 
@@ -44,6 +47,7 @@ Unit = Literal[
     "numbered_items",
     "sections",
     "placeholders",
+    "highlights",
     "characters",
 ]
 #: Each unit as a check's details name it.
@@ -56,6 +60,7 @@ UNIT_NAMES: dict[str, str] = {
     "numbered_items": "numbered item(s)",
     "sections": "section(s) (Markdown headings)",
     "placeholders": "placeholder(s) ([...])",
+    "highlights": "highlight(s) (*...*)",
     "characters": "character(s)",
 }
 
@@ -67,6 +72,7 @@ _NUMBERED = regex.compile(r"^\s*\d{1,9}[.)]\s+\S")
 _LIST_MARKER = regex.compile(r"^\s*(?:[-*+•]|\d{1,9}[.)])\s+")
 _WORD = regex.compile(r"\d+(?:[.,]\d+)+|\w+(?:['’\-]\w+)*")
 _PLACEHOLDER = regex.compile(r"(?<!!)\[([^\[\]\n]+)\](?![(:\[])")
+_HIGHLIGHT = regex.compile(r"\*\*([^\n*]+)\*\*|\*([^\n*]+)\*")
 _TASK_BOX = regex.compile(r"^\s*[-*+]\s+\[[ xX]\]")
 _SENTENCE_END = regex.compile(r"[.!?…]+['\"”’)\]]*(?=\s|$)")
 #: Words a `.` follows without ending a sentence (lower case, without their final `.`).
@@ -109,6 +115,8 @@ def count_units(unit: Unit, text: str) -> int:
         return len(_paragraphs(text))
     if unit == "placeholders":
         return sum(_placeholders(line.text) for line in _lines(text) if not line.in_code)
+    if unit == "highlights":
+        return sum(_highlights(line.text) for line in _lines(text) if not line.in_code)
     lines = _lines(text)
     if unit == "lines":
         return sum(1 for line in lines if line.text.strip())
@@ -120,6 +128,11 @@ def count_units(unit: Unit, text: str) -> int:
     return sum(1 for line in markdown if _HEADING.match(line))  # sections
 
 
+def _highlights(line: str) -> int:
+    rest = line[m.end() :] if (m := _LIST_MARKER.match(line)) else line
+    return sum(1 for m in _HIGHLIGHT.finditer(rest) if (m.group(1) or m.group(2)).strip())
+
+
 def _placeholders(line: str) -> int:
     box = _TASK_BOX.match(line)
     rest = line[box.end() :] if box else line
@@ -127,10 +140,15 @@ def _placeholders(line: str) -> int:
 
 
 def _blocks(text: str) -> Iterator[list[_Line]]:
-    """Runs of non-blank lines between blank lines."""
+    """Runs of non-blank lines between blank lines or horizontal rules (a rule ends a paragraph
+    in Markdown: IFEval's paragraphs are separated by `***` lines)."""
     block: list[_Line] = []
     for line in _lines(text):
-        if line.text.strip():
+        if not line.in_code and _RULE_LINE.match(line.text):
+            if block:
+                yield block
+                block = []
+        elif line.text.strip():
             block.append(line)
         elif block:
             yield block
@@ -143,10 +161,7 @@ def _paragraphs(text: str) -> list[list[_Line]]:
     return [
         block
         for block in _blocks(text)
-        if not all(
-            not line.in_code and (_HEADING.match(line.text) or _RULE_LINE.match(line.text))
-            for line in block
-        )
+        if not all(not line.in_code and _HEADING.match(line.text) for line in block)
     ]
 
 

@@ -16,9 +16,10 @@ Across a run it behaves like a model that improves once, so the loop visibly ref
   once the executed review step's output (which restates its description) is in the pass.
 
 Verified answers (docs/verified-answers.md): it prepares checks from the constraints a request or a
-rule in words states, in the few forms `checks.stated` reads ("three bullet points", "under
-100 words", "mention X"); its plain draft restates the request without meeting them, as a weak
-model's one call would; and its refinement of an answer meets those constraints, so a run shows
+rule in words states, in the forms the host's own reader reads (`checks.stated`: "three
+bullet points", "list three benefits as a bulleted list", "under 100 words", "in lower case",
+"mention X"); its plain draft restates the request without meeting them, as a weak model's
+one call would; and its refinement of an answer meets those constraints, so a run shows
 the answer checked, critiqued and refined with no LLM.
 
 Its final answers say plainly that they come from the offline model and that no LLM was called;
@@ -37,14 +38,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from aeonloop.checks.patterns import compile_pattern, phrase_pattern
+from aeonloop.checks.repairs import repair
 from aeonloop.checks.running import run_check
-from aeonloop.checks.stated import stated_checks, stated_constraints
+from aeonloop.checks.stated import TITLE_PATTERN, stated_checks, stated_constraints
 from aeonloop.checks.types import (
     CaseCheck,
     CountCheck,
     EndsWithCheck,
     ForbiddenWordsCheck,
     JsonCheck,
+    PatternCheck,
     PhraseCountCheck,
     StartsWithCheck,
     parse_check,
@@ -514,7 +517,7 @@ def _refine(data: RefineAnswerInput) -> str:
     # The request's word first; an issue also quotes what a check found ("2 bullet lines"),
     # which must not count as a second constraint of the same kind.
     for _, _, check in stated_constraints(data.request) + stated_constraints(data.issues):
-        key = (check["type"], str(check.get("unit") or check.get("phrase") or ""))
+        key = (check["type"], str(check.get("unit") or check.get("phrase") or check.get("pattern")))
         wanted.setdefault(key, check)
     for check in sorted(wanted.values(), key=_refine_order):
         text = _meet(text, check)
@@ -522,12 +525,12 @@ def _refine(data: RefineAnswerInput) -> str:
 
 
 def _refine_order(check: dict[str, Any]) -> int:
-    """Edits of words first, then case, then cuts to a length, then the shape (bullets), and
-    JSON, which wraps the whole, last."""
+    """Edits of words first, then case, then the shape (bullets), then cuts to a length (line
+    by line, so the shape stays), and JSON, which wraps the whole, last."""
     if check["type"] == "json":
         return 4
     if check["type"] == "count":
-        return 3 if check["unit"] == "bullets" else 2
+        return 2 if check["unit"] == "bullets" else 3
     return 1 if check["type"] == "case" else 0
 
 
@@ -541,6 +544,11 @@ def _meet(text: str, check: dict[str, Any]) -> str:
         return text
     if run_check(made, text).held:
         return text
+    fixed, applied = repair(text, [made])  # what the host would fix, fixed alike
+    if applied:
+        return fixed
+    if isinstance(made, PatternCheck):
+        return _meet_pattern(made, text)
     if isinstance(made, PhraseCountCheck):
         for _ in range(made.min or 0):
             text = f"{text} {made.phrase}"
@@ -567,13 +575,43 @@ def _meet(text: str, check: dict[str, Any]) -> str:
     return text
 
 
+def _meet_pattern(check: PatternCheck, text: str) -> str:
+    """A pattern that must not occur, taken out ("no commas"); a title in <<double angular
+    brackets>> written above the text. Any other pattern is left unmet: the offline model
+    cannot write text to match a pattern it does not know."""
+    if not check.present:
+        found = compile_pattern(check.pattern, case_sensitive=check.case_sensitive)
+        return _squash(found.sub("", text))
+    if check.pattern == TITLE_PATTERN:
+        return f"<<Offline answer>>\n\n{text}"
+    return text
+
+
 def _first_words(text: str, most: int) -> str:
-    """The text's first whitespace-separated pieces that hold at most `most` words as the host
-    counts them (a piece such as "e.g." or "a/b" is two)."""
-    pieces = text.split()[:most]
+    """The text cut to at most `most` words as the host counts them (a piece such as "e.g." or
+    "a/b" is two): a list keeps its items alone, each line its first words, a fair share of
+    `most` each, so a list stays a list of as many lines."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    items = [line for line in lines if _LIST_ITEM.match(line)]
+    lines = items or lines
+    share = max(1, most // max(1, len(lines)))
+    kept = [_line_words(line, share) for line in lines]
+    while kept and count_units("words", "\n".join(kept)) > most:
+        kept.pop()
+    return "\n".join(kept)
+
+
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+
+
+def _line_words(line: str, most: int) -> str:
+    """A line's first pieces holding at most `most` words, its list marker kept."""
+    marker = _LIST_ITEM.match(line)
+    start = marker.group(0) if marker else ""
+    pieces = line[len(start) :].split()[:most]
     while pieces and count_units("words", " ".join(pieces)) > most:
         pieces.pop()
-    return " ".join(pieces)
+    return start + " ".join(pieces)
 
 
 def _as_bullets(text: str, n: int) -> str:

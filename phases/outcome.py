@@ -123,6 +123,8 @@ class CandidateTally(BaseModel):
 
     answered_by: str
     held: int
+    #: The host's lossless repairs this text had (checks.repairs), in words.
+    repairs: list[str] = []
 
 
 class Degradation(BaseModel):
@@ -161,6 +163,9 @@ class Outcome(BaseModel):
 
     # The checks of the published text.
     answered_by: str | None = None
+    #: The host's lossless repairs to the published text (checks.repairs), in words: "lower-cased
+    #: by the host".
+    repairs: list[str] = []
     checks: list[CheckVerdict] = []
     candidates: list[CandidateTally] = []
     checks_never_held: list[str] = []

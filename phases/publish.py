@@ -239,9 +239,10 @@ def build_outcome(
         run_notes=list(context.notes),
         missing_fields=list(upstream.missing_fields(p)),
         answered_by=chosen.label if chosen else None,
+        repairs=list(chosen.repairs) if chosen else [],
         checks=verdicts(checked.rules, chosen.evaluation) if checked and chosen else [],
         candidates=[
-            CandidateTally(answered_by=c.label, held=c.held)
+            CandidateTally(answered_by=c.label, held=c.held, repairs=list(c.repairs))
             for c in (checked.candidates if checked else ())
         ],
         checks_never_held=(

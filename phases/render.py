@@ -357,14 +357,14 @@ def check_line(check: CheckVerdict) -> str:
 
 def checks_line(outcome: Outcome) -> str:
     """How the answer fared, in one line: `2 of 3 check(s) held; answered by the answer as
-    refined in round 1`; empty when the answer records no checks."""
+    refined in round 1; lower-cased by the host`; empty when the answer records no checks."""
     if not outcome.checks:  # nothing was checked: which candidate it is says nothing
         return ""
     label = outcome.answered_by
     by = f"answered by {answered_by_words(label)}" if label else ""
     ran = [check for check in outcome.checks if check.verdict != "skipped"]
     held = f"{sum(1 for c in ran if c.held)} of {len(ran)} check(s) held"
-    return "; ".join(part for part in (held, by) if part)
+    return "; ".join(part for part in (held, by, *outcome.repairs) if part)
 
 
 def never_held_line(rule_id: str) -> str:

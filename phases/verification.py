@@ -15,6 +15,10 @@ docs/verified-answers.md, "Verified answers", is the design; in short:
   fail-severity check does not hold, the answer is critiqued (RULE_CRITIQUE_USER: at most five
   issues, each tied to one check that failed) and refined (ANSWER_REFINE_USER: only those fixes),
   for at most AEON_ANSWER_REFINE_ROUNDS rounds, stopping at the first that holds.
+- **Repairs on the host** (checks.repairs), before any model call: a candidate that fails a
+  check with a lossless fix (recasing, an exact opening or ending, JSON out of prose) is
+  repaired, checked again, and the repaired text competes beside it, winning only when it holds
+  more fail-severity checks (`repaired`).
 
 Each call has a memo scope of its own (`a/prepare`, `a/draft`, `e/critique:<round>`,
 `e/refine:<round>`), so a redelivered hop makes none of them again.
@@ -22,20 +26,22 @@ Each call has a memo scope of its own (`a/prepare`, `a/draft`, `e/critique:<roun
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from aeonloop.bus.keys import memo_scope
 from aeonloop.checks import vocabulary
+from aeonloop.checks.repairs import repair
 from aeonloop.checks.stated import stated_checks
-from aeonloop.checks.types import Check, asks_presence, parse_check
+from aeonloop.checks.types import Check, PatternCheck, asks_presence, parse_check
 from aeonloop.exceptions import BudgetExhausted, LLMFailure, LLMUnreachable
 from aeonloop.llm.session import LLMSession, Reply
 from aeonloop.phases import evaluation, summaries
 from aeonloop.phases.deps import NO_STREAM, AnswerStream, LoopSettings
 from aeonloop.phases.events import RunState
-from aeonloop.phases.models import CritiqueIssue, Evaluation, Rule
+from aeonloop.phases.models import CritiqueIssue, Evaluation, Rule, RuleCheck
 from aeonloop.prompts.baseline import plain_call
 from aeonloop.prompts.clipping import clip
 from aeonloop.prompts.echo import quoted_instruction
@@ -173,7 +179,10 @@ async def best_draft(
     stream: AnswerStream = NO_STREAM,
 ) -> tuple[str, Evaluation]:
     """The draft that holds the most fail-severity checks among `first` and further samples,
-    taken one at a time while the best still fails one, up to AEON_DRAFT_SAMPLES in all.
+    taken one at a time while the best still fails one, up to AEON_DRAFT_SAMPLES in all. Each
+    is judged as the host's repairs leave it (`judged_after_repair`): a draft that holds every
+    check once recased needs no second sample, and E publishes it repaired (`repaired`); the
+    text kept is the model's own.
 
     A weak model's plain answers differ from one sample to the next, and the host's checks
     tell them apart at the price of a plain call each, far less than a plan and its passes
@@ -181,7 +190,7 @@ async def best_draft(
     model that answers alike each time has nothing more to give: the offline model); one that
     cannot be used is noted and passed over; a call that fails, or that the budget or the
     deadline forbids, ends it with a note (the run goes on with the best in hand)."""
-    best, best_judged = first, judged
+    best, best_judged = first, await judged_after_repair(run, first, judged, settings)
     seen = {first}
     for sample in range(2, settings.draft_samples + 1):
         if all_hold(best_judged):
@@ -198,7 +207,9 @@ async def best_draft(
         if text in seen:
             break
         seen.add(text)
-        checked = await check_text(run, text, settings)
+        checked = await judged_after_repair(
+            run, text, await check_text(run, text, settings), settings
+        )
         if held(run.rules, checked) > held(run.rules, best_judged):
             best, best_judged = text, checked
     return best, best_judged
@@ -258,6 +269,9 @@ class Candidate:
     held: int
     #: The refinement round that made it (0: none).
     round: int = 0
+    #: The host's repairs that made this text from the model's, in order ("lower-cased by the
+    #: host"; checks.repairs); empty: the text is the model's as written.
+    repairs: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
@@ -272,24 +286,86 @@ async def candidate(
     return Candidate(source, text, judged, held(run.rules, judged), round)
 
 
+def host_checks(run: RunState) -> list[Check]:
+    """The checks of the run's fail- and warn-severity rules, their own (a content check as the
+    pattern it is) and the prepared: what a repair must meet without breaking any
+    (checks.repairs). An executable check is not run here: the candidate's own evaluation
+    judges it (`repaired`)."""
+    found: list[Check] = []
+    for rule in run.rules:
+        if rule.severity == "info":
+            continue
+        if isinstance(rule.check, RuleCheck):
+            if rule.check.type == "content":
+                found.append(PatternCheck(pattern=rule.check.search or ""))
+        elif not isinstance(rule.check, str):
+            found.append(rule.check)
+        found += run.prepared.get(rule.id, [])
+    return found
+
+
+async def repaired(run: RunState, original: Candidate, settings: LoopSettings) -> Candidate | None:
+    """`original` as the host's lossless repairs leave it (checks.repairs), checked again; None
+    when it holds every check already, no repair applies, or the repaired text holds no more
+    fail-severity checks than the model's (a repair that broke a content or executable check
+    shows here). Host work only: no model call."""
+    if all_hold(original.evaluation):
+        return None
+    timeout = settings.check_pattern_timeout_s
+    # In a worker thread, as the checks themselves run (phases.evaluation): a slow pattern
+    # must not stall the worker's event loop.
+    text, applied = await asyncio.to_thread(
+        repair, original.text, host_checks(run), timeout=timeout
+    )
+    if not applied:
+        return None
+    judged = await check_text(run, text, settings)
+    fixed = Candidate(
+        original.source, text, judged, held(run.rules, judged), original.round, tuple(applied)
+    )
+    return fixed if fixed.held > original.held else None
+
+
+async def checked_candidates(
+    run: RunState, source: Source, text: str, settings: LoopSettings, round: int = 0
+) -> list[Candidate]:
+    """The candidate the text makes, and after it its repaired form when that holds more."""
+    made = await candidate(run, source, text, settings, round)
+    fixed = await repaired(run, made, settings)
+    return [made] if fixed is None else [made, fixed]
+
+
+async def judged_after_repair(
+    run: RunState, text: str, judged: Evaluation, settings: LoopSettings
+) -> Evaluation:
+    """How `text` fares on the run's checks once the host has repaired it (`repaired`): the
+    evaluation of the repaired text when a repair holds more, else `judged` as it was."""
+    fixed = await repaired(run, Candidate("draft", text, judged, held(run.rules, judged)), settings)
+    return judged if fixed is None else fixed.evaluation
+
+
 def best(candidates: Sequence[Candidate], *, loop_converged: bool = True) -> Candidate:
     """The candidate that holds the most fail-severity checks. Ties go to the later one (the
     answer over the draft, a refinement over what it refined), except that a loop that did not
     converge showed nothing its answer could rest on: then a tie goes to the draft, one call's
     answer, which such a loop's answer (on a weak model, often a copy of the reply format's
-    example) has not been shown to beat."""
+    example) has not been shown to beat; and a repaired candidate wins no tie."""
     chosen = candidates[0]
     for each in candidates[1:]:
         if each.held > chosen.held or (
-            each.held == chosen.held and not _keeps(chosen, loop_converged)
+            each.held == chosen.held and not _keeps(chosen, each, loop_converged)
         ):
             chosen = each
     return chosen
 
 
-def _keeps(chosen: Candidate, loop_converged: bool) -> bool:
-    """Whether `chosen` holds its place against a later candidate that ties it."""
-    return chosen.source == "draft" and not loop_converged
+def _keeps(chosen: Candidate, later: Candidate, loop_converged: bool) -> bool:
+    """Whether `chosen` holds its place against a later candidate that ties it: a draft against
+    a loop that did not converge, and the model's own text against a repaired one (a repair
+    wins only by holding more)."""
+    return (bool(later.repairs) and not chosen.repairs) or (
+        chosen.source == "draft" and not loop_converged
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -332,10 +408,11 @@ async def refine(
     round: int,
     settings: LoopSettings,
     stream: AnswerStream = NO_STREAM,
-) -> Candidate | None:
-    """One round: critique `current`, refine it, check the refinement; None when the round
-    gave no usable text (noted). The refinement's text is written to `stream` as it comes,
-    provisional: the host checks it before it may be published."""
+) -> list[Candidate] | None:
+    """One round: critique `current`, refine it, check the refinement (and its repaired form,
+    `checked_candidates`); None when the round gave no usable text (noted). The refinement's
+    text is written to `stream` as it comes, provisional: the host checks it before it may be
+    published."""
     issues = await critique(session, run, current, round)
     data = RefineAnswerInput(request=run.request, answer=current.text, issues=issues)
     scope = memo_scope("e", "refine", step=str(round))
@@ -350,7 +427,7 @@ async def refine(
         run.notes.append(f"phase E: refinement {round} was not used: {why}")
         return None
     text = clip(reply.text.strip(), settings.max_step_output_chars)
-    return await candidate(run, "refinement", text, settings, round)
+    return await checked_candidates(run, "refinement", text, settings, round)
 
 
 @dataclass(frozen=True)
@@ -369,9 +446,10 @@ class Verified:
 
 
 async def draft_only(run: RunState, draft_text: str, settings: LoopSettings) -> Verified:
-    """The draft of a run that ended at Phase A on it (phases.exits.draft_suffices), checked."""
-    chosen = await candidate(run, "draft", draft_text, settings)
-    return Verified(chosen, (chosen,), tuple(run.rules))
+    """The draft of a run that ended at Phase A on it (phases.exits.draft_suffices), checked,
+    and repaired where the host can (`checked_candidates`)."""
+    candidates = await checked_candidates(run, "draft", draft_text, settings)
+    return Verified(best(candidates), tuple(candidates), tuple(run.rules))
 
 
 async def verified(
@@ -385,7 +463,9 @@ async def verified(
     stream: AnswerStream = NO_STREAM,
 ) -> Verified:
     """The candidates, oldest first: the draft (if the run has one), the answer, then a
-    refinement per round while a fail-severity check does not hold, the rounds last, and
+    refinement per round, each followed by its repaired form where the host's repairs make it
+    hold more (`checked_candidates`, before any model call: a repaired answer that holds every
+    check is not refined) while a fail-severity check does not hold, the rounds last, and
     `may_go_on()` says the run has time for another; and the one to publish (`best`, told
     whether the loop converged).
 
@@ -396,9 +476,9 @@ async def verified(
     rounds with a note: the candidates in hand are still published. A candidate a round sets
     out to refine is set aside on `stream` first (its refinement replaces it there).
     """
-    candidates = [await candidate(run, "draft", run.draft, settings)] if run.draft else []
+    candidates = await checked_candidates(run, "draft", run.draft, settings) if run.draft else []
     if answer is not None:
-        candidates.append(await candidate(run, "answer", answer, settings))
+        candidates += await checked_candidates(run, "answer", answer, settings)
     current = candidates[-1]
     for round in range(1, settings.answer_refine_rounds + 1):
         if all_hold(current.evaluation) or not may_go_on():
@@ -411,8 +491,8 @@ async def verified(
             break
         if refined is None:
             break
-        candidates.append(refined)
-        current = refined
+        candidates += refined
+        current = refined[-1]
     chosen = best(candidates, loop_converged=loop_converged)
     return Verified(chosen, tuple(candidates), tuple(run.rules))
 

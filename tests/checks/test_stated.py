@@ -106,3 +106,230 @@ def test_every_check_the_host_reads_is_one_it_runs() -> None:
     for _, said, check in stated:
         made = parse_check(check)
         assert run_check(made, "").details, said
+
+
+def checks_of(text: str) -> list[dict]:
+    return [check for _, _, check in stated_constraints(text)]
+
+
+def count(unit: str, low: int | None, high: int | None) -> dict:
+    return {"type": "count", "unit": unit, "min": low, "max": high}
+
+
+def mentions(phrase: str, low: int = 1, high: int | None = None) -> dict:
+    return {"type": "phrase_count", "phrase": phrase, "min": low, "max": high}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # counts stated apart from their unit (issue 40)
+        ("List three benefits of exercise as a bulleted list", [count("bullets", 3, 3)]),
+        ("Give me 4 tips in a numbered list.", [count("numbered_items", 4, 4)]),
+        ("Write a bulleted list of three items about tea.", [count("bullets", 3, 3)]),
+        ("Use at least 3 bullet points.", [count("bullets", 3, None)]),
+        # paragraphs, sentences, words, placeholders
+        ("There should be 3 paragraphs. Separate them with ***", [count("paragraphs", 3, 3)]),
+        ("Answer in two paragraphs.", [count("paragraphs", 2, 2)]),
+        ("Write a three-sentence summary.", [count("sentences", 3, 3)]),
+        ("Your response should contain less than 5 sentences.", [count("sentences", None, 4)]),
+        ("Answer with at least 300 words.", [count("words", 300, None)]),
+        ("Use more than 2 paragraphs.", [count("paragraphs", 3, None)]),
+        ("Answer in between 3 and 5 sentences.", [count("sentences", 3, 5)]),
+        ("Use 3-5 bullet points.", [count("bullets", 3, 5)]),
+        ("Write 5 sentences or fewer.", [count("sentences", None, 5)]),
+        ("Answer in 50 words or more.", [count("words", 50, None)]),
+        (
+            "Include at least 2 placeholders in square brackets, such as [address].",
+            [count("placeholders", 2, None)],
+        ),
+        (
+            "Highlight at least 2 sections in your answer with markdown, i.e. *highlighted "
+            "section*.",
+            [count("highlights", 2, None)],
+        ),
+        ("Include at least 3 highlighted sections.", [count("highlights", 3, None)]),
+        (
+            "Your response must have 3 sections. Mark the beginning of each section with "
+            "SECTION X.",
+            [{**mentions("SECTION", 3), "case_sensitive": True}],
+        ),
+        # case
+        ("Answer in all capital letters.", [{"type": "case", "case": "upper"}]),
+        ("Respond using only lowercase letters.", [{"type": "case", "case": "lower"}]),
+        ("Your answer should be written in lower case.", [{"type": "case", "case": "lower"}]),
+        ("No capital letters are allowed.", [{"type": "case", "case": "lower"}]),
+        # wrapping, edges, postscript, title
+        (
+            "Wrap your entire response with double quotation marks.",
+            [{"type": "starts_with", "text": '"'}, {"type": "ends_with", "text": '"'}],
+        ),
+        (
+            "End your answer with 'Is there anything else?'",
+            [{"type": "ends_with", "text": "Is there anything else?"}],
+        ),
+        (
+            "Finish your response with this exact phrase Any other questions?. No other words "
+            "should follow this phrase.",
+            [{"type": "ends_with", "text": "Any other questions?"}],
+        ),
+        (
+            "At the end of your response, please explicitly add a postscript starting with P.S.",
+            [{"type": "pattern", "pattern": r"^\s*P\.\s?S\.", "case_sensitive": False}],
+        ),
+        (
+            "Your answer must contain a title, wrapped in double angular brackets, such as "
+            "<<poem of joy>>.",
+            [{"type": "pattern", "pattern": "<<[^\\n<>]+>>"}],
+        ),
+        # keywords, letters, commas, JSON, language, options
+        ("Include keywords cat, dog in the response.", [mentions("cat"), mentions("dog")]),
+        ("Use the words 'ember' and 'ash'.", [mentions("ember"), mentions("ash")]),
+        (
+            "Do not include keywords sun, moon in the response.",
+            [{"type": "forbidden_words", "words": ["sun", "moon"]}],
+        ),
+        (
+            "Avoid the words 'very' and 'really'.",
+            [{"type": "forbidden_words", "words": ["very", "really"]}],
+        ),
+        ("Do not include the word 'fun'.", [{"type": "forbidden_words", "words": ["fun"]}]),
+        ("The word banana should appear less than 2 times.", [mentions("banana", 0, 1)]),
+        (
+            "In your response, the letter q should appear at least 3 times.",
+            [{**mentions("q", 3), "whole_word": False}],
+        ),
+        (
+            "In your entire response, refrain from the use of any commas.",
+            [{"type": "pattern", "pattern": ",", "present": False}],
+        ),
+        ("Use no commas.", [{"type": "pattern", "pattern": ",", "present": False}]),
+        (
+            "You are not allowed to use any commas in your response.",
+            [{"type": "pattern", "pattern": ",", "present": False}],
+        ),
+        (
+            "The resume should not contain any commas.",
+            [{"type": "pattern", "pattern": ",", "present": False}],
+        ),
+        (
+            "Do not use any commas and highlight at least 3 sections.",
+            [{"type": "pattern", "pattern": ",", "present": False}, count("highlights", 3, None)],
+        ),
+        (
+            'Write a haiku containing keywords "mom" and "mother" in your response.',
+            [mentions("mom"), mentions("mother")],
+        ),
+        ("Make sure your entire response is in lowercase.", [{"type": "case", "case": "lower"}]),
+        (
+            "Write a letter in all lowercase letters ask them to vote.",
+            [{"type": "case", "case": "lower"}],
+        ),
+        ("Please list 4 reasons to learn Python in bullet points.", [count("bullets", 4, 4)]),
+        (
+            "Can you list three benefits of exercise as a bulleted list?",
+            [count("bullets", 3, 3)],
+        ),
+        (
+            "Entire output should be wrapped in JSON format.",
+            [{"type": "json", "json_schema": None}],
+        ),
+        ("Answer in JSON only.", [{"type": "json", "json_schema": None}]),
+        (
+            "Your ENTIRE response should be in French language, no other language is allowed.",
+            [{"type": "language", "code": "fr"}],
+        ),
+        ("Respond in German.", [{"type": "language", "code": "de"}]),
+        ("Can you answer in French?", [{"type": "language", "code": "fr"}]),  # a polite request
+        ("What is the capital of France, in lower case?", [{"type": "case", "case": "lower"}]),
+        (  # a question, and how to answer it
+            "What are the benefits of exercise, in three bullet points?",
+            [count("bullets", 3, 3)],
+        ),
+        (
+            "Answer with one of the following options: ('My answer is yes.', 'My answer is no.')",
+            [{"type": "pattern", "pattern": r"My\ answer\ is\ yes\.|My\ answer\ is\ no\."}],
+        ),
+    ],
+)
+def test_each_phrasing_the_host_reads(text: str, expected: list[dict]) -> None:
+    found = checks_of(text)
+    assert found == expected
+    for check in found:
+        parse_check(check)  # every check read is one the host runs
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # a count that is not a list's length
+        "Give three reasons why lists are useful.",
+        "List three benefits of exercise.",  # no list kind: bullets or numbers, either holds
+        "List three benefits of diet and two of sleep as a bulleted list",
+        "List three benefits of diet and exercise as a bulleted list",  # one list or two?
+        "Summarise the three paragraphs below.",
+        "Explain why two sentences are enough.",
+        "Write 100 words about tea.",  # about, or exactly, or at least: not said
+        "It takes 2 to 3 words.",
+        "Most people read 200 words or more a minute.",
+        "A bulleted list of three or more items.",
+        "Why highlight two sections?",
+        "Give me three highlights of Paris.",
+        "Summarise the 3 sections of the report.",
+        "Why do people list 3 items in bullet points?",
+        "Do not use commas and periods in numbers.",
+        "Variable names are written in lowercase letters in Python.",
+        "In your response, words with all capital letters should appear less than 4 times.",
+        "Words with all capital letters are rare.",
+        # case described, not asked
+        "Explain why variable names are written in lower case.",
+        "Why are emails in lower case?",
+        "Write the name in lower case in Python.",
+        'What does "in lower case" mean?',
+        "Capitals, rivers and mountains of France.",
+        # commas described, limited, or quoted
+        "Explain why there are no commas in this list.",
+        "Do not use commas in numbers like 1000.",
+        'Fix this sentence: "Please, use no commas here."',
+        # edges of something else
+        "Explain why many English words start with 'th'.",
+        # JSON as the topic, not the answer's form
+        "Explain how data is stored in JSON.",
+        "Explain what is in JSON files.",
+        "Is this valid JSON?",
+        # a language that is not the answer's
+        "Answer in French or English.",
+        "Translate 'thank you' into Japanese.",
+        "Write the word 'cat' in French.",
+        "Answer in English.",  # the check could only fail an answer too short to tell
+        # titles, postscripts and letters talked about
+        "Suggest a title for my essay.",
+        "What does P.S. stand for?",
+        "Write a PostScript program that draws a circle.",
+        # a count of something else, and questions about a form rather than asking for it
+        "Write a regex that matches two sentences.",
+        "Why do teachers ask for answers in three sentences?",
+        "Should emails be written in lower case?",
+        "How do I respond in French to 'merci'?",
+        "Put the title in quotes.",
+        "The letter q should appear in the word queen.",
+    ],
+)
+def test_near_misses_the_reader_leaves_alone(text: str) -> None:
+    """A wrong check is worse than none: it picks a worse sample, steers a rewrite and repairs
+    an answer away from what was asked."""
+    assert checks_of(text) == []
+
+
+def test_a_phrase_stated_again_keeps_its_first_reading_and_both_quote_checks_stay() -> None:
+    checks = stated_checks(
+        "Wrap your entire response in double quotes. Use three bullet points, not five "
+        "bullet points.",
+        "",
+    )
+    assert [(c["rule_id"], c["check"]["type"]) for c in checks] == [
+        ("request.quoted", "starts_with"),
+        ("request.quoted", "ends_with"),
+        ("request.bullets", "count"),
+    ]
+    assert checks[2]["check"]["min"] == 3

@@ -77,6 +77,15 @@ def test_characters_leave_out_surrounding_whitespace() -> None:
     assert count("characters", "") == 0
 
 
+def test_highlights_are_emphasised_text_but_not_bullet_markers_or_code() -> None:
+    text = "* a bullet, not a highlight\n*one* and **two**, ** ** is empty\n```\n*code*\n```"
+    assert count("highlights", text) == 2
+
+
+def test_a_horizontal_rule_ends_a_paragraph() -> None:
+    assert count("paragraphs", "First.\n***\nSecond.\n***\nThird.") == 3
+
+
 def test_placeholders_are_bracketed_text_but_not_links_or_boxes() -> None:
     text = (
         "Dear [name], on [date] we met. See [the docs](https://x.org) and ![img](a.png).\n"

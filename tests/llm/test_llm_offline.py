@@ -467,6 +467,23 @@ async def test_answer_confidence_follows_the_run(make_call, fields, confidence):
             ],
         ),
         ('Start with "Tea" and avoid the word "very".', None),
+        (  # issue 40: the count stated apart from its unit
+            "List three benefits of exercise as a bulleted list",
+            [
+                {
+                    "rule_id": "request.bullets",
+                    "description": "exactly 3 bullet points",
+                    "check": {"type": "count", "unit": "bullets", "min": 3, "max": 3},
+                }
+            ],
+        ),
+        (
+            "Wrap your entire response in double quotes.",
+            [
+                {"rule_id": "request.quoted", "description": "wrapped in double quotes", "check": c}
+                for c in ({"type": "starts_with", "text": '"'}, {"type": "ends_with", "text": '"'})
+            ],
+        ),
         ("What is the capital of France?", []),
     ],
 )
@@ -513,6 +530,17 @@ async def test_refine_meets_the_stated_constraints_and_keeps_the_rest(make_call)
         assert sentence in reply.text
 
 
+async def test_refine_cuts_to_a_word_limit_line_by_line_keeping_the_list(make_call):
+    """A list cut to a word limit stays a list of as many items: each keeps its first words."""
+    data = r.RefineAnswerInput(
+        request="Name fruits in three bullet points, in under 10 words.",
+        answer="Fruits:\n- apples are crisp and sweet\n- pears are soft\n- plums are tart and dark",
+        issues="- [request.words] Fix: at most 9 words",
+    )
+    reply = await OfflineLLM().complete(make_call(PromptId.ANSWER_REFINE_USER, data))
+    assert reply.text.splitlines() == ["- apples are crisp", "- pears are soft", "- plums are tart"]
+
+
 def test_a_streamed_reply_is_paced_in_a_few_steps_that_join_to_it() -> None:
     """The offline model writes a long reply in at most PACED_STEPS writes (a wait and a write
     a chunk cost a worker most of its CPU per run), in order, joining to the reply."""
@@ -522,3 +550,23 @@ def test_a_streamed_reply_is_paced_in_a_few_steps_that_join_to_it() -> None:
     steps = paced(chunks(text))
     assert 1 < len(steps) <= PACED_STEPS and "".join(steps) == text
     assert paced(["only"]) == ["only"]
+
+
+async def test_refine_meets_the_newer_forms_the_host_reads(make_call):
+    """No commas, a title marker, lower case and an exact ending: the offline model meets each,
+    the host's own lossless fixes first (checks.repairs)."""
+    data = r.RefineAnswerInput(
+        request=(
+            "Describe tea in all lowercase letters. Do not use any commas. Your answer must "
+            "contain a title, wrapped in double angular brackets, such as <<poem of joy>>. End "
+            "your answer with 'Any other questions?'"
+        ),
+        answer="Tea is a drink, made from leaves. It is Popular.",
+        issues="",
+    )
+    reply = await OfflineLLM().complete(make_call(PromptId.ANSWER_REFINE_USER, data))
+    assert "," not in reply.text
+    assert reply.text.startswith("<<") and ">>" in reply.text
+    assert reply.text == reply.text.lower()
+    assert reply.text.endswith("any other questions?")
+    assert "tea is a drink made from leaves" in reply.text

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from aeonloop.bus.keys import DRAFT_RECORD
+from aeonloop.checks.repairs import repair
 from aeonloop.checks.types import (
     CountCheck,
     PatternCheck,
@@ -774,3 +775,109 @@ async def test_the_draft_is_the_plain_call_with_the_users_rules(
     assert sent.input.request == plain_call(request.request, ["Name the Moon as a cause."])
     assert sent.input.request.startswith(request.request)
     assert "- Name the Moon as a cause." in sent.input.request
+
+
+# ---------------------------------------------------------------------------------------------
+# Repairs on the host (checks.repairs): before any model call, competing beside the original.
+# ---------------------------------------------------------------------------------------------
+
+LOWER = {"type": "case", "case": "lower"}
+
+
+async def test_a_repaired_answer_holds_the_check_and_no_model_call_refines_it(
+    harness, replies, make_request, drive
+) -> None:
+    """The model's answer fails "all lower case"; the host recases it, the repaired text holds
+    the check, and it is published with the repair named: no critique, no refinement."""
+    script = loop_script(
+        replies,
+        **{
+            PREPARE: prepared(("request.case", LOWER)),
+            DRAFT: "Teas.",
+            SYNTH: answer("Green, Black and Oolong."),
+        },
+    )
+    h = harness(script)
+    out = await answered(h, make_request, drive)
+    final = out.result.final_answer
+    assert final.answer_text == "green, black and oolong."
+    outcome = outcome_of(final.metadata)
+    assert outcome.answered_by == "answer"
+    assert outcome.repairs == ["lower-cased by the host"]
+    assert [(c.answered_by, c.held, c.repairs) for c in outcome.candidates] == [
+        ("draft", 0, []),
+        ("draft", 1, ["lower-cased by the host"]),
+        ("answer", 0, []),
+        ("answer", 1, ["lower-cased by the host"]),
+    ]
+    assert "lower-cased by the host" in render.checks_line(outcome)
+    assert CRITIQUE not in h.llm.calls and REFINE not in h.llm.calls
+    assert not out.result.degraded
+
+
+async def test_a_draft_that_holds_once_repaired_ends_the_run_at_phase_a(
+    harness, replies, make_request, drive
+) -> None:
+    """Sampling judges a draft as the host's repairs leave it: one that holds every check once
+    recased needs no second sample and no loop, and is published repaired."""
+    script = {
+        INFER: replies.profile(depth=1, tool="none"),
+        PREPARE: prepared(("request.case", LOWER)),
+        DRAFT: ["Green Tea.", "never asked"],
+    }
+    h = harness(script)
+    trail = await drive(make_request(), h.deps)
+    (exit_event,) = trail
+    assert isinstance(exit_event, LoopExited) and exit_event.reason is ExitReason.CONVERGED
+    (out,) = await phase_e.handle(exit_event, h.deps)
+    final = out.result.final_answer
+    assert final.answer_text == "green tea."
+    assert outcome_of(final.metadata).repairs == ["lower-cased by the host"]
+    assert h.llm.calls.count(DRAFT) == 1 and len(h.llm.calls) == 3
+
+
+async def test_a_repair_that_breaks_another_check_is_not_used(
+    harness, replies, make_request, drive
+) -> None:
+    """Recasing would break a case-sensitive opening the answer holds: no repair, so the model
+    is asked to refine, as before."""
+    opening = {"type": "starts_with", "text": "Green", "case_sensitive": True}
+    script = loop_script(
+        replies,
+        **{
+            PREPARE: prepared(("request.case", LOWER), ("request.opening", opening)),
+            DRAFT: "Green Tea.",
+            SYNTH: answer("Green Tea and Black."),
+            REFINE: "Green tea and black.",
+        },
+    )
+    h = harness(script)
+    out = await answered(h, make_request, drive)
+    final = out.result.final_answer
+    outcome = outcome_of(final.metadata)
+    assert outcome.repairs == [] and all(c.repairs == [] for c in outcome.candidates)
+    assert REFINE in h.llm.calls
+
+
+def test_a_repaired_candidate_wins_only_by_holding_more() -> None:
+    model = _candidate("answer", 1)
+    fixed = verification.Candidate("answer", "fixed", _judged(False), 1, repairs=("lower-cased",))
+    assert verification.best([model, fixed]) is model
+    more = verification.Candidate("answer", "fixed", _judged(False), 2, repairs=("lower-cased",))
+    assert verification.best([model, more]) is more
+
+
+def test_a_repair_must_keep_the_users_content_checks_too() -> None:
+    """A content check of the user's rules is a pattern the repair must not break: "Paris"
+    must occur as written, so recasing the whole answer is not a repair here."""
+    run = RunState(
+        request="Name the capital, in lower case.",
+        rules=[
+            Rule(id="r.paris", severity="warn", check=RuleCheck(type="content", search="Paris")),
+            Rule(id="request.case", severity="fail", check="all lower case", origin="request"),
+        ],
+        prepared={"request.case": [parse_check({"type": "case", "case": "lower"})]},
+    )
+    checks = verification.host_checks(run)
+    assert checks == [PatternCheck(pattern="Paris"), parse_check({"type": "case", "case": "lower"})]
+    assert repair("Paris is the capital.", checks) == ("Paris is the capital.", [])
