@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from aeonloop.bus.codec import entry_rank
 from aeonloop.bus.codec import text as field_text
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.keys import Keys
@@ -273,6 +274,13 @@ class TextWatch:
         return bool(self.entries) and self.entries[-1].kind == SETTLED
 
     def add(self, entries: list[TextEntry]) -> None:
+        """Keep the entries after the last one held. Two reads may be in flight at once from
+        the same entry (the poller's round, and a reader's read up to the settlement:
+        RunFeed.text_to_settled), and both replies hold the same entries: each is kept once,
+        or every reader would send it twice (issue 41)."""
+        if self.entries:
+            last = entry_rank(self.entries[-1].entry_id.encode())
+            entries = [e for e in entries if entry_rank(e.entry_id.encode()) > last]
         if not entries:
             return
         self.entries += entries

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aeonloop.bus.codec import Routable
+from aeonloop.bus.codec import Routable, entry_rank
 from aeonloop.bus.compact import unpack
 from aeonloop.bus.connection import RedisClient, is_cluster
 from aeonloop.bus.keys import HEAD_RECORD, WEBHOOK_RECORD, Keys, head_of, shard_tag
@@ -52,12 +52,6 @@ if redis.call('HSETNX', KEYS[2], ARGV[2], ARGV[3] .. ' ' .. id) == 1 then
 end
 return id
 """
-
-
-def entry_rank(entry_id: bytes) -> tuple[int, int]:
-    """A stream entry id as numbers, to order ids of different streams."""
-    ms, _, seq = entry_id.partition(b"-")
-    return int(ms), int(seq or 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 import orjson
 from pydantic import ValidationError
 
-from aeonloop.bus.codec import text
+from aeonloop.bus.codec import entry_rank, text
 from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL
 from aeonloop.bus.redis_errors import TRANSIENT
 from aeonloop.exceptions import ForeignEventId
@@ -80,7 +80,7 @@ from aeonloop.phases.events import (
 )
 from aeonloop.phases.history import RunRecords
 from aeonloop.runs.answer_text import DELTA, RESET, TextEntry, TextWatch
-from aeonloop.runs.store import RunHead, RunStore, entry_rank
+from aeonloop.runs.store import RunHead, RunStore
 from aeonloop.webhooks import outcome as webhook_outcome
 
 log = logging.getLogger("aeon.http")
@@ -609,12 +609,15 @@ def _text_steps(
 ) -> list[_TextStep]:
     """The answer text events for `entries` after entry `after` (None: all of them): a delta
     or a reset each (a `settled` entry is said by the answer itself), each id the reader's
-    last step and the entry."""
+    last step and the entry. Each entry goes once, at its place: the floor moves past every
+    entry taken, so the reader's ids only grow."""
     floor = entry_rank((after or "0-0").encode())
     steps = []
     for entry in entries:
-        if entry_rank(entry.entry_id.encode()) <= floor:
+        rank = entry_rank(entry.entry_id.encode())
+        if rank <= floor:
             continue
+        floor = rank
         if entry.kind in (DELTA, RESET):
             kind = ANSWER_DELTA if entry.kind == DELTA else ANSWER_RESET
             data = (
