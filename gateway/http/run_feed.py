@@ -365,19 +365,28 @@ class RunFeed:
             run.offer(RunView(None, None, answered.result, None, bool(answered.webhook_url)))
 
     async def recent(self, limit: int) -> list[tuple[RequestSubmitted, ExecutionResult | None]]:
-        """The newest `limit` requests over every shard, newest first, each with its answer if
-        one is stored: the requests streams keep the question, the answer store the rest."""
+        """The newest `limit` runs over every shard, newest first, each with its answer if one
+        is stored. The run lists (`RunStore.listed`) keep a run as long as its answer; the
+        requests streams, trimmed AEON_STREAM_KEEP_S after a run, add the runs published
+        without a listing (by a FastStream app), while they hold them."""
+        listed = await self.runs.listed(limit)
+        runs: dict[str, tuple[RequestSubmitted, ExecutionResult | None]] = {}
+        for run in listed:
+            with contextlib.suppress(ValidationError):  # filed by another version
+                request = RequestSubmitted.model_validate_json(run.listing)
+                answered = self._answer_of(run.correlation_id, run.answer)
+                runs[run.correlation_id] = (request, answered.result if answered else None)
         entries = await self.runs.newest(RequestSubmitted.STREAM, limit)
-        requests = [
+        unlisted = [
             event
             for event in (_decode(fields) for _entry_id, fields in entries)
-            if isinstance(event, RequestSubmitted)
+            if isinstance(event, RequestSubmitted) and event.correlation_id not in runs
         ]
-        answers = await asyncio.gather(*(self._stored_answer(r.correlation_id) for r in requests))
-        return [
-            (request, answered.result if answered else None)
-            for request, answered in zip(requests, answers, strict=True)
-        ]
+        answers = await asyncio.gather(*(self._stored_answer(r.correlation_id) for r in unlisted))
+        for request, answered in zip(unlisted, answers, strict=True):
+            runs[request.correlation_id] = (request, answered.result if answered else None)
+        newest = sorted(runs.values(), key=lambda run: run[0].created_at, reverse=True)
+        return newest[:limit]
 
     # -- reading ------------------------------------------------------------------------------
 

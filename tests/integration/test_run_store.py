@@ -188,3 +188,26 @@ async def test_a_gateway_that_never_saw_a_run_reads_it_back_in_three_round_trips
     assert view.state_at == head.entry_id
     assert counted.trips <= 3, f"{counted.trips} round trips to read one run back"
     assert counted.entries == 1, f"{counted.entries} stream entries read to find one"
+
+
+async def test_the_run_list_keeps_a_run_as_long_as_its_answer(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """Issue 41, finding 8: five minutes after a run, `GET /v1/runs` listed nothing while the
+    run's answer was still served: the list read the requests streams, which a worker trims
+    AEON_STREAM_KEEP_S after a run. The run list keeps a run with its records, as long as its
+    answer (here AEON_ANSWER_KEEP_S of 2 s), and no longer."""
+    settings = settings.with_(answer_ttl_s=2)
+    keys = Keys(settings.prefix, settings.shards)
+    feed = RunFeed(RunStore(redis, keys, settings))
+    async with AeonClient(settings=settings, redis=redis) as client:
+        cid = await client.submit("Explain tides " + "at length " * 50, timeout=60)
+    await _commit(redis, settings, Stepped(event_id="e1", correlation_id=cid))
+    for key in keys.streams(RequestSubmitted.STREAM):  # trimmed, as a worker trims it
+        await redis.xtrim(key, maxlen=0)
+    listed = await feed.recent(20)
+    assert [request.correlation_id for request, _answer in listed] == [cid]
+    assert listed[0][0].request.startswith("Explain tides at length")
+    assert len(listed[0][0].request) == 300  # what a list shows, not the whole request
+    await asyncio.sleep(2.5)
+    assert await feed.recent(20) == []
