@@ -259,14 +259,16 @@ async def _events(
     try:
         while True:
             if line is not None and line.done():
-                yield _event(chunks.delta(reasoning_content=line.result().line + "\n"))
+                for piece in relay.progress(line.result()):
+                    yield _event(chunks.delta(reasoning_content=piece))
                 line = None
             while not lines.empty():
-                yield _event(chunks.delta(reasoning_content=lines.get_nowait().line + "\n"))
-            for entry in text.entries[seen:]:
+                for piece in relay.progress(lines.get_nowait()):
+                    yield _event(chunks.delta(reasoning_content=piece))
+            while seen < len(text.entries):  # entries may come while a yield waits
+                entry, seen = text.entries[seen], seen + 1
                 for field, piece in relay.take(entry):
                     yield _event(chunks.delta(**{field: piece}))
-            seen = len(text.entries)
             if waiting.done():
                 break
             line = line or asyncio.ensure_future(lines.get())
@@ -286,6 +288,8 @@ async def _events(
     except FAILURES as error:
         yield _event(openai_error(503, None, redis_reason(error)))
         return
+    for piece in relay.held():  # the candidate text they waited on ended mid-line
+        yield _event(chunks.delta(reasoning_content=piece))
     for piece in relay.rest(result.final_answer.answer_text):
         yield _event(chunks.delta(content=piece))
     yield _event(chunks.finish(result))
@@ -310,18 +314,47 @@ class _AnswerRelay:
         #: The text written since the last reset.
         self._attempt = ""
         self._provisional_shown = False
+        #: Whether the reasoning sent so far ends inside a line (of a candidate's text).
+        self._mid_line = False
+        self._held: list[str] = []
+
+    def progress(self, line: Progress) -> list[str]:
+        """The reasoning for a progress line, a line of its own: now, or once the candidate
+        text being written ends its line (`take`, `held`). The progress and the text are read
+        apart, so a line can come while a candidate's text is mid-sentence; it was spliced into
+        it (`Explain how tides A  profiled: ...\nwork.`, issue 41)."""
+        if self._mid_line:
+            self._held.append(f"{line.line}\n")
+            return []
+        return [f"{line.line}\n"]
+
+    def held(self) -> list[str]:
+        """The progress lines held while a candidate's text was mid-line, to send now."""
+        held, self._held = self._held, []
+        return held
 
     def take(self, entry: TextEntry) -> list[tuple[str, str]]:
-        """The deltas to send for `entry`: (field, text) pairs."""
+        """The deltas to send for `entry`: (field, text) pairs, then the progress lines held
+        while the text was mid-line, if it ends its line."""
+        sent = self._take(entry)
+        if self._mid_line or not self._held:
+            return sent
+        return [*sent, *(("reasoning_content", line) for line in self.held())]
+
+    def _take(self, entry: TextEntry) -> list[tuple[str, str]]:
         if entry.kind == RESET:
             self._attempt = ""
             shown, self._provisional_shown = self._provisional_shown, False
+            self._mid_line = False
             return [("reasoning_content", SET_ASIDE_LINE)] if shown else []
         if entry.kind != DELTA:
             return []
         if entry.provisional:
             self._provisional_shown = True
+            if entry.text:
+                self._mid_line = not entry.text.endswith("\n")
             return [("reasoning_content", entry.text)]
+        self._mid_line = False  # the answer's own text: the thinking is over
         self._attempt += entry.text
         if len(self._attempt) <= len(self.sent) or not self._attempt.startswith(self.sent):
             return []
