@@ -85,11 +85,13 @@ class RunHead:
 
 @dataclass(frozen=True, slots=True)
 class Listed:
-    """A run as a run list has it: its listing (as the client filed it) and its answer."""
+    """A run as a run list has it: its listing (as the client filed it), its answer, and
+    its head (where its newest progress event is)."""
 
     correlation_id: str
     listing: bytes
     answer: bytes | None
+    head: RunHead | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,12 +226,17 @@ class RunStore:
             return []
         pipe = self._redis.pipeline(transaction=False)
         for cid in cids:
-            pipe.hget(keys.run_records(cid), LISTING_RECORD)
+            pipe.hmget(keys.run_records(cid), [LISTING_RECORD, HEAD_RECORD])
             pipe.get(keys.answer(cid))
         found = await pipe.execute()
         return [
-            Listed(cid, listing, None if answer is None else unpack(answer))
-            for cid, listing, answer in zip(cids, found[::2], found[1::2], strict=True)
+            Listed(
+                cid,
+                listing,
+                None if answer is None else unpack(answer),
+                RunHead.parse(None if head is None else unpack(head)),
+            )
+            for cid, (listing, head), answer in zip(cids, found[::2], found[1::2], strict=True)
             if listing  # its records expired: the run is past its keep
         ]
 
