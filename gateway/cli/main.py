@@ -44,7 +44,7 @@ from aeonloop.gateway.embedded import embedded_pipeline
 from aeonloop.gateway.http import serve
 from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
-from aeonloop.gateway.progress import SET_ASIDE_WORDS, progress_of
+from aeonloop.gateway.progress import SET_ASIDE_WORDS, Silence, progress_of
 from aeonloop.gateway.validation import (
     FileSettings,
     RequestLimits,
@@ -305,6 +305,8 @@ async def _ask_on(
         following = (
             asyncio.create_task(client.follow_text(correlation_id, written)) if written else None
         )
+        # Not while a person reviews the plan: the question waits on them, not on the model.
+        waiting = asyncio.create_task(shown.waiting() if not args.approve_plan else _never())
         try:
             if args.approve_plan:
                 await _review_plan(client, correlation_id, args.timeout, shown)
@@ -320,6 +322,7 @@ async def _ask_on(
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(following, _TEXT_SETTLED_S)
         finally:
+            waiting.cancel()
             if following:
                 following.cancel()
     answered = written is not None and written.finish(result.final_answer.answer_text)
@@ -386,20 +389,38 @@ class _Written:
             _status(line)
 
 
+async def _never() -> None:
+    await asyncio.Event().wait()
+
+
 class _Shown:
     """`aeon ask`'s progress callback: prints each line (through `written`, the answer being
-    written on the terminal, when there is one), and notes which phases it has shown."""
+    written on the terminal, when there is one), and notes which phases it has shown; between
+    them, while nothing comes, what the run waits for (`waiting`)."""
 
     def __init__(self, written: _Written | None = None) -> None:
         self.phases: set[str] = set()
         self._written = written
+        self.silence = Silence()
 
     def __call__(self, progress: Progress) -> None:
         self.phases.add(progress.phase)
+        self.silence.heard(progress)
+        self._say(progress.line)
+
+    async def waiting(self) -> None:
+        """Say what the run waits for every WAITING_EVERY_S nothing comes; cancel it to stop."""
+        while True:
+            await asyncio.sleep(self.silence.next_in())
+            line = self.silence.due()
+            if line is not None:
+                self._say(line)
+
+    def _say(self, line: str) -> None:
         if self._written is not None:
-            self._written.status(progress.line)
+            self._written.status(line)
         else:
-            _status(progress.line)
+            _status(line)
 
 
 async def _review_plan(

@@ -68,7 +68,7 @@ from aeonloop.gateway.http.errors import (
 from aeonloop.gateway.http.models import RunOptions, RunRequest
 from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
-from aeonloop.gateway.progress import SET_ASIDE_WORDS, Progress
+from aeonloop.gateway.progress import SET_ASIDE_WORDS, Progress, Silence
 from aeonloop.phases.events import ExecutionResult
 from aeonloop.runs.answer_text import DELTA, RESET, TextEntry, TextWatch
 
@@ -254,16 +254,24 @@ async def _events(
     `[DONE]`; an error event if no answer comes."""
     yield _event(chunks.delta(role="assistant", content=""))
     relay = _AnswerRelay()
+    silence = Silence()
     seen = 0
     line: asyncio.Future[Progress] | None = None  # the wait for the next line, kept across rounds
     try:
         while True:
+            heard = []
             if line is not None and line.done():
-                for piece in relay.progress(line.result()):
-                    yield _event(chunks.delta(reasoning_content=piece))
+                heard.append(line.result())
                 line = None
             while not lines.empty():
-                for piece in relay.progress(lines.get_nowait()):
+                heard.append(lines.get_nowait())
+            for progress in heard:
+                silence.heard(progress)
+                for piece in relay.progress(progress.line):
+                    yield _event(chunks.delta(reasoning_content=piece))
+            quiet = silence.due()
+            if quiet is not None:
+                for piece in relay.progress(quiet):
                     yield _event(chunks.delta(reasoning_content=piece))
             while seen < len(text.entries):  # entries may come while a yield waits
                 entry, seen = text.entries[seen], seen + 1
@@ -274,7 +282,11 @@ async def _events(
             line = line or asyncio.ensure_future(lines.get())
             more = asyncio.ensure_future(text.more_than(seen))
             try:
-                await asyncio.wait({line, more, waiting}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    {line, more, waiting},
+                    timeout=silence.next_in(),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
             finally:
                 more.cancel()
     finally:
@@ -318,15 +330,15 @@ class _AnswerRelay:
         self._mid_line = False
         self._held: list[str] = []
 
-    def progress(self, line: Progress) -> list[str]:
+    def progress(self, line: str) -> list[str]:
         """The reasoning for a progress line, a line of its own: now, or once the candidate
         text being written ends its line (`take`, `held`). The progress and the text are read
         apart, so a line can come while a candidate's text is mid-sentence; it was spliced into
         it (`Explain how tides A  profiled: ...\nwork.`, issue 41)."""
         if self._mid_line:
-            self._held.append(f"{line.line}\n")
+            self._held.append(f"{line}\n")
             return []
-        return [f"{line.line}\n"]
+        return [f"{line}\n"]
 
     def held(self) -> list[str]:
         """The progress lines held while a candidate's text was mid-line, to send now."""

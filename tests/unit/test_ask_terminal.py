@@ -5,10 +5,14 @@ it (issue 41, finding 8: `Answer: ...work.aeon: A  profiled...`)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 from collections.abc import Iterator
 
+import pytest
+
+from aeonloop.gateway import progress
 from aeonloop.gateway.cli import main
 from aeonloop.gateway.progress import SET_ASIDE_WORDS, Progress
 from aeonloop.runs.answer_text import DELTA, RESET, TextEntry
@@ -56,3 +60,30 @@ def test_a_timed_out_answer_ends_its_line_and_prints_the_lines_held() -> None:
         main._Shown(written)(Progress("run", "C", "C  pass 1: score 0.5"))
         written.end()
     assert terminal.getvalue() == "Answer: Half an ans\naeon: C  pass 1: score 0.5\n"
+
+
+async def test_while_nothing_comes_it_says_what_the_run_waits_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 41, finding 8: nothing was shown between `submitted` and `A  profiled` for
+    minutes against a slow server. Every WAITING_EVERY_S of silence a line says what for."""
+    monkeypatch.setattr(progress, "WAITING_EVERY_S", 0.1)
+    shown = main._Shown(main._Written())
+    with one_terminal() as terminal:
+        waiting = asyncio.create_task(shown.waiting())
+        await asyncio.sleep(0.35)
+        shown(Progress("run", "A", "A  profiled: depth 3, pass budget 4"))
+        await asyncio.sleep(0.35)
+        waiting.cancel()
+    said = terminal.getvalue().splitlines()
+    profiled = said.index("aeon: A  profiled: depth 3, pass budget 4")
+    before, after = said[:profiled], said[profiled + 1 :]
+    assert before and after, said
+    assert all(
+        line.startswith("aeon: waiting for the model: the profile and the draft (Phase A), ")
+        for line in before
+    ), said
+    assert all(
+        line.startswith("aeon: waiting for the model: the plan, or the answer (Phase B or E), ")
+        for line in after
+    ), said

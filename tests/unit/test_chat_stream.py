@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 
 import orjson
+import pytest
 
+from aeonloop.gateway import progress
 from aeonloop.gateway.http.chat import SET_ASIDE_LINE, _events
 from aeonloop.gateway.http.chat_models import Chunks
 from aeonloop.gateway.progress import Progress
@@ -67,3 +69,22 @@ async def test_text_that_comes_while_a_piece_is_being_sent_is_sent_too() -> None
     sent.append(_reasoning(await asyncio.wait_for(anext(events), 5)))
     await events.aclose()
     assert sent == ["Tides ", "rise."]
+
+
+async def test_a_silent_run_says_what_it_waits_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41, finding 8: against a slow server nothing came between the request and
+    `A  profiled` for minutes. Every WAITING_EVERY_S of silence, the reasoning says which call
+    the run waits for and how long it has."""
+    monkeypatch.setattr(progress, "WAITING_EVERY_S", 0.2)
+    lines: asyncio.Queue[Progress] = asyncio.Queue()
+    text = TextWatch("run", "0-0")
+    waiting: asyncio.Future = asyncio.get_running_loop().create_future()
+    events = _events(Chunks("run", 0, False), lines, text, waiting)
+    await asyncio.wait_for(anext(events), 5)  # the role
+    first = _reasoning(await asyncio.wait_for(anext(events), 5))
+    assert first == "waiting for the model: the profile and the draft (Phase A), 0 s\n"
+    lines.put_nowait(Progress("run", "A", "A  profiled: depth 3, pass budget 4"))
+    assert _reasoning(await asyncio.wait_for(anext(events), 5)).startswith("A  profiled")
+    later = _reasoning(await asyncio.wait_for(anext(events), 5))
+    assert later.startswith("waiting for the model: the plan, or the answer (Phase B or E)")
+    await events.aclose()
