@@ -177,3 +177,9 @@ def trace_context(fields: Fields) -> dict[str, str]:
 
 def text(fields: Fields, name: bytes) -> str:
     return fields.get(name, b"").decode("utf-8", "replace")
+
+
+def entry_rank(entry_id: bytes) -> tuple[int, int]:
+    """A stream entry id as numbers, to order ids of different streams."""
+    ms, _, seq = entry_id.partition(b"-")
+    return int(ms), int(seq or 0)

@@ -65,6 +65,10 @@ TURNS_RECORD = "turns"
 #: and runs.approvals' for the PlanReady an approval publishes), so a reader finds a run's
 #: state with one read, not a scan of its shard's streams (runs.store).
 HEAD_RECORD = "head"
+#: The run record holding what a run list shows of the request (its text cut short, when it
+#: was made, its deadline), written once by the script that adds the request (runs.store): the
+#: list outlives the requests stream, trimmed AEON_STREAM_KEEP_S after a run (issue 41).
+LISTING_RECORD = "listing"
 #: The logical name of a run's answer text stream (runs.answer_text): the answer's pieces as
 #: the model writes them, one stream per run, beside its answer key.
 ANSWER_TEXT = "answer-text"
@@ -179,6 +183,11 @@ class Keys:
     def lock(self, shard: int, group: str, event_id: str) -> str:
         """Who handles the event now (a consumer name), or DONE once it is handled."""
         return f"{self._in(shard)}:lock:{group}:{event_id}"
+
+    def run_list(self, shard: int) -> str:
+        """The shard's runs, newest last: a sorted set of correlation ids scored by when their
+        request was added (ms), each kept AEON_ANSWER_KEEP_S like its answer (runs.store)."""
+        return f"{self._in(shard)}:run-list"
 
     def dead_letter(self, shard: int) -> str:
         return self.stream(DEAD_LETTER, shard)

@@ -327,7 +327,7 @@ class AeonClient:
         once, and the head is set only if the run has none."""
         wanted = self.settings.wait_replicas
         cid, kind = event.correlation_id, type(event).__name__
-        add = self.runs.submission(cid, kind, event.STREAM, fields)
+        add = self.runs.submission(cid, kind, event.STREAM, fields, listing(event))
         while True:
             try:
                 if wanted:
@@ -594,3 +594,17 @@ async def stream_id_now(redis: RedisClient, key: str) -> str:
     else:
         seconds, micros = await redis.time()
     return f"{seconds * 1000 + micros // 1000 - 1}-0"
+
+
+#: What a run list shows of a request's text (gateway.http.models.RecentRun.request).
+LISTED_CHARS = 300
+
+
+def listing(event: RequestSubmitted) -> bytes:
+    """What a run list keeps of `event` beside its run (runs.store.RunStore.listed): the
+    request as sent, cut to LISTED_CHARS, without its files, turns and rules, which a list
+    does not show and which can weigh megabytes."""
+    listed = event.model_copy(
+        update={"request": event.request[:LISTED_CHARS], "files": [], "messages": [], "rules": []}
+    )
+    return listed.model_dump_json().encode()

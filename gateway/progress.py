@@ -11,6 +11,7 @@ request's timeout (seconds, `--timeout`) end a run for different reasons and rea
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -113,6 +114,53 @@ def pass_progress(correlation_id: str, record: ExecutionPass) -> Progress:
     if added:
         line += f" (added {', '.join(added)})"
     return Progress(correlation_id, "C", line, record.pass_number, record.score)
+
+
+#: How often a reader that has heard nothing of its run for that long says what it waits for
+#: (`Silence`): against a slow server nothing was shown for minutes while calls ran (issue 41).
+WAITING_EVERY_S = 10.0
+#: What a run waits for after its last progress line, by that line's phase (None: nothing
+#: yet): the model's next call in the pipeline's order.
+_WAITING_FOR: dict[Phase | None, str] = {
+    None: "the profile and the draft (Phase A)",
+    "A": "the plan, or the answer (Phase B or E)",
+    "B": "the first pass's steps (Phase C)",
+    "C": "the pass's assessment, or the answer (Phase D or E)",
+    "D": "the next pass's steps (Phase C)",
+    "E": "the answer, and its checks (Phase E)",
+}
+
+
+def waiting_line(last: Progress | None, seconds: float) -> str:
+    """The line saying what a run waits for, `seconds` after `last` (None: its submission)."""
+    return f"waiting for the model: {_WAITING_FOR[last.phase if last else None]}, {seconds:.0f} s"
+
+
+class Silence:
+    """How long a reader of a run has heard nothing of it, and the line that says what it waits
+    for, once every WAITING_EVERY_S of silence (`due`): `aeon ask` and the chat stream's
+    reasoning show it between the run's progress lines."""
+
+    def __init__(self, every_s: float | None = None) -> None:
+        self._every_s = WAITING_EVERY_S if every_s is None else every_s
+        self._last: Progress | None = None
+        self._heard_at = self._said_at = time.monotonic()
+
+    def heard(self, progress: Progress) -> None:
+        self._last = progress
+        self._heard_at = self._said_at = time.monotonic()
+
+    def next_in(self) -> float:
+        """Seconds until the next line is due (0: it is)."""
+        return max(0.0, self._said_at + self._every_s - time.monotonic())
+
+    def due(self) -> str | None:
+        """The waiting line, if one is due now (then the next is due WAITING_EVERY_S on)."""
+        now = time.monotonic()
+        if now - self._said_at < self._every_s:
+            return None
+        self._said_at = now
+        return waiting_line(self._last, now - self._heard_at)
 
 
 async def lines_until(

@@ -33,6 +33,7 @@ FinalAnswer never gets a field beyond its six (FR-026, FR-033).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 from collections.abc import Awaitable, Callable
@@ -50,7 +51,7 @@ from aeonloop.llm.session import LLMSession
 from aeonloop.phases import exits, history, publish, upstream, verification
 from aeonloop.phases.cancels import Stopped, unless_stopped
 from aeonloop.phases.deps import NO_STREAM, AnswerStream, PhaseDeps
-from aeonloop.phases.events import Event, FinalAnswerReady, LoopExited, RunState
+from aeonloop.phases.events import Event, FinalAnswerReady, LoopExited, RunState, utcnow
 from aeonloop.phases.models import AnswerReason, FinalAnswer, PhaseEInput
 from aeonloop.phases.outcome import outcome_of
 from aeonloop.prompts.registry import FinalAnswerOutput, PromptId, PromptRegistry
@@ -140,7 +141,7 @@ async def answer_run(
         return await synthesize(phase_e_input, session, context, sink=sink)
 
     async def verify(output: FinalAnswerOutput | None) -> FinalAnswer:
-        checked = await verification.verified(
+        checking = verification.verified(
             session,
             run,
             output.answer_text if output is not None else None,
@@ -149,6 +150,8 @@ async def answer_run(
             loop_converged=exits.converged(event.reason),
             stream=stream,
         )
+        bounded = output is not None
+        checked = await _checked_by_deadline(checking, event, run) if bounded else await checking
         noted = _noted(context, run)
         return publish.model_answer(phase_e_input, output, noted, checked, run.has_draft)
 
@@ -160,6 +163,33 @@ async def answer_run(
         checked = await verification.draft_only(run, run.draft, settings)
         return publish.draft_instead(phase_e_input, answer, checked, _noted(context, run))
     return answer
+
+
+#: How long past its run's deadline Phase E's checks and refinement may go on: less than the
+#: grace a gateway waits past the deadline (gateway.client.ANSWER_GRACE_S, 5 s), so the answer
+#: published when they are cut comes while the gateway still waits for it.
+CHECKS_PAST_DEADLINE_S = 2.0
+#: The note an answer whose checks and refinement were cut at the deadline carries.
+CHECKS_CUT_NOTE = (
+    "phase E: the answer's checks and refinement were cut at the run's deadline; the model's "
+    "answer is published unchecked"
+)
+
+
+async def _checked_by_deadline(
+    checking: Awaitable[verification.Verified], event: LoopExited, run: RunState
+) -> verification.Verified | None:
+    """The model's answer checked (and refined), or None, with a note on the run, when that
+    is not done by the run's deadline (and CHECKS_PAST_DEADLINE_S): then the candidate in
+    hand, the model's answer, is published unchecked. Checks had no bound of their own: 100
+    slow rule patterns a run kept eight runs' answers 32 to 134 s past a 300 s deadline
+    (issue 41)."""
+    left = (event.deadline - utcnow()).total_seconds() + CHECKS_PAST_DEADLINE_S
+    try:
+        return await asyncio.wait_for(checking, max(left, 0.0))
+    except TimeoutError:
+        run.notes.append(CHECKS_CUT_NOTE)
+        return None
 
 
 def synthesis_sink(

@@ -41,10 +41,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from aeonloop.bus.codec import entry_rank
 from aeonloop.bus.codec import text as field_text
 from aeonloop.bus.connection import RedisClient
 from aeonloop.bus.keys import Keys
@@ -65,6 +67,10 @@ POLL_S = 0.05
 #: doubled the worker's CPU per run (python -m bench, concurrency). A reader polls every
 #: POLL_S, so it sees the text about as soon either way.
 GATHER_S = 0.1
+#: While Redis is away, how often a `TextPoller` tries again (a round every POLL_S would
+#: only load a process that is waiting anyway), and how often it says it still fails.
+OUTAGE_POLL_S = 0.5
+OUTAGE_LOG_EVERY_S = 60.0
 
 
 class ResetWhy(StrEnum):
@@ -255,6 +261,43 @@ async def read(
     return [parse(entry_id, fields) for entry_id, fields in entries]
 
 
+class _Outage:
+    """The poller's log of a Redis outage: one line when it starts, one a minute with the
+    rounds that failed since, one when Redis answers again. A line a round (every POLL_S)
+    was 295 lines in a 15 s outage (issue 41, finding 6)."""
+
+    def __init__(self, every_s: float = OUTAGE_LOG_EVERY_S) -> None:
+        self._every_s = every_s
+        self._failed = 0
+        self._since_said = 0
+        self._said_at = 0.0
+
+    def failed(self, error: BaseException) -> None:
+        now = time.monotonic()
+        self._failed += 1
+        self._since_said += 1
+        if self._failed == 1:
+            log.warning(
+                "answer text not read (%s); trying again until Redis answers",
+                type(error).__name__,
+            )
+        elif now - self._said_at >= self._every_s:
+            log.warning(
+                "answer text still not read (%s): %d rounds failed in the last %.0f s",
+                type(error).__name__,
+                self._since_said,
+                now - self._said_at,
+            )
+        else:
+            return
+        self._said_at, self._since_said = now, 0
+
+    def ended(self) -> None:
+        if self._failed:
+            log.info("answer text read again, after %d rounds that failed", self._failed)
+        self._failed = 0
+
+
 class TextWatch:
     """One run's answer text as a `TextPoller` reads it: every entry so far, and who to tell
     when more come."""
@@ -273,6 +316,13 @@ class TextWatch:
         return bool(self.entries) and self.entries[-1].kind == SETTLED
 
     def add(self, entries: list[TextEntry]) -> None:
+        """Keep the entries after the last one held. Two reads may be in flight at once from
+        the same entry (the poller's round, and a reader's read up to the settlement:
+        RunFeed.text_to_settled), and both replies hold the same entries: each is kept once,
+        or every reader would send it twice (issue 41)."""
+        if self.entries:
+            last = entry_rank(self.entries[-1].entry_id.encode())
+            entries = [e for e in entries if entry_rank(e.entry_id.encode()) > last]
         if not entries:
             return
         self.entries += entries
@@ -330,11 +380,15 @@ class TextPoller:
             watch.add([parse(entry_id, fields) for entry_id, fields in entries])
 
     async def _run(self) -> None:
+        outage = _Outage()
         while self._watches:
             try:
                 await self.poll()
             except TRANSIENT as error:  # Redis away: the next round reads on from where it was
-                log.info("answer text not read (%s); trying again", type(error).__name__)
+                outage.failed(error)
+                await asyncio.sleep(max(self._interval_s, OUTAGE_POLL_S))
+                continue
+            outage.ended()
             await asyncio.sleep(self._interval_s)
 
     async def aclose(self) -> None:

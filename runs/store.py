@@ -22,10 +22,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aeonloop.bus.codec import Routable
+from aeonloop.bus.codec import Routable, entry_rank
 from aeonloop.bus.compact import unpack
 from aeonloop.bus.connection import RedisClient, is_cluster
-from aeonloop.bus.keys import HEAD_RECORD, WEBHOOK_RECORD, Keys, head_of, shard_tag
+from aeonloop.bus.keys import (
+    HEAD_RECORD,
+    LISTING_RECORD,
+    WEBHOOK_RECORD,
+    Keys,
+    head_of,
+    shard_tag,
+)
 from aeonloop.bus.settings import BusSettings
 from aeonloop.runs import answer_text, approvals
 from aeonloop.runs.answer_text import TextEntry, TextPoller, TextWatch
@@ -46,18 +53,18 @@ ANSWER_SCAN_CALLS = 100
 #: again after a failover must not move back a head its first hop has moved on. ARGV[1] is the
 #: stream's maxlen, the rest the entry's fields. Returns the entry id.
 _SUBMIT = """
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 5))
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', unpack(ARGV, 8))
 if redis.call('HSETNX', KEYS[2], ARGV[2], ARGV[3] .. ' ' .. id) == 1 then
+  redis.call('HSET', KEYS[2], ARGV[5], ARGV[6])
   redis.call('EXPIRE', KEYS[2], ARGV[4])
+  local ms = tonumber(string.match(id, '^(%d+)'))
+  redis.call('ZADD', KEYS[3], ms, ARGV[7])
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. (ms - 2 * ARGV[4] * 1000))
+  redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -tonumber(ARGV[1]) - 1)
+  redis.call('EXPIRE', KEYS[3], ARGV[4])
 end
 return id
 """
-
-
-def entry_rank(entry_id: bytes) -> tuple[int, int]:
-    """A stream entry id as numbers, to order ids of different streams."""
-    ms, _, seq = entry_id.partition(b"-")
-    return int(ms), int(seq or 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +81,17 @@ class RunHead:
         """The head `value` holds; None for none, or one this version cannot read."""
         parts = value.decode().split(" ") if value else []
         return cls(*parts) if len(parts) == 3 else None
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A run as a run list has it: its listing (as the client filed it), its answer, and
+    its head (where its newest progress event is)."""
+
+    correlation_id: str
+    listing: bytes
+    answer: bytes | None
+    head: RunHead | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +209,37 @@ class RunStore:
         entries = [entry for reply in replies for entry in reply]
         return sorted(entries, key=lambda entry: entry_rank(entry[0]), reverse=True)[:limit]
 
+    async def listed(self, limit: int) -> list[Listed]:
+        """The newest `limit` runs of the run lists over every shard, newest first, each with
+        its listing and its answer (None when not answered): a run is listed as long as its
+        answer is kept (AEON_ANSWER_KEEP_S), whatever the streams were trimmed to: its listing
+        is in its records, which every commit of the run keeps as long as the answer it sets.
+        (The submission drops a list's entries twice that old: the records are gone by then.)"""
+        keys = self._keys
+        lists = [keys.run_list(shard) for shard in range(keys.shards)]
+        replies = await asyncio.gather(
+            *(self._redis.zrevrange(key, 0, limit - 1, withscores=True) for key in lists)
+        )
+        newest = sorted((pair for reply in replies for pair in reply), key=lambda p: -p[1])
+        cids = [member.decode() for member, _score in newest[:limit]]
+        if not cids:
+            return []
+        pipe = self._redis.pipeline(transaction=False)
+        for cid in cids:
+            pipe.hmget(keys.run_records(cid), [LISTING_RECORD, HEAD_RECORD])
+            pipe.get(keys.answer(cid))
+        found = await pipe.execute()
+        return [
+            Listed(
+                cid,
+                listing,
+                None if answer is None else unpack(answer),
+                RunHead.parse(None if head is None else unpack(head)),
+            )
+            for cid, (listing, head), answer in zip(cids, found[::2], found[1::2], strict=True)
+            if listing  # its records expired: the run is past its keep
+        ]
+
     async def marked(self, correlation_id: str) -> bool:
         """Whether anything of the run is kept beside its streams: a cancel mark or records."""
         keys = self._keys
@@ -228,20 +277,30 @@ class RunStore:
     # -- control ------------------------------------------------------------------------------
 
     def submission(
-        self, correlation_id: str, kind: str, stream: str, fields: dict[str, bytes]
+        self,
+        correlation_id: str,
+        kind: str,
+        stream: str,
+        fields: dict[str, bytes],
+        listing: bytes = b"",
     ) -> tuple[Any, ...]:
         """The command that adds run `correlation_id`'s request (`fields`, of type `kind`) to
         its shard's stream `stream` and makes it the run's head, in one step: a gateway that
         never saw the request finds the run by its head before its first hop is committed.
-        A command, not a call, so the client sends it as it sends a request (alone, or with
-        the WAIT that follows it on the same connection)."""
-        key = self._keys.stream_of(stream, correlation_id)
-        records = self._keys.run_records(correlation_id)
+        The first time, it also files the run in its shard's run list with `listing` (what a
+        list shows of it: `listed`), both kept as long as its answer. A command, not a call,
+        so the client sends it as it sends a request (alone, or with the WAIT that follows it
+        on the same connection)."""
+        keys = self._keys
+        key = keys.stream_of(stream, correlation_id)
+        records = keys.run_records(correlation_id)
+        run_list = keys.run_list(keys.shard_of(correlation_id))
         settings = self._settings
         head = head_of(kind, stream)
         args = (settings.stream_maxlen, HEAD_RECORD, head, settings.answer_ttl_s)
+        listed = (LISTING_RECORD, listing, correlation_id)
         flat = itertools.chain.from_iterable(fields.items())
-        return ("EVAL", _SUBMIT, 2, key, records, *args, *flat)
+        return ("EVAL", _SUBMIT, 3, key, records, run_list, *args, *listed, *flat)
 
     async def cancel(self, correlation_id: str) -> CancelOutcome:
         """Mark the run cancelled unless it is answered (runs.cancels)."""

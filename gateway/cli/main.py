@@ -44,7 +44,7 @@ from aeonloop.gateway.embedded import embedded_pipeline
 from aeonloop.gateway.http import serve
 from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
-from aeonloop.gateway.progress import SET_ASIDE_WORDS, progress_of
+from aeonloop.gateway.progress import SET_ASIDE_WORDS, Silence, progress_of
 from aeonloop.gateway.validation import (
     FileSettings,
     RequestLimits,
@@ -284,9 +284,9 @@ async def _ask_on(
     embedded: bool = False,
 ) -> int:
     limits = args.file_limits
-    shown = _Shown()
     # On a terminal the answer is printed as it is written; piped, whole at the end, as before.
     written = _Written() if sys.stdout.isatty() and not args.json else None
+    shown = _Shown(written)
     async with AeonClient(settings=settings, loop=args.loop, file_limits=limits) as client:
         turns = await client.follow_up(args.follow_up) if args.follow_up is not None else []
         correlation_id = await client.submit(
@@ -306,6 +306,8 @@ async def _ask_on(
         following = (
             asyncio.create_task(client.follow_text(correlation_id, written)) if written else None
         )
+        # Not while a person reviews the plan: the question waits on them, not on the model.
+        waiting = asyncio.create_task(shown.waiting() if not args.approve_plan else _never())
         try:
             if args.approve_plan:
                 await _review_plan(client, correlation_id, args.timeout, shown)
@@ -313,12 +315,15 @@ async def _ask_on(
                 result = await client.wait(correlation_id, args.timeout + ANSWER_GRACE_S)
             except AnswerTimeout as error:
                 lost = " (the embedded Redis goes away with this process)" if embedded else ""
+                if written is not None:
+                    written.end()
                 _status(f"{error}{lost}")
                 return EXIT_TIMEOUT
             if following:  # settled just before the answer was published: read in a moment
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(following, _TEXT_SETTLED_S)
         finally:
+            waiting.cancel()
             if following:
                 following.cancel()
     answered = written is not None and written.finish(result.final_answer.answer_text)
@@ -328,12 +333,18 @@ async def _ask_on(
 class _Written:
     """`aeon ask`'s answer on a terminal, printed as it is written (runs.answer_text): each
     piece as it comes, after `Answer: `; when the text so far is set aside, a line saying so,
-    and the next text starts over."""
+    and the next text starts over.
+
+    Progress lines (stderr) and the answer (stdout) share the terminal, and come from two
+    readers that do not wait for each other: a line printed while the answer's is open landed
+    inside it (`...work.aeon: A  profiled...`, issue 41). So a progress line that comes while
+    the answer is being written is held (`status`), and printed once its line ends."""
 
     def __init__(self) -> None:
         #: The text printed since the last line saying it was set aside.
         self.text = ""
         self._open = False
+        self._held: list[str] = []
 
     def __call__(self, entry: TextEntry) -> None:
         if entry.kind == DELTA:
@@ -343,30 +354,74 @@ class _Written:
             print(entry.text, end="", flush=True)
             self.text += entry.text
         elif entry.kind == RESET and self._open:
-            print(f"\n{SET_ASIDE_WORDS}", flush=True)
-            self._open, self.text = False, ""
+            self.end(SET_ASIDE_WORDS)
+            self.text = ""
+
+    def status(self, line: str) -> None:
+        """Print a progress line now, or once the answer's line ends if it is open."""
+        if self._open:
+            self._held.append(line)
+        else:
+            _status(line)
 
     def finish(self, published: str) -> bool:
         """End the answer's line; whether what was printed is the published answer (it is,
         once the run's text is settled), so the rest of the result follows without it."""
         if not self._open:
+            self._release()
             return False
-        print()
-        if self.text == published:
-            return True
-        print(SET_ASIDE_WORDS, flush=True)
-        return False
+        same = self.text == published
+        self.end(None if same else SET_ASIDE_WORDS)
+        return same
+
+    def end(self, then: str | None = None) -> None:
+        """End the answer's line if it is open (with the line `then` after it), and print the
+        progress lines held meanwhile."""
+        if self._open:
+            print(flush=True)
+            if then is not None:
+                print(then, flush=True)
+            self._open = False
+        self._release()
+
+    def _release(self) -> None:
+        held, self._held = self._held, []
+        for line in held:
+            _status(line)
+
+
+async def _never() -> None:
+    await asyncio.Event().wait()
 
 
 class _Shown:
-    """`aeon ask`'s progress callback: prints each line, and notes which phases it has shown."""
+    """`aeon ask`'s progress callback: prints each line (through `written`, the answer being
+    written on the terminal, when there is one), and notes which phases it has shown; between
+    them, while nothing comes, what the run waits for (`waiting`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, written: _Written | None = None) -> None:
         self.phases: set[str] = set()
+        self._written = written
+        self.silence = Silence()
 
     def __call__(self, progress: Progress) -> None:
         self.phases.add(progress.phase)
-        _status(progress.line)
+        self.silence.heard(progress)
+        self._say(progress.line)
+
+    async def waiting(self) -> None:
+        """Say what the run waits for every WAITING_EVERY_S nothing comes; cancel it to stop."""
+        while True:
+            await asyncio.sleep(self.silence.next_in())
+            line = self.silence.due()
+            if line is not None:
+                self._say(line)
+
+    def _say(self, line: str) -> None:
+        if self._written is not None:
+            self._written.status(line)
+        else:
+            _status(line)
 
 
 async def _review_plan(

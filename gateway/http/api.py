@@ -27,7 +27,6 @@ import logging
 import math
 import re
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +44,7 @@ from starlette.staticfiles import StaticFiles
 
 from aeonloop.bus.redis_errors import FAILURES
 from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput, ForeignEventId
-from aeonloop.gateway.client import AeonClient, answer_due_by
+from aeonloop.gateway.client import AeonClient
 from aeonloop.gateway.http.bodies import checked_run, parsed, read_json, status_of
 from aeonloop.gateway.http.chat import RUN_ID_HEADER, ChatApi
 from aeonloop.gateway.http.errors import (
@@ -70,7 +69,14 @@ from aeonloop.gateway.http.models import (
     links,
 )
 from aeonloop.gateway.http.openapi import openapi_document
-from aeonloop.gateway.http.run_feed import RunFeed, RunView, WireStep, stream_steps, wire_steps
+from aeonloop.gateway.http.run_feed import (
+    Recent,
+    RunFeed,
+    RunView,
+    WireStep,
+    stream_steps,
+    wire_steps,
+)
 from aeonloop.gateway.http.run_steps import (
     EventId,
     checks_not_held,
@@ -79,7 +85,6 @@ from aeonloop.gateway.http.run_steps import (
 )
 from aeonloop.gateway.http.settings import HttpSettings
 from aeonloop.phases import approvals
-from aeonloop.phases.events import ExecutionResult, RequestSubmitted
 from aeonloop.phases.models import Plan
 from aeonloop.runs.cancels import CancelOutcome
 from aeonloop.telemetry.http import RequestMetrics, scrape
@@ -204,7 +209,7 @@ class HttpApi:
 
     async def recent(self, request: Request) -> Response:
         limit = _whole(request.query_params.get("limit", "20"), "limit", 1, MAX_RECENT)
-        rows = [_recent(run, answer) for run, answer in await self.feed.recent(limit)]
+        rows = [_recent(run) for run in await self.feed.recent(limit)]
         return json_response({"runs": [row.model_dump(mode="json") for row in rows]})
 
     async def events(self, request: Request) -> Response:
@@ -386,15 +391,14 @@ def _progress(steps: list[WireStep]) -> Progress:
     )
 
 
-def _recent(run: RequestSubmitted, answer: ExecutionResult | None) -> RecentRun:
-    late = datetime.now(UTC) > answer_due_by(run.deadline)
-    state = "answered" if answer else "no_answer" if late else "running"
+def _recent(listed: Recent) -> RecentRun:
+    run, answer = listed.request, listed.answer
     final = answer.final_answer if answer else None
     return RecentRun(
         correlation_id=run.correlation_id,
         request=run.request[:300],
         submitted_at=run.created_at.isoformat(),
-        state=state,
+        state=listed.state(),
         status=answer.status if answer else None,
         degraded=answer.degraded if answer else None,
         confidence=final.confidence if final else None,

@@ -69,7 +69,7 @@ from aeonloop.gateway.http.guards import TenantGate
 from aeonloop.gateway.http.models import RunOptions, RunRequest
 from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.gateway.http.settings import HttpSettings
-from aeonloop.gateway.progress import SET_ASIDE_WORDS, Progress
+from aeonloop.gateway.progress import SET_ASIDE_WORDS, Progress, Silence
 from aeonloop.phases.events import ExecutionResult
 from aeonloop.runs.answer_text import DELTA, RESET, TextEntry, TextWatch
 
@@ -265,25 +265,39 @@ async def _events(
     `[DONE]`; an error event if no answer comes."""
     yield _event(chunks.delta(role="assistant", content=""))
     relay = _AnswerRelay()
+    silence = Silence()
     seen = 0
     line: asyncio.Future[Progress] | None = None  # the wait for the next line, kept across rounds
     try:
         while True:
+            heard = []
             if line is not None and line.done():
-                yield _event(chunks.delta(reasoning_content=line.result().line + "\n"))
+                heard.append(line.result())
                 line = None
             while not lines.empty():
-                yield _event(chunks.delta(reasoning_content=lines.get_nowait().line + "\n"))
-            for entry in text.entries[seen:]:
+                heard.append(lines.get_nowait())
+            for progress in heard:
+                silence.heard(progress)
+                for piece in relay.progress(progress.line):
+                    yield _event(chunks.delta(reasoning_content=piece))
+            quiet = silence.due()
+            if quiet is not None:
+                for piece in relay.progress(quiet):
+                    yield _event(chunks.delta(reasoning_content=piece))
+            while seen < len(text.entries):  # entries may come while a yield waits
+                entry, seen = text.entries[seen], seen + 1
                 for field, piece in relay.take(entry):
                     yield _event(chunks.delta(**{field: piece}))
-            seen = len(text.entries)
             if waiting.done():
                 break
             line = line or asyncio.ensure_future(lines.get())
             more = asyncio.ensure_future(text.more_than(seen))
             try:
-                await asyncio.wait({line, more, waiting}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    {line, more, waiting},
+                    timeout=silence.next_in(),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
             finally:
                 more.cancel()
     finally:
@@ -297,6 +311,8 @@ async def _events(
     except FAILURES as error:
         yield _event(openai_error(503, None, redis_reason(error)))
         return
+    for piece in relay.held():  # the candidate text they waited on ended mid-line
+        yield _event(chunks.delta(reasoning_content=piece))
     for piece in relay.rest(result.final_answer.answer_text):
         yield _event(chunks.delta(content=piece))
     yield _event(chunks.finish(result))
@@ -321,18 +337,47 @@ class _AnswerRelay:
         #: The text written since the last reset.
         self._attempt = ""
         self._provisional_shown = False
+        #: Whether the reasoning sent so far ends inside a line (of a candidate's text).
+        self._mid_line = False
+        self._held: list[str] = []
+
+    def progress(self, line: str) -> list[str]:
+        """The reasoning for a progress line, a line of its own: now, or once the candidate
+        text being written ends its line (`take`, `held`). The progress and the text are read
+        apart, so a line can come while a candidate's text is mid-sentence; it was spliced into
+        it (`Explain how tides A  profiled: ...\nwork.`, issue 41)."""
+        if self._mid_line:
+            self._held.append(f"{line}\n")
+            return []
+        return [f"{line}\n"]
+
+    def held(self) -> list[str]:
+        """The progress lines held while a candidate's text was mid-line, to send now."""
+        held, self._held = self._held, []
+        return held
 
     def take(self, entry: TextEntry) -> list[tuple[str, str]]:
-        """The deltas to send for `entry`: (field, text) pairs."""
+        """The deltas to send for `entry`: (field, text) pairs, then the progress lines held
+        while the text was mid-line, if it ends its line."""
+        sent = self._take(entry)
+        if self._mid_line or not self._held:
+            return sent
+        return [*sent, *(("reasoning_content", line) for line in self.held())]
+
+    def _take(self, entry: TextEntry) -> list[tuple[str, str]]:
         if entry.kind == RESET:
             self._attempt = ""
             shown, self._provisional_shown = self._provisional_shown, False
+            self._mid_line = False
             return [("reasoning_content", SET_ASIDE_LINE)] if shown else []
         if entry.kind != DELTA:
             return []
         if entry.provisional:
             self._provisional_shown = True
+            if entry.text:
+                self._mid_line = not entry.text.endswith("\n")
             return [("reasoning_content", entry.text)]
+        self._mid_line = False  # the answer's own text: the thinking is over
         self._attempt += entry.text
         if len(self._attempt) <= len(self.sent) or not self._attempt.startswith(self.sent):
             return []

@@ -216,7 +216,9 @@ class EventFrame(BaseModel):
     event: EventKind = Field(
         description=f"the step's kind; {_STEP_KIND_WORDS}. Between the steps, the answer's "
         "text as it is written: `answer_delta` (`{text, candidate, provisional}`: a piece of "
-        "it; `provisional` while the host's checks may still set it aside) and "
+        "it; `provisional` while the host's checks may still set it aside; not provisional "
+        "text can still be withdrawn when its call is cut and made again, or the answer "
+        "published differs: docs/http-api.md) and "
         "`answer_reset` (`{why}`: the text since the last reset is not the answer); the "
         "deltas since the last reset join to the `answer` event's `answer_text`"
     )

@@ -44,7 +44,7 @@ from datetime import UTC, datetime
 import orjson
 from pydantic import ValidationError
 
-from aeonloop.bus.codec import text
+from aeonloop.bus.codec import entry_rank, text
 from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL
 from aeonloop.bus.redis_errors import TRANSIENT
 from aeonloop.exceptions import ForeignEventId
@@ -74,13 +74,14 @@ from aeonloop.phases.events import (
     Event,
     ExecutionResult,
     FinalAnswerReady,
+    LoopExited,
     RequestSubmitted,
     RunState,
     WebhookSettled,
 )
 from aeonloop.phases.history import RunRecords
 from aeonloop.runs.answer_text import DELTA, RESET, TextEntry, TextWatch
-from aeonloop.runs.store import RunHead, RunStore, entry_rank
+from aeonloop.runs.store import RunHead, RunStore
 from aeonloop.webhooks import outcome as webhook_outcome
 
 log = logging.getLogger("aeon.http")
@@ -120,6 +121,16 @@ class _Where:
 SUBMITTED = _Where((-1, 0, 0), None, None)
 
 
+def answering(state: Event | str) -> bool:
+    """Whether a run whose newest progress event is `state` (or of that type's name) is in
+    Phase E's hands: its loop has ended, and Phase E answers every LoopExited it is given,
+    however late (a redelivery after its worker died included), in the same commit that takes
+    the event off its stream. Such a run is never `no_answer`: that state is final, and at 313 s
+    of a 300 s deadline it was said of runs answered between 332 and 434 s (issue 41)."""
+    kind = state if isinstance(state, str) else type(state).__name__
+    return kind == LoopExited.__name__
+
+
 @dataclass(frozen=True, slots=True)
 class RunView:
     """A run as read back: its newest progress event (and the entry it came from), its answer,
@@ -143,8 +154,9 @@ class RunView:
 
     def seconds_to_give_up(self) -> float | None:
         """Seconds until this run, unanswered, counts as never to be answered (0 or less: it
-        does now); None once answered, or while its deadline is unknown."""
-        if self.answer is not None or self.state is None:
+        does now); None once answered, while its deadline is unknown, and while Phase E has
+        it (`answering`)."""
+        if self.answer is not None or self.state is None or answering(self.state):
             return None
         return (answer_due_by(self.state.deadline) - datetime.now(UTC)).total_seconds()
 
@@ -177,6 +189,23 @@ def wire_steps(view: RunView) -> list[WireStep]:
 def _wire(step: Step, entry_id: str) -> WireStep:
     data = orjson.dumps(step.data).decode()
     return WireStep(step.order, step.kind, format_event_id(step, entry_id), data)
+
+
+@dataclass(frozen=True, slots=True)
+class Recent:
+    """A run as the run list shows it: its request, its answer once stored, and whether Phase
+    E has it (`answering`: then it is not given up on)."""
+
+    request: RequestSubmitted
+    answer: ExecutionResult | None
+    answering: bool = False
+
+    def state(self) -> str:
+        """`answered`, `running`, or `no_answer` once its deadline passed unanswered."""
+        if self.answer is not None:
+            return "answered"
+        late = datetime.now(UTC) > answer_due_by(self.request.deadline)
+        return "no_answer" if late and not self.answering else "running"
 
 
 class WatchedRun:
@@ -364,20 +393,31 @@ class RunFeed:
         if answered is not None:
             run.offer(RunView(None, None, answered.result, None, bool(answered.webhook_url)))
 
-    async def recent(self, limit: int) -> list[tuple[RequestSubmitted, ExecutionResult | None]]:
-        """The newest `limit` requests over every shard, newest first, each with its answer if
-        one is stored: the requests streams keep the question, the answer store the rest."""
+    async def recent(self, limit: int) -> list[Recent]:
+        """The newest `limit` runs over every shard, newest first, each with its answer if one
+        is stored. The run lists (`RunStore.listed`) keep a run as long as its answer; the
+        requests streams, trimmed AEON_STREAM_KEEP_S after a run, add the runs published
+        without a listing (by a FastStream app), while they hold them."""
+        listed = await self.runs.listed(limit)
+        runs: dict[str, Recent] = {}
+        for run in listed:
+            with contextlib.suppress(ValidationError):  # filed by another version
+                request = RequestSubmitted.model_validate_json(run.listing)
+                answered = self._answer_of(run.correlation_id, run.answer)
+                result = answered.result if answered else None
+                in_e = run.head is not None and answering(run.head.kind)
+                runs[run.correlation_id] = Recent(request, result, in_e)
         entries = await self.runs.newest(RequestSubmitted.STREAM, limit)
-        requests = [
+        unlisted = [
             event
             for event in (_decode(fields) for _entry_id, fields in entries)
-            if isinstance(event, RequestSubmitted)
+            if isinstance(event, RequestSubmitted) and event.correlation_id not in runs
         ]
-        answers = await asyncio.gather(*(self._stored_answer(r.correlation_id) for r in requests))
-        return [
-            (request, answered.result if answered else None)
-            for request, answered in zip(requests, answers, strict=True)
-        ]
+        answers = await asyncio.gather(*(self._stored_answer(r.correlation_id) for r in unlisted))
+        for request, answered in zip(unlisted, answers, strict=True):
+            runs[request.correlation_id] = Recent(request, answered.result if answered else None)
+        newest = sorted(runs.values(), key=lambda run: run.request.created_at, reverse=True)
+        return newest[:limit]
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -609,12 +649,15 @@ def _text_steps(
 ) -> list[_TextStep]:
     """The answer text events for `entries` after entry `after` (None: all of them): a delta
     or a reset each (a `settled` entry is said by the answer itself), each id the reader's
-    last step and the entry."""
+    last step and the entry. Each entry goes once, at its place: the floor moves past every
+    entry taken, so the reader's ids only grow."""
     floor = entry_rank((after or "0-0").encode())
     steps = []
     for entry in entries:
-        if entry_rank(entry.entry_id.encode()) <= floor:
+        rank = entry_rank(entry.entry_id.encode())
+        if rank <= floor:
             continue
+        floor = rank
         if entry.kind in (DELTA, RESET):
             kind = ANSWER_DELTA if entry.kind == DELTA else ANSWER_RESET
             data = (

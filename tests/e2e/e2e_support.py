@@ -101,14 +101,19 @@ def child_env(
 
 
 def run_on_a_terminal(
-    argv: Sequence[str], env: Mapping[str, str], timeout: float = 120.0
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    timeout: float = 120.0,
+    stderr_too: bool = False,
 ) -> tuple[str, str]:
     """Run `argv` to its end with its stdout a terminal (a pseudo-terminal this reads): what
-    the terminal showed (lines ending in "\n") and its stderr; AssertionError unless it
-    exits 0."""
+    the terminal showed (lines ending in "\n") and its stderr (`stderr_too`: on the terminal
+    as well, as a person's shell has it; then none apart); AssertionError unless it exits
+    0."""
     main, terminal = pty.openpty()
+    errors_to = terminal if stderr_too else subprocess.PIPE
     with subprocess.Popen(
-        argv, env=dict(env), stdout=terminal, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+        argv, env=dict(env), stdout=terminal, stderr=errors_to, stdin=subprocess.DEVNULL
     ) as proc:
         os.close(terminal)
         shown = bytearray()
@@ -122,8 +127,8 @@ def run_on_a_terminal(
             shown += chunk
         _, stderr = proc.communicate(timeout=timeout)
     os.close(main)
-    assert proc.returncode == 0, stderr.decode()
-    return shown.decode().replace("\r\n", "\n"), stderr.decode()
+    assert proc.returncode == 0, (stderr or bytes(shown)).decode()
+    return shown.decode().replace("\r\n", "\n"), (stderr or b"").decode()
 
 
 def submitted_id(stderr: str) -> str:

@@ -81,6 +81,23 @@ def test_aeon_ask_on_a_terminal_prints_the_answer_as_it_is_written(stack: Stack)
     assert rest.count("Answer:") == 1 and "\nMetadata: " in rest
 
 
+def test_aeon_ask_on_a_terminal_keeps_its_progress_lines_out_of_the_answer(stack: Stack) -> None:
+    """Issue 41, finding 8: with stderr on the same terminal (as in a person's shell), a
+    progress line read while the answer's line was open landed inside it (`...work.aeon: A
+    profiled...`, 3 of 3 tries). Each progress line is a line of its own."""
+    shown, _ = run_on_a_terminal(
+        [*aeon_argv(), "ask", "Explain tides, then summarise them for a child"],
+        stack.env,
+        stderr_too=True,
+    )
+    lines = shown.splitlines()
+    cid = submitted_id(shown)
+    answer = stack.server.get(f"/v1/runs/{cid}").body["result"]["final_answer"]["answer_text"]
+    assert [line for line in lines if "aeon: " in line and not line.startswith("aeon: ")] == []
+    assert any(line.startswith("aeon: A  profiled") for line in lines), shown
+    assert shown.count("Answer: ") == 2 and f"\nAnswer: {answer}\n" in shown, shown
+
+
 def test_aeon_ask_piped_prints_the_answer_whole(stack: Stack, procs: Processes) -> None:
     ask = procs.run_aeon(stack.env, "ask", "What is the capital of France?", timeout=120)
     assert ask.returncode == 0, ask.tail()

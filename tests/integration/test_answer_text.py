@@ -21,6 +21,8 @@ from aeonloop.bus.connection import RedisClient, connect
 from aeonloop.bus.keys import Keys
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
+from aeonloop.gateway.http.run_feed import RunFeed, WatchedRun, _text_steps
+from aeonloop.gateway.http.run_steps import ANSWERED
 from aeonloop.llm.offline import OfflineLLM
 from aeonloop.runs import answer_text
 from aeonloop.runs.answer_text import (
@@ -33,6 +35,7 @@ from aeonloop.runs.answer_text import (
     TextPoller,
     since_reset,
 )
+from aeonloop.runs.store import RunStore
 from aeonloop.testing import AeonTestStack
 
 
@@ -223,6 +226,35 @@ async def test_the_poller_reads_each_watched_run_until_settled(
     finally:
         poller.release(first)
         poller.release(second)
+        await poller.aclose()
+
+
+async def test_reads_that_overlap_add_each_entry_once(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """The poller's round and a reader's read up to the settlement (RunFeed.text_to_settled)
+    can be in flight at once, both from the same last entry: Redis slow, or back from a
+    restart, with a reader waking on the answer. Both replies hold the same entries; the watch
+    keeps each once, so every reader of the run sends each delta once (issue 41, finding 4:
+    the published delta came twice with one id). The reads are started together, so they
+    overlap whatever the machine's load."""
+    keys = Keys(settings.prefix, settings.shards)
+    stream = stream_of(redis, settings)
+    await stream.sink("run-10", "answer", provisional=False).write("The end of ")
+    await publish(redis, settings, "run-10", "The end of the answer.")
+    poller = TextPoller(redis, keys, interval_s=3600)
+    watch = poller.watch("run-10")
+    feed = RunFeed(RunStore(redis, keys, settings))
+    run = WatchedRun("run-10", watch)
+    try:
+        await asyncio.gather(poller.poll(), feed.text_to_settled(run), poller.poll())
+        ids = [entry.entry_id for entry in watch.entries]
+        assert len(ids) == len(set(ids)) == 3, ids
+        assert since_reset(watch.entries) == "The end of the answer."
+        sent = [step.wire.event_id for step in _text_steps(watch.entries, None, ANSWERED, "x")]
+        assert len(sent) == len(set(sent)) == 2
+    finally:
+        poller.release(watch)
         await poller.aclose()
 
 

@@ -8,20 +8,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
 import pytest
 from pydantic import BaseModel
 from redis.exceptions import ResponseError
 
+from aeonloop.bus.codec import encode
 from aeonloop.bus.commit import Commit
 from aeonloop.bus.connection import RedisClient, connect
 from aeonloop.bus.keys import WEBHOOK_OUTCOMES, Keys
 from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
-from aeonloop.gateway.client import AeonClient
+from aeonloop.gateway.client import AeonClient, listing
 from aeonloop.gateway.http.run_feed import RunFeed
 from aeonloop.phases.events import LoopExited, RequestSubmitted
+from aeonloop.phases.models import ExitReason
 from aeonloop.runs.store import RunHead, RunStore
 from aeonloop.testing import AeonTestStack
 
@@ -188,3 +191,61 @@ async def test_a_gateway_that_never_saw_a_run_reads_it_back_in_three_round_trips
     assert view.state_at == head.entry_id
     assert counted.trips <= 3, f"{counted.trips} round trips to read one run back"
     assert counted.entries == 1, f"{counted.entries} stream entries read to find one"
+
+
+async def test_the_run_list_keeps_a_run_as_long_as_its_answer(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """Issue 41, finding 8: five minutes after a run, `GET /v1/runs` listed nothing while the
+    run's answer was still served: the list read the requests streams, which a worker trims
+    AEON_STREAM_KEEP_S after a run. The run list keeps a run with its records, as long as its
+    answer (here AEON_ANSWER_KEEP_S of 2 s), and no longer."""
+    settings = settings.with_(answer_ttl_s=2)
+    keys = Keys(settings.prefix, settings.shards)
+    feed = RunFeed(RunStore(redis, keys, settings))
+    async with AeonClient(settings=settings, redis=redis) as client:
+        cid = await client.submit("Explain tides " + "at length " * 50, timeout=60)
+    await _commit(redis, settings, Stepped(event_id="e1", correlation_id=cid))
+    for key in keys.streams(RequestSubmitted.STREAM):  # trimmed, as a worker trims it
+        await redis.xtrim(key, maxlen=0)
+    listed = await feed.recent(20)
+    assert [run.request.correlation_id for run in listed] == [cid]
+    assert listed[0].request.request.startswith("Explain tides at length")
+    assert len(listed[0].request.request) == 300  # what a list shows, not the whole request
+    await asyncio.sleep(2.5)
+    assert await feed.recent(20) == []
+
+
+async def test_a_run_phase_e_has_past_its_deadline_is_not_given_up_on(
+    redis: RedisClient, settings: BusSettings
+) -> None:
+    """Issue 41, finding 3: at 313 s of a 300 s deadline, `GET /v1/runs/{id}` said `no_answer`
+    of runs whose Phase E was still checking their answer, and answered them by 434 s.
+    `no_answer` is final: a run whose loop has ended is Phase E's, which answers every one it
+    is given, so neither the run nor the run list gives it up; a run stuck before Phase E past
+    its deadline and grace still is."""
+    keys = Keys(settings.prefix, settings.shards)
+    feed = RunFeed(RunStore(redis, keys, settings))
+    past = datetime.now(UTC) - timedelta(minutes=5)
+    first = RequestSubmitted(correlation_id="in-phase-e", request="Explain tides", deadline=past)
+    requests = [first]
+    requests.append(requests[0].model_copy(update={"correlation_id": "stuck-before-e"}))
+    for request in requests:
+        command = feed.runs.submission(
+            request.correlation_id,
+            RequestSubmitted.__name__,
+            RequestSubmitted.STREAM,
+            encode(request),
+            listing(request),
+        )
+        await redis.execute_command(*command)
+    in_e, stuck = requests
+    await _commit(redis, settings, in_e.child(LoopExited, reason=ExitReason.DEADLINE_EXCEEDED))
+
+    view = await feed.view(in_e.correlation_id)
+    assert view is not None and isinstance(view.state, LoopExited)
+    assert view.seconds_to_give_up() is None
+    stuck_view = await feed.view(stuck.correlation_id)
+    assert stuck_view is not None and (stuck_view.seconds_to_give_up() or 0) < 0
+    states = {run.request.correlation_id: run.state() for run in await feed.recent(20)}
+    assert states == {in_e.correlation_id: "running", stuck.correlation_id: "no_answer"}
