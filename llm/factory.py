@@ -13,6 +13,7 @@
 | AEON_LLM_MAX_RETRIES  | retries of transient failures after the first attempt   | 3        |
 | AEON_LLM_STRUCTURED_OUTPUT | auto (json_schema, stepping down), json_object, off | auto     |
 | AEON_LLM_MAX_TOKENS   | reply token budget sent to the server (unset: its own)  | (none)   |
+| AEON_LLM_OUTAGE_CALLS_PER_MINUTE | calls a minute to an endpoint away in the last minute | 20 |
 | AEON_LLM_DELAY_MS     | offline/scripted stand-in latency per call              | 0        |
 | AEON_LLM_SCRIPT       | JSON script file for `scripted`                         | (none)   |
 
@@ -89,6 +90,10 @@ class LLMSettings(AeonSettings, env_prefix="AEON_LLM_"):
     max_retries: Annotated[int, Field(ge=0)] = 3
     structured_output: StructuredOutput = "auto"
     max_tokens: Annotated[int, Field(ge=1)] | None = None
+    #: Calls (attempts and one-token probes) a minute to an endpoint whose outage gate has
+    #: closed within the last minute (llm.outage): a server that flaps, or lists its models while
+    #: every chat call fails, is not sent a storm.
+    outage_calls_per_minute: Annotated[int, Field(ge=1)] = 20
     delay_ms: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
     script: Path | None = None
 
@@ -160,6 +165,7 @@ async def ready_adapter(settings: LLMSettings) -> LLMAdapter:
 def _openai(settings: LLMSettings) -> OpenAIAdapter:
     # Imported here: the openai client costs ~0.25 s of start-up the offline default never needs.
     from aeonloop.llm.openai_adapter import OpenAIAdapter
+    from aeonloop.llm.outage import OutagePolicy
 
     return OpenAIAdapter(
         base_url=settings.base_url,
@@ -172,4 +178,5 @@ def _openai(settings: LLMSettings) -> OpenAIAdapter:
         whole_reply_per_1k=settings.reply_s_per_1k,
         structured_output=settings.structured_output,
         max_tokens=settings.max_tokens,
+        outage=OutagePolicy(calls_per_window=settings.outage_calls_per_minute),
     )
