@@ -101,6 +101,9 @@ def build_routes(deps: PhaseDeps, phases: Iterable[str] = PHASES) -> list[Route]
                 handle=lambda event, delivery: phase_e.handle(event, deps.delivered(delivery)),
                 give_up=_answer_without_llm,
                 records=history.records_for_e,
+                # A run whose deadline passed while the LLM server was away is answered then,
+                # with what it has: E's own calls wait at the gate, bounded by the deadline.
+                paused=False,
             )
         )
     return routes
