@@ -35,16 +35,28 @@ class Usage(BaseModel):
     #: The most tokens (prompt and completion) the run may spend; None: no cap. No call starts
     #: that what is left of it cannot pay for (llm.session).
     token_budget: int | None = Field(None, ge=1, le=MAX_TOKEN_BUDGET)
+    #: Of `prompt_tokens`, those the servers' prompt caches reused, summed over the calls whose
+    #: server reported it (OpenAI, vLLM, llama.cpp's server); None: no call's server reported it
+    #: ("not reported", never 0).
+    cached_tokens: int | None = Field(None, ge=0)
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def add(self, prompt_tokens: int, completion_tokens: int, estimated: bool = False) -> None:
+    def add(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        estimated: bool = False,
+        cached_tokens: int | None = None,
+    ) -> None:
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
         self.calls += 1
         self.estimated = self.estimated or estimated
+        if cached_tokens is not None:
+            self.cached_tokens = (self.cached_tokens or 0) + cached_tokens
 
 
 class AttachedFile(BaseModel):

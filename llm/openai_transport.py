@@ -240,6 +240,7 @@ class Transport:
         return TokenUsage(
             prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            cached_tokens=_cached_tokens(reply),
         )
 
     def first_token_s(self, call: LLMCall) -> float:
@@ -298,6 +299,24 @@ class Transport:
                 )
             detail += ")"
         return LLMError(self._names.describe(call, detail), transient=True)
+
+
+def _cached_tokens(reply: Assembled) -> int | None:
+    """Prompt tokens the server's cache reused, where it says: OpenAI's and vLLM's
+    `usage.prompt_tokens_details.cached_tokens`, else llama.cpp's server's `timings.cache_n`;
+    None where it says nothing (a server without a prompt cache, or one that does not tell)."""
+    details = _field(reply.usage, "prompt_tokens_details")
+    for found in (_field(details, "cached_tokens"), _field(reply.timings, "cache_n")):
+        if isinstance(found, int) and not isinstance(found, bool) and found >= 0:
+            return found
+    return None
+
+
+def _field(value: Any, name: str) -> Any:
+    """`name` of an object the client parsed, or of a dict (a field it does not know)."""
+    if isinstance(value, dict):
+        return value.get(name)
+    return getattr(value, name, None)
 
 
 def _seconds(value: float) -> str:

@@ -81,6 +81,45 @@ async def test_the_plain_draft_is_sent_as_the_request_alone(fake_openai, adapter
     assert sent.startswith("<prompt>") and "notes.txt" in sent
 
 
+@pytest.mark.parametrize("streams", [True, False])
+async def test_cached_tokens_are_read_where_the_server_reports_them(
+    fake_openai, adapter_for, call, streams
+):
+    """Issue 42: OpenAI and vLLM report `usage.prompt_tokens_details.cached_tokens`; a server
+    that reports none gives None, "not reported", never 0."""
+    body = completion("cached")
+    body["usage"]["prompt_tokens_details"] = {"cached_tokens": 5}
+    fake_openai.planned.append(Planned(body=body, streams=streams))
+    fake_openai.reply("plain")
+    adapter = adapter_for()
+
+    assert (await adapter.complete(call)).usage.cached_tokens == 5
+    assert (await adapter.complete(call)).usage.cached_tokens is None
+
+
+async def test_llama_cpp_s_cache_figure_is_read_as_cached_tokens(fake_openai, adapter_for, call):
+    """llama.cpp's server reports its own figures: `timings.cache_n`, the prompt tokens its
+    cache reused."""
+    body = completion("from llama.cpp")
+    body["timings"] = {"cache_n": 9, "prompt_n": 2}
+    fake_openai.planned.append(Planned(body=body, streams=False))
+
+    assert (await adapter_for().complete(call)).usage.cached_tokens == 9
+
+
+def test_a_run_s_cached_tokens_sum_the_calls_that_reported_them():
+    """None until a call's server reports its cache, then the sum of those that did."""
+    usage = Usage()
+    usage.add(10, 2)
+    assert usage.cached_tokens is None
+    usage.add(10, 2, cached_tokens=0)
+    usage.add(10, 2, cached_tokens=7)
+    usage.add(10, 2)
+    assert usage.cached_tokens == 7 and usage.calls == 4
+    assert (TokenUsage(1, 1) + TokenUsage(1, 1)).cached_tokens is None
+    assert (TokenUsage(1, 1, cached_tokens=3) + TokenUsage(1, 1)).cached_tokens == 3
+
+
 async def test_missing_usage_is_estimated_and_marked(fake_openai, adapter_for, call):
     """A stream that ends with no usage chunk, although the call asked for one."""
     fake_openai.reply("a reply of forty characters, more or less", usage=False)
