@@ -36,6 +36,7 @@ import openai
 
 from aeonloop.exceptions import LLMError, LLMNotReady
 from aeonloop.llm.base import LLMCall, LLMReply, StructuredOutput
+from aeonloop.llm.limiter import RateLimiter
 from aeonloop.llm.openai_errors import Endpoint, RetryLater, cause, log
 from aeonloop.llm.openai_retry import Retries
 from aeonloop.llm.openai_stepdowns import ResponseFormat, StepDowns, Streaming
@@ -98,6 +99,16 @@ class OpenAIAdapter:
         #: The gate's backoff starts once a call has failed every attempt (it closes the gate).
         policy = replace(outage or OutagePolicy(), grace=max_retries + 1)
         self.outage = Outage(self._probe, self.where, policy)
+
+    @property
+    def limiter(self) -> RateLimiter | None:
+        """The rate limit shared with other workers, where one is set (llm.factory builds it;
+        each request takes a slot of it: llm.openai_transport)."""
+        return self._transport.limiter
+
+    @limiter.setter
+    def limiter(self, value: RateLimiter | None) -> None:
+        self._transport.limiter = value
 
     @property
     def response_format(self) -> ResponseFormat:
@@ -221,7 +232,7 @@ class OpenAIAdapter:
             try:
                 reply = await self._transport.attempt(call, max_tokens, relay)
             except LLMError as error:
-                self._judged(error)
+                await self._judged(error)
                 if not error.transient:
                     raise
                 failures += 1
@@ -253,12 +264,16 @@ class OpenAIAdapter:
             await relay.settle(reply.text)
             return reply
 
-    def _judged(self, error: LLMError) -> None:
-        """What a failed attempt tells the gate: the server away, or asking every call to wait."""
+    async def _judged(self, error: LLMError) -> None:
+        """What a failed attempt tells the gate: the server away, or asking every call to wait
+        (every call of this process, and with a shared limit, of every worker)."""
         if error.unreachable:
             self.outage.failed()
         if isinstance(error, RetryLater) and error.retry_after is not None:
-            self.outage.pause(error.retry_after)
+            if self.limiter is not None:
+                await self.limiter.pause(error.retry_after)
+            else:
+                self.outage.pause(error.retry_after)
 
     async def aclose(self) -> None:
         """Stop probing, and close the HTTP connection pool."""

@@ -21,6 +21,7 @@ from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter
+from aeonloop.llm.factory import share_limit
 from aeonloop.phases import (
     approvals,
     exits,
@@ -125,6 +126,7 @@ def make_worker(
     (webhooks.worker_routes), which reads the phases' answers, so the phases do not import it
     back."""
     worker = BusWorker(redis, settings, pauses=[llm.outage] if llm.outage else [])
+    share_limit(llm, redis, worker.keys)  # the LLM's rate limit, shared by every worker
     cancels = RedisCancels(redis, worker.keys)
     deps = PhaseDeps(
         llm=llm,
