@@ -22,6 +22,7 @@ from aeonloop.llm.base import (
     TokenUsage,
 )
 from aeonloop.llm.openai_adapter import OpenAIAdapter
+from aeonloop.llm.openai_errors import retry_after
 from aeonloop.llm.outage import OutagePolicy
 from aeonloop.llm.session import LLMSession, file_context
 from aeonloop.prompts.registry import DraftAnswerInput, PromptId, PromptRegistry, ReasoningStepInput
@@ -283,6 +284,32 @@ async def test_a_retry_after_pauses_every_call_of_the_process_once(
     assert all(seen.at >= asked_at + 1.0 for seen in fake_openai.seen[1:])
     said = [r.getMessage() for r in caplog.records if "Retry-After" in r.getMessage()]
     assert len(said) == 1, said
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"retry-after": "2"}, 2.0),
+        ({"retry-after-ms": "250"}, 0.25),
+        ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1.5s"}, 1.5),
+        (
+            {
+                "x-ratelimit-remaining-requests": "3",
+                "x-ratelimit-reset-requests": "1s",
+                "x-ratelimit-remaining-tokens": "0",
+                "x-ratelimit-reset-tokens": "20ms",
+            },
+            0.02,
+        ),
+        ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "6m0s"}, 60.0),
+        ({"x-ratelimit-reset-requests": "1s"}, None),  # not the limit that was hit
+        ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "soon"}, None),
+    ],
+)
+def test_when_to_come_back_is_read_from_retry_after_or_the_provider_s_reset(headers, seconds):
+    """Issue 42: a 429 without `Retry-After` may say when the exhausted limit resets, as
+    OpenAI's `x-ratelimit-reset-*` headers do; the longest wait honoured is a minute."""
+    assert retry_after(headers) == seconds
 
 
 async def test_a_call_dropped_while_the_server_answers_others_is_a_failed_call(
