@@ -168,9 +168,9 @@ class RedisLimit:
     """The limit of one endpoint and model, shared through Redis by every worker."""
 
     def __init__(self, redis: Any, keys: list[str], limits: Limits) -> None:
+        self._redis = redis
         self._keys = keys
         self._limits = limits
-        self._script = redis.register_script(LIMIT_SCRIPT)
 
     async def _run(self, op: str, slot: str = "", tokens: int = 0) -> int:
         limits = self._limits
@@ -184,7 +184,7 @@ class RedisLimit:
             int(limits.lease_s * 1000),
             int(limits.window_s * 1000),
         ]
-        return int(await self._script(keys=self._keys, args=args))
+        return int(await self._redis.eval(LIMIT_SCRIPT, len(self._keys), *self._keys, *args))
 
     async def take(self, slot: str, tokens: int) -> float:
         return await self._run("take", slot, tokens) / 1000

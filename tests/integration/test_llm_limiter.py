@@ -87,6 +87,23 @@ async def test_the_limit_s_keys_share_one_hash_tag() -> None:
     assert other[other.index("{") : other.index("}") + 1] not in tags
 
 
+async def test_the_limit_runs_on_a_cluster(redis_cluster, redis_prefix: str) -> None:
+    """One script on keys of one hash tag: a cluster takes it as one slot's."""
+    from aeonloop.bus.connection import connect
+    from aeonloop.bus.settings import BusSettings
+
+    client = await connect(BusSettings(redis_url=redis_cluster.url))
+    try:
+        keys = Keys(redis_prefix).llm_limit("http://provider/v1", "m")
+        limit = RedisLimit(client, keys, Limits(requests_per_minute=2, in_flight=5))
+        assert [await limit.take(f"s{i}", 1) for i in range(2)] == [0, 0]
+        assert await limit.take("s2", 1) > 0
+        await limit.release("s0")
+        assert await limit.pause(0.5) is True
+    finally:
+        await client.aclose()
+
+
 async def test_a_429_pauses_every_worker_once(redis: Redis, redis_prefix: str, caplog) -> None:
     """Two adapters (two workers) on one limit: the 429 one of them gets, asking for 1 s, holds
     the other's next call too, and is said once."""
