@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from aeonloop.bus.redis_errors import FAILURES, retry_later
 from aeonloop.exceptions import LLMUnreachable
 
 log = logging.getLogger("aeon.llm")
@@ -267,7 +268,9 @@ class Slot:
         self.name = name
 
     async def settle(self, tokens: int) -> None:
-        await self._shared.settle(self.name, tokens)
+        """A settle Redis does not take leaves the estimate counted: the limit errs low."""
+        with contextlib.suppress(*FAILURES):
+            await self._shared.settle(self.name, tokens)
 
 
 class RateLimiter:
@@ -284,7 +287,7 @@ class RateLimiter:
         lease renewed) while the block runs, and released at its end."""
         name = uuid.uuid4().hex
         said = False
-        while (wait := await self.shared.take(name, tokens)) > 0:
+        while (wait := await self._take(name, tokens)) > 0:
             left = None if deadline is None else (deadline - datetime.now(UTC)).total_seconds()
             if left is not None and left <= 0:
                 raise LLMUnreachable(
@@ -305,19 +308,33 @@ class RateLimiter:
         finally:
             if renewing is not None:
                 renewing.cancel()
-            with contextlib.suppress(Exception):  # a lost release comes back with its lease
+            with contextlib.suppress(*FAILURES):  # a lost release comes back with its lease
                 await self.shared.release(name)
+
+    async def _take(self, name: str, tokens: int) -> float:
+        """`SharedLimit.take`; while Redis is away (a restart, a failover), a wait: the call
+        waits for the limit it cannot read, within its deadline, as for a full one."""
+        try:
+            return await self.shared.take(name, tokens)
+        except FAILURES as error:
+            if not retry_later(error):
+                raise
+            log.debug("the LLM's rate limit could not be read (%s); waiting", type(error).__name__)
+            return POLL_MAX_S
 
     async def _renew(self, name: str) -> None:
         while True:
             await asyncio.sleep(self.limits.lease_s / 3)
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(*FAILURES):
                 await self.shared.renew(name)
 
     async def pause(self, seconds: float) -> None:
         """A 429 asked every caller to wait `seconds`: the endpoint pauses for every worker,
         said by the worker that set it."""
-        if await self.shared.pause(seconds):
+        set_it = False
+        with contextlib.suppress(*FAILURES):  # unset, each call still waits what it was asked
+            set_it = await self.shared.pause(seconds)
+        if set_it:
             log.warning(
                 "LLM server %s asked to wait %.1f s (Retry-After): every worker waits",
                 self.where,

@@ -141,3 +141,25 @@ async def test_a_429_pauses_every_worker_once(redis: Redis, redis_prefix: str, c
     assert all(seen.at >= asked_at + 1.0 for seen in fake.seen[1:])
     said = [r.getMessage() for r in caplog.records if "Retry-After" in r.getMessage()]
     assert len(said) == 1, said
+
+
+async def test_a_limit_redis_cannot_read_for_a_while_is_waited_for() -> None:
+    """Redis restarting under the limit makes a call wait, not fail (a run is never failed by
+    the limit): the slot is taken once Redis answers."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    class Restarting(LocalLimit):
+        refusals = 2
+
+        async def take(self, slot: str, tokens: int) -> float:
+            if self.refusals:
+                self.refusals -= 1
+                raise RedisConnectionError("Connection refused")
+            return await super().take(slot, tokens)
+
+    limits = Limits(requests_per_minute=10)
+    limiter = RateLimiter(Restarting(limits), limits, "http://provider/v1")
+    started = time.monotonic()
+    async with limiter.slot(10, None) as slot:
+        await slot.settle(5)
+    assert time.monotonic() - started >= 1.5
