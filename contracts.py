@@ -39,16 +39,28 @@ class Usage(BaseModel):
     #: (aeonloop.tenants), in the table's currency; None: no price for the model, or not shown
     #: by a gateway.
     cost: float | None = None
+    #: Of `prompt_tokens`, those the servers' prompt caches reused, summed over the calls whose
+    #: server reported it (OpenAI, vLLM, llama.cpp's server); None: no call's server reported it
+    #: ("not reported", never 0).
+    cached_tokens: int | None = Field(None, ge=0)
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def add(self, prompt_tokens: int, completion_tokens: int, estimated: bool = False) -> None:
+    def add(
+        self,
+        prompt_tokens: int,
+        completion_tokens: int,
+        estimated: bool = False,
+        cached_tokens: int | None = None,
+    ) -> None:
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
         self.calls += 1
         self.estimated = self.estimated or estimated
+        if cached_tokens is not None:
+            self.cached_tokens = (self.cached_tokens or 0) + cached_tokens
 
 
 class AttachedFile(BaseModel):

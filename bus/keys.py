@@ -36,6 +36,10 @@ from enum import StrEnum
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
+#: The LLM rate limit's keys (Keys.llm_limit): the requests of the last minute, their tokens,
+#: the slots in flight, and the pause a 429 set.
+LLM_LIMIT = "llm-limit"
+LLM_LIMIT_PARTS = ("requests", "tokens", "in-flight", "pause")
 #: The logical name of the answers stream: the one stream gateways read, not phases.
 ANSWERS = "answers"
 #: The logical name of the dead-letter stream (one per shard).
@@ -215,6 +219,13 @@ class Keys:
     def shard_count(self) -> str:
         """The number of shards the deployment under this prefix uses (bus.layout)."""
         return f"{self.prefix}:shards"
+
+    def llm_limit(self, endpoint: str, model: str) -> list[str]:
+        """The keys of the rate limit one LLM endpoint and model share across workers
+        (llm.limiter), in its script's order; all under one hash tag of their own, so the one
+        script touches one slot on a cluster."""
+        tag = f"llm:{zlib.crc32(f'{endpoint} {model}'.encode()):08x}"
+        return [f"{self.prefix}:{{{tag}}}:{LLM_LIMIT}:{part}" for part in LLM_LIMIT_PARTS]
 
     @property
     def write_probe(self) -> str:

@@ -54,3 +54,7 @@ class Route:
     #: tries depend on something outside Aeon (a webhook's receiver) sets its own.
     attempts: int | None = None
     backoff_s: float | None = None
+    #: The route's work needs what the worker's pauses name (the LLM server, llm.outage), so
+    #: it reads nothing new while one is closed. False: it reads on, as the route that answers
+    #: runs must, to publish at their deadline what they have while the server is away.
+    paused: bool = True

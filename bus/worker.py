@@ -63,7 +63,14 @@ class BusWorker:
     def add(self, routes: Sequence[Route]) -> None:
         for route in routes:
             self.consumers.append(
-                Consumer(self.redis, route, self.settings, self.committer, self.keys, self.pauses)
+                Consumer(
+                    self.redis,
+                    route,
+                    self.settings,
+                    self.committer,
+                    self.keys,
+                    self.pauses if route.paused else (),
+                )
             )
 
     async def start(self) -> None:

@@ -29,6 +29,9 @@ class TokenUsage:
     #: No server counted these tokens (one sent no usage, or no server was called, as with the
     #: offline model), so the counts are estimated from the text's length.
     estimated: bool = False
+    #: Prompt tokens the server's prompt cache reused, as it reported them; None: it reported
+    #: nothing (never 0 for "not reported").
+    cached_tokens: int | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -39,7 +42,15 @@ class TokenUsage:
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
             self.estimated or other.estimated,
+            _reported_sum(self.cached_tokens, other.cached_tokens),
         )
+
+
+def _reported_sum(one: int | None, other: int | None) -> int | None:
+    """The sum of two counts a server may not report: None only when neither was."""
+    if one is None and other is None:
+        return None
+    return (one or 0) + (other or 0)
 
 
 #: How JSON prompts ask a server for structured output: `auto` starts at json_schema and steps

@@ -13,6 +13,12 @@
 | AEON_LLM_MAX_RETRIES  | retries of transient failures after the first attempt   | 3        |
 | AEON_LLM_STRUCTURED_OUTPUT | auto (json_schema, stepping down), json_object, off | auto     |
 | AEON_LLM_MAX_TOKENS   | reply token budget sent to the server (unset: its own)  | (none)   |
+| AEON_LLM_OUTAGE_CALLS_PER_MINUTE | calls a minute to an endpoint away in the last minute | 20 |
+| AEON_LLM_REQUESTS_PER_MINUTE | requests a minute the deployment sends the endpoint | (none) |
+| AEON_LLM_TOKENS_PER_MINUTE | tokens a minute the deployment sends the endpoint | (none) |
+| AEON_LLM_MAX_IN_FLIGHT | calls in flight to the endpoint across the deployment | (none) |
+| AEON_LLM_LIMIT_LEASE_S | seconds a killed worker's slot in flight stays taken | 60 |
+| AEON_LLM_LIMIT_WINDOW_S | seconds the two limits "a minute" count over         | 60 |
 | AEON_LLM_DELAY_MS     | offline/scripted stand-in latency per call              | 0        |
 | AEON_LLM_SCRIPT       | JSON script file for `scripted`                         | (none)   |
 
@@ -29,18 +35,20 @@ AEON_LLM_WHOLE_REPLY_PER_1K_S for each 1,000 tokens of its reply budget.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 
 from aeonloop.exceptions import SettingsError
 from aeonloop.llm.base import LLMAdapter, StructuredOutput
+from aeonloop.llm.limiter import Limits, LocalLimit, RateLimiter, RedisLimit
 from aeonloop.llm.offline import OfflineLLM
 from aeonloop.llm.scripted import ScriptedLLM
 from aeonloop.settings import AeonSettings, core, redact
 
 if TYPE_CHECKING:
+    from aeonloop.bus.keys import Keys
     from aeonloop.llm.openai_adapter import OpenAIAdapter
 
 AdapterKind = Literal["offline", "openai", "scripted"]
@@ -89,6 +97,23 @@ class LLMSettings(AeonSettings, env_prefix="AEON_LLM_"):
     max_retries: Annotated[int, Field(ge=0)] = 3
     structured_output: StructuredOutput = "auto"
     max_tokens: Annotated[int, Field(ge=1)] | None = None
+    #: Calls (attempts and one-token probes) a minute to an endpoint whose outage gate has
+    #: closed within the last minute (llm.outage): a server that flaps, or lists its models while
+    #: every chat call fails, is not sent a storm.
+    outage_calls_per_minute: Annotated[int, Field(ge=1)] = 20
+    #: The rate limit every worker of a deployment shares for this endpoint and model
+    #: (llm.limiter), kept in Redis: requests and tokens a minute, and calls in flight. Unset:
+    #: no limit of that kind.
+    requests_per_minute: Annotated[int, Field(ge=1)] | None = None
+    tokens_per_minute: Annotated[int, Field(ge=1)] | None = None
+    max_in_flight: Annotated[int, Field(ge=1)] | None = None
+    #: Seconds a slot in flight is held without renewal (renewed while its call runs): a killed
+    #: worker's slots come back after it.
+    limit_lease_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 60.0
+    #: Seconds the requests and tokens "a minute" count over: 60, as providers publish their
+    #: limits; shorter for a provider that counts per second (a limit of 10 a second is
+    #: AEON_LLM_REQUESTS_PER_MINUTE=10 with AEON_LLM_LIMIT_WINDOW_S=1).
+    limit_window_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 60.0
     delay_ms: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
     script: Path | None = None
 
@@ -130,6 +155,27 @@ class LLMSettings(AeonSettings, env_prefix="AEON_LLM_"):
             )
         return self
 
+    @property
+    def limits(self) -> Limits:
+        """The shared rate limit these settings ask for (llm.limiter)."""
+        return Limits(
+            self.requests_per_minute,
+            self.tokens_per_minute,
+            self.max_in_flight,
+            self.limit_lease_s,
+            self.limit_window_s,
+        )
+
+
+def share_limit(adapter: LLMAdapter, redis: Any, keys: Keys) -> None:
+    """The seam a worker uses: an adapter with a rate limit keeps it in Redis from now on,
+    shared with every worker of the deployment (without a bus, it stays in this process)."""
+    limiter = getattr(adapter, "limiter", None)
+    if isinstance(limiter, RateLimiter):
+        endpoint = getattr(adapter, "where", "")
+        model = getattr(adapter, "model", "")
+        limiter.shared = RedisLimit(redis, keys.llm_limit(endpoint, model), limiter.limits)
+
 
 def build_adapter(settings: LLMSettings) -> LLMAdapter:
     """The adapter `settings` ask for (LLMSettings has checked it has what it needs)."""
@@ -160,8 +206,9 @@ async def ready_adapter(settings: LLMSettings) -> LLMAdapter:
 def _openai(settings: LLMSettings) -> OpenAIAdapter:
     # Imported here: the openai client costs ~0.25 s of start-up the offline default never needs.
     from aeonloop.llm.openai_adapter import OpenAIAdapter
+    from aeonloop.llm.outage import OutagePolicy
 
-    return OpenAIAdapter(
+    adapter = OpenAIAdapter(
         base_url=settings.base_url,
         model=settings.model,
         api_key=settings.api_key.get_secret_value() if settings.api_key else None,
@@ -172,4 +219,9 @@ def _openai(settings: LLMSettings) -> OpenAIAdapter:
         whole_reply_per_1k=settings.reply_s_per_1k,
         structured_output=settings.structured_output,
         max_tokens=settings.max_tokens,
+        outage=OutagePolicy(calls_per_window=settings.outage_calls_per_minute),
     )
+    limits = settings.limits
+    if limits.enabled:
+        adapter.limiter = RateLimiter(LocalLimit(limits), limits, adapter.where)
+    return adapter

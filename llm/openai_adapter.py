@@ -29,17 +29,19 @@ exception chained, since that exception's text is exactly what may echo the key.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from urllib.parse import urlsplit
 
 import openai
 
 from aeonloop.exceptions import LLMError, LLMNotReady
 from aeonloop.llm.base import LLMCall, LLMReply, StructuredOutput
-from aeonloop.llm.openai_errors import Endpoint, cause, log
+from aeonloop.llm.limiter import RateLimiter
+from aeonloop.llm.openai_errors import Endpoint, RetryLater, cause, log
 from aeonloop.llm.openai_retry import Retries
 from aeonloop.llm.openai_stepdowns import ResponseFormat, StepDowns, Streaming
 from aeonloop.llm.openai_transport import Bounds, Transport
-from aeonloop.llm.outage import Outage
+from aeonloop.llm.outage import Outage, OutagePolicy
 from aeonloop.llm.streaming import Relay
 from aeonloop.settings import redact
 
@@ -71,6 +73,7 @@ class OpenAIAdapter:
         max_tokens: int | None = None,
         backoff_base: float = 0.5,
         backoff_max: float = 8.0,
+        outage: OutagePolicy | None = None,
     ) -> None:
         self.family = family
         self.model = model
@@ -93,7 +96,19 @@ class OpenAIAdapter:
             self._steps,
             self.bounds,
         )
-        self.outage = Outage(self._probe, self.where)
+        #: The gate's backoff starts once a call has failed every attempt (it closes the gate).
+        policy = replace(outage or OutagePolicy(), grace=max_retries + 1)
+        self.outage = Outage(self._probe, self.where, policy)
+
+    @property
+    def limiter(self) -> RateLimiter | None:
+        """The rate limit shared with other workers, where one is set (llm.factory builds it;
+        each request takes a slot of it: llm.openai_transport)."""
+        return self._transport.limiter
+
+    @limiter.setter
+    def limiter(self, value: RateLimiter | None) -> None:
+        self._transport.limiter = value
 
     @property
     def response_format(self) -> ResponseFormat:
@@ -182,34 +197,60 @@ class OpenAIAdapter:
             return
 
     async def _probe(self) -> None:
-        """While the outage gate is closed: any answer but a 5xx means the server is back."""
+        """While the outage gate is closed: a one-token completion, a real call, since a server
+        may list its models while every chat call fails (issue 41, finding 1). Any answer but a
+        5xx means the server is back (a 4xx is the server answering, about the probe's own
+        options); no answer within AEON_LLM_TIMEOUT is not yet."""
+        seconds = self.bounds.timeout
         try:
-            await self._models(CHECK_TIMEOUT_S)
+            async with asyncio.timeout(seconds):
+                await self._client.chat.completions.create(
+                    model=self.model,
+                    messages=[{"role": "user", "content": "1"}],  # the shortest prompt, not text
+                    max_tokens=1,
+                    timeout=seconds,
+                )
         except openai.APIStatusError as exc:
             if exc.status_code >= 500:
                 raise
 
     async def complete(self, call: LLMCall) -> LLMReply:
         """Send the prompt, retrying transient failures and waiting out an outage; raise
-        LLMError when no reply can be had (LLMUnreachable when the deadline comes first)."""
+        LLMError when no reply can be had (LLMUnreachable when the deadline comes first).
+
+        A call that finds the server away on every attempt closes the outage gate, unless the
+        server has answered other calls since this one first found it away: then the fault is
+        this call's (a prompt the server drops the connection on, issue 41 finding 9), and it
+        fails as a failed call does instead of holding every call until the deadline."""
         max_tokens = self.max_tokens or call.max_tokens
         enlarged = False
         failures = 0
+        answers: int | None = None  # the endpoint's answers when this call first found it away
         relay = Relay(call.sink, self._transport.opens_in_prompt)
         while True:
             await self.outage.wait(call.deadline)
             try:
                 reply = await self._transport.attempt(call, max_tokens, relay)
             except LLMError as error:
+                await self._judged(error)
                 if not error.transient:
                     raise
                 failures += 1
+                if error.unreachable:
+                    answers = self.outage.answers if answers is None else answers
                 if error.unreachable and failures > self.retries.max_retries:
+                    if self.outage.answers > (answers or 0):
+                        raise LLMError(
+                            f"{error} (gave up after {failures} attempt(s) while the server "
+                            "answered other calls)",
+                            transient=True,
+                        ) from None
                     self.outage.close(str(error))
                     failures = 0
                     continue
                 await self.retries.wait(call, error, failures)
                 continue
+            self.outage.answered()
             if reply.truncated and not enlarged:
                 enlarged = True
                 used = max(reply.usage.completion_tokens, max_tokens or 0, MIN_RETRY_TOKENS // 2)
@@ -222,6 +263,17 @@ class OpenAIAdapter:
                 continue
             await relay.settle(reply.text)
             return reply
+
+    async def _judged(self, error: LLMError) -> None:
+        """What a failed attempt tells the gate: the server away, or asking every call to wait
+        (every call of this process, and with a shared limit, of every worker)."""
+        if error.unreachable:
+            self.outage.failed()
+        if isinstance(error, RetryLater) and error.retry_after is not None:
+            if self.limiter is not None:
+                await self.limiter.pause(error.retry_after)
+            else:
+                self.outage.pause(error.retry_after)
 
     async def aclose(self) -> None:
         """Stop probing, and close the HTTP connection pool."""

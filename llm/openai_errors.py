@@ -103,7 +103,10 @@ def _context_limit(text: str) -> int | None:
 
 
 def retry_after(headers: Any) -> float | None:
-    """Seconds the server asked to wait (`retry-after-ms`, else `retry-after` in seconds)."""
+    """Seconds the server asked to wait (`retry-after-ms`, else `retry-after` in seconds), else
+    when the provider's exhausted limit resets (`x-ratelimit-reset-requests` or `-tokens`,
+    OpenAI's durations such as `1s`, `6m0s`, `20ms`, where its `x-ratelimit-remaining-` says
+    0)."""
     for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
         raw = headers.get(name)
         try:
@@ -112,7 +115,27 @@ def retry_after(headers: Any) -> float | None:
             continue  # an HTTP date: rare from LLM servers; the backoff covers it
         if seconds is not None and seconds >= 0:
             return min(seconds, RETRY_AFTER_MAX_S)
-    return None
+    resets = [
+        _duration(headers.get(f"x-ratelimit-reset-{kind}") or "")
+        for kind in ("requests", "tokens")
+        if str(headers.get(f"x-ratelimit-remaining-{kind}", "")).strip() == "0"
+    ]
+    found = [seconds for seconds in resets if seconds is not None]
+    return min(max(found), RETRY_AFTER_MAX_S) if found else None
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _duration(text: str) -> float | None:
+    """A provider's reset duration (`1s`, `6m0s`, `20ms`, `1h2m3.5s`) in seconds; None when it
+    is none."""
+    text = text.strip()
+    parts = _DURATION.findall(text)
+    if not parts or "".join(f"{n}{u}" for n, u in parts) != text:
+        return None
+    return sum(float(number) * _UNIT_S[unit] for number, unit in parts)
 
 
 def cause(exc: BaseException) -> str:

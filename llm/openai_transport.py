@@ -31,6 +31,7 @@ usage comes from the server's `usage`, and where it sends none, it is estimated 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,7 @@ from openai.types.chat import ChatCompletion
 
 from aeonloop.exceptions import LLMError
 from aeonloop.llm.base import LLMCall, LLMReply, TokenUsage, approx_tokens
+from aeonloop.llm.limiter import RateLimiter, Slot
 from aeonloop.llm.openai_errors import Endpoint, cause
 from aeonloop.llm.openai_retry import seconds_left
 from aeonloop.llm.openai_stepdowns import StepDowns, Streaming
@@ -90,45 +92,64 @@ class Transport:
         #: The model's replies begin inside a thinking block its prompt opened (learnt from a
         #: reply): streamed answers are held back until the block closes (llm.streaming.Relay).
         self.opens_in_prompt = False
+        #: The rate limit shared with other workers, where one is set (llm.limiter).
+        self.limiter: RateLimiter | None = None
+
+    def _slot(
+        self, call: LLMCall, max_tokens: int | None
+    ) -> contextlib.AbstractAsyncContextManager[Slot | None]:
+        """A slot of the shared limit for one request: its prompt's estimate and its reply
+        budget, settled when the reply comes to what the server counted; none without a limit."""
+        if self.limiter is None:
+            return contextlib.nullcontext()
+        estimate = self._prompt_tokens(call) + (max_tokens or UNBUDGETED_REPLY_TOKENS)
+        return self.limiter.slot(estimate, call.deadline)
 
     async def attempt(self, call: LLMCall, max_tokens: int | None, relay: Relay) -> LLMReply:
         """One answered request; a refused option (response_format, streaming) is stepped down
-        and the request sent again, as is a stream the server cut short."""
+        and the request sent again, as is a stream the server cut short. Each request takes a
+        slot of the shared rate limit first, where one is set (`limiter`), before its time
+        bounds start: waiting for the limit is no stall."""
         while True:
             sent_format, sent_streaming = self._steps.response_format, self._steps.streaming
             options = self._steps.options(call, max_tokens)
             streamed = "stream" in options
             first = self.first_token_s(call) if streamed else self.whole_reply_s(call, max_tokens)
             relay.next_attempt()
-            try:
-                async with (
-                    self._steps.turn(call, self._names.describe) as alone,
-                    asyncio.timeout(None) as timer,
-                ):
-                    watch = Watch(timer, first, self._bounds.idle_timeout, self._left_to_send(call))
-                    reply = await self._watched(call, options, watch, relay, sent_streaming)
-            except TimeoutError:
-                if not timer.expired():
-                    raise
-                raise self._cut(call, watch, max_tokens, streamed=streamed) from None
-            except openai.APIConnectionError as exc:
-                detail = f"cannot reach {self._names.where} ({self._names.scrub(cause(exc))})"
-                raise LLMError(self._names.describe(call, detail), unreachable=True) from None
-            except openai.APIStatusError as exc:
-                if self._steps.step_down(exc, options, sent_format, sent_streaming):
+            async with self._slot(call, max_tokens) as slot:
+                try:
+                    async with (
+                        self._steps.turn(call, self._names.describe) as alone,
+                        asyncio.timeout(None) as timer,
+                    ):
+                        left = self._left_to_send(call)
+                        watch = Watch(timer, first, self._bounds.idle_timeout, left)
+                        reply = await self._watched(call, options, watch, relay, sent_streaming)
+                except TimeoutError:
+                    if not timer.expired():
+                        raise
+                    raise self._cut(call, watch, max_tokens, streamed=streamed) from None
+                except openai.APIConnectionError as exc:
+                    detail = f"cannot reach {self._names.where} ({self._names.scrub(cause(exc))})"
+                    raise LLMError(self._names.describe(call, detail), unreachable=True) from None
+                except openai.APIStatusError as exc:
+                    if self._steps.step_down(exc, options, sent_format, sent_streaming):
+                        continue
+                    raise self._names.status_error(call, exc) from None
+                except openai.APIError as exc:  # an error event in the middle of a stream
+                    raise self._names.stream_error(call, exc) from None
+                except openai.OpenAIError as exc:
+                    detail = f"{type(exc).__name__}: {self._names.scrub(str(exc))}"
+                    raise LLMError(self._names.describe(call, detail), transient=False) from None
+                if reply is None:  # no event stream, and no answer in what came: send it whole
                     continue
-                raise self._names.status_error(call, exc) from None
-            except openai.APIError as exc:  # an error event in the middle of a stream
-                raise self._names.stream_error(call, exc) from None
-            except openai.OpenAIError as exc:
-                detail = f"{type(exc).__name__}: {self._names.scrub(str(exc))}"
-                raise LLMError(self._names.describe(call, detail), transient=False) from None
-            if reply is None:  # no event stream, and no answer in what came: send it whole
-                continue
-            if reply.cut_short:
-                self._steps.cut_short(sent_streaming, alone=alone)
-                continue
-            return self._reply(call, reply)
+                if reply.cut_short:
+                    self._steps.cut_short(sent_streaming, alone=alone)
+                    continue
+                answer = self._reply(call, reply)
+                if slot is not None:
+                    await slot.settle(answer.usage.total_tokens)
+                return answer
 
     async def _watched(
         self,
@@ -240,6 +261,7 @@ class Transport:
         return TokenUsage(
             prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+            cached_tokens=_cached_tokens(reply),
         )
 
     def first_token_s(self, call: LLMCall) -> float:
@@ -298,6 +320,24 @@ class Transport:
                 )
             detail += ")"
         return LLMError(self._names.describe(call, detail), transient=True)
+
+
+def _cached_tokens(reply: Assembled) -> int | None:
+    """Prompt tokens the server's cache reused, where it says: OpenAI's and vLLM's
+    `usage.prompt_tokens_details.cached_tokens`, else llama.cpp's server's `timings.cache_n`;
+    None where it says nothing (a server without a prompt cache, or one that does not tell)."""
+    details = _field(reply.usage, "prompt_tokens_details")
+    for found in (_field(details, "cached_tokens"), _field(reply.timings, "cache_n")):
+        if isinstance(found, int) and not isinstance(found, bool) and found >= 0:
+            return found
+    return None
+
+
+def _field(value: Any, name: str) -> Any:
+    """`name` of an object the client parsed, or of a dict (a field it does not know)."""
+    if isinstance(value, dict):
+        return value.get(name)
+    return getattr(value, name, None)
 
 
 def _seconds(value: float) -> str:

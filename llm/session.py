@@ -290,7 +290,9 @@ class LLMSession:
         if not (reply.text.strip() or reply.truncated):
             raise LLMError(f"{prompt_id.value}: the model returned an empty reply", transient=True)
         used = answer.usage
-        self.usage.add(used.prompt_tokens, used.completion_tokens, used.estimated)
+        self.usage.add(
+            used.prompt_tokens, used.completion_tokens, used.estimated, used.cached_tokens
+        )
         await self.memo.put(key, reply.to_memo(), self.deadline)
         return reply
 

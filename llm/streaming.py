@@ -94,6 +94,8 @@ class Assembled:
     finish_reason: str | None = None
     #: The server's `usage` object, when it sent one.
     usage: Any = None
+    #: llama.cpp's server's own `timings` (`cache_n`: prompt tokens its cache reused), when sent.
+    timings: Any = None
     model: str | None = None
     #: It came as a stream (chunks), not whole.
     streamed: bool = False
@@ -111,6 +113,7 @@ class Assembled:
     def whole(cls, completion: Any) -> Assembled:
         """A reply sent whole (a `chat.completion`)."""
         reply = cls(usage=getattr(completion, "usage", None), model=_model(completion))
+        reply.timings = getattr(completion, "timings", None)
         choices = getattr(completion, "choices", None) or []
         if choices:
             message = choices[0].message
@@ -131,6 +134,7 @@ class Assembled:
         if getattr(chunk, "usage", None) is not None:
             self.usage = chunk.usage
             progressed = True
+        self.timings = getattr(chunk, "timings", None) or self.timings
         for choice in getattr(chunk, "choices", None) or []:
             if getattr(choice, "index", 0) != 0:
                 continue

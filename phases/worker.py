@@ -21,6 +21,7 @@ from aeonloop.bus.settings import BusSettings
 from aeonloop.bus.worker import BusWorker
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter
+from aeonloop.llm.factory import share_limit
 from aeonloop.phases import (
     approvals,
     exits,
@@ -101,6 +102,9 @@ def build_routes(deps: PhaseDeps, phases: Iterable[str] = PHASES) -> list[Route]
                 handle=lambda event, delivery: phase_e.handle(event, deps.delivered(delivery)),
                 give_up=_answer_without_llm,
                 records=history.records_for_e,
+                # A run whose deadline passed while the LLM server was away is answered then,
+                # with what it has: E's own calls wait at the gate, bounded by the deadline.
+                paused=False,
             )
         )
     return routes
@@ -122,6 +126,7 @@ def make_worker(
     (webhooks.worker_routes), which reads the phases' answers, so the phases do not import it
     back."""
     worker = BusWorker(redis, settings, pauses=[llm.outage] if llm.outage else [])
+    share_limit(llm, redis, worker.keys)  # the LLM's rate limit, shared by every worker
     cancels = RedisCancels(redis, worker.keys)
     deps = PhaseDeps(
         llm=llm,

@@ -86,12 +86,11 @@ class Charge:
         return None if self.cost is None else sum(self.cost.values())
 
 
-def charge(usage: Usage, price: Price | None, cached_tokens: int = 0) -> Charge:
+def charge(usage: Usage, price: Price | None) -> Charge:
     """The charge of a run's `usage` at `price` (per million tokens): its prompt tokens the
-    server took from its cache (`cached_tokens`, of the prompt's) at the cached price, when the
-    table has one, else at the input price. `Usage` does not count cached tokens yet, so the
-    ledger passes none; the day it does, `Ledger.settle` and the gateway's `priced` pass them."""
-    cached = min(cached_tokens, usage.prompt_tokens)
+    server took from its cache (`usage.cached_tokens`, of the prompt's; none where no server
+    reported it) at the cached price, when the table has one, else at the input price."""
+    cached = min(usage.cached_tokens or 0, usage.prompt_tokens)
     tokens = {
         "input": usage.prompt_tokens - cached,
         "cached_input": cached,

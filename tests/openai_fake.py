@@ -50,6 +50,8 @@ class Planned:
     #: Asked after each streamed chunk: True ends the stream there, `data: [DONE]` with no
     #: finish reason, as llama-cpp-python's server cuts a stream another request interrupts.
     cut: Callable[[int], bool] | None = None
+    #: True: the connection is closed with no response at all (a server that drops a request).
+    drop: bool = False
 
 
 @dataclass
@@ -194,6 +196,9 @@ def _handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._send(Planned(status=404, body=error_body("not found")))
                 return
             planned = fake.next_response(seen)
+            if planned.drop:
+                self.close_connection = True
+                return
             if body.get("stream") and planned.streams and planned.status == 200:
                 usage = bool((body.get("stream_options") or {}).get("include_usage"))
                 self._stream(planned, usage)

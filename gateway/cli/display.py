@@ -147,7 +147,9 @@ def _tokens(usage: Any) -> str | None:
     )
     if not (_is_number(prompt) and _is_number(completion)):
         return None
-    text = f"{prompt + completion} (prompt {prompt}, completion {completion})"
+    cached = usage.get("cached_tokens")
+    reused = f", {cached} of it cached" if _is_number(cached) else ""
+    text = f"{prompt + completion} (prompt {prompt}{reused}, completion {completion})"
     if _is_number(calls):
         text += f" in {calls} call(s)"
     repairs = usage.get("repair_calls")

@@ -202,19 +202,31 @@ def unknown_field_reason() -> str:
 # -- what it answers ---------------------------------------------------------------------------
 
 
+class PromptTokensDetails(BaseModel):
+    """Of the prompt tokens, those the LLM servers' prompt caches reused."""
+
+    cached_tokens: int
+
+
 class CompletionUsage(BaseModel):
-    """The run's token counts, over every LLM call it made (Aeon's `usage` has the rest)."""
+    """The run's token counts, over every LLM call it made (Aeon's `usage` has the rest).
+    `prompt_tokens_details` is null where no server reported its cache: "not reported", not 0
+    cached tokens."""
 
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: PromptTokensDetails | None = None
 
     @classmethod
     def of(cls, usage: Usage) -> CompletionUsage:
+        cached = usage.cached_tokens
+        details = None if cached is None else PromptTokensDetails(cached_tokens=cached)
         return cls(
             prompt_tokens=usage.prompt_tokens,
             completion_tokens=usage.completion_tokens,
             total_tokens=usage.total_tokens,
+            prompt_tokens_details=details,
         )
 
 

@@ -123,7 +123,10 @@ async def test_the_cost_of_a_run_is_its_tokens_times_the_price_and_totals_add_up
 
 
 def test_cached_prompt_tokens_are_priced_at_the_cached_price() -> None:
-    made = charge(Usage(prompt_tokens=1_000, completion_tokens=0), PRICE, cached_tokens=400)
+    made = charge(Usage(prompt_tokens=1_000, completion_tokens=0, cached_tokens=400), PRICE)
     assert made.tokens == {"input": 600, "cached_input": 400, "output": 0}
     assert made.total_cost == pytest.approx((600 * 2.5 + 400 * 1.25) / 1e6)
+    # No server reported its cache: every prompt token at the input price.
+    unreported = charge(Usage(prompt_tokens=1_000, completion_tokens=0), PRICE)
+    assert unreported.tokens == {"input": 1_000, "cached_input": 0, "output": 0}
     assert charge(Usage(prompt_tokens=10), None).cost is None

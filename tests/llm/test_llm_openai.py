@@ -22,6 +22,8 @@ from aeonloop.llm.base import (
     TokenUsage,
 )
 from aeonloop.llm.openai_adapter import OpenAIAdapter
+from aeonloop.llm.openai_errors import retry_after
+from aeonloop.llm.outage import OutagePolicy
 from aeonloop.llm.session import LLMSession, file_context
 from aeonloop.prompts.registry import DraftAnswerInput, PromptId, PromptRegistry, ReasoningStepInput
 from aeonloop.testing import DictMemo
@@ -80,6 +82,45 @@ async def test_the_plain_draft_is_sent_as_the_request_alone(fake_openai, adapter
     assert sent.startswith("<prompt>") and "notes.txt" in sent
 
 
+@pytest.mark.parametrize("streams", [True, False])
+async def test_cached_tokens_are_read_where_the_server_reports_them(
+    fake_openai, adapter_for, call, streams
+):
+    """Issue 42: OpenAI and vLLM report `usage.prompt_tokens_details.cached_tokens`; a server
+    that reports none gives None, "not reported", never 0."""
+    body = completion("cached")
+    body["usage"]["prompt_tokens_details"] = {"cached_tokens": 5}
+    fake_openai.planned.append(Planned(body=body, streams=streams))
+    fake_openai.reply("plain")
+    adapter = adapter_for()
+
+    assert (await adapter.complete(call)).usage.cached_tokens == 5
+    assert (await adapter.complete(call)).usage.cached_tokens is None
+
+
+async def test_llama_cpp_s_cache_figure_is_read_as_cached_tokens(fake_openai, adapter_for, call):
+    """llama.cpp's server reports its own figures: `timings.cache_n`, the prompt tokens its
+    cache reused."""
+    body = completion("from llama.cpp")
+    body["timings"] = {"cache_n": 9, "prompt_n": 2}
+    fake_openai.planned.append(Planned(body=body, streams=False))
+
+    assert (await adapter_for().complete(call)).usage.cached_tokens == 9
+
+
+def test_a_run_s_cached_tokens_sum_the_calls_that_reported_them():
+    """None until a call's server reports its cache, then the sum of those that did."""
+    usage = Usage()
+    usage.add(10, 2)
+    assert usage.cached_tokens is None
+    usage.add(10, 2, cached_tokens=0)
+    usage.add(10, 2, cached_tokens=7)
+    usage.add(10, 2)
+    assert usage.cached_tokens == 7 and usage.calls == 4
+    assert (TokenUsage(1, 1) + TokenUsage(1, 1)).cached_tokens is None
+    assert (TokenUsage(1, 1, cached_tokens=3) + TokenUsage(1, 1)).cached_tokens == 3
+
+
 async def test_missing_usage_is_estimated_and_marked(fake_openai, adapter_for, call):
     """A stream that ends with no usage chunk, although the call asked for one."""
     fake_openai.reply("a reply of forty characters, more or less", usage=False)
@@ -129,27 +170,176 @@ async def test_5xx_on_every_attempt_waits_for_the_server_instead_of_failing(
     fake_openai, adapter_for, call, caplog
 ):
     """Issue 24: a server answering only 5xx is an outage, not a failed call: the call waits,
-    the outage is said once when it starts and once when it ends, and the call then succeeds."""
-    for _ in range(3):
+    the outage is said once when it starts and once when it ends, and the call then succeeds.
+    The probe is a one-token completion (issue 41): the first fails, the gate stays closed."""
+    for _ in range(4):
         fake_openai.fail(502)
     fake_openai.reply("back")
-    fake_openai.models_status = 503
     adapter = adapter_for(max_retries=2)
     caplog.set_level(logging.WARNING)
 
     task = asyncio.create_task(adapter.complete(call))
-    await asyncio.sleep(1.0)
+    await asyncio.sleep(0.8)
     assert not task.done() and not adapter.outage.is_open
-    assert len(fake_openai.seen) == 3  # nothing is sent while the server is away
-    fake_openai.models_status = None
+    assert len(fake_openai.seen) == 4  # three attempts, then one probe, after 0.5 s
 
     reply = await asyncio.wait_for(task, 10)
 
-    assert reply.text == "back" and len(fake_openai.seen) == 4
+    assert reply.text == "back" and len(fake_openai.seen) == 6
+    probes = [seen.body for seen in fake_openai.seen[3:5]]
+    assert all(body["max_tokens"] == 1 and not body.get("stream") for body in probes)
     said = [r.getMessage() for r in caplog.records if r.name == "aeon.llm"]
     assert len(said) == 2, said
     assert f"LLM server {fake_openai.base_url} cannot be reached (" in said[0]
-    assert said[1] == f"LLM server {fake_openai.base_url} answers again; work goes on"
+    assert said[1].startswith(f"LLM server {fake_openai.base_url} answers again after ")
+
+
+#: The outage arithmetic at a tenth of its time: the first probe 0.05 s after the gate closes,
+#: doubling to 3 s, at most 20 calls in a 6 s window once it has closed.
+TENTH = OutagePolicy(first_s=0.05, max_s=3.0, calls_per_window=20, window_s=6.0)
+
+
+async def test_a_server_listing_models_but_failing_every_chat_call_is_not_hammered(
+    fake_openai, adapter_for, call, caplog
+):
+    """Issue 41, finding 1: the model list answers while every chat call returns 500; one call
+    sent 246 chat POSTs and 58 model probes in 60 s, the gate flapping each second. The backoff
+    now grows with failed calls and the probe is a chat call, so in a window (60 s; 6 s here,
+    all times a tenth) the endpoint gets the call's 4 attempts and the probes at 0.5, 1.5, 3.5,
+    7.5, 15.5 and 31.5 s: at most 10 POSTs, where the old gate sent about 25 in 6 s."""
+    fake_openai.fail(500)
+    adapter = adapter_for(max_retries=3, outage=TENTH)
+    caplog.set_level(logging.INFO, logger="aeon.llm")
+
+    task = asyncio.create_task(adapter.complete(call))
+    await asyncio.sleep(TENTH.window_s)
+    sent = len(fake_openai.seen)
+    task.cancel()
+
+    assert 4 < sent <= 10, sent
+    assert all(seen.path == "/v1/chat/completions" for seen in fake_openai.seen)
+    said = [r.getMessage() for r in caplog.records if r.name == "aeon.llm"]
+    assert len(said) == 1 and "cannot be reached" in said[0], said  # one line per outage
+
+
+async def test_many_calls_in_an_outage_send_at_most_the_window_s_calls(
+    fake_openai, adapter_for, make_call
+):
+    """However many calls wait on the gate, once it has closed the endpoint gets at most
+    `calls_per_window` calls in any window, probes included: each probe sent after the close is
+    at most the window's `calls_per_window`-th, counting the attempts before the close."""
+    fake_openai.fail(503)
+    policy = OutagePolicy(first_s=0.01, max_s=0.02, calls_per_window=6, window_s=3.0)
+    adapter = adapter_for(max_retries=1, outage=policy)
+    data = ReasoningStepInput(
+        request="Explain tides", goal="Explain", step_id="s1", step_description="d", pass_number=1
+    )
+    tasks = [
+        asyncio.create_task(adapter.complete(make_call(PromptId.REASONING_STEP_USER, data)))
+        for _ in range(4)
+    ]
+    while adapter.outage.is_open:
+        await asyncio.sleep(0.005)
+    closed = time.monotonic()
+    await asyncio.sleep(2 * policy.window_s)
+    for task in tasks:
+        task.cancel()
+
+    times = [seen.at for seen in fake_openai.seen]
+    # What the gate sent after it closed: its probes (attempts sent before may land later).
+    after = [seen.at for seen in fake_openai.seen if seen.body.get("max_tokens") == 1]
+    assert after and min(after) > closed, "the gate sends probes while it is closed"
+    window = policy.window_s - LATENCY_S  # the gate counts sends, the server arrivals
+    for at in after:
+        in_window = [other for other in times if at - window < other <= at]
+        assert len(in_window) <= policy.calls_per_window, [round(t - closed, 3) for t in times]
+
+
+#: Seconds a request may take from the gate to the server on a loaded machine (new connections
+#: on two busy cores: up to a second was seen with ten calls at once).
+LATENCY_S = 0.75
+
+
+async def test_a_retry_after_pauses_every_call_of_the_process_once(
+    fake_openai, adapter_for, make_call, caplog
+):
+    """A 429 asking to wait 1 s holds every call of the adapter, not only the one it answered,
+    and is said once."""
+    fake_openai.fail(429, headers={"Retry-After": "1"})
+    fake_openai.reply("fine")
+    adapter = adapter_for()
+    caplog.set_level(logging.WARNING, logger="aeon.llm")
+    data = ReasoningStepInput(
+        request="Explain tides", goal="Explain", step_id="s1", step_description="d", pass_number=1
+    )
+
+    first = asyncio.create_task(adapter.complete(make_call(PromptId.REASONING_STEP_USER, data)))
+    while not fake_openai.seen:
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.05)
+    others = [adapter.complete(make_call(PromptId.REASONING_STEP_USER, data)) for _ in range(3)]
+    replies = await asyncio.gather(first, *others)
+
+    assert [reply.text for reply in replies] == ["fine"] * 4
+    asked_at = fake_openai.seen[0].at
+    assert all(seen.at >= asked_at + 1.0 for seen in fake_openai.seen[1:])
+    said = [r.getMessage() for r in caplog.records if "Retry-After" in r.getMessage()]
+    assert len(said) == 1, said
+
+
+@pytest.mark.parametrize(
+    ("headers", "seconds"),
+    [
+        ({"retry-after": "2"}, 2.0),
+        ({"retry-after-ms": "250"}, 0.25),
+        ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1.5s"}, 1.5),
+        (
+            {
+                "x-ratelimit-remaining-requests": "3",
+                "x-ratelimit-reset-requests": "1s",
+                "x-ratelimit-remaining-tokens": "0",
+                "x-ratelimit-reset-tokens": "20ms",
+            },
+            0.02,
+        ),
+        ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "6m0s"}, 60.0),
+        ({"x-ratelimit-reset-requests": "1s"}, None),  # not the limit that was hit
+        ({"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "soon"}, None),
+    ],
+)
+def test_when_to_come_back_is_read_from_retry_after_or_the_provider_s_reset(headers, seconds):
+    """Issue 42: a 429 without `Retry-After` may say when the exhausted limit resets, as
+    OpenAI's `x-ratelimit-reset-*` headers do; the longest wait honoured is a minute."""
+    assert retry_after(headers) == seconds
+
+
+async def test_a_call_dropped_while_the_server_answers_others_is_a_failed_call(
+    fake_openai, adapter_for, make_call
+):
+    """Issue 41, finding 9: a server that drops the connection on every attempt of one prompt
+    while it answers others was taken for an outage, the gate opening and closing each second
+    until the deadline. The call fails, as a failed call does, long before its deadline."""
+    fake_openai.responder = lambda seen: (
+        Planned(drop=True)
+        if "poison" in str(seen.body.get("messages"))
+        else Planned(body=completion("fine"))
+    )
+    adapter = adapter_for(max_retries=2)
+    data = ReasoningStepInput(
+        request="Explain tides", goal="Explain", step_id="s1", step_description="d", pass_number=1
+    )
+    deadline = datetime.now(UTC) + timedelta(seconds=30)
+    poison = make_call(PromptId.REASONING_STEP_USER, data, "poison", deadline=deadline)
+    started = time.monotonic()
+
+    with pytest.raises(LLMError, match="answered other calls") as failed:
+        await adapter.complete(poison)
+
+    assert not isinstance(failed.value, LLMUnreachable) and failed.value.transient
+    assert time.monotonic() - started < 5.0
+    assert adapter.outage.is_open
+    fine = await adapter.complete(make_call(PromptId.REASONING_STEP_USER, data, "tides"))
+    assert fine.text == "fine"
 
 
 async def test_an_outage_past_the_deadline_ends_as_unreachable(fake_openai, adapter_for, make_call):

@@ -98,7 +98,15 @@ def test_chunks_are_openais_with_usage_only_where_asked() -> None:
     assert json.loads(asked.delta(content="The "))["usage"] is None
     usage = json.loads(asked.usage(result))
     assert usage["choices"] == []
-    assert usage["usage"] == {"prompt_tokens": 10, "completion_tokens": 4, "total_tokens": 14}
+    assert usage["usage"] == {
+        "prompt_tokens": 10,
+        "completion_tokens": 4,
+        "total_tokens": 14,
+        "prompt_tokens_details": None,  # no server reported its cache: not 0 cached tokens
+    }
+    result.usage.cached_tokens = 6
+    details = json.loads(asked.usage(result))["usage"]["prompt_tokens_details"]
+    assert details == {"cached_tokens": 6}
 
 
 def _request(**fields: Any) -> dict[str, Any]:

@@ -81,6 +81,17 @@ def test_estimated_usage_says_so_and_reported_usage_does_not() -> None:
     assert "about" not in counted and "estimated" not in counted
 
 
+def test_cached_prompt_tokens_show_where_a_server_reported_them() -> None:
+    """Issue 42: the usage line says how much of the prompt the server's cache reused, and
+    says nothing (not 0) where no server reported it."""
+    cached = result()
+    cached["usage"]["cached_tokens"] = 800
+    (summary,) = [line for line in render_human(cached).splitlines() if "Metadata" in line]
+    assert "tokens=1500 (prompt 1200, 800 of it cached, completion 300)" in summary
+    (plain,) = [line for line in render_human(result()).splitlines() if "Metadata" in line]
+    assert "cached" not in plain
+
+
 def test_a_run_under_a_second_shows_milliseconds() -> None:
     fast = result() | {"elapsed_seconds": 0.016}
     (summary,) = [line for line in render_human(fast).splitlines() if line.startswith("Metadata")]
@@ -124,6 +135,7 @@ def test_json_format() -> None:
         "repair_calls": 0,
         "token_budget": None,
         "cost": None,  # priced by a gateway's table (aeonloop.tenants); `aeon ask` has none
+        "cached_tokens": None,  # no server reported its cache
     }
 
 

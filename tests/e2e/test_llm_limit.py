@@ -1,0 +1,102 @@
+"""Many workers, one provider: the rate limit they share (llm.limiter) keeps them under it.
+
+A stand-in provider enforces its requests a window (5 in any 4 s: "a minute" shortened, with
+AEON_LLM_LIMIT_WINDOW_S, so the test runs in seconds) and answers 429 with `Retry-After` past
+it. Three `aeon worker` processes answer three runs at once. With the shared limit set a little
+under the provider's (4 a window), the provider never sees more than its limit and answers no
+429; without it, the same load draws 429s (each retried after its `Retry-After`). Every run is
+answered once either way, none failed for a 429.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from e2e_support import Processes
+from openai_fake import FakeOpenAI, Planned, Seen, error_body, serve
+from openai_styles import CASES, PipelineModel
+
+pytestmark = pytest.mark.e2e
+
+#: The provider's limit: requests in any window of WINDOW_S seconds.
+PROVIDER_LIMIT, WINDOW_S = 5, 4.0
+#: The deployment's shared limit, set under the provider's, as docs/llm-servers.md advises.
+SHARED_LIMIT = 4
+WORKERS, RUNS = 3, 3
+
+
+class Provider:
+    """The pipeline's replies, behind a sliding-window limit on requests."""
+
+    def __init__(self) -> None:
+        self.model = PipelineModel(CASES["plain"])
+        self.accepted: list[float] = []
+        self.refused = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, seen: Seen) -> Planned:
+        now = time.monotonic()
+        with self._lock:
+            recent = [at for at in self.accepted if at > now - WINDOW_S]
+            if len(recent) >= PROVIDER_LIMIT:
+                self.refused += 1
+                wait = recent[0] + WINDOW_S - now
+                body = error_body("Rate limit reached for requests")
+                return Planned(429, body, headers={"retry-after": f"{wait:.3f}"})
+            self.accepted.append(now)
+        return self.model(seen)
+
+    def most_in_a_window(self) -> int:
+        times = self.accepted
+        return max((sum(1 for t in times if at - WINDOW_S < t <= at) for at in times), default=0)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    with serve() as fake:
+        fake.models = ["stand-in"]
+        yield fake
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("limited", [True, False], ids=["shared-limit", "no-limit"])
+def test_workers_sharing_a_limit_keep_under_the_provider_s(
+    procs: Processes, env: dict[str, str], server: FakeOpenAI, limited: bool
+) -> None:
+    provider = Provider()
+    server.responder = provider
+    llm = {
+        "AEON_LLM": "openai",
+        "AEON_LLM_BASE_URL": server.base_url,
+        "AEON_LLM_MODEL": "stand-in",
+        "AEON_LLM_TIMEOUT": "20",
+    }
+    if limited:
+        llm |= {
+            "AEON_LLM_REQUESTS_PER_MINUTE": str(SHARED_LIMIT),
+            "AEON_LLM_LIMIT_WINDOW_S": str(WINDOW_S),
+        }
+    for _ in range(WORKERS):
+        procs.worker({**env, **llm})
+    started = time.monotonic()
+    gateway = procs.gateway(env, RUNS, timeout=90)
+    assert gateway.wait(120) == 0, gateway.tail()
+    took = time.monotonic() - started
+
+    answered = gateway.answered()
+    assert sorted(row["cid"] for row in answered) == sorted(gateway.submitted())
+    assert all(row["status"] != "failed" for row in answered), answered
+    calls = len(provider.accepted)
+    print(
+        f"limit={'on' if limited else 'off'}: {RUNS} runs answered in {took:.0f}s; provider saw "
+        f"{calls} calls ({60 * calls / took:.0f} a minute), at most {provider.most_in_a_window()} "
+        f"in {WINDOW_S:g}s (its limit {PROVIDER_LIMIT}), {provider.refused} answered 429"
+    )
+    if limited:
+        assert provider.refused == 0
+        assert provider.most_in_a_window() <= PROVIDER_LIMIT
+    else:
+        assert provider.refused > 0  # the same load, unshared, runs into the provider's limit
