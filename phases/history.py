@@ -31,6 +31,10 @@ steps) and E (the answer) name it in their routes when their run has files
 kept and read the same way (`RunState.turn_count`, `load_turns`; Phase A, which takes the
 request itself, reads them from it). See `request_records` for who writes both.
 
+A sixth, `request` (bus.keys.REQUEST_RECORD), holds the request itself but for its files and
+turns, written with them by `request_records`, and read back whole by `load_request`: what a
+fork of the run is made from, and where a fork's lineage is read (docs/forks.md).
+
 A fifth, `draft` (bus.keys.DRAFT_RECORD), holds the plain draft answer Phase A wrote
 (phases.verification): written by the commit of A's hop (`new_records`, from the run in hand),
 read by Phase E alone (`records_for_e`, `load_draft`), since no other phase shows it to the model.
@@ -43,7 +47,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from aeonloop.bus.keys import DRAFT_RECORD, FILES_RECORD, TURNS_RECORD
+from aeonloop.bus.keys import DRAFT_RECORD, FILES_RECORD, REQUEST_RECORD, TURNS_RECORD
 from aeonloop.bus.route import RunRecord
 from aeonloop.contracts import AttachedFile, Turn
 from aeonloop.exceptions import HistoryMissing
@@ -147,11 +151,29 @@ def request_records(event: Event) -> list[RunRecord]:
     if not isinstance(event, RequestSubmitted):
         return []
     kept = {FILES_RECORD: event.files, TURNS_RECORD: event.messages}
+    request = event.model_dump(mode="json", exclude={"files", "messages"})
     return [
-        RunRecord(event.correlation_id, name, orjson.dumps([item.model_dump() for item in items]))
-        for name, items in kept.items()
-        if items
+        RunRecord(event.correlation_id, REQUEST_RECORD, orjson.dumps(request)),
+        *(
+            RunRecord(event.correlation_id, name, orjson.dumps([i.model_dump() for i in items]))
+            for name, items in kept.items()
+            if items
+        ),
     ]
+
+
+async def load_request(records: RunRecords, correlation_id: str) -> RequestSubmitted | None:
+    """The request that started the run, its files and turns put back, as its records keep it
+    (`request_records`): what a fork of it is made from. None when its record is gone (expired
+    with its answer, AEON_ANSWER_KEEP_S) or was never written (a run from an older version)."""
+    names = [REQUEST_RECORD, FILES_RECORD, TURNS_RECORD]
+    request, files, turns = await records.read(correlation_id, names)
+    if request is None:
+        return None
+    fields = orjson.loads(request)
+    fields["files"] = orjson.loads(files) if files is not None else []
+    fields["messages"] = orjson.loads(turns) if turns is not None else []
+    return RequestSubmitted.model_validate(fields)
 
 
 def records_for_b(event: Event) -> list[str]:
