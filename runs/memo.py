@@ -13,8 +13,8 @@ minutes, not the day every memo used to be kept (7.9 KiB a run, measured in a so
 
 A memo is also what a fork of a run takes its parent's replies from (`ForkedMemo`,
 docs/forks.md), so each is kept `AEON_FORK_KEEP_S` past its run's deadline as well: a run can be
-forked, without paying again for what it called, for that long after it ends (an hour by
-default; 0 keeps memos only for redeliveries, as before forks).
+forked, without paying again for what it called, until its deadline and that long after (0 by
+default, so a memo costs nothing once its run's deadline is past, as before forks).
 
 A memo only saves an LLM call, so one that cannot be read is a miss, never a failed handler:
 memo keys are outside the runs' shards, and on a cluster the master of a memo's slot may be
