@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self
@@ -429,6 +429,7 @@ class AeonClient:
         on_progress: ProgressCallback | None = None,
         watch: bool = True,
         tenant: str | None = None,
+        admit: Callable[[str], Awaitable[None]] | None = None,
     ) -> str:
         """Start a fork of run `parent` and return its correlation id (docs/forks.md): its
         request again, with `rules` in place of the parent's (None: the same) or `plan` in
@@ -440,7 +441,8 @@ class AeonClient:
         fork again is the same run: one already answered is not published again. ParentGone
         when `parent` is unknown, its records expired (AEON_ANSWER_KEEP_S) or its replies
         (AEON_FORK_KEEP_S past its deadline); BadInput for a plan with `from_pass` above 1
-        (a plan given is the one every pass runs)."""
+        (a plan given is the one every pass runs). `admit` is given the fork's id before it is
+        published (the HTTP API's tenant quotas, gateway.http.guards.TenantGate.fork)."""
         if plan is not None and from_pass not in (None, 1):
             raise BadInput(
                 "a fork given a plan runs every pass of it anew: give no from_pass above 1 with it"
@@ -466,6 +468,8 @@ class AeonClient:
         correlation_id = fork_id(fork, rules)
         if await self._stored(correlation_id) is not None:
             return correlation_id  # asked before and answered: the same run, not a second
+        if admit is not None:
+            await admit(correlation_id)
         return await self.submit(
             request.request,
             rules=request.rules if rules is None else rules,

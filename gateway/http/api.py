@@ -57,7 +57,7 @@ from aeonloop.gateway.http.errors import (
     redis_reason,
     refusal,
 )
-from aeonloop.gateway.http.guards import MCP_PATH, ApiGuard, HostGuard, TenantGate, tenant_of
+from aeonloop.gateway.http.guards import MCP_PATH, ApiGuard, HostGuard, TenantGate
 from aeonloop.gateway.http.models import (
     MAX_RECENT,
     MAX_WAIT_S,
@@ -222,8 +222,8 @@ class HttpApi:
             body = parsed(ForkRequest, data, "a fork", '{"from_pass": 2}')
         change = _fork_change(body)
         try:
-            fork_id = await self.client.fork(
-                correlation_id, **change, watch=False, tenant=tenant_of(request.scope)
+            fork_id = await self.tenants.fork(
+                request.scope, self.client, correlation_id, **change, watch=False
             )
         except ParentGone as error:
             raise ApiError(404, "id", str(error)) from None

@@ -359,6 +359,7 @@ def _fork_path(guarded: dict[str, str]) -> dict[str, Any]:
                     "415": "a body not sent as application/json",
                     "422": "not a correlation id, or a field that cannot be used (named)",
                     **guarded,
+                    **_QUOTA,
                 },
             ),
         }
