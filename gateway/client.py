@@ -116,6 +116,18 @@ class _Waiter:
     passes_shown: int = 0
 
 
+def fork_point(from_pass: int | None, plan: Plan | None) -> int | None:
+    """The first pass a fork makes anew: `from_pass`, or 1 for a fork given a plan (every pass
+    runs the plan given); BadInput for a plan with a later pass."""
+    if plan is None:
+        return from_pass
+    if from_pass not in (None, 1):
+        raise BadInput(
+            "a fork given a plan runs every pass of it anew: give no from_pass above 1 with it"
+        )
+    return 1
+
+
 class AeonClient:
     def __init__(
         self,
@@ -443,10 +455,7 @@ class AeonClient:
         (AEON_FORK_KEEP_S past its deadline); BadInput for a plan with `from_pass` above 1
         (a plan given is the one every pass runs). `admit` is given the fork's id before it is
         published (the HTTP API's tenant quotas, gateway.http.guards.TenantGate.fork)."""
-        if plan is not None and from_pass not in (None, 1):
-            raise BadInput(
-                "a fork given a plan runs every pass of it anew: give no from_pass above 1 with it"
-            )
+        first_pass = fork_point(from_pass, plan)
         request = await history.load_request(self.runs.records, parent)
         if request is None:
             raise ParentGone(
@@ -459,12 +468,8 @@ class AeonClient:
                 f"its recorded replies were kept until {kept_until:%Y-%m-%d %H:%M:%S} UTC "
                 f"(AEON_FORK_KEEP_S, {self.settings.fork_keep_s} s past its deadline)",
             )
-        fork = Fork(
-            parent=parent,
-            from_pass=1 if plan is not None and from_pass is None else from_pass,
-            changed=rules is not None or plan is not None,
-            plan=plan,
-        )
+        changed = rules is not None or plan is not None
+        fork = Fork(parent=parent, from_pass=first_pass, changed=changed, plan=plan)
         correlation_id = fork_id(fork, rules)
         if await self._stored(correlation_id) is not None:
             return correlation_id  # asked before and answered: the same run, not a second

@@ -46,7 +46,7 @@ from starlette.staticfiles import StaticFiles
 
 from aeonloop.bus.redis_errors import FAILURES
 from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput, ForeignEventId, ParentGone
-from aeonloop.gateway.client import AeonClient, answer_due_by
+from aeonloop.gateway.client import AeonClient, answer_due_by, fork_point
 from aeonloop.gateway.http.bodies import checked_run, parsed, read_json, status_of
 from aeonloop.gateway.http.chat import RUN_ID_HEADER, ChatApi
 from aeonloop.gateway.http.errors import (
@@ -227,8 +227,8 @@ class HttpApi:
             )
         except ParentGone as error:
             raise ApiError(404, "id", str(error)) from None
-        except BadInput as error:  # a plan with a later pass, or the event over its limit
-            raise ApiError(status_of(error), "from_pass", str(error)) from None
+        except BadInput as error:  # the parent's request past this gateway's limits
+            raise ApiError(status_of(error), "id", str(error)) from None
         self.feed.note_submitted(fork_id)
         headers = {"Location": links(fork_id).self}
         view = await self.feed.view(fork_id)
@@ -323,6 +323,10 @@ def _fork_change(body: ForkRequest) -> dict[str, Any]:
             change[field] = check()
         except (BadInput, ValueError) as error:
             raise ApiError(422, field, str(error)) from None
+    try:
+        fork_point(body.from_pass, change["plan"])
+    except BadInput as error:
+        raise ApiError(422, "from_pass", str(error)) from None
     change["timeout"] = change.pop("timeout_s")
     return change
 
