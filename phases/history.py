@@ -31,13 +31,13 @@ steps) and E (the answer) name it in their routes when their run has files
 kept and read the same way (`RunState.turn_count`, `load_turns`; Phase A, which takes the
 request itself, reads them from it). See `request_records` for who writes both.
 
-A sixth, `request` (bus.keys.REQUEST_RECORD), holds the request itself but for its files and
-turns, written with them by `request_records`, and read back whole by `load_request`: what a
-fork of the run is made from, and where a fork's lineage is read (docs/forks.md).
-
 A fifth, `draft` (bus.keys.DRAFT_RECORD), holds the plain draft answer Phase A wrote
 (phases.verification): written by the commit of A's hop (`new_records`, from the run in hand),
 read by Phase E alone (`records_for_e`, `load_draft`), since no other phase shows it to the model.
+
+A sixth, `request` (bus.keys.REQUEST_RECORD), holds the request itself but for its files and
+turns, written with them by `request_records`, and read back whole by `load_request`: what a
+fork of the run is made from, and where a fork's lineage is read (docs/forks.md).
 """
 
 from __future__ import annotations
@@ -128,8 +128,8 @@ def _records(correlation_id: str, run: RunState, record: ExecutionPass) -> list[
 
 
 def request_records(event: Event) -> list[RunRecord]:
-    """The records of the files `event` attaches and of the earlier turns it carries, if it is
-    a request that has any: what
+    """The records of the request `event` is (if it is one): the request itself, and the
+    files it attaches and the earlier turns it carries, if it has any: what
     the commit of the hop that takes a request writes (Phase A's, or the hand-off to Phase E
     of a request A gave up on), before the event that hop publishes.
 
