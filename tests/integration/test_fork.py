@@ -152,3 +152,22 @@ async def test_a_parent_whose_replies_are_gone_is_refused_naming_the_setting(
                 await stack.client.fork(parent)
     finally:
         await llm.aclose()
+
+
+async def test_a_fork_given_a_plan_runs_it_from_the_first_pass_without_writing_one(
+    stack: AeonTestStack, server: FakeOpenAI
+) -> None:
+    parent, _ = await answered(stack)
+    before = len(calls(server))
+    plan = Plan(goal="Tides, briefly", steps=[PlanStep(step_id="only", description="Say why")])
+    fork = await stack.client.fork(parent, plan=plan, timeout=60)
+    other = await stack.client.wait(fork, 90)
+    made = calls(server)[before:]
+    # Phase A's replies are the parent's; no plan is written; the one step given runs anew.
+    assert PromptId.PLAN_GENERATION_USER not in made
+    assert PromptId.TASKPROFILE_INFERENCE_USER not in made
+    assert made.count(PromptId.REASONING_STEP_USER) == other.total_passes
+    lineage = await stack.client.lineage(fork)
+    assert lineage is not None and lineage.plan is not None
+    assert (lineage.parent, lineage.from_pass, lineage.changed) == (parent, 1, True)
+    assert [step.step_id for step in lineage.plan.steps] == ["only"]  # as the request had it
