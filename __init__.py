@@ -58,6 +58,7 @@ _PUBLIC: dict[str, str] = {
     "SettingsError": "aeonloop.exceptions",
     "BadInput": "aeonloop.exceptions",
     "TooLarge": "aeonloop.exceptions",
+    "ParentGone": "aeonloop.exceptions",
     "BusError": "aeonloop.exceptions",
     "AnswerTimeout": "aeonloop.exceptions",
 }
@@ -79,6 +80,7 @@ __all__ = [
     "FinalAnswer",
     "FinalAnswerReady",
     "Outcome",
+    "ParentGone",
     "Plan",
     "Progress",
     "RequestSubmitted",
@@ -99,6 +101,7 @@ if TYPE_CHECKING:
         AnswerTimeout,
         BadInput,
         BusError,
+        ParentGone,
         SettingsError,
         TooLarge,
         UsageError,

@@ -7,6 +7,8 @@ raise; the branch says what kind of trouble it is:
     ├── UsageError (ValueError)      what a person gave cannot be used: the CLI exits 2
     │   ├── SettingsError              an AEON_* variable, or settings that cannot work together
     │   ├── BadInput                   a request, an option, a rules file
+    │   │   └── ParentGone (LookupError)   a run to fork that is unknown or whose records are
+    │   │                                  gone (the HTTP API's 404)
     │   ├── ToolsNotReady              at start, an MCP server of AEON_MCP_CONFIG cannot start
     │   │                              or answer (tools/)
     │   └── ForeignEventId             an HTTP reader's event id that names another run
@@ -81,6 +83,15 @@ class BadInput(UsageError):
 class TooLarge(BadInput):
     """Input over a size limit (an attached file, the files together, the request's event):
     refused like any bad input, and answered 413 rather than 422 by the HTTP API."""
+
+
+class ParentGone(BadInput, LookupError):
+    """A run asked to be forked that cannot be: unknown, its records expired with its answer
+    (AEON_ANSWER_KEEP_S), or its recorded replies gone (AEON_FORK_KEEP_S past its deadline).
+    The CLI says so in one line and exits 2; the HTTP API answers 404."""
+
+    def __init__(self, correlation_id: str, why: str) -> None:
+        super().__init__(f"run {correlation_id} cannot be forked: {why}; nothing was published")
 
 
 class ForeignEventId(UsageError):

@@ -23,13 +23,16 @@ an LLM call, not correctness.
 A memo entry is `<prefix>:memo:<run>/<scope>/<prompt>`: one LLM call of one run, the scope
 saying which (`memo_scope`: the phase, the pass, the step, what the call is for; a repair call
 adds `repair:<prompt>`, `repair_scope`). The whole key is made by `memo_key`, and nowhere else,
-so a redelivered hop asks for exactly the keys its first delivery wrote.
+so a redelivered hop asks for exactly the keys its first delivery wrote. A fork reads its
+parent's for the calls before its fork point: `memo_call` says which call a key is, and
+`memo_key` with the parent's id gives the parent's key for it (runs.memo.ForkedMemo).
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import re
 import zlib
 from dataclasses import dataclass
 from enum import StrEnum
@@ -59,6 +62,10 @@ WEBHOOK_TRIES_RECORD = "webhook-tries"
 #: The run record (`Keys.run_records`) holding the files its request attached, written once by
 #: the commit of Phase A's hop (phases.history.request_records).
 FILES_RECORD = "files"
+#: The run record holding the request that started the run (phases.history.request_records),
+#: but for its files and turns, which have records of their own: what a fork of the run is
+#: made from, and where a fork's lineage (its `fork`) is read, as long as the run's answer.
+REQUEST_RECORD = "request"
 #: The run record holding the plain draft answer Phase A wrote (phases.history.new_records),
 #: which Phase E reads and may publish.
 DRAFT_RECORD = "draft"
@@ -131,6 +138,29 @@ def repair_scope(scope: str, prompt: str) -> str:
 def memo_key(run: str, scope: str, prompt: str) -> str:
     """The memo of `prompt`'s reply in `scope` of `run` (Keys.memo puts it under the prefix)."""
     return f"{run}/{scope}/{prompt}"
+
+
+_PASS_PART = re.compile(r"p(\d+)")
+
+
+@dataclass(frozen=True)
+class MemoCall:
+    """Which call of a run a memo key (`memo_key`) remembers: its phase, its pass (None: the
+    call belongs to no pass), and the rest, the scope past the run's id."""
+
+    phase: str
+    pass_number: int | None
+    rest: str
+
+
+def memo_call(key: str, run: str) -> MemoCall | None:
+    """The call of `run` that `key` remembers; None if `key` is not one of `run`'s."""
+    if not key.startswith(f"{run}/"):
+        return None
+    rest = key[len(run) + 1 :]
+    parts = rest.split("/")
+    number = _PASS_PART.fullmatch(parts[1]) if len(parts) > 2 else None
+    return MemoCall(parts[0], int(number.group(1)) if number else None, rest)
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,11 @@ class BusSettings(AeonSettings):
     answer_text_maxlen: Whole = 10_000
     #: The longest a memoised LLM reply is kept (each goes with its run's deadline).
     memo_ttl_s: Annotated[Whole, renamed("AEON_MEMO_KEEP_S", "AEON_MEMO_TTL_S")] = 24 * 3600
+    #: How long past its run's deadline a memoised reply is also kept, so the run can be forked
+    #: without paying again for the calls it made (runs.memo.ForkedMemo). 0 by default: a run
+    #: can be forked until its deadline, and its memo costs nothing after (bench's retention
+    #: target); an hour keeps about 6 KiB a run that hour longer.
+    fork_keep_s: Annotated[int, Field(ge=0)] = 0
     shutdown_grace_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 25.0
     consumer_name: str = Field(default_factory=default_consumer_name, min_length=1)
 

@@ -30,9 +30,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
 from redis.asyncio.cluster import PipelineCommand
@@ -45,7 +45,7 @@ from aeonloop.bus.layout import agree_on_shards
 from aeonloop.bus.redis_errors import FAILING_OVER, TRANSIENT
 from aeonloop.bus.settings import BusSettings
 from aeonloop.contracts import AttachedFile, Turn
-from aeonloop.exceptions import AnswerTimeout, BadInput
+from aeonloop.exceptions import AnswerTimeout, BadInput, ParentGone
 from aeonloop.gateway.conversation import turns_after
 from aeonloop.gateway.progress import Progress, progress_of
 from aeonloop.gateway.validation import (
@@ -61,13 +61,16 @@ from aeonloop.phases.events import (
     EVENT_TYPES,
     ExecutionResult,
     FinalAnswerReady,
+    Fork,
     PlanAwaitingApproval,
     RequestSubmitted,
     WebhookSettled,
+    fork_id,
 )
 from aeonloop.phases.models import Plan, Rule
 from aeonloop.runs.answer_text import TextEntry
 from aeonloop.runs.cancels import CancelOutcome
+from aeonloop.runs.memo import replies_kept_until
 from aeonloop.runs.store import RunStore
 from aeonloop.telemetry import tracing
 from aeonloop.webhooks import outcome as webhook_outcome
@@ -111,6 +114,18 @@ class _Waiter:
     on_progress: ProgressCallback | None
     #: The last pass reported, so a pass is reported once though two events describe it.
     passes_shown: int = 0
+
+
+def fork_point(from_pass: int | None, plan: Plan | None) -> int | None:
+    """The first pass a fork makes anew: `from_pass`, or 1 for a fork given a plan (every pass
+    runs the plan given); BadInput for a plan with a later pass."""
+    if plan is None:
+        return from_pass
+    if from_pass not in (None, 1):
+        raise BadInput(
+            "a fork given a plan runs every pass of it anew: give no from_pass above 1 with it"
+        )
+    return 1
 
 
 class AeonClient:
@@ -270,6 +285,7 @@ class AeonClient:
         messages: list[Turn] | None = None,
         tenant: str | None = None,
         correlation_id: str | None = None,
+        fork: Fork | None = None,
     ) -> str:
         """Publish a request and return its correlation id; BadInput before publishing if the
         request is not acceptable. `timeout` becomes the request's deadline in the pipeline;
@@ -284,7 +300,8 @@ class AeonClient:
         `messages` are the earlier turns of the conversation it continues, oldest first, given
         to the prompts as context (gateway.validation.check_turns: BadInput, or TooLarge past
         AEON_MAX_TURNS_CHARS; `follow_up` makes them from a stored run). `tenant` is who asked
-        (aeonloop.tenants); `correlation_id` one the caller chose (a fresh one if None).
+        (aeonloop.tenants); `correlation_id` one the caller chose (a fresh one if None);
+        `fork` the run it forks (`fork` makes both).
 
         The client watches the run, keeping its answer until `wait` takes it. `watch=False`
         (without `on_progress`) keeps nothing, for a caller that will not wait on this client:
@@ -307,6 +324,7 @@ class AeonClient:
             approve_plan=approve_plan,
             tenant=tenant,
             correlation_id=correlation_id,
+            fork=fork,
         )
         body = encode(event)
         check_event_size(len(body["body"]), self.settings.max_event_bytes)
@@ -411,6 +429,74 @@ class AeonClient:
             request, timeout=timeout, on_progress=on_progress, **options
         )
         return await self.wait(correlation_id, timeout + ANSWER_GRACE_S)
+
+    async def fork(
+        self,
+        parent: str,
+        *,
+        from_pass: int | None = None,
+        rules: list[Rule] | None = None,
+        plan: Plan | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        on_progress: ProgressCallback | None = None,
+        watch: bool = True,
+        tenant: str | None = None,
+        admit: Callable[[str], Awaitable[None]] | None = None,
+    ) -> str:
+        """Start a fork of run `parent` and return its correlation id (docs/forks.md): its
+        request again, with `rules` in place of the parent's (None: the same) or `plan` in
+        place of the one Phase B would write, taking the parent's recorded replies for every
+        call before pass `from_pass` (None: every pass; with `plan`, 1), so they cost no LLM
+        call. A fork that changes nothing takes the parent's answer too: no call at all.
+
+        The id is derived from the parent and the change (`fork_id`), so asking for the same
+        fork again is the same run: one already answered is not published again. ParentGone
+        when `parent` is unknown, its records expired (AEON_ANSWER_KEEP_S) or its replies
+        (AEON_FORK_KEEP_S past its deadline); BadInput for a plan with `from_pass` above 1
+        (a plan given is the one every pass runs). `admit` is given the fork's id before it is
+        published (the HTTP API's tenant quotas, gateway.http.guards.TenantGate.fork)."""
+        first_pass = fork_point(from_pass, plan)
+        request = await history.load_request(self.runs.records, parent)
+        if request is None:
+            raise ParentGone(
+                parent, "no request of it is recorded (unknown, or expired: AEON_ANSWER_KEEP_S)"
+            )
+        kept_until = replies_kept_until(request.deadline, self.settings.fork_keep_s)
+        if kept_until <= datetime.now(UTC):
+            raise ParentGone(
+                parent,
+                f"its recorded replies were kept until {kept_until:%Y-%m-%d %H:%M:%S} UTC "
+                f"(AEON_FORK_KEEP_S, {self.settings.fork_keep_s} s past its deadline)",
+            )
+        changed = rules is not None or plan is not None
+        fork = Fork(parent=parent, from_pass=first_pass, changed=changed, plan=plan)
+        correlation_id = fork_id(fork, rules)
+        if await self._stored(correlation_id) is not None:
+            return correlation_id  # asked before and answered: the same run, not a second
+        if admit is not None:
+            await admit(correlation_id)
+        return await self.submit(
+            request.request,
+            rules=request.rules if rules is None else rules,
+            max_ttl=request.max_ttl,
+            threshold=request.threshold,
+            timeout=timeout,
+            on_progress=on_progress,
+            watch=watch,
+            token_budget=request.token_budget,
+            files=request.files,
+            tools=request.tools,
+            messages=request.messages,
+            tenant=tenant,
+            correlation_id=correlation_id,
+            fork=fork,
+        )
+
+    async def lineage(self, correlation_id: str) -> Fork | None:
+        """The run `correlation_id` was forked from, and where, if it is a fork whose request
+        is still recorded (as long as its answer); None otherwise."""
+        request = await history.load_request(self.runs.records, correlation_id)
+        return request.fork if request is not None else None
 
     async def cancel(self, correlation_id: str) -> CancelOutcome:
         """Cancel a run: REQUESTED, and it stops at its next hop, abandoning a call in flight,

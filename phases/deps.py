@@ -32,12 +32,13 @@ from aeonloop.llm.session import (
 )
 from aeonloop.phases import cancels as run_cancels
 from aeonloop.phases import tool_calls
-from aeonloop.phases.events import RunState
+from aeonloop.phases.events import Event, Fork, RunState, fork_of
 from aeonloop.phases.history import ReadAhead, RunRecords
 from aeonloop.phases.tool_calls import ToolRunner
 from aeonloop.prompts.registry import PromptRegistry
 from aeonloop.runs.answer_text import ResetWhy
 from aeonloop.runs.in_process import DictCancels, DictMemo, DictRunRecords
+from aeonloop.runs.memo import ForkedMemo
 from aeonloop.tools.base import NoTools, Toolbox
 
 
@@ -82,13 +83,18 @@ class PhaseDeps:
     #: Where the runs' answer text is written as it comes (runs.answer_text); None: nowhere.
     answers: AnswerTexts | None = None
 
-    def delivered(self, delivery: Delivery) -> PhaseDeps:
-        """These deps for one delivery of an event: the memo is read only if the event may
-        have been handled before, and the run's records come first from those the bus read
-        with the event's lock. Deps used as they are (a handler called directly) read both."""
-        if delivery.redelivered and not delivery.records:
+    def delivered(self, delivery: Delivery, event: Event | None = None) -> PhaseDeps:
+        """These deps for one delivery of `event`: the memo is read only if the event may
+        have been handled before (and, for a fork, its parent's replies before the fork
+        point, on any delivery: `forked_memo`), and the run's records come first from those
+        the bus read with the event's lock. Deps used as they are (a handler called directly)
+        read both."""
+        fork = fork_of(event) if event is not None else None
+        if delivery.redelivered and not delivery.records and fork is None:
             return self
         memo = self.memo if delivery.redelivered else FirstDeliveryMemo(self.memo)
+        if fork is not None and event is not None:
+            memo = forked_memo(memo, self.memo, event.correlation_id, fork)
         records = ReadAhead(delivery.records, self.records) if delivery.records else self.records
         return replace(self, memo=memo, records=records)
 
@@ -131,3 +137,10 @@ class PhaseDeps:
             files=file_context(files),
             turns=tuple(turns),
         )
+
+
+def forked_memo(own: Memo, recorded: Memo, correlation_id: str, fork: Fork) -> Memo:
+    """The memo of a hop of the fork `correlation_id`: `own` (what the delivery reads of its
+    own replies), then the parent's replies in `recorded` for the calls before the fork point
+    (runs.memo.ForkedMemo, `Fork.replays`)."""
+    return ForkedMemo(own, recorded, correlation_id, fork.parent, fork.replays)

@@ -52,6 +52,44 @@ DEFAULT_THRESHOLD = 0.8
 
 E = TypeVar("E", bound="Event")
 
+#: The phases whose calls belong to no pass: a fork takes their replies from its parent always,
+#: but for Phase E's, which it takes only when nothing was changed (`Fork.replays`).
+_BEFORE_PASSES = ("a", "b")
+
+
+class Fork(BaseModel):
+    """What a forked run takes from the run it was forked from (docs/forks.md).
+
+    A fork is a new run of its parent's request that reads its parent's memoised replies
+    (runs.memo.ForkedMemo) for every call before the fork point, so they cost no LLM call, and
+    diverges from there with its change: other rules (in its request) or a plan given in place
+    of the one Phase B would write (`plan`, which B takes; a fork with a plan runs every pass
+    anew). Its request event and every event after carry it, so each hop knows whose replies
+    it may take, and the run's lineage is read from its request record (phases.history).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: The correlation id of the run forked.
+    parent: str = Field(..., min_length=1, max_length=128)
+    #: The first pass made anew; None: every pass the parent ran is taken.
+    from_pass: int | None = Field(None, ge=1, le=MAX_TTL_CAP)
+    #: Whether the fork changes anything (its rules or its plan): only a fork that changes
+    #: nothing takes the parent's answer (Phase E's calls) as well.
+    changed: bool = False
+    #: The plan Phase B publishes instead of writing one; None once B has taken it.
+    plan: Plan | None = None
+
+    def replays(self, phase: str, pass_number: int | None) -> bool:
+        """Whether the call of `phase` in pass `pass_number` (None: of no pass) is the parent's
+        to answer: A's and B's always, a pass's when it comes before `from_pass`, E's only
+        when the fork changes nothing and starts from no pass."""
+        if phase in _BEFORE_PASSES:
+            return True
+        if pass_number is not None:
+            return self.from_pass is None or pass_number < self.from_pass
+        return not self.changed and self.from_pass is None
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -113,6 +151,8 @@ class RunState(BaseModel):
     #: What the last pass showed, when it asks for a re-profile that Phase D left to the next
     #: pass, to make beside its steps (phases.phase_d.reprofile_where); None: none is due.
     reprofile_evidence: str | None = None
+    #: The run it was forked from and where, when it is a fork (`Fork`).
+    fork: Fork | None = None
 
     @model_validator(mode="after")
     def _count_inline_passes(self) -> RunState:
@@ -214,6 +254,8 @@ class RequestSubmitted(Event):
     #: Who asked: the tenant of the API token the request came with (aeonloop.tenants); None
     #: for a request made otherwise (`aeon ask`, the Python client).
     tenant: str | None = Field(None, max_length=64)
+    #: The run this request forks, and from where (`Fork`); None for a request of its own.
+    fork: Fork | None = None
 
     @classmethod
     def new(
@@ -232,11 +274,17 @@ class RequestSubmitted(Event):
         messages: list[Turn] | None = None,
         tenant: str | None = None,
         correlation_id: str | None = None,
+        fork: Fork | None = None,
     ) -> RequestSubmitted:
         """A fresh request with a deadline `timeout` seconds away, and its own correlation id
-        unless its producer chose one (a gateway that notes the run before it is published)."""
+        unless its producer chose one (a gateway that notes the run before it is published).
+        A fork's event id is derived from its correlation id (`fork_id`), so a fork submitted
+        twice is one event, which the phases' dedupe takes once."""
+        correlation_id = correlation_id or uuid.uuid4().hex
+        ids = {"event_id": derived_id(correlation_id, cls.__name__)} if fork is not None else {}
         return cls(
-            correlation_id=correlation_id or uuid.uuid4().hex,
+            **ids,
+            correlation_id=correlation_id,
             deadline=utcnow() + timedelta(seconds=timeout),
             request=request,
             rules=rules or [],
@@ -249,6 +297,7 @@ class RequestSubmitted(Event):
             tools=tools,
             messages=messages or [],
             tenant=tenant,
+            fork=fork,
         )
 
     def initial_state(
@@ -268,7 +317,28 @@ class RequestSubmitted(Event):
             file_paths=[file.path for file in self.files],
             turn_count=len(self.messages),
             tools=self.tools,
+            fork=self.fork,
         )
+
+
+def fork_id(fork: Fork, rules: list[Rule] | None) -> str:
+    """The correlation id of `fork` with `rules` (None: its parent's): derived from the parent
+    and the change, so the same fork asked twice (a client's retry, a redelivered POST) is one
+    run, answered once."""
+    change = {
+        "fork": fork.model_dump(mode="json"),
+        "rules": None if rules is None else [rule.model_dump(mode="json") for rule in rules],
+    }
+    said = orjson.dumps(change, option=orjson.OPT_SORT_KEYS).decode()
+    return derived_id(fork.parent, f"fork:{said}")
+
+
+def fork_of(event: Event) -> Fork | None:
+    """The fork `event`'s run is, if it is one: from its request, or from the run it carries."""
+    if isinstance(event, RequestSubmitted):
+        return event.fork
+    run = getattr(event, "run", None)
+    return run.fork if isinstance(run, RunState) else None
 
 
 class TaskProfiled(Event):

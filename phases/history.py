@@ -34,6 +34,10 @@ request itself, reads them from it). See `request_records` for who writes both.
 A fifth, `draft` (bus.keys.DRAFT_RECORD), holds the plain draft answer Phase A wrote
 (phases.verification): written by the commit of A's hop (`new_records`, from the run in hand),
 read by Phase E alone (`records_for_e`, `load_draft`), since no other phase shows it to the model.
+
+A sixth, `request` (bus.keys.REQUEST_RECORD), holds the request itself but for its files and
+turns, written with them by `request_records`, and read back whole by `load_request`: what a
+fork of the run is made from, and where a fork's lineage is read (docs/forks.md).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from aeonloop.bus.keys import DRAFT_RECORD, FILES_RECORD, TURNS_RECORD
+from aeonloop.bus.keys import DRAFT_RECORD, FILES_RECORD, REQUEST_RECORD, TURNS_RECORD
 from aeonloop.bus.route import RunRecord
 from aeonloop.contracts import AttachedFile, Turn
 from aeonloop.exceptions import HistoryMissing
@@ -124,8 +128,8 @@ def _records(correlation_id: str, run: RunState, record: ExecutionPass) -> list[
 
 
 def request_records(event: Event) -> list[RunRecord]:
-    """The records of the files `event` attaches and of the earlier turns it carries, if it is
-    a request that has any: what
+    """The records of the request `event` is (if it is one): the request itself, and the
+    files it attaches and the earlier turns it carries, if it has any: what
     the commit of the hop that takes a request writes (Phase A's, or the hand-off to Phase E
     of a request A gave up on), before the event that hop publishes.
 
@@ -147,11 +151,29 @@ def request_records(event: Event) -> list[RunRecord]:
     if not isinstance(event, RequestSubmitted):
         return []
     kept = {FILES_RECORD: event.files, TURNS_RECORD: event.messages}
+    request = event.model_dump(mode="json", exclude={"files", "messages"})
     return [
-        RunRecord(event.correlation_id, name, orjson.dumps([item.model_dump() for item in items]))
-        for name, items in kept.items()
-        if items
+        RunRecord(event.correlation_id, REQUEST_RECORD, orjson.dumps(request)),
+        *(
+            RunRecord(event.correlation_id, name, orjson.dumps([i.model_dump() for i in items]))
+            for name, items in kept.items()
+            if items
+        ),
     ]
+
+
+async def load_request(records: RunRecords, correlation_id: str) -> RequestSubmitted | None:
+    """The request that started the run, its files and turns put back, as its records keep it
+    (`request_records`): what a fork of it is made from. None when its record is gone (expired
+    with its answer, AEON_ANSWER_KEEP_S) or was never written (a run from an older version)."""
+    names = [REQUEST_RECORD, FILES_RECORD, TURNS_RECORD]
+    request, files, turns = await records.read(correlation_id, names)
+    if request is None:
+        return None
+    fields = orjson.loads(request)
+    fields["files"] = orjson.loads(files) if files is not None else []
+    fields["messages"] = orjson.loads(turns) if turns is not None else []
+    return RequestSubmitted.model_validate(fields)
 
 
 def records_for_b(event: Event) -> list[str]:

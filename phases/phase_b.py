@@ -47,15 +47,27 @@ async def handle(event: TaskProfiled, deps: PhaseDeps) -> list[Event]:
     turns = await history.load_turns(deps.records, event.correlation_id, run)
     session = deps.session(event.correlation_id, run.usage, event.deadline, files, turns)
     tools = tool_calls.available(deps.tools, run.tools)
-    try:
-        plan = await generate_plan(session, run, tools)
-    except (LLMFailure, ValidationError) as error:
-        return [_no_plan(event, run, f"plan generation failed: {error}")]
-    run.plan = plan
-    await _validate_and_refine(session, run, plan, deps.settings, tools)
+    if run.fork is not None and run.fork.plan is not None:
+        _take_forked_plan(run, run.fork.plan)
+    else:
+        try:
+            plan = await generate_plan(session, run, tools)
+        except (LLMFailure, ValidationError) as error:
+            return [_no_plan(event, run, f"plan generation failed: {error}")]
+        run.plan = plan
+        await _validate_and_refine(session, run, plan, deps.settings, tools)
     if run.approve_plan:  # paused until a person approves it (phases.approvals)
         return [event.child(PlanAwaitingApproval, run=run)]
     return [event.child(PlanReady, run=run)]
+
+
+def _take_forked_plan(run: RunState, plan: Plan) -> None:
+    """The plan a fork was given (`Fork.plan`, checked by the gateway as an approval's edit
+    is), taken as a person's plan is: neither validated nor refined. The fork stops carrying
+    it: from here it travels as the run's plan."""
+    run.plan = plan
+    run.fork = run.fork.model_copy(update={"plan": None}) if run.fork else None
+    run.notes.append("phase B: the plan the fork was given")
 
 
 def _no_plan(event: TaskProfiled, run: RunState, detail: str) -> LoopExited:

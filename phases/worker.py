@@ -99,7 +99,9 @@ def build_routes(deps: PhaseDeps, phases: Iterable[str] = PHASES) -> list[Route]
                 stream=LoopExited.STREAM,
                 group="e",
                 types={LoopExited.__name__: LoopExited},
-                handle=lambda event, delivery: phase_e.handle(event, deps.delivered(delivery)),
+                handle=lambda event, delivery: phase_e.handle(
+                    event, deps.delivered(delivery, event)
+                ),
                 give_up=_answer_without_llm,
                 records=history.records_for_e,
                 # A run whose deadline passed while the LLM server was away is answered then,
@@ -131,7 +133,7 @@ def make_worker(
     deps = PhaseDeps(
         llm=llm,
         registry=default_registry(),
-        memo=RedisMemo(redis, worker.keys, worker.committer),
+        memo=RedisMemo(redis, worker.keys, worker.committer, settings.fork_keep_s),
         records=RedisRunRecords(redis, worker.keys),
         settings=loop or LoopSettings.from_env(),
         cancels=cancels,
@@ -168,7 +170,7 @@ def _stoppable(handler: Handler, deps: PhaseDeps) -> Callable[[Event, Delivery],
             outputs: list[Event] = [exits.loop_exited(event, stop)]
         else:
             given = _as_given(event, deps)
-            work = handler(event, deps.delivered(delivery))
+            work = handler(event, deps.delivered(delivery, event))
             done = await unless_stopped(deps.cancels, cid, work)
             if isinstance(done, Stopped):
                 outputs = [exits.loop_exited(event, exits.interrupted(done.error), run=given)]

@@ -1,4 +1,4 @@
-"""The `aeon` command: ask, answer, worker, serve, mcp, dlq, status, usage, asyncapi.
+"""The `aeon` command: ask, answer, fork, worker, serve, mcp, dlq, status, usage, asyncapi.
 
 Exit codes: EXIT_CODES below, which `aeon --help` lists; docs/cli.md ("Exit codes") says
 when each is used, and tests/test_readme.py keeps the two alike.
@@ -37,7 +37,7 @@ from aeonloop.exceptions import (
     SettingsError,
     UsageError,
 )
-from aeonloop.gateway.cli import dlq, quality, status, usage
+from aeonloop.gateway.cli import dlq, fork, quality, status, usage
 from aeonloop.gateway.cli.display import render_human, render_json, webhook_line
 from aeonloop.gateway.client import ANSWER_GRACE_S, DEFAULT_TIMEOUT_S, AeonClient, Progress
 from aeonloop.gateway.embedded import embedded_pipeline
@@ -499,8 +499,11 @@ async def answer(args: argparse.Namespace) -> int:
     async with AeonClient(settings=settings) as client:
         result = await client.fetch(args.correlation_id)
         webhook = await client.webhook(args.correlation_id) if result else None
+        forked = await client.lineage(args.correlation_id) if result else None
     if result is None:
         _status(f"no answer stored for {args.correlation_id} (not finished, expired or unknown)")
+    if forked is not None:
+        _status(fork.lineage_line(forked))
     if webhook is not None and not args.json:
         _status(webhook_line(webhook))
     return _print_result(result, args.correlation_id, args.json, webhook)
@@ -827,6 +830,7 @@ def _parser() -> argparse.ArgumentParser:
     status.add_commands(commands, _command)
     quality.add_commands(commands, _command)
     usage.add_commands(commands, _command)
+    fork.add_commands(commands, _command, _print_result)
 
     p = _command(
         commands,

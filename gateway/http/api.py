@@ -2,6 +2,7 @@
 
     POST /v1/runs                 submit (202), or with ?wait=N the result if it comes in time
     POST /v1/runs/{id}/cancel     cancel (202), 404 for an unknown run, 409 for an answered one
+    POST /v1/runs/{id}/fork       fork the run (202, or 200 answered before), 404 if it cannot be
     GET  /v1/runs                 the newest runs, with their answers when stored
     GET  /v1/runs/{id}            the result (200), the newest step while running (202), or 404
     GET  /v1/runs/{id}/events     Server-Sent Events, one per step, ending with the answer
@@ -26,7 +27,7 @@ import dataclasses
 import logging
 import math
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from aeonloop.bus.redis_errors import FAILURES
-from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput, ForeignEventId
-from aeonloop.gateway.client import AeonClient
+from aeonloop.exceptions import AnswerTimeout, ApiError, BadInput, ForeignEventId, ParentGone
+from aeonloop.gateway.client import AeonClient, fork_point
 from aeonloop.gateway.http.bodies import checked_run, parsed, read_json, status_of
 from aeonloop.gateway.http.chat import RUN_ID_HEADER, ChatApi
 from aeonloop.gateway.http.errors import (
@@ -60,6 +61,8 @@ from aeonloop.gateway.http.models import (
     MAX_RECENT,
     MAX_WAIT_S,
     Approval,
+    ForkRequest,
+    Lineage,
     Progress,
     RecentRun,
     Run,
@@ -84,7 +87,10 @@ from aeonloop.gateway.http.run_steps import (
     webhook_data,
 )
 from aeonloop.gateway.http.settings import HttpSettings
+from aeonloop.gateway.validation import check_timeout, parse_rules
+from aeonloop.limits import MAX_TTL_CAP
 from aeonloop.phases import approvals
+from aeonloop.phases.events import Fork
 from aeonloop.phases.models import Plan
 from aeonloop.runs.cancels import CancelOutcome
 from aeonloop.telemetry.http import RequestMetrics, scrape
@@ -169,7 +175,8 @@ class HttpApi:
                 request = paused.run.request
                 return _accepted(correlation_id, "awaiting_approval", request, plan=paused.run.plan)
         cancelling = view.answer is None and await self.client.cancel_requested(correlation_id)
-        return _run_response(correlation_id, view, cancelling=cancelling)
+        forked = await self.client.lineage(correlation_id)
+        return _run_response(correlation_id, view, cancelling=cancelling, forked=forked)
 
     async def cancel(self, request: Request) -> Response:
         """202 once the cancel is recorded (again is the same); 409 when the run already has
@@ -206,6 +213,35 @@ class HttpApi:
             )
         view = await self.feed.view(correlation_id)
         return _accepted(correlation_id, "running", view and view.request)
+
+    async def fork(self, request: Request) -> Response:
+        """`POST /v1/runs/{id}/fork` (docs/forks.md): 202 with the fork's id; 200 with its
+        result when the same fork was answered before (the same change of the same run is one
+        run); 404 when the run cannot be forked (unknown, expired, its replies gone); 422
+        naming the field that cannot be used."""
+        correlation_id = _correlation_id(request)
+        body = ForkRequest()
+        if request.headers.get("content-length", "0") != "0" or "transfer-encoding" in (
+            request.headers
+        ):
+            data = await read_json(request, self.settings)
+            body = parsed(ForkRequest, data, "a fork", '{"from_pass": 2}')
+        change = _fork_change(body)
+        try:
+            fork_id = await self.tenants.fork(
+                request.scope, self.client, correlation_id, **change, watch=False
+            )
+        except ParentGone as error:
+            raise ApiError(404, "id", str(error)) from None
+        except BadInput as error:  # the parent's request past this gateway's limits
+            raise ApiError(status_of(error), "id", str(error)) from None
+        self.feed.note_submitted(fork_id)
+        headers = {"Location": links(fork_id).self}
+        view = await self.feed.view(fork_id)
+        if view is not None and view.answer is not None:
+            view = dataclasses.replace(view, answer=self.tenants.priced(view.answer))
+            return _run_response(fork_id, view, headers)
+        return _accepted(fork_id, "running", view and view.request, headers)
 
     async def recent(self, request: Request) -> Response:
         limit = _whole(request.query_params.get("limit", "20"), "limit", 1, MAX_RECENT)
@@ -275,6 +311,30 @@ def _approval(data: Any) -> Plan | None:
     """The plan an approval's body carries, if any; ApiError(422) naming what is wrong."""
     body = parsed(Approval, data, "an approval")
     return approvals.plan_from_output(body.plan) if body.plan is not None else None
+
+
+def _fork_change(body: ForkRequest) -> dict[str, Any]:
+    """`AeonClient.fork`'s arguments from a fork's body, each checked as `aeon fork` checks
+    its options; ApiError(422) naming the field at fault."""
+    checks: dict[str, Callable[[], Any]] = {
+        "rules": lambda: None if body.rules is None else parse_rules(body.rules, "rules"),
+        "plan": lambda: None if body.plan is None else approvals.plan_from_output(body.plan),
+        "timeout_s": lambda: check_timeout(body.timeout_s),
+    }
+    if body.from_pass is not None and not 1 <= body.from_pass <= MAX_TTL_CAP:
+        raise ApiError(422, "from_pass", f"must be a pass from 1 to {MAX_TTL_CAP}")
+    change: dict[str, Any] = {"from_pass": body.from_pass}
+    for field, check in checks.items():
+        try:
+            change[field] = check()
+        except (BadInput, ValueError) as error:
+            raise ApiError(422, field, str(error)) from None
+    try:
+        fork_point(body.from_pass, change["plan"])
+    except BadInput as error:
+        raise ApiError(422, "from_pass", str(error)) from None
+    change["timeout"] = change.pop("timeout_s")
+    return change
 
 
 def _number(text: str, field: str, low: float, high: float) -> float:
@@ -349,10 +409,11 @@ def _run_response(
     headers: dict[str, str] | None = None,
     request: str | None = None,
     cancelling: bool = False,
+    forked: Fork | None = None,
 ) -> Response:
     """200 with the result when answered; 202 with the newest step while running (or
     cancelling); 200 with the steps it took once its deadline passed with no answer (it will
-    not get one)."""
+    not get one). `forked`: the run it is a fork of, if it is one."""
     give_up_in = view.seconds_to_give_up()
     lost = give_up_in is not None and give_up_in <= 0
     running = "cancelling" if cancelling else "running"
@@ -367,6 +428,7 @@ def _run_response(
         progress=None if view.answer else _progress(wire_steps(view)),
         webhook=_webhook(view),
         links=links(correlation_id),
+        forked_from=Lineage(parent=forked.parent, from_pass=forked.from_pass) if forked else None,
     )
     status = 202 if state in ("running", "cancelling") else 200
     return json_response(run.model_dump(mode="json"), status, headers)
@@ -456,6 +518,7 @@ def build_app(
         Route("/v1/runs/{correlation_id}/events", api.events, methods=["GET"]),
         Route("/v1/runs/{correlation_id}/cancel", api.cancel, methods=["POST"]),
         Route("/v1/runs/{correlation_id}/approve", api.approve, methods=["POST"]),
+        Route("/v1/runs/{correlation_id}/fork", api.fork, methods=["POST"]),
         Route("/v1/usage", api.usage, methods=["GET"]),
         # OpenAI's Chat Completions API (gateway.http.chat).
         Route(CHAT_PATH, chat.completions, methods=["POST"]),

@@ -209,7 +209,37 @@ class TenantGate:
         if self.ledger is None:
             return await client.submit(**run, tenant=tenant)
         correlation_id = uuid.uuid4().hex
-        timeout = run.get("timeout", DEFAULT_TIMEOUT_S)
+        await self._admit(tenant, correlation_id, run.get("timeout", DEFAULT_TIMEOUT_S))
+        try:
+            return await client.submit(**run, tenant=tenant, correlation_id=correlation_id)
+        except BaseException:
+            await self.ledger.release(tenant, correlation_id)
+            raise
+
+    async def fork(self, scope: Scope, client: AeonClient, parent: str, **change: Any) -> str:
+        """`client.fork(parent, **change)` for the tenant of the request `scope` is, its fork
+        admitted as a submitted run is, once its id is known (docs/forks.md): a fork that
+        makes LLM calls counts against the same quotas."""
+        tenant = tenant_of(scope)
+        if self.ledger is None:
+            return await client.fork(parent, **change, tenant=tenant)
+        admitted: list[str] = []
+
+        async def admit(correlation_id: str) -> None:
+            await self._admit(tenant, correlation_id, change.get("timeout", DEFAULT_TIMEOUT_S))
+            admitted.append(correlation_id)
+
+        try:
+            return await client.fork(parent, **change, tenant=tenant, admit=admit)
+        except BaseException:
+            for correlation_id in admitted:
+                await self.ledger.release(tenant, correlation_id)
+            raise
+
+    async def _admit(self, tenant: str, correlation_id: str, timeout: float) -> None:
+        """A slot of `tenant` for run `correlation_id`, due within `timeout`; ApiError(429)
+        naming the quota past which it is refused."""
+        assert self.ledger is not None
         due_by = answer_due_by(utcnow() + timedelta(seconds=timeout))
         try:
             await self.ledger.admit(tenant, correlation_id, due_by)
@@ -217,11 +247,6 @@ class TenantGate:
             log.info("run refused: %s", past.reason)
             headers = {"Retry-After": str(past.retry_after_s)}
             raise ApiError(429, past.quota, past.reason, headers) from None
-        try:
-            return await client.submit(**run, tenant=tenant, correlation_id=correlation_id)
-        except BaseException:
-            await self.ledger.release(tenant, correlation_id)
-            raise
 
     async def usage(self, scope: Scope, day: str | None) -> UsageReport:
         """The ledger's totals of `day` (today, UTC, if None) as the request `scope` may see

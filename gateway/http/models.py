@@ -17,6 +17,7 @@ from aeonloop.limits import (
     MAX_TIMEOUT_S,
     MAX_TOKEN_BUDGET,
     MAX_TOOLS,
+    MAX_TTL_CAP,
     ToolName,
 )
 from aeonloop.phases.events import DEFAULT_THRESHOLD, ExecutionResult
@@ -174,6 +175,47 @@ _STEP_KIND_WORDS = (
 )
 
 
+class ForkRequest(BaseModel):
+    """The body of `POST /v1/runs/{id}/fork`: none, or the fork's change (docs/forks.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    from_pass: WholeNumber | None = Field(
+        None,
+        description="the first pass made anew: the run's recorded replies answer every call "
+        "before it; omitted or null: every pass the run made (and, with no change at all, its "
+        "answer: no LLM call)",
+        json_schema_extra={"minimum": 1, "maximum": MAX_TTL_CAP},
+    )
+    #: Any JSON here: parse_rules says what is wrong with it in the words `aeon fork` uses.
+    rules: Any = Field(
+        None,
+        description='rules in place of the run\'s: a list, or {"rules": [...]}, as `aeon fork '
+        "--rules FILE` reads them; omitted or null: the run's own",
+        json_schema_extra={"anyOf": [{"type": "array"}, {"type": "object"}, {"type": "null"}]},
+    )
+    plan: PlanBody | None = Field(
+        None,
+        description="a plan to run in place of the one Phase B would write, checked as Phase "
+        "B checks a model's; every pass runs anew (with `from_pass` above 1: 422)",
+    )
+    timeout_s: float = Field(
+        DEFAULT_TIMEOUT_S,
+        strict=True,
+        description="seconds the fork may take: its deadline in the pipeline",
+        json_schema_extra={"exclusiveMinimum": 0, "maximum": MAX_TIMEOUT_S},
+    )
+
+
+class Lineage(BaseModel):
+    """The run a fork was forked from, and where (docs/forks.md)."""
+
+    parent: str = Field(description="the correlation id of the run forked")
+    from_pass: int | None = Field(
+        description="the first pass the fork made anew; null: it took every pass of the parent's"
+    )
+
+
 class WebhookOutcome(BaseModel):
     """What became of the webhook an answered run named (aeonloop.webhooks)."""
 
@@ -259,6 +301,9 @@ class Run(BaseModel):
     plan: Plan | None = Field(None, description="the plan awaiting approval, when it is")
     webhook: WebhookOutcome | None = Field(
         None, description="once answered, the outcome of the webhook the run named, if any"
+    )
+    forked_from: Lineage | None = Field(
+        None, description="the run this one is a fork of, when it is one (docs/forks.md)"
     )
     links: Links
 

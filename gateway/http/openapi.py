@@ -30,6 +30,7 @@ from aeonloop.gateway.http.models import (
     Approval,
     ErrorBody,
     EventFrame,
+    ForkRequest,
     Health,
     RecentRuns,
     Run,
@@ -45,6 +46,7 @@ _REF = "#/components/schemas/{model}"
 _MODELS: list[tuple[type[BaseModel], JsonSchemaMode]] = [
     (RunRequest, "validation"),
     (Approval, "validation"),
+    (ForkRequest, "validation"),
     (ChatRequest, "validation"),
     *(
         (model, "serialization")
@@ -304,6 +306,7 @@ def _paths() -> dict[str, Any]:
                 ),
             }
         },
+        "/v1/runs/{correlation_id}/fork": _fork_path(guarded),
         **_chat_paths(guarded),
         "/v1/usage": _usage_path(guarded),
         "/healthz": {
@@ -326,6 +329,40 @@ def _paths() -> dict[str, Any]:
                 ),
             }
         },
+    }
+
+
+def _fork_path(guarded: dict[str, str]) -> dict[str, Any]:
+    """`POST /v1/runs/{id}/fork` (docs/forks.md)."""
+    return {
+        "post": {
+            "summary": "Fork a run",
+            "description": "Starts a new run of the run's request that takes its recorded LLM "
+            "replies for every call before `from_pass` (every pass without it), with no LLM "
+            "call, and goes on with the rules or the plan given. Without a body, or with "
+            "`{}`, the fork changes nothing and publishes the same answer without a call. The "
+            "fork's id is derived from the run and the change: the same fork asked again is "
+            "the same run (200 with its result once answered). `GET` on the fork shows "
+            "`forked_from`.",
+            "parameters": [_RUN_ID],
+            "requestBody": {"required": False, "content": _json("ForkRequest")},
+            "responses": _responses(
+                {
+                    "202": ("forked: the fork's state is `running`", "Run"),
+                    "200": ("the same fork, answered before", "Run"),
+                },
+                {
+                    "404": "the run cannot be forked: unknown here, its records expired "
+                    "(AEON_ANSWER_KEEP_S), or its replies gone (AEON_FORK_KEEP_S past its "
+                    "deadline)",
+                    "413": "the body is over AEON_HTTP_MAX_BODY_BYTES",
+                    "415": "a body not sent as application/json",
+                    "422": "not a correlation id, or a field that cannot be used (named)",
+                    **guarded,
+                    **_QUOTA,
+                },
+            ),
+        }
     }
 
 

@@ -220,3 +220,35 @@ def test_a_worker_killed_while_it_writes_the_answer_leaves_each_reader_the_publi
     deltas = [c.choices[0].delta for c in chunks if c.choices]
     assert "".join(d.content or "" for d in deltas) == published
     print(f"\nresets seen by the event stream reader: {resets}")
+
+
+@pytest.mark.timeout(150)
+def test_a_fork_under_a_worker_kill_is_answered_once(
+    procs: Processes, bus: Bus, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Issue 43: a fork (docs/forks.md) with a new rule, from its first pass, its one worker
+    SIGKILLed while it holds the fork's entries and another started: the fork's hops are
+    claimed and redone from the same memo (its own replies, and its parent's), and the fork is
+    answered once, with the new rule checked."""
+    worker_env = scripted_llm(env, tmp_path, delay_ms=150)
+    first = procs.worker(worker_env, name="first")
+    asked = procs.run_aeon(env, "ask", "--json", "Explain tides", timeout=90, name="parent")
+    assert asked.returncode == 0, asked.tail()
+    parent = json.loads(asked.stdout)["correlation_id"]
+    rules = tmp_path / "rules.json"
+    rules.write_text(
+        json.dumps([{"id": "short", "check": {"type": "count", "unit": "words", "max": 400}}])
+    )
+    victim = procs.worker(worker_env, name="victim")
+    assert first.stop() == 0, first.tail()  # the fork's hops go to the victim alone
+    forking = procs.aeon(env, "fork", parent, "--from-pass", "1", "--rules", str(rules), "--json")
+    held = wait_until(lambda: bus.pending(victim.consumer), 30, "the victim to hold the fork")
+    victim.kill()
+    procs.worker(worker_env, name="after")
+    assert forking.wait(90) in (0, 1), forking.tail()
+    result = json.loads(forking.stdout)
+    fork = result["correlation_id"]
+    assert_answered_once(bus, [parent, fork])
+    [checked] = [c for c in result["final_answer"]["metadata"]["checks"] if c["id"] == "short"]
+    assert checked["verdict"] == "pass"
+    print(f"\nfork {fork} of {parent}: the victim held {held} entries when killed")

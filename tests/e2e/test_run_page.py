@@ -513,3 +513,25 @@ def test_the_answer_is_written_on_the_page_as_it_comes(
     shown = steps("answer")[0].find_element(By.CSS_SELECTOR, ".answer-text").text
     assert shown == published.strip()
     assert published.startswith(first.strip()), "what was written is not the answer's start"
+
+
+def test_a_forks_page_links_the_run_it_was_forked_from(browser: object, server: Server) -> None:
+    """Issue 43: a fork's page says `forked from <parent>`, linking the parent's page."""
+    from selenium.webdriver.common.by import By
+
+    parent = server.submit("Explain tides")
+    _wait(browser, lambda d: server.get(f"/v1/runs/{parent}").status == 200, 60, "the parent")
+    forked = server.post(f"/v1/runs/{parent}/fork", {"from_pass": 1})
+    assert forked.status == 202, forked
+    fork = forked.body["correlation_id"]
+    driver = browser
+    driver.get(f"http://{server.host}:{server.port}/#/runs/{fork}")
+    lineage = _wait(
+        driver,
+        lambda d: [e for e in d.find_elements(By.ID, "forked-from") if e.is_displayed()],
+        30,
+        "the fork's lineage",
+    )[0]
+    assert lineage.text == f"forked from {parent} from pass 1"
+    link = lineage.find_element(By.TAG_NAME, "a")
+    assert link.get_attribute("href").endswith(f"#/runs/{parent}")

@@ -132,6 +132,10 @@ def test_a_tenant_past_its_daily_tokens_is_refused_on_every_server_and_others_ar
         "(AEON_TENANT_DAILY_TOKENS); it renews at midnight UTC",
     }
     print("POST /v1/runs past the quota:", refused.status, refused.headers, refused.body)
+    # A fork that would call the LLM (its rules changed) is admitted as a run is: refused too.
+    parent = answered.body["correlation_id"]
+    forked = second.post(f"/v1/runs/{parent}/fork", {"rules": []}, headers=_bearer(ALICE))
+    assert (forked.status, forked.body["field"]) == (429, "AEON_TENANT_DAILY_TOKENS"), forked
 
     with pytest.raises(openai.RateLimitError) as limited:
         deployment.chat(first, ALICE).chat.completions.create(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from aeonloop.bus.keys import FILES_RECORD
+from aeonloop.bus.keys import FILES_RECORD, REQUEST_RECORD
 from aeonloop.bus.settings import BusSettings
 from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.exceptions import ApiError, BadInput, HistoryMissing, SettingsError, TooLarge
@@ -195,12 +195,12 @@ def request_with(*files: AttachedFile) -> RequestSubmitted:
 
 def test_the_request_keeps_its_files_once_as_a_record_and_its_run_only_their_paths() -> None:
     event = request_with(attached("a.py", TRICKY), attached("b.md", "tide tables"))
-    (record,) = history.request_records(event)
+    (_, record) = history.request_records(event)
     assert (record.correlation_id, record.name) == (event.correlation_id, FILES_RECORD)
     run = event.initial_state()
     assert run.file_paths == ["a.py", "b.md"]
     assert "tide tables" not in run.model_dump_json() and "&&" not in run.model_dump_json()
-    assert history.request_records(request_with()) == []
+    assert [r.name for r in history.request_records(request_with())] == [REQUEST_RECORD]
 
 
 async def test_phases_b_c_and_e_read_the_files_record_only_when_their_run_has_files() -> None:

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 import orjson
 import pytest
 
-from aeonloop.bus.keys import TURNS_RECORD
+from aeonloop.bus.keys import REQUEST_RECORD, TURNS_RECORD
 from aeonloop.bus.settings import BusSettings
 from aeonloop.contracts import Turn, Usage
 from aeonloop.exceptions import ApiError, BadInput, HistoryMissing, TooLarge
@@ -121,14 +121,14 @@ def request_with(*turns: Turn) -> RequestSubmitted:
 
 async def test_the_request_keeps_its_turns_once_as_a_record_and_its_run_only_their_count() -> None:
     event = request_with(Turn(role="user", content="u"), Turn(role="assistant", content="a"))
-    (record,) = history.request_records(event)
+    (_, record) = history.request_records(event)
     assert (record.name, orjson.loads(record.value)) == (
         TURNS_RECORD,
         [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}],
     )
     run = event.initial_state()
     assert run.turn_count == 2 and "assistant" not in run.model_dump_json()
-    assert history.request_records(request_with()) == []
+    assert [r.name for r in history.request_records(request_with())] == [REQUEST_RECORD]
     records = DictRunRecords()
     records.write([record])
     made = LoopExited(

@@ -247,14 +247,32 @@ class RunView {
     this.cancelButton.addEventListener("click", () => this.cancel());
     this.controlError = el("p", { class: "error-box", role: "alert", hidden: true });
     this.approval = el("section", { class: "approval", id: "approval", hidden: true });
+    this.lineage = el("p", { class: "lineage", id: "forked-from", hidden: true });
     this.root = el("div", { class: "run-view" },
       el("div", { class: "run-head" }, el("h2", { text: "Run" }), this.status,
         el("span", { class: "run-id", text: id }), this.cancelButton),
-      this.controlError, this.approval, this.question, this.timeline);
+      this.lineage, this.controlError, this.approval, this.question, this.timeline);
     $("#run").setAttribute("aria-busy", "true");
     this.id = id;
     if (request) this.setQuestion(request);
     else this.loadQuestion();
+    this.loadLineage();
+  }
+
+  // A fork (docs/forks.md) says which run it was forked from, and from which pass, with a
+  // link to that run's page.
+  async loadLineage() {
+    try {
+      const run = await api(`/v1/runs/${encodeURIComponent(this.id)}`);
+      const parent = run.forked_from;
+      if (!parent) return;
+      const where = parent.from_pass ? ` from pass ${parent.from_pass}` : "";
+      this.lineage.replaceChildren("forked from ",
+        el("a", { href: `#/runs/${parent.parent}`, class: "run-id", text: parent.parent }), where);
+      this.lineage.hidden = false;
+    } catch {
+      // a run that cannot be read says so through its events
+    }
   }
 
   // A run submitted with approve_plan pauses after its plan (its `awaiting_approval` event):
