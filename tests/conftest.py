@@ -115,17 +115,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     `pytest -m "not integration"` runs the unit tests with no Redis at all. Put each test in its
     xdist group (`_group_of`), and the groups first, the longest first: xdist hands the work
     out in this order (`--no-loadscope-reorder`), so the longest group starts at once."""
-    ranks: dict[str, int] = {}
+    ranks: dict[int, int] = {}
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         in_dir = _INTEGRATION_DIR in Path(str(item.path)).parents
         if (in_dir or fixtures & REDIS_FIXTURES) and item.get_closest_marker("integration") is None:
             item.add_marker(pytest.mark.integration)
         rank, group = _group_of(item)
-        ranks[item.nodeid] = rank
+        ranks[id(item)] = rank
         if group is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: ranks[item.nodeid])  # stable: each rank keeps its order
+            _name_group_in_node_id(config, item, group)
+    items.sort(key=lambda item: ranks[id(item)])  # stable: each rank keeps its order
+
+
+def _name_group_in_node_id(config: pytest.Config, item: pytest.Item, group: str) -> None:
+    """On an xdist worker with `--dist loadgroup`, end the test's node id with `@group`.
+
+    That is how xdist's controller, which sees node ids only, learns a test's group: xdist's
+    own hook writes the suffix into `item._nodeid`, which pytest 9.2 no longer reads (it keeps
+    the id as a structured `item._id`), so there every group was silently ignored and the
+    real-server tier and the chaos tests ran beside each other. Here the id is parsed again
+    with the suffix, as xdist meant it; an older pytest (no `_id`) keeps xdist's own way."""
+    if not getattr(config.option, "loadgroup", False) or not hasattr(config, "workerinput"):
+        return
+    node_id = getattr(item, "_id", None)
+    parse = getattr(type(node_id), "parse", None)
+    if parse is not None and not item.nodeid.endswith(f"@{group}"):
+        item._id = parse(f"{item.nodeid}@{group}")
 
 
 def _redis_lines(endpoint: RedisEndpoint) -> list[str]:
