@@ -9,6 +9,12 @@ Where the Redis comes from, in order (DESIGN.md, "Running it"):
 The source used is printed in the terminal summary. Tests sharing one server never collide
 because each takes its own key prefix (`redis_prefix`); nothing here ever flushes a database.
 
+The suite runs in parallel under pytest-xdist (pyproject's `addopts`: `-n`, `--dist loadgroup`):
+each worker is a process with its own session, so its own Redis. Tests that must not share a
+worker's time with their kind run in xdist groups (`_group_of`), one group on one worker, its
+tests one after another; the groups go first, the longest first, so the real-server tier, the
+longest of all, is never left to start last.
+
 This module imports only the standard library and pytest at the top: it is also loaded by a
 Pydantic-1.10 venv without redis, docker or the project's bus (for tests/prompts). Everything
 else is imported inside the fixtures that need it.
@@ -39,6 +45,26 @@ REDIS_FIXTURES = frozenset(
 )
 _INTEGRATION_DIR = Path(__file__).parent / "integration"
 _ENDPOINT_KEY = pytest.StashKey["RedisEndpoint"]()
+#: The key under which an xdist worker hands its Redis line to the controller's summary.
+_WORKER_REDIS = "aeon_redis_lines"
+_REDIS_LINES_KEY = pytest.StashKey[list[str]]()
+
+#: The real-server tier: a real model on the machine's cores, one server at a time (the
+#: `real_llm` marker, tests/e2e/test_real_server.py and the quickstart's real model).
+REAL_LLM_GROUP = "real_llm"
+#: Modules that kill, stop or starve what a run depends on (workers, Redis, cluster nodes) and
+#: time its recovery: they run one after another, never two recoveries racing for the cores.
+CHAOS_GROUP = "chaos"
+CHAOS_MODULES = frozenset(
+    {
+        "test_chaos.py",
+        "test_poison.py",
+        "test_recovery.py",
+        "test_redis_restart.py",
+        "test_shutdown.py",
+        "test_cluster.py",
+    }
+)
 
 
 @dataclass
@@ -57,28 +83,99 @@ class RedisEndpoint:
             self._close = None
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark as `integration` every test under tests/integration or using a Redis fixture.
+def _has_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a fixture set up once per module (a stack, a built wheel, a bench
+    run): its module then runs on one worker, so that fixture is set up once, not once a
+    worker (and a wheel is never built twice at once in the one source tree)."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = getattr(info, "name2fixturedefs", {}) if info is not None else {}
+    return any(d.scope == "module" for chain in defs.values() for d in chain)
 
-    So `pytest -m "not integration"` runs the unit tests with no Redis at all.
-    """
+
+def _group_of(item: pytest.Item) -> tuple[int, str | None]:
+    """The test's xdist group, ranked by how long a group runs (0 first): the real-server
+    tier, the chaos modules, the modules with a module fixture; then each test on its own."""
+    if item.get_closest_marker("real_llm") is not None:
+        return 0, REAL_LLM_GROUP
+    if item.path.name in CHAOS_MODULES:
+        return 1, CHAOS_GROUP
+    if _has_module_fixture(item):
+        return 2, item.nodeid.split("::", 1)[0]  # the module's own node id
+    return 3, None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Name the `xdist_group` mark where xdist is not there to (the Pydantic 1.10 venv)."""
+    config.addinivalue_line("markers", "xdist_group(name): tests xdist runs on one worker")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the `xdist_group` marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark as `integration` every test under tests/integration or using a Redis fixture, so
+    `pytest -m "not integration"` runs the unit tests with no Redis at all. Put each test in its
+    xdist group (`_group_of`), and the groups first, the longest first: xdist hands the work
+    out in this order (`--no-loadscope-reorder`), so the longest group starts at once."""
+    ranks: dict[int, int] = {}
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         in_dir = _INTEGRATION_DIR in Path(str(item.path)).parents
         if (in_dir or fixtures & REDIS_FIXTURES) and item.get_closest_marker("integration") is None:
             item.add_marker(pytest.mark.integration)
+        rank, group = _group_of(item)
+        ranks[id(item)] = rank
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+            _name_group_in_node_id(config, item, group)
+    items.sort(key=lambda item: ranks[id(item)])  # stable: each rank keeps its order
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    endpoint = config.stash.get(_ENDPOINT_KEY, None)
-    if endpoint is None:
+def _name_group_in_node_id(config: pytest.Config, item: pytest.Item, group: str) -> None:
+    """On an xdist worker with `--dist loadgroup`, end the test's node id with `@group`.
+
+    That is how xdist's controller, which sees node ids only, learns a test's group: xdist's
+    own hook writes the suffix into `item._nodeid`, which pytest 9.2 no longer reads (it keeps
+    the id as a structured `item._id`), so there every group was silently ignored and the
+    real-server tier and the chaos tests ran beside each other. Here the id is parsed again
+    with the suffix, as xdist meant it; an older pytest (no `_id`) keeps xdist's own way."""
+    if not getattr(config.option, "loadgroup", False) or not hasattr(config, "workerinput"):
         return
+    node_id = getattr(item, "_id", None)
+    parse = getattr(type(node_id), "parse", None)
+    if parse is not None and not item.nodeid.endswith(f"@{group}"):
+        item._id = parse(f"{item.nodeid}@{group}")
+
+
+def _redis_lines(endpoint: RedisEndpoint) -> list[str]:
     line = f"redis for integration tests: {endpoint.source}"
     if endpoint.detail:
         line += f" ({endpoint.detail})"
-    terminalreporter.write_line(line)
-    for note in endpoint.notes:
-        terminalreporter.write_line(f"  note: {note}")
+    return [line] + [f"  note: {note}" for note in endpoint.notes]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On an xdist worker, hand the worker's Redis line to the controller (its summary)."""
+    endpoint = session.config.stash.get(_ENDPOINT_KEY, None)
+    output = getattr(session.config, "workeroutput", None)
+    if endpoint is not None and output is not None:
+        output[_WORKER_REDIS] = _redis_lines(endpoint)
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: this file loads without xdist too
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """On the xdist controller: gather the Redis lines the workers handed back."""
+    lines = getattr(node, "workeroutput", {}).get(_WORKER_REDIS)
+    if lines:
+        node.config.stash.setdefault(_REDIS_LINES_KEY, []).extend(lines)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Where the integration tests' Redis came from: once per worker that started one (or once,
+    run serially), the same line said once."""
+    endpoint = config.stash.get(_ENDPOINT_KEY, None)
+    lines = _redis_lines(endpoint) if endpoint is not None else []
+    lines += config.stash.get(_REDIS_LINES_KEY, [])
+    for line in dict.fromkeys(lines):
+        terminalreporter.write_line(line)
 
 
 def _docker_answers(timeout: float = 2.0) -> tuple[bool, str]:

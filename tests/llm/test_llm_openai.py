@@ -10,7 +10,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from openai_fake import SECRET, Planned, completion, error_body
+from openai_fake import SECRET, FakeOpenAI, Planned, completion, error_body
 
 from aeonloop.contracts import AttachedFile, Usage
 from aeonloop.exceptions import LLMNotReady
@@ -795,6 +795,21 @@ def cut_short(text: str = "The tides follow the Moon.") -> Planned:
     return Planned(body=completion(text), cut=lambda sent: sent >= 1)
 
 
+def cut_when_another_comes(fake: FakeOpenAI, *, within_s: float = 5.0) -> Planned:
+    """`cut_short`, cut when the server has a second request, as that server cuts a stream
+    because another request came: on a loaded machine the second of two calls sent together
+    may reach the server only after the first was cut, which that server would not have cut.
+    (If none comes within `within_s`, cut all the same: the test then fails, not hangs.)"""
+
+    def cut(sent: int) -> bool:
+        waited_until = time.monotonic() + within_s
+        while len(fake.seen) < 2 and time.monotonic() < waited_until:
+            time.sleep(0.005)
+        return sent >= 1
+
+    return Planned(body=completion("The tides follow the Moon."), cut=cut)
+
+
 async def test_a_stream_cut_short_is_sent_again_and_calls_go_one_at_a_time(
     fake_openai, adapter_for, call, caplog
 ):
@@ -804,7 +819,7 @@ async def test_a_stream_cut_short_is_sent_again_and_calls_go_one_at_a_time(
     the one before has its reply; said once, at INFO, naming the server's setting."""
     caplog.set_level(logging.INFO, logger=ADAPTER_LOG)
     served_s = 0.4
-    fake_openai.planned += [cut_short(), cut_short()]
+    fake_openai.planned += [cut_when_another_comes(fake_openai), cut_short()]
     fake_openai.planned.append(Planned(body=completion("answered"), sleep=served_s))
     adapter = adapter_for(max_retries=0)
 
