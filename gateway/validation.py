@@ -47,7 +47,8 @@ from aeonloop.settings import AeonSettings
 if TYPE_CHECKING:
     from aeonloop.webhooks.policy import WebhookSettings
 
-MAX_RULES_FILE_BYTES = 1_000_000
+#: The largest JSON file a command line may name (`--rules`, `--plan`).
+MAX_JSON_FILE_BYTES = 1_000_000
 _TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 _ALLOWED_CONTROLS = {"\n", "\r", "\t"}
 #: A file may also hold form feeds: source files use them to break pages.
@@ -354,20 +355,25 @@ def check_stream_id(entry_id: str) -> str:
     return entry_id
 
 
-def load_rules(path: str | Path) -> list[Rule]:
-    """Rules from a JSON file: a list of rules, or {"rules": [...]} (docs/requirements.md)."""
+def read_json_file(path: str | Path, option: str) -> object:
+    """A JSON file a command line names (`--rules`, `--plan`): BadInput naming `option` and the
+    file when it cannot be read, is over MAX_JSON_FILE_BYTES, or is not JSON."""
     file = Path(path)
     try:
         raw = file.read_bytes()
     except OSError as error:
-        raise BadInput(f"cannot read rules file {file}: {error.strerror}") from None
-    if len(raw) > MAX_RULES_FILE_BYTES:
-        raise BadInput(f"rules file {file} is over {MAX_RULES_FILE_BYTES:,} bytes")
+        raise BadInput(f"{option}: cannot read {file}: {error.strerror}") from None
+    if len(raw) > MAX_JSON_FILE_BYTES:
+        raise BadInput(f"{option}: {file} is over {MAX_JSON_FILE_BYTES:,} bytes")
     try:
-        data = json.loads(raw)
+        return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise BadInput(f"rules file {file} is not valid JSON: {error}") from None
-    return parse_rules(data, source=str(file))
+        raise BadInput(f"{option}: {file} is not valid JSON: {error}") from None
+
+
+def load_rules(path: str | Path) -> list[Rule]:
+    """Rules from a JSON file: a list of rules, or {"rules": [...]} (docs/requirements.md)."""
+    return parse_rules(read_json_file(path, "--rules"), source=str(path))
 
 
 def parse_rules(data: object, source: str = "rules") -> list[Rule]:

@@ -9,17 +9,15 @@ expired, its replies gone past AEON_FORK_KEEP_S) is one line and exit 2, as any 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from aeonloop.bus.settings import BusSettings
 from aeonloop.exceptions import AnswerTimeout, BadInput
 from aeonloop.gateway.client import ANSWER_GRACE_S, DEFAULT_TIMEOUT_S, AeonClient
 from aeonloop.gateway.progress import Progress
-from aeonloop.gateway.validation import as_option, check_timeout, load_rules
+from aeonloop.gateway.validation import as_option, check_timeout, load_rules, read_json_file
 from aeonloop.limits import MAX_TTL_CAP
 from aeonloop.phases import approvals
 from aeonloop.phases.events import ExecutionResult, Fork
@@ -28,9 +26,6 @@ from aeonloop.phases.models import Plan
 #: How `aeon ask` prints a result and picks its exit code (main._print_result), handed over by
 #: main, which imports this module (so this one may not import it back).
 ShowResult = Callable[[ExecutionResult | None, str, bool], int]
-
-#: A plan file is read whole; past this it is refused rather than read.
-_MAX_PLAN_FILE_BYTES = 1_000_000
 
 
 def add_commands(
@@ -100,18 +95,7 @@ def lineage_line(fork: Fork) -> str:
 
 
 def _read_plan(path: str) -> Plan:
-    file = Path(path)
-    try:
-        raw = file.read_bytes()
-    except OSError as error:
-        raise BadInput(f"--plan: cannot read {file}: {error.strerror}") from None
-    if len(raw) > _MAX_PLAN_FILE_BYTES:
-        raise BadInput(f"--plan: {file} is over {_MAX_PLAN_FILE_BYTES:,} bytes")
-    try:
-        data = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise BadInput(f"--plan: {file} is not JSON: {error}") from None
-    return approvals.edited_plan(data)
+    return approvals.edited_plan(read_json_file(path, "--plan"))
 
 
 def _a_pass(value: int) -> int:

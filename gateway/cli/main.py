@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -57,6 +56,7 @@ from aeonloop.gateway.validation import (
     load_rules,
     port_option,
     read_files,
+    read_json_file,
     unknown_tools,
 )
 from aeonloop.limits import MAX_REQUEST_CHARS, LoopSettings
@@ -463,7 +463,7 @@ async def approve(args: argparse.Namespace) -> int:
     """Approve a paused run's plan (or put the plan in FILE in its place): 0 approved, 1 when
     the run is not awaiting approval."""
     settings = _request_server(args, "approve")
-    plan = approvals.edited_plan(_read_json(args.plan, "--plan")) if args.plan else None
+    plan = approvals.edited_plan(read_json_file(args.plan, "--plan")) if args.plan else None
     async with AeonClient(settings=settings) as client:
         approved = await client.approve(args.correlation_id, plan)
     if not approved:
@@ -482,15 +482,6 @@ def _request_server(args: argparse.Namespace, command: str) -> BusSettings:
     if not settings.redis_url:
         raise BadInput(f"`aeon {command}` needs AEON_REDIS_URL: the server the request went to")
     return settings
-
-
-def _read_json(path: str, option: str) -> object:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as error:
-        raise BadInput(f"{option}: cannot read {path}: {error.strerror}") from None
-    except ValueError as error:
-        raise BadInput(f"{option}: {path} is not JSON: {error}") from None
 
 
 async def answer(args: argparse.Namespace) -> int:
