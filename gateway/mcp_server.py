@@ -38,6 +38,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from aeonloop import __version__
 from aeonloop.bus.settings import BusSettings
 from aeonloop.contracts import AttachedFile, Usage
 from aeonloop.exceptions import AnswerTimeout, BadInput
@@ -123,7 +124,7 @@ def _one_line(error: ValidationError) -> str:
 def build_server(client: AeonClient, timeout_s: float = DEFAULT_TIMEOUT_S) -> MCPServer:
     """The MCP server whose `ask` tool runs requests through `client`, each given `timeout_s`
     seconds (its deadline in the pipeline)."""
-    server = _Server(SERVER_NAME, instructions=ASK_DESCRIPTION)
+    server = _Server(SERVER_NAME, instructions=ASK_DESCRIPTION, version=__version__)
 
     @server.tool("ask", description=ASK_DESCRIPTION)
     async def ask(

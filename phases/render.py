@@ -371,8 +371,8 @@ def never_held_line(rule_id: str) -> str:
     """A check no candidate held, the draft included: more likely the check is wrong than
     every answer."""
     return (
-        f"no answer the run had held check {rule_id}, not even the plain draft: the check may "
-        "ask for what no answer can give"
+        f"no answer the run had held check {rule_id}, not even the plain draft: this model did "
+        "not meet it, here"
     )
 
 

@@ -498,8 +498,8 @@ async def verified(
 
 
 def never_held(rules: Sequence[Rule], candidates: Sequence[Candidate]) -> list[str]:
-    """The fail-severity rules no candidate held, the draft included: such a check says more
-    about the check than about the answers (it may ask what no answer can give)."""
+    """The fail-severity rules no candidate held, the draft included: what this model did not
+    meet however it was asked (which says nothing of whether another could)."""
     if len(candidates) < 2:
         return []
     failed_everywhere = set.intersection(*({f.id for f in c.evaluation.failed} for c in candidates))

@@ -108,6 +108,15 @@ class OpenAIFields(BaseModel):
     function_call: Any = Field(None, description='none, or "none" or "auto"')
     tool_choice: Any = Field(None, description='none, or "none" or "auto"')
 
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _some(cls, messages: Any) -> Any:
+        # Before min_length's own check, whose words are pydantic's ("List should have at least
+        # 1 item after validation, not 0"), not a caller's.
+        if isinstance(messages, list) and not messages:
+            raise ValueError("holds no message: give at least one, the last the request to answer")
+        return messages
+
     @field_validator("n")
     @classmethod
     def _one(cls, n: int | None) -> int | None:

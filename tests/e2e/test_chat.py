@@ -273,7 +273,7 @@ def test_a_sync_stream_without_usage_has_no_usage_chunk(stack: Stack) -> None:
     ("fields", "param", "words"),
     [
         ({"messages": [{"role": "assistant", "content": "Hi"}]}, "messages", "must be the user's"),
-        ({"messages": []}, "messages", "at least 1"),
+        ({"messages": []}, "messages", "holds no message: give at least one"),
         ({"messages": [{"role": "user", "content": "   "}]}, "messages.0.content", "empty"),
         ({"n": 2}, "n", "one answer"),
         ({"response_format": {"type": "json_object"}}, "response_format", "cannot promise JSON"),

@@ -26,6 +26,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 
+from aeonloop import __version__
+
 pytestmark = pytest.mark.e2e
 
 REQUEST = "Explain tides, then summarise them for a child"
@@ -130,6 +132,7 @@ async def test_aeon_mcp_over_stdio_answers_with_progress_on_the_embedded_stack(
 ) -> None:
     errlog = tmp_path / "stderr.txt"
     async with over_stdio(child_env(), errlog) as client:
+        assert (client.server_info.name, client.server_info.version) == ("aeon", __version__)
         tools = (await client.list_tools()).tools
         assert [tool.name for tool in tools] == ["ask"]
         assert set(tools[0].input_schema["properties"]) == {"request", "rules", "files", "max_ttl"}

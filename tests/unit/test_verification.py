@@ -407,7 +407,7 @@ async def test_a_check_no_candidate_holds_degrades_the_answer_and_is_named(
     assert final.metadata["checks_never_held"] == ["request.bullets"]
     assert final.metadata["answered_by"] == "refinement:2"  # ties go to the later one
     assert "request.bullets (from the request) did not hold" in final.answer_text
-    assert "not even the plain draft: the check may ask for what no" in final.answer_text
+    assert "not even the plain draft: this model did not meet it" in final.answer_text
 
 
 async def test_no_rounds_means_checked_but_never_refined(
