@@ -12,16 +12,19 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends build-essential \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md __init__.py contracts.py exceptions.py limits.py settings.py testing.py webhooks.py ./
+COPY pyproject.toml README.md __init__.py contracts.py exceptions.py limits.py settings.py testing.py ./
 COPY bus ./bus
+COPY checks ./checks
 COPY phases ./phases
 COPY prompts ./prompts
+COPY runs ./runs
 COPY llm ./llm
 COPY gateway ./gateway
 COPY servers ./servers
 COPY telemetry ./telemetry
 COPY tenants ./tenants
 COPY tools ./tools
+COPY webhooks ./webhooks
 RUN --mount=type=cache,target=/root/.cache/pip \
     pip wheel --wheel-dir /wheels ".[otel]"
 

@@ -77,7 +77,7 @@ def test_aeon_approve_with_a_plan_file_after_the_worker_restarted(
     bad = tmp_path / "bad.json"
     bad.write_text("{")
     refused = procs.run_aeon(env, "approve", cid, "--plan", str(bad), timeout=30)
-    assert refused.returncode == 2 and "is not JSON" in refused.stderr
+    assert refused.returncode == 2 and "is not valid JSON" in refused.stderr
 
 
 def test_aeon_ask_approve_plan_asks_on_the_terminal(procs: Processes, env: dict[str, str]) -> None:
