@@ -13,7 +13,9 @@ Every accepted request must end with exactly one FinalAnswer, so nothing here ma
 - An upstream run that did not go well (no pass ran, TTL exhausted, data missing, or the loop
   exited before converging) is still answered by the model, from whatever is available, but the
   answer is degraded: its outcome's `degraded` is True, `reason` and `degraded_because` say
-  why, and `answer_text` opens by saying the loop exited early (FR-030).
+  why, and the answer's `notes` say the loop exited early (FR-030, as docs/requirements.md
+  reads it for an answer the model wrote: `answer_text` is the model's text alone, the text
+  checked).
 - When the model cannot be used (an LLM error, a reply unusable after its repair, a broken
   registry, a lost request, a passed deadline, or Phase E itself dead-lettered), the host
   assembles a degraded answer from the upstream artifacts alone (FR-027/FR-028): one builder,

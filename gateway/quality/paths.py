@@ -53,9 +53,11 @@ EFFORT_NAMES = ("low", "medium", "high")
 #: effort on in `_effort_options`: the one place the harness turns an effort into a run.
 EFFORTS: tuple[str, ...] = ()
 
-#: How Phase E opens an answer that is degraded or its own (FR-030, phases/phase_e.py): one
-#: paragraph that says how the run ended and names each check that failed, in the check's words.
-HOST_OPENINGS = ("Degraded answer: ", "Unable to synthesize a complete answer.")
+#: How the host opens an answer it wrote itself (publish.degraded_answer): one paragraph that
+#: says how the run ended and names each check that failed, in the check's words. An answer the
+#: model wrote has no such opening: the host's account of it is in its notes (FR-030 as
+#: docs/requirements.md reads it).
+HOST_OPENING = "Unable to synthesize a complete answer."
 
 
 @dataclass(frozen=True)
@@ -113,10 +115,10 @@ def _effort_options(effort: str) -> dict[str, Any]:
 
 
 def answer_body(text: str) -> str:
-    """`text` without the host's opening paragraph, if it has one. That paragraph quotes the
-    rules that failed ("Check moon did not hold: Name the Moon as a cause."), so scored with
-    it, a degraded answer would hold the very rules it failed."""
-    if text.startswith(HOST_OPENINGS) and "\n\n" in text:
+    """`text` without the host's opening paragraph, if it has one (an answer the host wrote).
+    That paragraph quotes the rules that failed ("Check moon did not hold: Name the Moon as a
+    cause."), so scored with it, a degraded answer would hold the very rules it failed."""
+    if text.startswith(HOST_OPENING) and "\n\n" in text:
         return text.split("\n\n", 1)[1]
     return text
 
