@@ -422,7 +422,7 @@ class TidesModel:
             return Planned(body=completion(STEP))
         if prompt_id == PromptId.ANSWER_SYNTHESIS_USER:
             return Planned(body=completion(json.dumps({**ANSWER, "answer_text": PUBLISHED})))
-        if prompt_id == PromptId.ANSWER_REFINE_USER:
+        if prompt_id == PromptId.ANSWER_REWRITE_USER:
             return Planned(body=completion(PUBLISHED))
         if prompt_id == PromptId.PLAN_GENERATION_USER:
             return Planned(body=completion(json.dumps(PLAN)))

@@ -54,7 +54,7 @@ STEP = PromptId.REASONING_STEP_USER
 ASSESS = PromptId.PASS_EVALUATION_USER
 SYNTH = PromptId.ANSWER_SYNTHESIS_USER
 CRITIQUE = PromptId.RULE_CRITIQUE_USER
-REFINE = PromptId.ANSWER_REFINE_USER
+REWRITE = PromptId.ANSWER_REWRITE_USER
 
 BULLETS = {"type": "count", "unit": "bullets", "min": 3, "max": 3}
 THREE = "- green tea\n- black tea\n- oolong"
@@ -105,7 +105,7 @@ def loop_script(replies: Any, **overrides: Any) -> dict[Any, Any]:
         ASSESS: replies.assessment(),
         SYNTH: answer("Green, black and oolong are three teas."),
         CRITIQUE: replies.critique("request.bullets"),
-        REFINE: THREE,
+        REWRITE: THREE,
         **overrides,
     }
 
@@ -348,9 +348,9 @@ async def test_a_plan_to_approve_is_never_skipped_for_the_draft(
 # ---------------------------------------------------------------------------------------------
 
 
-async def test_the_answer_is_checked_critiqued_and_refined(
-    harness, replies, make_request, drive
-) -> None:
+async def test_the_answer_is_checked_and_rewritten(harness, replies, make_request, drive) -> None:
+    """One call rewrites the answer that fails a check: its instructions are the failed check in
+    words, the whole answer is given, and no critique is asked for."""
     h = harness(loop_script(replies))
     out = await answered(h, make_request, drive)
     final = out.result.final_answer
@@ -368,31 +368,55 @@ async def test_the_answer_is_checked_critiqued_and_refined(
     ]
     assert [c["held"] for c in final.metadata["candidates"]] == [0, 0, 1]
     assert not out.result.degraded
-    (refine,) = [call for call in h.llm.history if call.prompt_id is REFINE]
-    assert refine.input.answer == "Green, black and oolong are three teas."  # the whole answer
-    assert "[request.bullets]" in refine.input.issues  # only the fix the failed check needs
-    (critique,) = [call for call in h.llm.history if call.prompt_id is CRITIQUE]
-    assert critique.input.artifact == "Green, black and oolong are three teas."
+    (rewrite,) = [call for call in h.llm.history if call.prompt_id is REWRITE]
+    assert rewrite.input.answer == "Green, black and oolong are three teas."  # the whole answer
+    assert rewrite.input.failed_checks.startswith("- request.bullets")
+    assert "exactly 3 bullet line(s): 0 bullet line(s)" in rewrite.input.failed_checks
+    assert CRITIQUE not in h.llm.calls
 
 
-async def test_a_critique_issue_not_tied_to_a_failed_check_is_dropped(
+async def test_only_the_failed_checks_are_asked_for_and_the_text_that_held_is_kept(
     harness, replies, make_request, drive
 ) -> None:
-    h = harness(loop_script(replies, **{CRITIQUE: replies.critique("r.unknown")}))
-    await answered(h, make_request, drive)
-    (refine,) = [call for call in h.llm.history if call.prompt_id is REFINE]
-    assert "r.unknown" not in refine.input.issues
-    assert "[request.bullets] rule failed" in refine.input.issues  # the check itself, instead
+    """The answer holds its word limit and fails the bullets: the rewrite is asked for the
+    bullets only, and is given the whole answer, to keep."""
+    words = {"type": "count", "unit": "words", "max": 40}
+    checks = prepared(("request.bullets", BULLETS), ("request.words", words))
+    h = harness(loop_script(replies, **{PREPARE: checks}))
+    out = await answered(h, make_request, drive)
+    (rewrite,) = [call for call in h.llm.history if call.prompt_id is REWRITE]
+    assert rewrite.input.failed_checks.count("\n- ") == 0  # one failed check, one line
+    assert "bullet" in rewrite.input.failed_checks and "word" not in rewrite.input.failed_checks
+    assert rewrite.input.answer == "Green, black and oolong are three teas."
+    assert out.result.final_answer.answer_text == THREE
+
+
+async def test_a_rewrite_that_breaks_a_check_that_held_is_not_published(
+    harness, replies, make_request, drive
+) -> None:
+    """The rewrite meets the bullets but breaks the word limit the answer held: it is not
+    published, and the note says which check it broke."""
+    words = {"type": "count", "unit": "words", "max": 8}
+    checks = prepared(("request.bullets", BULLETS), ("request.words", words))
+    long = "- green tea from China\n- black tea from India\n- oolong tea from Taiwan"
+    h = harness(loop_script(replies, **{PREPARE: checks, REWRITE: [long, THREE]}))
+    out = await answered(h, make_request, drive)
+    final = out.result.final_answer
+    assert final.answer_text == "Green, black and oolong are three teas."
+    assert h.llm.calls.count(REWRITE) == 1
+    assert "refinement:1" not in [c["answered_by"] for c in final.metadata["candidates"]]
+    broke = "phase E: rewrite 1 was not used: it broke request.words, which held"
+    assert broke in final.metadata["run_notes"]
 
 
 async def test_refinement_stops_at_the_first_round_that_holds(
     harness, replies, make_request, drive
 ) -> None:
-    h = harness(loop_script(replies, **{REFINE: ["- only\n- two", THREE, "never asked"]}))
+    h = harness(loop_script(replies, **{REWRITE: ["- only\n- two", THREE, "never asked"]}))
     out = await answered(h, make_request, drive)
-    assert h.llm.calls.count(REFINE) == 2 and h.llm.calls.count(CRITIQUE) == 2
+    assert h.llm.calls.count(REWRITE) == 2 and CRITIQUE not in h.llm.calls
     assert out.result.final_answer.metadata["answered_by"] == "refinement:2"
-    second = [call for call in h.llm.history if call.prompt_id is REFINE][1]
+    second = [call for call in h.llm.history if call.prompt_id is REWRITE][1]
     assert second.input.answer == "- only\n- two"  # round 2 refines round 1's text
 
 
@@ -401,12 +425,13 @@ async def test_the_draft_is_kept_when_refinement_makes_things_worse(
 ) -> None:
     """The draft holds the check; the answer and both refinements do not: the draft is
     published, and the answer is not degraded, since what the user gets holds every check."""
-    h = harness(loop_script(replies, **{DRAFT: THREE, REFINE: ["worse", "still worse"]}))
+    h = harness(loop_script(replies, **{DRAFT: THREE, REWRITE: ["worse", "still worse"]}))
     out = await answered(h, make_request, drive)
     final = out.result.final_answer
     assert final.answer_text == THREE
     assert final.metadata["answered_by"] == "draft"
-    assert [c["held"] for c in final.metadata["candidates"]] == [1, 0, 0, 0]
+    assert [c["held"] for c in final.metadata["candidates"]] == [1, 0]  # none rewritten
+    assert REWRITE not in h.llm.calls
     assert final.confidence is None  # the model judged its own answer, not the draft
     assert not out.result.degraded
 
@@ -414,7 +439,7 @@ async def test_the_draft_is_kept_when_refinement_makes_things_worse(
 async def test_a_check_no_candidate_holds_degrades_the_answer_and_is_named(
     harness, replies, make_request, drive
 ) -> None:
-    h = harness(loop_script(replies, **{REFINE: ["worse", "still worse"]}), answer_refine_rounds=2)
+    h = harness(loop_script(replies, **{REWRITE: ["worse", "still worse"]}), answer_refine_rounds=2)
     out = await answered(h, make_request, drive)
     final = out.result.final_answer
     assert out.result.degraded and final.metadata["reason"] == "checks_failed"
@@ -430,7 +455,7 @@ async def test_no_rounds_means_checked_but_never_refined(
 ) -> None:
     h = harness(loop_script(replies), answer_refine_rounds=0)
     out = await answered(h, make_request, drive)
-    assert REFINE not in h.llm.calls and CRITIQUE not in h.llm.calls
+    assert REWRITE not in h.llm.calls and CRITIQUE not in h.llm.calls
     assert out.result.final_answer.metadata["checks"][0]["verdict"] == "fail"
 
 
@@ -705,8 +730,8 @@ async def test_a_draft_that_fails_a_check_is_refined_when_no_pass_ran(
     assert [c["held"] for c in final.metadata["candidates"]] == [0, 1]
     assert final.answer_text == THREE
     assert SYNTH not in h.llm.calls
-    [critique] = [c for c in h.llm.history if c.prompt_id == CRITIQUE]
-    assert critique.input.artifact == draft
+    [rewrite] = [c for c in h.llm.history if c.prompt_id == REWRITE]
+    assert rewrite.input.answer == draft
 
 
 def _candidate(source: verification.Source, held: int) -> verification.Candidate:
@@ -812,7 +837,7 @@ async def test_the_checks_run_on_exactly_the_text_delivered(
         loop_script(
             replies,
             **{PREPARE: prepared(("request.bullets", BULLETS), ("request.words", words))},
-            **{REFINE: ["worse", "still worse"]},
+            **{REWRITE: ["worse", "still worse"]},
         )
     )
     trail = await drive(make_request(), h.deps)
