@@ -28,6 +28,7 @@ from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, WEBHOOK_OUTCOMES
 from aeonloop.checks.types import Check
 from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.limits import (
+    DEFAULT_EFFORT,
     DEFAULT_MAX_PASSES,
     MAX_FILES_CAP,
     MAX_REQUEST_CHARS,
@@ -35,6 +36,7 @@ from aeonloop.limits import (
     MAX_TOOLS,
     MAX_TTL_CAP,
     MAX_TURNS_CAP,
+    Effort,
     ToolName,
 )
 from aeonloop.phases.models import (
@@ -108,6 +110,8 @@ class RunState(BaseModel):
     #: The draft's text once in hand (the hop that wrote it, or Phase E once it read it); not
     #: sent.
     draft: SkipJsonSchema[str | None] = Field(None, exclude=True)
+    #: How hard the run works (limits.Effort): its request's, else the workers' AEON_EFFORT.
+    effort: Effort = DEFAULT_EFFORT
     #: What the last pass showed, when it asks for a re-profile that Phase D left to the next
     #: pass, to make beside its steps (phases.phase_d.reprofile_where); None: none is due.
     reprofile_evidence: str | None = None
@@ -209,6 +213,9 @@ class RequestSubmitted(Event):
     #: the prompts that profile, plan, run the steps and answer (llm.session.WITH_TURNS);
     #: gateways hold them to AEON_MAX_TURNS and AEON_MAX_TURNS_CHARS.
     messages: list[Turn] = Field(default_factory=list, max_length=MAX_TURNS_CAP)
+    #: How hard its run works (limits.Effort); None: the workers' AEON_EFFORT. It travels with
+    #: the request, as max_ttl does, so every worker honours it.
+    effort: Effort | None = None
 
     @classmethod
     def new(
@@ -225,6 +232,7 @@ class RequestSubmitted(Event):
         files: list[AttachedFile] | None = None,
         tools: list[str] | None = None,
         messages: list[Turn] | None = None,
+        effort: Effort | None = None,
     ) -> RequestSubmitted:
         """A fresh request with its own correlation id and a deadline `timeout` seconds away."""
         return cls(
@@ -240,14 +248,20 @@ class RequestSubmitted(Event):
             files=files or [],
             tools=tools,
             messages=messages or [],
+            effort=effort,
         )
 
     def initial_state(
-        self, max_passes: int = DEFAULT_MAX_PASSES, token_budget: int | None = None
+        self,
+        max_passes: int = DEFAULT_MAX_PASSES,
+        token_budget: int | None = None,
+        effort: Effort = DEFAULT_EFFORT,
     ) -> RunState:
         """The run this request starts, held to `max_passes` (Phase A gives AEON_MAX_PASSES),
-        with its own token budget, else `token_budget` (AEON_RUN_TOKEN_BUDGET)."""
+        with its own token budget, else `token_budget` (AEON_RUN_TOKEN_BUDGET), and its own
+        effort, else `effort` (AEON_EFFORT)."""
         return RunState(
+            effort=self.effort or effort,
             request=self.request,
             rules=self.rules,
             threshold=self.threshold,

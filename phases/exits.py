@@ -72,9 +72,18 @@ def draft_suffices(
     run has tools. A profile that could not be had (the default stands in) or that gives no
     reasons for its ratings says nothing of this request: SmolLM2's profiles of "What is the
     capital of France?" came back so, rated depth 3 in two runs of three (the format's example's
-    depth), and each of those went on to a plan it could not make (issue 33)."""
+    depth), and each of those went on to a plan it could not make (issue 33).
+
+    The run's effort (limits.Effort) comes first: `low` ends every run here (the draft path
+    only: Phase E rewrites a draft that fails a check once), `high` none (the loop runs even
+    for a simple ask)."""
     profile = run.profile
-    if profile is None or run.approve_plan or judged.failed:
+    if profile is None or run.approve_plan:
+        return None
+    if run.effort == "low":  # the draft path only, whatever its checks say
+        detail = f"effort low, the draft path only: the plain draft {_held(run, judged)}"
+        return Exit(ExitReason.CONVERGED, detail)
+    if judged.failed or run.effort == "high":
         return None
     if simple:
         asks = "the request is one short ask, with no tools or files to use"
@@ -85,9 +94,17 @@ def draft_suffices(
         )
     else:
         return None
+    return Exit(ExitReason.CONVERGED, f"the plain draft {_held(run, judged)}, and {asks}")
+
+
+def _held(run: RunState, judged: Evaluation) -> str:
+    """What the draft held, in words."""
     checks = sum(1 for rule in run.rules if rule.severity == "fail")
-    held = f"held all {checks} fail-severity check(s)" if checks else "had no check to fail"
-    return Exit(ExitReason.CONVERGED, f"the plain draft {held}, and {asks}")
+    if not checks:
+        return "had no check to fail"
+    if judged.failed:
+        return f"held {checks - len(judged.failed)} of {checks} fail-severity check(s)"
+    return f"held all {checks} fail-severity check(s)"
 
 
 def _profile_asks_no_more(run: RunState, tools_available: bool) -> bool:

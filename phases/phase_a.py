@@ -39,7 +39,7 @@ async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
     """RequestSubmitted → TaskProfiled, with the profile, `ttl_remaining`, the prepared checks
     and the draft set; or LoopExited("converged") when the draft is enough."""
     cap = deps.settings.max_passes
-    run = event.initial_state(cap, deps.settings.run_token_budget)
+    run = event.initial_state(cap, deps.settings.run_token_budget, deps.settings.effort)
     if event.max_ttl is not None and event.max_ttl > cap:  # a producer other than a gateway
         run.notes.append(
             f"phase A: the request allowed {event.max_ttl} passes; AEON_MAX_PASSES holds the "
@@ -53,10 +53,13 @@ async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
     stream = NO_STREAM if run.approve_plan else deps.answer_stream(event.correlation_id)
     tools = bool(deps.tool_runner(run).specs)
     simple = spend.simple_ask(run, tools_available=tools)
+    # A simple ask needs no profile, unless the loop is to run for it whatever its draft
+    # (effort high), and a run held to the draft path (effort low) never uses one.
+    unprofiled = run.effort == "low" or (simple and run.effort != "high")
     # All run to the end, so a redelivery finds every reply memoised; what stops the run (a
     # cancel, the budget, the LLM away at the deadline) is raised, in this order, after.
     profiled, prepared, drafted = await asyncio.gather(
-        _unasked() if simple else profile(session, run),
+        _unasked() if unprofiled else profile(session, run),
         verification.prepare(session, run) if spend.needs_prepare(run) else _unasked(),
         verification.draft(session, run, stream=stream),
         return_exceptions=True,

@@ -350,6 +350,13 @@ async def rewrite(
     return await candidate(run, "refinement", text, settings, round)
 
 
+def rewrite_rounds(run: RunState, settings: LoopSettings) -> int:
+    """The rewrites the answer may get: AEON_ANSWER_REFINE_ROUNDS, one at most at effort low
+    (the draft path: the draft, the host's repairs, one rewrite)."""
+    rounds = settings.answer_refine_rounds
+    return min(rounds, 1) if run.effort == "low" else rounds
+
+
 def broke(rewritten: Candidate, source: Candidate) -> list[str]:
     """The fail-severity checks `source` held that its rewrite fails: such a rewrite is not
     published (it traded a check the user had for another)."""
@@ -404,7 +411,7 @@ async def verified(
     candidates = [await candidate(run, "draft", run.draft, settings)] if run.draft else []
     if answer is not None:
         candidates.append(await candidate(run, "answer", answer, settings))
-    for round in range(1, settings.answer_refine_rounds + 1):
+    for round in range(1, rewrite_rounds(run, settings) + 1):
         current = best(candidates, loop_converged=loop_converged)
         if all_hold(current.evaluation) or not may_go_on():
             break

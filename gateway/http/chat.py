@@ -108,7 +108,9 @@ class ChatApi:
         lines: asyncio.Queue[Progress] = asyncio.Queue()
         try:
             correlation_id = await self.client.submit(
-                **run, on_progress=lines.put_nowait if body.stream else None
+                **run,
+                effort=body.effort(),
+                on_progress=lines.put_nowait if body.stream else None,
             )
         except BadInput as error:  # the whole event over AEON_MAX_EVENT_BYTES
             raise ApiError(status_of(error), "body", str(error)) from None

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serial
 from aeonloop.contracts import Usage
 from aeonloop.gateway.http.models import Links, RunOptions, WholeNumber, links
 from aeonloop.gateway.http.run_steps import checks_not_held, degraded_because
+from aeonloop.limits import Effort
 from aeonloop.phases.events import ExecutionResult
 from aeonloop.phases.models import ExitReason
 
@@ -42,7 +43,6 @@ IGNORED_FIELDS = frozenset(
         "prompt_cache_key",
         "prompt_cache_options",
         "prompt_cache_retention",
-        "reasoning_effort",
         "safety_identifier",
         "seed",
         "service_tier",
@@ -61,6 +61,16 @@ ANSWER_PIECE_CHARS = 64
 _WORD = re.compile(r"\S+\s*|\s+")
 
 FinishReason = Literal["stop", "length"]
+#: OpenAI's `reasoning_effort` values, and the run's effort each asks for (limits.Effort).
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+EFFORT_OF: dict[str, Effort] = {
+    "none": "low",
+    "minimal": "low",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "high",
+}
 
 
 class StreamOptions(BaseModel):
@@ -100,6 +110,17 @@ class OpenAIFields(BaseModel):
     functions: list[Any] | None = Field(None, description="none: Aeon calls its own tools")
     function_call: Any = Field(None, description='none, or "none" or "auto"')
     tool_choice: Any = Field(None, description='none, or "none" or "auto"')
+    reasoning_effort: ReasoningEffort | None = Field(
+        None,
+        description="how hard the run works (AEON_EFFORT, docs/configuration.md): `none`, "
+        "`minimal` or `low` run the draft path only (one call's answer, repaired, rewritten "
+        "once); `medium` the loop where it adds something; `high` or `xhigh` the loop always; "
+        "omitted or null: the server's AEON_EFFORT",
+    )
+
+    def effort(self) -> Effort | None:
+        """The run's effort for `reasoning_effort` (None: the workers' AEON_EFFORT)."""
+        return None if self.reasoning_effort is None else EFFORT_OF[self.reasoning_effort]
 
     @field_validator("n")
     @classmethod

@@ -8,7 +8,10 @@ from __future__ import annotations
 import pytest
 
 from aeonloop.contracts import AttachedFile
-from aeonloop.phases import phase_a, spend
+from aeonloop.gateway.cli.main import _parser
+from aeonloop.gateway.http.chat_models import ChatRequest
+from aeonloop.limits import LoopSettings
+from aeonloop.phases import phase_a, spend, verification
 from aeonloop.phases.events import LoopExited, RequestSubmitted, RunState, TaskProfiled
 from aeonloop.phases.models import Rule
 from aeonloop.prompts.registry import PromptId
@@ -108,3 +111,51 @@ def test_a_simple_ask_has_no_tools_files_or_second_part() -> None:
     assert not spend.simple_ask(RunState(request=FRANCE), tools_available=True)
     assert not spend.simple_ask(RunState(request=FRANCE, file_paths=["a"]), tools_available=False)
     assert not spend.simple_ask(RunState(request=f"{FRANCE} Then Spain's."), tools_available=False)
+
+
+# -- the effort (limits.Effort: AEON_EFFORT, a request's effort) ---------------------------------
+
+
+async def test_effort_low_ends_on_the_draft_path_even_when_a_check_fails(harness) -> None:
+    """Low: the draft path only. No profile is asked, and the run ends at A on its best draft
+    (Phase E then rewrites it once, at most: `rewrite_rounds`)."""
+    h = harness({DRAFT: "Apple, pear and plum."}, draft_samples=1)
+    (out,) = await phase_a.handle(ask(FRUITS, effort="low"), h.deps)
+    assert isinstance(out, LoopExited) and out.reason == "converged"
+    assert out.detail.startswith("effort low, the draft path only: the plain draft held 1 of 3")
+    assert h.llm.calls == [DRAFT]
+    assert verification.rewrite_rounds(out.run, LoopSettings(answer_refine_rounds=3)) == 1
+
+
+async def test_effort_high_runs_the_loop_even_for_a_simple_ask(harness, replies) -> None:
+    h = harness({INFER: replies.profile(depth=1, tool="none"), DRAFT: "Paris."})
+    (out,) = await phase_a.handle(ask(FRANCE, effort="high"), h.deps)
+    assert isinstance(out, TaskProfiled)
+    assert sorted(h.llm.calls) == sorted([INFER, DRAFT])
+
+
+async def test_the_effort_travels_with_the_request_over_the_workers_setting(harness) -> None:
+    """A request's effort is its run's, whatever the worker's AEON_EFFORT; without one, the
+    worker's stands."""
+    h = harness({DRAFT: "Paris.", INFER: "{}"}, effort="high")
+    (mine,) = await phase_a.handle(ask(FRANCE, effort="medium"), h.deps)
+    assert mine.run.effort == "medium" and isinstance(mine, LoopExited)
+    (theirs,) = await phase_a.handle(ask(FRANCE), h.deps)
+    assert theirs.run.effort == "high" and isinstance(theirs, TaskProfiled)
+
+
+@pytest.mark.parametrize(
+    ("given", "effort"),
+    [(None, None), ("minimal", "low"), ("low", "low"), ("medium", "medium"), ("xhigh", "high")],
+)
+def test_the_chat_endpoints_reasoning_effort_is_the_runs_effort(given, effort) -> None:
+    body = {"model": "aeon", "messages": [{"role": "user", "content": "hi"}]}
+    if given is not None:
+        body["reasoning_effort"] = given
+    assert ChatRequest.model_validate(body).effort() == effort
+
+
+def test_aeon_ask_takes_an_effort() -> None:
+    parser = _parser()
+    assert parser.parse_args(["ask", "hi", "--effort", "low"]).effort == "low"
+    assert parser.parse_args(["ask", "hi"]).effort is None  # the workers' AEON_EFFORT
