@@ -241,6 +241,11 @@ class ChatOutcome(BaseModel):
     degraded: bool = Field(description="the answer was made short of a converged loop")
     degraded_because: list[str] = Field(description="why, one plain line each")
     checks_not_held: list[str] = Field(description="each check of the answer that did not hold")
+    notes: str | None = Field(
+        None,
+        description="the answer's notes: the host's account of a run that did not go well, "
+        "beside the model's text, which the completion's content is alone",
+    )
     total_passes: int
     usage: Usage = Field(description="the run's usage in full: calls, estimated, budget")
     links: Links
@@ -349,6 +354,7 @@ def outcome(correlation_id: str, result: ExecutionResult) -> ChatOutcome:
         degraded=result.degraded,
         degraded_because=degraded_because(result),
         checks_not_held=checks_not_held(result),
+        notes=result.final_answer.notes,
         total_passes=result.total_passes,
         usage=result.usage,
         links=links(correlation_id),

@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import pytest
 
-from aeonloop.contracts import AttachedFile
+from aeonloop.contracts import AttachedFile, Usage
 from aeonloop.gateway.cli.main import _parser
-from aeonloop.gateway.http.chat_models import ChatRequest
+from aeonloop.gateway.http.chat_models import ChatRequest, completion
 from aeonloop.limits import LoopSettings
 from aeonloop.phases import phase_a, spend, verification
-from aeonloop.phases.events import LoopExited, RequestSubmitted, RunState, TaskProfiled
-from aeonloop.phases.models import Rule
+from aeonloop.phases.events import (
+    ExecutionResult,
+    LoopExited,
+    RequestSubmitted,
+    RunState,
+    TaskProfiled,
+)
+from aeonloop.phases.models import ExitReason, FinalAnswer, Rule
 from aeonloop.prompts.registry import PromptId
 
 INFER = PromptId.TASKPROFILE_INFERENCE_USER
@@ -159,3 +165,24 @@ def test_aeon_ask_takes_an_effort() -> None:
     parser = _parser()
     assert parser.parse_args(["ask", "hi", "--effort", "low"]).effort == "low"
     assert parser.parse_args(["ask", "hi"]).effort is None  # the workers' AEON_EFFORT
+
+
+def test_the_chat_outcome_carries_the_hosts_account_beside_the_models_text() -> None:
+    """Issue 41, finding 7: the completion's content is the model's text alone; the host's
+    account of the run is in `aeon.notes`."""
+    answer = FinalAnswer(
+        answer_text="Paris.", notes="The loop exited early.", metadata={"reason": "no_passes"}
+    )
+    result = ExecutionResult(
+        status=ExitReason.FAILED,
+        degraded=True,
+        total_passes=0,
+        total_refinements=0,
+        ttl_remaining=0,
+        usage=Usage(),
+        elapsed_seconds=1.0,
+        final_answer=answer,
+    )
+    made = completion("run-1", 0, result)
+    assert made.choices[0].message.content == "Paris."
+    assert made.aeon.notes == "The loop exited early."
