@@ -9,7 +9,7 @@ that checks a request loads no pipeline (docs/architecture.md, "Layers").
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field
 
@@ -58,13 +58,30 @@ MAX_PATTERN_RULES = 20
 Whole = Annotated[int, Field(ge=1)]
 
 
+#: How hard a run works (AEON_EFFORT, a request's `effort`): `low`, the draft path only (the
+#: draft and its samples, the host's repairs, one rewrite); `medium`, the loop only where it has
+#: something to add (docs/verified-answers.md, "Spend that follows need"); `high`, the loop even
+#: for a simple ask.
+Effort = Literal["low", "medium", "high"]
+EFFORTS: tuple[Effort, ...] = get_args(Effort)
+DEFAULT_EFFORT: Effort = "medium"
+
+
 class LoopSettings(AeonSettings):
     """Bounds of a run; every one is an environment setting AEON_<FIELD> (docs/configuration.md).
 
-    The core settings among them say how much a run may do (its passes, its tokens) and what
-    the model can take. AEON_EFFORT, one knob for how hard a run works, would join them here;
-    no code reads it yet (docs/configuration.md, "The core").
+    The core settings among them say how hard a run works (its effort), how much it may do
+    (its passes, its tokens) and what the model can take (docs/configuration.md, "The core").
     """
+
+    #: How hard a run works unless its request says (`Effort`); read by workers (Phases A, E).
+    effort: Annotated[
+        Effort,
+        core(
+            "low: the draft path only; medium: the loop where it adds something; high: the "
+            "loop always (medium)"
+        ),
+    ] = DEFAULT_EFFORT
 
     #: The one cap on passes: a request's max_ttl may ask for fewer, never more (gateways
     #: refuse it; Phase A caps a request from elsewhere), and a run's TTL never exceeds it.

@@ -30,7 +30,7 @@ from aeonloop.bus.connection import connect
 from aeonloop.bus.settings import BusSettings, redact
 from aeonloop.gateway.cli.quality import choices_option
 from aeonloop.gateway.quality.cases import MODES
-from aeonloop.gateway.quality.paths import EFFORT_NAMES
+from aeonloop.gateway.quality.paths import EFFORTS
 from aeonloop.servers.embedded import RedisServer
 from bench import eventloop
 from bench.cluster import run_cluster
@@ -227,7 +227,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--quality-effort",
-        type=choices_option(EFFORT_NAMES),
+        type=choices_option(EFFORTS),
         default=None,
         metavar="EFFORTS",
         help="quality: run Aeon at each of these efforts (default: its default effort)",

@@ -29,9 +29,7 @@ async def run_quality(ctx: BenchContext) -> dict[str, Any]:
     if not (ctx.llm_url and ctx.model):
         raise ValueError("the quality section needs --llm-url and --model (an OpenAI server)")
     cases = load_cases().checked()[: ctx.quality_cases or None]
-    efforts, note = efforts_to_run(ctx.quality_effort or [])
-    if note:
-        print(f"bench: {note}", file=sys.stderr)
+    efforts = efforts_to_run(ctx.quality_effort or [])
     loop = LoopSettings.from_env()
     plan = Plan(tuple(ctx.quality_modes), efforts, ctx.quality_k, loop=loop)
     server = {"kind": "openai", "base_url": ctx.llm_url, "model": ctx.model}

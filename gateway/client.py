@@ -54,7 +54,7 @@ from aeonloop.gateway.validation import (
     check_event_size,
     checked_request,
 )
-from aeonloop.limits import LoopSettings
+from aeonloop.limits import Effort, LoopSettings
 from aeonloop.phases import approvals, history
 from aeonloop.phases.events import (
     DEFAULT_THRESHOLD,
@@ -273,6 +273,7 @@ class AeonClient:
         *,
         rules: list[Rule] | None = None,
         max_ttl: int | None = None,
+        effort: Effort | None = None,
         threshold: float = DEFAULT_THRESHOLD,
         timeout: float = DEFAULT_TIMEOUT_S,
         on_progress: ProgressCallback | None = None,
@@ -290,6 +291,7 @@ class AeonClient:
         """Publish a request and return its correlation id; BadInput before publishing if the
         request is not acceptable. `timeout` becomes the request's deadline in the pipeline;
         `max_ttl` caps its passes, 1 to AEON_MAX_PASSES (None: AEON_MAX_PASSES itself);
+        `effort` is how hard its run works (limits.Effort; None: the workers' AEON_EFFORT);
         `token_budget` caps the tokens its LLM calls may spend (None: the workers'
         AEON_RUN_TOKEN_BUDGET, if set); `approve_plan` pauses the run after its plan is made,
         until `approve` (or a cancel, or its deadline); `webhook_url` is POSTed the answer
@@ -325,6 +327,7 @@ class AeonClient:
             tenant=tenant,
             correlation_id=correlation_id,
             fork=fork,
+            effort=effort,
         )
         body = encode(event)
         check_event_size(len(body["body"]), self.settings.max_event_bytes)

@@ -74,10 +74,10 @@ from aeonloop.prompts.registry import (
     PromptId,
     PromptInput,
     ReasoningStepInput,
-    RefineAnswerInput,
     RefinementInput,
     RepairJSONInput,
     RepairMissingToolInput,
+    RewriteAnswerInput,
     SemanticValidationInput,
     TaskProfileInferenceInput,
     TaskProfileOutput,
@@ -509,14 +509,14 @@ def _draft(data: DraftAnswerInput) -> str:
     return f"{OFFLINE_NOTICE} The request was: {_sentence(_shorten(data.request))}."
 
 
-def _refine(data: RefineAnswerInput) -> str:
-    """The answer with the constraints the request and the fixes state met, each by the smallest
-    change that meets it; everything else kept."""
+def _rewrite(data: RewriteAnswerInput) -> str:
+    """The answer with the constraints the request and the failed checks state met, each by the
+    smallest change that meets it; everything else kept."""
     text = data.answer.strip()
     wanted: dict[tuple[str, str], dict[str, Any]] = {}
     # The request's word first; an issue also quotes what a check found ("2 bullet lines"),
     # which must not count as a second constraint of the same kind.
-    for _, _, check in stated_constraints(data.request) + stated_constraints(data.issues):
+    for _, _, check in stated_constraints(data.request) + stated_constraints(data.failed_checks):
         key = (check["type"], str(check.get("unit") or check.get("phrase") or check.get("pattern")))
         wanted.setdefault(key, check)
     for check in sorted(wanted.values(), key=_refine_order):
@@ -644,5 +644,5 @@ _REPLIES: dict[PromptId, _Handler] = {
     PromptId.ANSWER_SYNTHESIS_USER: _answer,
     PromptId.CHECKS_PREPARE_USER: _prepare,
     PromptId.ANSWER_DRAFT_USER: _draft,
-    PromptId.ANSWER_REFINE_USER: _refine,
+    PromptId.ANSWER_REWRITE_USER: _rewrite,
 }

@@ -28,6 +28,7 @@ from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, WEBHOOK_OUTCOMES
 from aeonloop.checks.types import Check
 from aeonloop.contracts import AttachedFile, Turn, Usage
 from aeonloop.limits import (
+    DEFAULT_EFFORT,
     DEFAULT_MAX_PASSES,
     MAX_FILES_CAP,
     MAX_REQUEST_CHARS,
@@ -35,6 +36,7 @@ from aeonloop.limits import (
     MAX_TOOLS,
     MAX_TTL_CAP,
     MAX_TURNS_CAP,
+    Effort,
     ToolName,
 )
 from aeonloop.phases.models import (
@@ -148,6 +150,8 @@ class RunState(BaseModel):
     #: The draft's text once in hand (the hop that wrote it, or Phase E once it read it); not
     #: sent.
     draft: SkipJsonSchema[str | None] = Field(None, exclude=True)
+    #: How hard the run works (limits.Effort): its request's, else the workers' AEON_EFFORT.
+    effort: Effort = DEFAULT_EFFORT
     #: What the last pass showed, when it asks for a re-profile that Phase D left to the next
     #: pass, to make beside its steps (phases.phase_d.reprofile_where); None: none is due.
     reprofile_evidence: str | None = None
@@ -256,6 +260,9 @@ class RequestSubmitted(Event):
     tenant: str | None = Field(None, max_length=64)
     #: The run this request forks, and from where (`Fork`); None for a request of its own.
     fork: Fork | None = None
+    #: How hard its run works (limits.Effort); None: the workers' AEON_EFFORT. It travels with
+    #: the request, as max_ttl does, so every worker honours it.
+    effort: Effort | None = None
 
     @classmethod
     def new(
@@ -275,6 +282,7 @@ class RequestSubmitted(Event):
         tenant: str | None = None,
         correlation_id: str | None = None,
         fork: Fork | None = None,
+        effort: Effort | None = None,
     ) -> RequestSubmitted:
         """A fresh request with a deadline `timeout` seconds away, and its own correlation id
         unless its producer chose one (a gateway that notes the run before it is published).
@@ -298,14 +306,20 @@ class RequestSubmitted(Event):
             messages=messages or [],
             tenant=tenant,
             fork=fork,
+            effort=effort,
         )
 
     def initial_state(
-        self, max_passes: int = DEFAULT_MAX_PASSES, token_budget: int | None = None
+        self,
+        max_passes: int = DEFAULT_MAX_PASSES,
+        token_budget: int | None = None,
+        effort: Effort = DEFAULT_EFFORT,
     ) -> RunState:
         """The run this request starts, held to `max_passes` (Phase A gives AEON_MAX_PASSES),
-        with its own token budget, else `token_budget` (AEON_RUN_TOKEN_BUDGET)."""
+        with its own token budget, else `token_budget` (AEON_RUN_TOKEN_BUDGET), and its own
+        effort, else `effort` (AEON_EFFORT)."""
         return RunState(
+            effort=self.effort or effort,
             request=self.request,
             rules=self.rules,
             threshold=self.threshold,

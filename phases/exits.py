@@ -21,7 +21,6 @@ from datetime import datetime, timedelta
 
 from aeonloop.bus.codec import derived_id
 from aeonloop.bus.deadletter import DeadLetter
-from aeonloop.checks.stated import one_short_ask
 from aeonloop.exceptions import (
     BudgetExhausted,
     LLMError,
@@ -59,38 +58,63 @@ class Exit:
 DRAFT_MAX_DEPTH = 2
 
 
-def draft_suffices(run: RunState, judged: Evaluation, *, tools_available: bool) -> Exit | None:
+def draft_suffices(
+    run: RunState, judged: Evaluation, *, tools_available: bool, simple: bool
+) -> Exit | None:
     """The run ends at Phase A, its draft to be published, when the draft holds every
-    fail-severity check, the request asks for no more, and nobody asked to see the plan first.
+    fail-severity check, the request needs no steps, and nobody asked to see the plan first
+    (docs/verified-answers.md, "Spend that follows need": the loop runs only where it has
+    something to add).
 
-    What the request asks for is the profile's to say: depth at most DRAFT_MAX_DEPTH, and no
-    tool use where the run has tools. When the model's profile could not be had (the default
-    stands in), or it gives no reasons for its ratings, the host reads the request itself: one
-    short ask (checks.stated.one_short_ask) and no tools to use; a weak model that cannot
-    profile "What is the capital of France?" would otherwise send it through a plan it cannot
-    make either. Ratings with no reasons are not the model's reading of this request: SmolLM2's
-    profiles of that question came back so, rated depth 3 in two runs of three (the format's
-    example's depth), and each of those went on to a plan it could not make (issue 33)."""
+    A simple ask (`simple`: no tools, no files, one short ask, phases.spend.simple_ask) needs no
+    steps: no profile was asked for it. Any other request needs steps unless the model's profile,
+    with its reasons, says it does not: depth at most DRAFT_MAX_DEPTH, and no tool use where the
+    run has tools. A profile that could not be had (the default stands in) or that gives no
+    reasons for its ratings says nothing of this request: SmolLM2's profiles of "What is the
+    capital of France?" came back so, rated depth 3 in two runs of three (the format's example's
+    depth), and each of those went on to a plan it could not make (issue 33).
+
+    The run's effort (limits.Effort) comes first: `low` ends every run here (the draft path
+    only: Phase E rewrites a draft that fails a check once), `high` none (the loop runs even
+    for a simple ask)."""
     profile = run.profile
-    if profile is None or run.approve_plan or judged.failed:
+    if profile is None or run.approve_plan:
         return None
-    unread = "could not be had" if run.profile_is_default else "gave no reasons"
-    if run.profile_is_default or not profile.raw_inference.strip():
-        if tools_available or not one_short_ask(run.request):
-            return None
-        asks = f"the request is one short ask (the profile {unread})"
-    elif profile.reasoning_depth > DRAFT_MAX_DEPTH or (
-        tools_available and profile.expected_tool_usage != "none"
-    ):
+    if run.effort == "low":  # the draft path only, whatever its checks say
+        detail = f"effort low, the draft path only: the plain draft {_held(run, judged)}"
+        return Exit(ExitReason.CONVERGED, detail)
+    if judged.failed or run.effort == "high":
         return None
-    else:
+    if simple:
+        asks = "the request is one short ask, with no tools or files to use"
+    elif _profile_asks_no_more(run, tools_available):
         asks = (
             f"the profile asks for no more (reasoning depth {profile.reasoning_depth}, tool "
             f"use {profile.expected_tool_usage})"
         )
+    else:
+        return None
+    return Exit(ExitReason.CONVERGED, f"the plain draft {_held(run, judged)}, and {asks}")
+
+
+def _held(run: RunState, judged: Evaluation) -> str:
+    """What the draft held, in words."""
     checks = sum(1 for rule in run.rules if rule.severity == "fail")
-    held = f"held all {checks} fail-severity check(s)" if checks else "had no check to fail"
-    return Exit(ExitReason.CONVERGED, f"the plain draft {held}, and {asks}")
+    if not checks:
+        return "had no check to fail"
+    if judged.failed:
+        return f"held {checks - len(judged.failed)} of {checks} fail-severity check(s)"
+    return f"held all {checks} fail-severity check(s)"
+
+
+def _profile_asks_no_more(run: RunState, tools_available: bool) -> bool:
+    """The model's profile, with its reasons, rates the request within one call's reach."""
+    profile = run.profile
+    if profile is None or run.profile_is_default or not profile.raw_inference.strip():
+        return False
+    if tools_available and profile.expected_tool_usage != "none":
+        return False
+    return profile.reasoning_depth <= DRAFT_MAX_DEPTH
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,9 +342,13 @@ def answered_status(loop_exit: ExitReason, answered: str) -> ExitReason:
     """The answer's `ExecutionResult.status`, given why the loop ended and what the answer is
     (its `Outcome.reason`): the loop's exit, except for a run cancelled after the loop
     ended but before its answer was written, which is answered `cancelled` as any cancelled
-    run is, so its status and its reason never disagree."""
+    run is, so its status and its reason never disagree; and a run whose loop path failed
+    but whose draft path answered it (`draft_path_answered`: the reason is CONVERGED), which
+    is `converged`, not `failed`: the status follows what the user got."""
     if answered == AnswerReason.CANCELLED:
         return ExitReason.CANCELLED
+    if answered == AnswerReason.CONVERGED and loop_exit is ExitReason.FAILED:
+        return ExitReason.CONVERGED
     return loop_exit
 
 
@@ -343,6 +371,24 @@ def answered_by_draft(status: str, total_passes: int, has_draft: bool) -> bool:
     return has_draft and total_passes == 0 and converged(status)
 
 
+def loop_path_unused(status: str, total_passes: int, has_draft: bool) -> bool:
+    """Whether the run's loop path ended before its first pass for want of what it needed (no
+    plan could be made: `no_plan`), with the draft path's candidate in hand: the loop path is
+    not used, and the draft path answers the run."""
+    return has_draft and total_passes == 0 and status.strip().lower() == ExitReason.FAILED
+
+
+def draft_path_answered(
+    status: str, total_passes: int, has_draft: bool, checks_failed: bool
+) -> bool:
+    """Whether the run is answered, not failed, by its draft path: it ended at Phase A on its
+    draft (`answered_by_draft`), or its loop path could not be used (`loop_path_unused`) and
+    the draft path's candidate, which the model wrote, holds every fail-severity check."""
+    if answered_by_draft(status, total_passes, has_draft):
+        return not checks_failed
+    return loop_path_unused(status, total_passes, has_draft) and not checks_failed
+
+
 def answer_reason(
     status: str,
     total_passes: int,
@@ -357,6 +403,8 @@ def answer_reason(
     a draft, which a run that ended at Phase A publishes (`answered_by_draft`)."""
     if answered_by_draft(status, total_passes, has_draft):
         return AnswerReason.CHECKS_FAILED if checks_failed else AnswerReason.CONVERGED
+    if draft_path_answered(status, total_passes, has_draft, checks_failed):
+        return AnswerReason.CONVERGED  # the loop path could not be used; the draft path held
     if total_passes == 0:
         return AnswerReason.NO_PASSES
     if ttl_spent(status, total_passes, ttl_remaining):

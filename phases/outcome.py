@@ -158,6 +158,10 @@ class Outcome(BaseModel):
     reason: AnswerReason
     degraded_because: list[Degradation] = []
     error: str | None = None
+    #: The part of the run that could not be used, and why, when the run was answered without
+    #: it: "the loop (phases B to D): plan generation failed: ..." (phases.exits.
+    #: draft_path_answered). None: every part the run set out on was used.
+    not_used: str | None = None
     run_notes: list[str] = []
     missing_fields: list[str] = []
 

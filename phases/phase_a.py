@@ -1,13 +1,18 @@
 """Phase A: infer the TaskProfile and allocate the run's TTL; prepare the run's checks and write
-the plain draft, all three at once; end the run on the draft when it is enough.
+the plain draft, at once; end the run on the draft when it is enough.
 
-See docs/phases.md, "A: task profile and TTL", and docs/verified-answers.md, "Verified answers".
+See docs/phases.md, "A: task profile and TTL", and docs/verified-answers.md, "Verified answers"
+and "Spend that follows need".
+
+Only the calls the request is worth are made (phases.spend): a simple ask (no tools, no files,
+one short ask) asks for no profile, the default profile standing in (`run.profile_is_default`);
+PREPARE is asked only for a rule in words or constraint language the host's reader did not read.
 
 A profile is only a judgement of effort, so a failed inference must not stop the run: the default
 profile stands in, `run.profile_is_default` says so, and a note says why. PREPARE and the draft
 are the same: without them the run goes on as it would have, with a note.
 
-The three calls need only the request, so they are made at once (one call's wall time), each
+The calls need only the request, so they are made at once (one call's wall time), each
 memoised under its own scope (`a`, `a/prepare`, `a/draft`): a redelivered hop makes none of
 them again. While the draft fails a fail-severity check, further plain drafts are taken, one at
 a time, up to AEON_DRAFT_SAMPLES (`a/draft:<n>`), and the one that holds most is kept
@@ -21,7 +26,7 @@ import asyncio
 
 from aeonloop.bus.keys import memo_scope
 from aeonloop.llm.session import LLMSession
-from aeonloop.phases import exits, summaries, verification
+from aeonloop.phases import exits, spend, summaries, verification
 from aeonloop.phases.deps import NO_STREAM, PhaseDeps
 from aeonloop.phases.events import Event, RequestSubmitted, RunState, TaskProfiled
 from aeonloop.phases.models import TaskProfile
@@ -34,7 +39,7 @@ async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
     """RequestSubmitted → TaskProfiled, with the profile, `ttl_remaining`, the prepared checks
     and the draft set; or LoopExited("converged") when the draft is enough."""
     cap = deps.settings.max_passes
-    run = event.initial_state(cap, deps.settings.run_token_budget)
+    run = event.initial_state(cap, deps.settings.run_token_budget, deps.settings.effort)
     if event.max_ttl is not None and event.max_ttl > cap:  # a producer other than a gateway
         run.notes.append(
             f"phase A: the request allowed {event.max_ttl} passes; AEON_MAX_PASSES holds the "
@@ -46,11 +51,16 @@ async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
     # The draft is written as it comes when the run may end on it here (nobody asked to see
     # the plan first): a short ask then shows its answer at once.
     stream = NO_STREAM if run.approve_plan else deps.answer_stream(event.correlation_id)
-    # All three run to the end, so a redelivery finds every reply memoised; what stops the run
-    # (a cancel, the budget, the LLM away at the deadline) is raised, in this order, after.
+    tools = bool(deps.tool_runner(run).specs)
+    simple = spend.simple_ask(run, tools_available=tools)
+    # A simple ask needs no profile, unless the loop is to run for it whatever its draft
+    # (effort high), and a run held to the draft path (effort low) never uses one.
+    unprofiled = run.effort == "low" or (simple and run.effort != "high")
+    # All run to the end, so a redelivery finds every reply memoised; what stops the run (a
+    # cancel, the budget, the LLM away at the deadline) is raised, in this order, after.
     profiled, prepared, drafted = await asyncio.gather(
-        profile(session, run),
-        verification.prepare(session, run),
+        _unasked() if unprofiled else profile(session, run),
+        verification.prepare(session, run) if spend.needs_prepare(run) else _unasked(),
         verification.draft(session, run, stream=stream),
         return_exceptions=True,
     )
@@ -62,16 +72,18 @@ async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
     else:
         run.profile = TaskProfile.default()
         run.profile_is_default = True
-        run.notes.append(
-            summaries.failure_note("A", "profile inference", profiled, "using the default profile")
-        )
+        if profiled is not None:
+            why = summaries.failure_note(
+                "A", "profile inference", profiled, "using the default profile"
+            )
+            run.notes.append(why)
     run.ttl_remaining = run.profile.allocate_ttl(cap=run.max_ttl)
     verification.adopt_prepared(run, verification.stated(run))
     if isinstance(prepared, BaseException):
         run.notes.append(
             summaries.failure_note("A", "PREPARE", prepared, "only the checks the host read")
         )
-    else:
+    elif prepared is not None:
         verification.adopt_prepared(run, prepared)
     if isinstance(drafted, BaseException):
         run.notes.append(summaries.failure_note("A", "the draft", drafted, "no draft to keep"))
@@ -84,8 +96,7 @@ async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
             session, run, first, judged, deps.settings, stream
         )
         run.has_draft = True
-        tools = bool(deps.tool_runner(run).specs)
-        end = exits.draft_suffices(run, judged, tools_available=tools)
+        end = exits.draft_suffices(run, judged, tools_available=tools, simple=simple)
         if end is not None:
             return [exits.loop_exited(event, end, run=run)]
     await stream.set_aside()  # the run goes on to its plan: the draft is not its answer now
@@ -101,3 +112,8 @@ async def profile(session: LLMSession, run: RunState) -> TaskProfile:
         PromptId.TASKPROFILE_INFERENCE_USER, data, TaskProfileOutput, scope=memo_scope("a")
     )
     return profile_from_output(output, version=1)
+
+
+async def _unasked() -> None:
+    """A call the request is not worth (phases.spend): nothing is asked."""
+    return None

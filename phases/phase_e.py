@@ -13,7 +13,9 @@ Every accepted request must end with exactly one FinalAnswer, so nothing here ma
 - An upstream run that did not go well (no pass ran, TTL exhausted, data missing, or the loop
   exited before converging) is still answered by the model, from whatever is available, but the
   answer is degraded: its outcome's `degraded` is True, `reason` and `degraded_because` say
-  why, and `answer_text` opens by saying the loop exited early (FR-030).
+  why, and the answer's `notes` say the loop exited early (FR-030, as docs/requirements.md
+  reads it for an answer the model wrote: `answer_text` is the model's text alone, the text
+  checked).
 - When the model cannot be used (an LLM error, a reply unusable after its repair, a broken
   registry, a lost request, a passed deadline, or Phase E itself dead-lettered), the host
   assembles a degraded answer from the upstream artifacts alone (FR-027/FR-028): one builder,
@@ -128,12 +130,12 @@ async def answer_run(
     stream: AnswerStream = NO_STREAM,
 ) -> FinalAnswer:
     """The run's answer, checked (docs/verified-answers.md, "Verified answers"): the model's
-    answer, checked, critiqued and refined while a fail-severity check does not hold, and the
+    answer, checked, and rewritten while a fail-severity check does not hold, and the
     candidate that holds the most published. A run that ran no pass (it ended at Phase A on
     its draft, or the loop failed before its first pass) has no synthesis call, since a
     synthesis of no work is one more plain call, and a worse one: its draft is the text
-    checked and refined. A run without checks or a draft (or whose state was lost) is answered
-    as before. The answer's text, and each refinement's, is written to `stream` as the model
+    checked and rewritten. A run without checks or a draft (or whose state was lost) is answered
+    as before. The answer's text, and each rewrite's, is written to `stream` as the model
     writes it (`synthesis_sink`)."""
     run = event.run
     sink = synthesis_sink(stream, phase_e_input, run)
@@ -156,7 +158,7 @@ async def answer_run(
         return publish.model_answer(phase_e_input, output, noted, checked, run.has_draft)
 
     if run.draft and run.pass_count == 0:
-        return await verify(None)  # the draft is the text checked, and refined where it fails
+        return await verify(None)  # the draft is the text checked, and rewritten where it fails
 
     answer = await synthesize(phase_e_input, session, context, verify, sink)
     if run.draft and not outcome_of(answer.metadata).by_model:  # for want of the model's

@@ -44,13 +44,13 @@ class ExitContext:
 
 
 NO_CONTEXT = ExitContext()
-#: What a degraded answer's opening says of the text after it: the plain draft, or the model's
-#: answer from what the run had.
-DRAFT_CAVEAT = "What follows is the plain draft answer (one call)."
+#: What the host's account of a degraded answer (in its notes) says of the text published: the
+#: plain draft, or the model's answer from what the run had.
+DRAFT_CAVEAT = "The answer is the plain draft (one call)."
 REFINED_DRAFT_CAVEAT = (
-    "What follows is the plain draft answer (one call), refined where the checks failed."
+    "The answer is the plain draft (one call), rewritten where the checks failed."
 )
-DATA_CAVEAT = "What follows rests only on the data that was available and may be incomplete."
+DATA_CAVEAT = "The answer rests only on the data that was available and may be incomplete."
 
 
 def answer_reason_of(
@@ -88,25 +88,29 @@ def model_answer(
     has_draft: bool = False,
 ) -> FinalAnswer:
     """The model's answer with the host's part: the TTL flag, the outcome, and, when the run did
-    not go well, an opening paragraph saying so (FR-030), since the model may not.
+    not go well, the host's account of it in `notes` (FR-030, as docs/requirements.md reads it
+    for an answer the model wrote): `answer_text` is the model's answer alone, so the text
+    delivered is the text checked, and nothing the host says can break a check the request
+    states (a word limit, a language).
 
     `checked`: the answer was checked (phases.verification): its text is the candidate chosen
     (the draft, the model's answer, or a refinement), the outcome says which and lists each
     check with its verdict on that text, and a fail-severity check that does not hold makes
     the answer degraded (`checks_failed`). `output` is None only for a run answered by its
-    draft at Phase A's word, which had no synthesis."""
+    draft path (no pass ran), which had no synthesis."""
     p = phase_e_input
     checks_failed = checked is not None and checked.failed
     reason = answer_reason_of(p, has_draft=has_draft, checks_failed=checks_failed)
     outcome = build_outcome(phase_e_input, reason, context, checked=checked)
     text = checked.chosen.text if checked is not None else output.answer_text if output else ""
+    account = None
     if reason is not AnswerReason.CONVERGED:
         caveat = _caveat(checked.chosen.source if checked is not None else "answer", output)
-        text = f"Degraded answer: {ending_text(phase_e_input, outcome)} {caveat}\n\n{text}"
+        account = f"{ending_text(phase_e_input, outcome)} {caveat}"
     # The model's own confidence and step ids are of the text it wrote (or refined); the draft
     # was written before any step, and judged by nobody.
     by_model = output is not None and (checked is None or checked.chosen.source != "draft")
-    return final_answer(phase_e_input, text, outcome, output if by_model else None)
+    return final_answer(phase_e_input, text, outcome, output if by_model else None, account=account)
 
 
 def final_answer(
@@ -115,27 +119,30 @@ def final_answer(
     outcome: Outcome,
     output: FinalAnswerOutput | None = None,
     used_step_ids: list[str] | None = None,
+    account: str | None = None,
 ) -> FinalAnswer:
     """The one builder of a FinalAnswer (FR-038's six fields): the text to publish, the model's
     own confidence, step ids (those the run really has) and notes when `output` is the model's
-    reply the text is from, the TTL flag, and the outcome as the metadata (`as_metadata`)."""
+    reply the text is from, the TTL flag, and the outcome as the metadata (`as_metadata`).
+    `account`, the host's account of a run that did not go well, opens the notes."""
     if output is not None:
         known = upstream.known_step_ids(phase_e_input)
         used_step_ids = [i for i in output.used_step_ids or [] if i in known]
         if output.used_step_ids is None:
             used_step_ids = None
+    notes = [part for part in (account, output.notes if output else None) if part]
     return FinalAnswer(
         answer_text=text,
         confidence=output.confidence if output is not None else None,
         used_step_ids=used_step_ids,
-        notes=output.notes if output is not None else None,
+        notes="\n\n".join(notes) or None,
         ttl_exhausted=ttl_flag(phase_e_input),
         metadata=as_metadata(outcome),
     )
 
 
 def _caveat(source: verification.Source, output: FinalAnswerOutput | None) -> str:
-    """What a degraded answer's opening says of the text after it."""
+    """What the host's account says of the text published."""
     if source == "draft":
         return DRAFT_CAVEAT
     if output is None:  # a refinement of the draft: no pass ran, the model wrote no answer
@@ -194,15 +201,20 @@ def draft_instead(
     checked: verification.Verified,
     context: ExitContext = NO_CONTEXT,
 ) -> FinalAnswer:
-    """The run's plain draft in place of a host-made answer (the model's could not be had):
-    still degraded, for the same reason, but the reader gets one call's answer rather than a
-    summary of the run's data, so the answer is never worse than one call."""
+    """The run's plain draft in place of a host-made answer (the model's could not be had): the
+    reader gets one call's answer rather than a summary of the run's data, so the answer is
+    never worse than one call. `answer_text` is the draft alone; the host's account is in the
+    notes. Degraded for the host's reason, unless the draft path answered the run
+    (exits.draft_path_answered: the loop path could not be used, and the draft holds every
+    fail-severity check), which is answered, not failed."""
     host = outcome_of(host_made.metadata)
-    outcome = build_outcome(phase_e_input, host.reason, context, error=host.error, checked=checked)
-    opening = f"Degraded answer: {ending_text(phase_e_input, outcome)}"
-    return final_answer(
-        phase_e_input, f"{opening} {DRAFT_CAVEAT}\n\n{checked.chosen.text}", outcome
-    )
+    p = phase_e_input
+    reason = host.reason
+    if exits.draft_path_answered(p.convergence_status, p.total_passes, True, checked.failed):
+        reason = AnswerReason.CONVERGED
+    outcome = build_outcome(phase_e_input, reason, context, error=host.error, checked=checked)
+    account = f"{ending_text(phase_e_input, outcome)} {DRAFT_CAVEAT}"
+    return final_answer(phase_e_input, checked.chosen.text, outcome, account=account)
 
 
 def ending_text(phase_e_input: PhaseEInput, outcome: Outcome) -> str:
@@ -236,6 +248,7 @@ def build_outcome(
         degraded=reason is not AnswerReason.CONVERGED,
         reason=reason,
         error=error,
+        not_used=_not_used(p, reason, context),
         run_notes=list(context.notes),
         missing_fields=list(upstream.missing_fields(p)),
         answered_by=chosen.label if chosen else None,
@@ -257,6 +270,15 @@ def build_outcome(
         **{name: getattr(p, name) or None for name in upstream.ARTIFACT_FIELDS},
     )
     return outcome.model_copy(update={"degraded_because": render.degradations(outcome)})
+
+
+def _not_used(phase_e_input: PhaseEInput, reason: AnswerReason, context: ExitContext) -> str | None:
+    """The loop, when its path failed and the draft path answered the run instead
+    (exits.answered_status makes such a run `converged`)."""
+    failed = phase_e_input.convergence_status.strip().lower() == ExitReason.FAILED
+    if not (failed and reason is AnswerReason.CONVERGED):
+        return None
+    return f"the loop (phases B to D): {context.detail or 'it failed'}"
 
 
 def _stopped(phase_e_input: PhaseEInput, reason: AnswerReason) -> ExitReason:

@@ -12,16 +12,18 @@ docs/verified-answers.md, "Verified answers", is the design; in short:
   candidate answer, so the published answer never holds fewer fail-severity checks than one
   call's (`best`).
 - **The answer**, in Phase E: the host runs the checks on the text the model wrote; while a
-  fail-severity check does not hold, the answer is critiqued (RULE_CRITIQUE_USER: at most five
-  issues, each tied to one check that failed) and refined (ANSWER_REFINE_USER: only those fixes),
-  for at most AEON_ANSWER_REFINE_ROUNDS rounds, stopping at the first that holds.
+  fail-severity check does not hold on the best candidate, one call rewrites it
+  (ANSWER_REWRITE_USER: its instructions are the failed checks in words, everything else
+  kept), for at most AEON_ANSWER_REFINE_ROUNDS rounds, stopping at the first that holds; a
+  rewrite that breaks a check the text held is not published.
 - **Repairs on the host** (checks.repairs), before any model call: a candidate that fails a
   check with a lossless fix (recasing, an exact opening or ending, JSON out of prose) is
   repaired, checked again, and the repaired text competes beside it, winning only when it holds
-  more fail-severity checks (`repaired`).
+  more fail-severity checks (`repaired`); a repaired answer that holds every check is not
+  rewritten.
 
-Each call has a memo scope of its own (`a/prepare`, `a/draft`, `e/critique:<round>`,
-`e/refine:<round>`), so a redelivered hop makes none of them again.
+Each call has a memo scope of its own (`a/prepare`, `a/draft`, `e/rewrite:<round>`), so a
+redelivered hop makes none of them again.
 """
 
 from __future__ import annotations
@@ -46,19 +48,17 @@ from aeonloop.prompts.baseline import plain_call
 from aeonloop.prompts.clipping import clip
 from aeonloop.prompts.echo import quoted_instruction
 from aeonloop.prompts.registry import (
-    CritiqueInput,
-    CritiqueOutput,
     DraftAnswerInput,
     PrepareChecksInput,
     PrepareChecksOutput,
     PromptId,
-    RefineAnswerInput,
+    RewriteAnswerInput,
 )
 from aeonloop.prompts.replies import is_blocked_reply, is_refusal
 
 PREPARE_SCOPE = memo_scope("a", "prepare")
 DRAFT_SCOPE = memo_scope("a", "draft")
-#: The most issues a critique may name (docs/requirements.md, CRITIQUE).
+#: The most issues Phase C's critique may name (docs/requirements.md, CRITIQUE).
 MAX_CRITIQUE_ISSUES = 5
 #: The most checks PREPARE may add to a run: they ride in every event of the run.
 MAX_PREPARED_CHECKS = 20
@@ -369,39 +369,23 @@ def _keeps(chosen: Candidate, later: Candidate, loop_converged: bool) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# CRITIQUE and REFINE of the answer (Phase E).
+# The targeted rewrite of the answer (Phase E).
 # ---------------------------------------------------------------------------------------------
 
 
 def tied_issues(issues: list[CritiqueIssue], failed_ids: set[str]) -> list[CritiqueIssue]:
     """At most five issues, each tied to a rule that failed; anything else is dropped
-    (docs/requirements.md, CRITIQUE)."""
+    (docs/requirements.md, CRITIQUE: Phase C's critique of a pass)."""
     return [issue for issue in issues if issue.rule_id in failed_ids][:MAX_CRITIQUE_ISSUES]
 
 
-async def critique(session: LLMSession, run: RunState, current: Candidate, round: int) -> str:
-    """The fixes for the checks `current` failed, as REFINE's input: the critique's issues tied
-    to a failed check, else the failed checks themselves (when the critique gives none)."""
-    findings = current.evaluation.failed
-    data = CritiqueInput(
-        request=run.request,
-        artifact=current.text,
-        failed_rules=summaries.findings_text(findings),
-    )
-    scope = memo_scope("e", "critique", step=str(round))
-    try:
-        output = await session.json(PromptId.RULE_CRITIQUE_USER, data, CritiqueOutput, scope=scope)
-    except LLMFailure as error:
-        run.notes.append(
-            summaries.failure_note("E", f"critique {round}", error, "refining from the checks")
-        )
-        return summaries.findings_as_issues(findings)
-    issues = [CritiqueIssue.model_validate(i, from_attributes=True) for i in output.issues]
-    tied = tied_issues(issues, {f.id for f in findings})
-    return summaries.critique_text(tied) if tied else summaries.findings_as_issues(findings)
+def failed_in_words(judged: Evaluation) -> str:
+    """The fail-severity checks `judged` found failing, one a line, in the checks' own words
+    (what each asks, and what it found): the rewrite's only instructions."""
+    return "\n".join(f"- {finding.message}" for finding in judged.failed)
 
 
-async def refine(
+async def rewrite(
     session: LLMSession,
     run: RunState,
     current: Candidate,
@@ -409,25 +393,45 @@ async def refine(
     settings: LoopSettings,
     stream: AnswerStream = NO_STREAM,
 ) -> list[Candidate] | None:
-    """One round: critique `current`, refine it, check the refinement (and its repaired form,
-    `checked_candidates`); None when the round gave no usable text (noted). The refinement's
-    text is written to `stream` as it comes, provisional: the host checks it before it may be
-    published."""
-    issues = await critique(session, run, current, round)
-    data = RefineAnswerInput(request=run.request, answer=current.text, issues=issues)
-    scope = memo_scope("e", "refine", step=str(round))
+    """One call rewrites `current` to meet the checks it failed, and only those, keeping
+    everything else (ANSWER_REWRITE_USER, memoised under `e/rewrite:<round>`); the rewrite
+    checked, with its repaired form (`checked_candidates`). None when the call gave no usable
+    text (noted). Its text is written to `stream` as it comes, provisional: the host checks it
+    before it may be published.
+
+    One targeted call, not a critique then a refinement: prompted self-critique does not help
+    models of 1B and under (SCORE, arXiv 2404.17140), and the host's checks already say what
+    is wrong, in words, which is all a critique added."""
+    data = RewriteAnswerInput(
+        request=run.request, answer=current.text, failed_checks=failed_in_words(current.evaluation)
+    )
+    scope = memo_scope("e", "rewrite", step=str(round))
     sink = stream.sink(f"refinement:{round}", True)
     try:
-        reply = await session.text(PromptId.ANSWER_REFINE_USER, data, scope=scope, sink=sink)
+        reply = await session.text(PromptId.ANSWER_REWRITE_USER, data, scope=scope, sink=sink)
     except LLMFailure as error:
-        run.notes.append(summaries.failure_note("E", f"refinement {round}", error, "not refined"))
+        run.notes.append(summaries.failure_note("E", f"rewrite {round}", error, "not rewritten"))
         return None
     why = unusable(reply, run.request)
     if why is not None:
-        run.notes.append(f"phase E: refinement {round} was not used: {why}")
+        run.notes.append(f"phase E: rewrite {round} was not used: {why}")
         return None
     text = clip(reply.text.strip(), settings.max_step_output_chars)
     return await checked_candidates(run, "refinement", text, settings, round)
+
+
+def rewrite_rounds(run: RunState, settings: LoopSettings) -> int:
+    """The rewrites the answer may get: AEON_ANSWER_REFINE_ROUNDS, one at most at effort low
+    (the draft path: the draft, the host's repairs, one rewrite)."""
+    rounds = settings.answer_refine_rounds
+    return min(rounds, 1) if run.effort == "low" else rounds
+
+
+def broke(rewritten: Candidate, source: Candidate) -> list[str]:
+    """The fail-severity checks `source` held that its rewrite fails: such a rewrite is not
+    published (it traded a check the user had for another)."""
+    held_before = {r.id for r in source.evaluation.rule_results if r.verdict == "pass"}
+    return [f.id for f in rewritten.evaluation.failed if f.id in held_before]
 
 
 @dataclass(frozen=True)
@@ -463,36 +467,41 @@ async def verified(
     stream: AnswerStream = NO_STREAM,
 ) -> Verified:
     """The candidates, oldest first: the draft (if the run has one), the answer, then a
-    refinement per round, each followed by its repaired form where the host's repairs make it
-    hold more (`checked_candidates`, before any model call: a repaired answer that holds every
-    check is not refined) while a fail-severity check does not hold, the rounds last, and
-    `may_go_on()` says the run has time for another; and the one to publish (`best`, told
-    whether the loop converged).
+    rewrite of the best so far per round, each followed by its repaired form where the host's
+    repairs make it hold more (`checked_candidates`, before any model call: a repaired answer
+    that holds every check is not rewritten), while a fail-severity check does not hold on the
+    best, the rounds last, and `may_go_on()` says the run has time for another; and the one to
+    publish (`best`, told whether the loop converged).
 
     `answer` None: the model wrote no answer of its own, since no pass ran, and the draft is
-    the text critiqued and refined; the checks are the outside signal either way.
+    the text rewritten; the checks are the outside signal either way. A rewrite that breaks a
+    check the text it rewrote held is not a candidate (`broke`): noted, and the rounds end.
 
     A round that cannot start (the token budget is spent, the LLM server is away) ends the
     rounds with a note: the candidates in hand are still published. A candidate a round sets
-    out to refine is set aside on `stream` first (its refinement replaces it there).
+    out to rewrite is set aside on `stream` first (its rewrite replaces it there).
     """
     candidates = await checked_candidates(run, "draft", run.draft, settings) if run.draft else []
     if answer is not None:
         candidates += await checked_candidates(run, "answer", answer, settings)
-    current = candidates[-1]
-    for round in range(1, settings.answer_refine_rounds + 1):
+    for round in range(1, rewrite_rounds(run, settings) + 1):
+        current = best(candidates, loop_converged=loop_converged)
         if all_hold(current.evaluation) or not may_go_on():
             break
         await stream.set_aside()
         try:
-            refined = await refine(session, run, current, round, settings, stream)
+            rewritten = await rewrite(session, run, current, round, settings, stream)
         except (BudgetExhausted, LLMUnreachable) as error:
-            run.notes.append(f"phase E: refinement {round} could not start: {error}")
+            run.notes.append(f"phase E: rewrite {round} could not start: {error}")
             break
-        if refined is None:
+        if rewritten is None:
             break
-        candidates += refined
-        current = refined[-1]
+        if lost := broke(best(rewritten, loop_converged=loop_converged), current):
+            run.notes.append(
+                f"phase E: rewrite {round} was not used: it broke {', '.join(lost)}, which held"
+            )
+            break
+        candidates += rewritten
     chosen = best(candidates, loop_converged=loop_converged)
     return Verified(chosen, tuple(candidates), tuple(run.rules))
 

@@ -16,7 +16,7 @@ reply, an addition beside those two) return JSON too,
 because the loop acts on their structure (TTL from the profile, issues to refine, critique issues
 tied to rules, checks the host runs) and parsing prose for it would be a second, hidden
 extraction next to `validate_output`. Every other prompt (REASONING_STEP_*, ANSWER_DRAFT_*,
-ANSWER_REFINE_*, RECURSIVE_PLAN_GENERATION_USER, SUPERVISOR_REPAIR_SYSTEM and the tool-call,
+ANSWER_REWRITE_*, RECURSIVE_PLAN_GENERATION_USER, SUPERVISOR_REPAIR_SYSTEM and the tool-call,
 plan and missing-tool repairs) is free-form and has no output model. A *_SYSTEM prompt carries
 the output model of the pair it frames, as FR-005 lists them.
 
@@ -94,8 +94,8 @@ class PromptId(StrEnum):
     CHECKS_PREPARE_USER = "CHECKS_PREPARE_USER"
     ANSWER_DRAFT_SYSTEM = "ANSWER_DRAFT_SYSTEM"
     ANSWER_DRAFT_USER = "ANSWER_DRAFT_USER"
-    ANSWER_REFINE_SYSTEM = "ANSWER_REFINE_SYSTEM"
-    ANSWER_REFINE_USER = "ANSWER_REFINE_USER"
+    ANSWER_REWRITE_SYSTEM = "ANSWER_REWRITE_SYSTEM"
+    ANSWER_REWRITE_USER = "ANSWER_REWRITE_USER"
 
 
 # --------------------------------------------------------------------------------------------
@@ -224,13 +224,15 @@ class DraftAnswerInput(PromptInput):
     request: str = Field(..., min_length=1)
 
 
-class RefineAnswerInput(PromptInput):
-    """REFINE (docs/requirements.md), of the answer: the answer and the critique's fixes, nothing
-    else."""
+class RewriteAnswerInput(PromptInput):
+    """The targeted rewrite of an answer (docs/verified-answers.md): the answer and the checks it
+    failed, in words, nothing else. The failed checks are its only instructions."""
 
     request: str = Field(..., min_length=1)
-    answer: str = Field(..., min_length=1, description="the answer to refine")
-    issues: str = Field(..., description="the fixes to apply, one per line, each with its check")
+    answer: str = Field(..., min_length=1, description="the answer to rewrite")
+    failed_checks: str = Field(
+        ..., description="what the answer does not meet yet, one per line, in the checks' words"
+    )
 
 
 class RepairJSONInput(PromptInput):
@@ -1019,18 +1021,17 @@ def _definitions() -> list[PromptDefinition]:
             "Phase A: the plain draft, the request answered as one call would answer it.",
             "{request}",
         ),
-        _system(PromptId.ANSWER_REFINE_SYSTEM, None),
+        _system(PromptId.ANSWER_REWRITE_SYSTEM, None),
         _free_form(
-            PromptId.ANSWER_REFINE_USER,
-            RefineAnswerInput,
-            "Phase E (REFINE): apply the critique's fixes to the answer, keeping everything else.",
-            "Revise the answer below by applying the listed fixes, and only those.\n\n"
+            PromptId.ANSWER_REWRITE_USER,
+            RewriteAnswerInput,
+            "Phase E: one targeted rewrite of the answer, to meet the checks it failed.",
+            "Rewrite the answer so that it meets every requirement below, and change nothing "
+            "else.\n\n"
             "Request:\n{request}\n\n"
             "Answer:\n{answer}\n\n"
-            "Fixes to apply:\n{issues}\n\n"
-            "Keep every part of the answer that no fix is about exactly as it is. Reply with the "
-            "whole revised answer only: no explanation before or after it, and no Markdown "
-            "fences around it.",
+            "Requirements it does not meet yet:\n{failed_checks}\n\n"
+            "Reply with the whole rewritten answer only.",
         ),
         # ---- recursive planning --------------------------------------------------------------
         _free_form(
@@ -1208,7 +1209,7 @@ REPLY_TOKENS: dict[PromptId, int] = {
     # The draft is the one-call answer, and the refinement is a whole answer: each as long as
     # the synthesised answer may be.
     PromptId.ANSWER_DRAFT_USER: 1_000,
-    PromptId.ANSWER_REFINE_USER: 1_000,
+    PromptId.ANSWER_REWRITE_USER: 1_000,
 }
 
 

@@ -130,7 +130,7 @@ def answer_for(request: Request, step_chars: int = 0) -> str:
     if prompt_id == PromptId.REASONING_STEP_USER:
         text = STEP_TEXT.format(step=request.step_id)
         return (text + " More detail follows." * (step_chars // 20))[: max(step_chars, len(text))]
-    if prompt_id in (PromptId.ANSWER_DRAFT_USER, PromptId.ANSWER_REFINE_USER):
+    if prompt_id in (PromptId.ANSWER_DRAFT_USER, PromptId.ANSWER_REWRITE_USER):
         return str(ANSWER["answer_text"])  # an answer in prose: the plain draft, a refinement
     if prompt_id == PromptId.SUPERVISOR_REPAIR_JSON_USER:
         titles = [t for t in _TITLE.findall(request.instructions) if t in OUTPUT_OF]
@@ -153,7 +153,7 @@ def plain(request: Request, reply: str) -> Planned:
 
 #: The prompts whose reply is prose, not JSON: a step, the plain draft, a refined answer.
 PROSE = frozenset(
-    {PromptId.REASONING_STEP_USER, PromptId.ANSWER_DRAFT_USER, PromptId.ANSWER_REFINE_USER}
+    {PromptId.REASONING_STEP_USER, PromptId.ANSWER_DRAFT_USER, PromptId.ANSWER_REWRITE_USER}
 )
 
 

@@ -38,7 +38,13 @@ from aeonloop.gateway.quality.cases import (
     load_cases,
     summarise,
 )
-from aeonloop.gateway.quality.paths import DEFAULT_EFFORT, Step, efforts_to_run, path_name
+from aeonloop.gateway.quality.paths import (
+    DEFAULT_EFFORT,
+    Step,
+    _effort_options,
+    efforts_to_run,
+    path_name,
+)
 from aeonloop.gateway.quality.report import ProgressBar, render
 from aeonloop.prompts.registry import PromptId
 
@@ -261,21 +267,17 @@ def test_totals_leave_out_a_case_a_path_broke_on_and_name_it() -> None:
 
 
 @pytest.mark.parametrize(
-    ("asked", "note"),
-    [([], None), (["medium"], "--effort medium: "), (["low", "high"], "--effort low,high: ")],
+    ("asked", "efforts"),
+    [([], (DEFAULT_EFFORT,)), (["medium"], ("medium",)), (["low", "high", "low"], ("low", "high"))],
 )
-def test_an_effort_this_build_cannot_tell_apart_runs_once_at_the_default(
-    asked: list[str], note: str | None
+def test_each_effort_asked_runs_once_and_none_asked_runs_the_default(
+    asked: list[str], efforts: tuple[str, ...]
 ) -> None:
-    """No effort setting yet: whatever is asked, Aeon runs once, at its default, shown as
-    `aeon`, and the line shown says so; no two paths are made of the same run."""
-    efforts, said = efforts_to_run(asked)
-    assert efforts == (DEFAULT_EFFORT,) and path_name(DEFAULT_EFFORT) == "aeon"
-    if note is None:
-        assert said is None
-    else:
-        assert said is not None and said.startswith(note)
-        assert "this build has no effort setting" in said
+    """Each effort asked is a path of its own (`aeon low`), passed on with the request
+    (`_effort_options`); none asked runs at the workers' AEON_EFFORT, shown as `aeon`."""
+    assert efforts_to_run(asked) == efforts
+    assert path_name(DEFAULT_EFFORT) == "aeon" and path_name("low") == "aeon low"
+    assert _effort_options("low") == {"effort": "low"} and _effort_options(DEFAULT_EFFORT) == {}
 
 
 # -- `aeon eval` end to end ---------------------------------------------------------------
@@ -422,7 +424,7 @@ class TidesModel:
             return Planned(body=completion(STEP))
         if prompt_id == PromptId.ANSWER_SYNTHESIS_USER:
             return Planned(body=completion(json.dumps({**ANSWER, "answer_text": PUBLISHED})))
-        if prompt_id == PromptId.ANSWER_REFINE_USER:
+        if prompt_id == PromptId.ANSWER_REWRITE_USER:
             return Planned(body=completion(PUBLISHED))
         if prompt_id == PromptId.PLAN_GENERATION_USER:
             return Planned(body=completion(json.dumps(PLAN)))

@@ -59,7 +59,7 @@ from aeonloop.gateway.validation import (
     read_json_file,
     unknown_tools,
 )
-from aeonloop.limits import MAX_REQUEST_CHARS, LoopSettings
+from aeonloop.limits import EFFORTS, MAX_REQUEST_CHARS, LoopSettings
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.llm.factory import LLMSettings, ready_adapter
 from aeonloop.phases import approvals, render
@@ -293,6 +293,7 @@ async def _ask_on(
             request,
             rules=rules,
             max_ttl=args.max_ttl,
+            effort=args.effort,
             timeout=args.timeout,
             on_progress=shown,
             token_budget=args.token_budget,
@@ -750,6 +751,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         type=as_option(_at_least_one, int, "a whole number of passes"),
         help="cap on passes, 1 to AEON_MAX_PASSES (default: AEON_MAX_PASSES, itself 8 by default)",
+    )
+    p.add_argument(
+        "--effort",
+        choices=EFFORTS,
+        help="how hard the run works: low (one call's answer, repaired, rewritten once), medium "
+        "(the loop where it adds something) or high (the loop always) (default: AEON_EFFORT, "
+        "itself medium by default)",
     )
     p.add_argument(
         "--timeout",

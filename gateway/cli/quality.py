@@ -24,7 +24,7 @@ from aeonloop.gateway.client import AeonClient
 from aeonloop.gateway.embedded import embedded_pipeline
 from aeonloop.gateway.quality.cases import MODES, load_cases
 from aeonloop.gateway.quality.paths import (
-    EFFORT_NAMES,
+    EFFORTS,
     RUN_TIMEOUT_S,
     Plan,
     efforts_to_run,
@@ -53,9 +53,7 @@ async def run_eval(args: argparse.Namespace) -> int:
     for line in loaded.skipped:
         _status(line)
     cases = loaded.checked()[: args.limit]
-    efforts, note = efforts_to_run(args.effort or [])
-    if note:
-        _status(note)
+    efforts = efforts_to_run(args.effort or [])
     picture = args.plot
     if picture and not can_plot():
         _status(f"--plot: the picture needs matplotlib: {PICTURE_EXTRA}; the table is printed")
@@ -149,7 +147,7 @@ def add_commands(commands: argparse._SubParsersAction, command: Callable[..., An
     )
     p.add_argument(
         "--effort",
-        type=choices_option(EFFORT_NAMES),
+        type=choices_option(EFFORTS),
         metavar="EFFORTS",
         help="run Aeon at each of these efforts, comma-separated (low,medium,high; default: "
         "its default effort)",

@@ -119,6 +119,7 @@ class ChatApi:
                 request.scope,
                 self.client,
                 **run,
+                effort=body.effort(),
                 on_progress=lines.put_nowait if body.stream else None,
             )
         except BadInput as error:  # the whole event over AEON_MAX_EVENT_BYTES

@@ -28,6 +28,7 @@ from pydantic import (
 from aeonloop.contracts import Usage
 from aeonloop.gateway.http.models import Links, RunOptions, WholeNumber, links
 from aeonloop.gateway.http.run_steps import checks_not_held, degraded_because
+from aeonloop.limits import Effort
 from aeonloop.phases.events import ExecutionResult
 from aeonloop.phases.models import ExitReason
 
@@ -49,7 +50,6 @@ IGNORED_FIELDS = frozenset(
         "prompt_cache_key",
         "prompt_cache_options",
         "prompt_cache_retention",
-        "reasoning_effort",
         "safety_identifier",
         "seed",
         "service_tier",
@@ -68,6 +68,16 @@ ANSWER_PIECE_CHARS = 64
 _WORD = re.compile(r"\S+\s*|\s+")
 
 FinishReason = Literal["stop", "length"]
+#: OpenAI's `reasoning_effort` values, and the run's effort each asks for (limits.Effort).
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh"]
+EFFORT_OF: dict[str, Effort] = {
+    "none": "low",
+    "minimal": "low",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "high",
+}
 
 
 class StreamOptions(BaseModel):
@@ -107,6 +117,17 @@ class OpenAIFields(BaseModel):
     functions: list[Any] | None = Field(None, description="none: Aeon calls its own tools")
     function_call: Any = Field(None, description='none, or "none" or "auto"')
     tool_choice: Any = Field(None, description='none, or "none" or "auto"')
+    reasoning_effort: ReasoningEffort | None = Field(
+        None,
+        description="how hard the run works (AEON_EFFORT, docs/configuration.md): `none`, "
+        "`minimal` or `low` run the draft path only (one call's answer, repaired, rewritten "
+        "once); `medium` the loop where it adds something; `high` or `xhigh` the loop always; "
+        "omitted or null: the server's AEON_EFFORT",
+    )
+
+    def effort(self) -> Effort | None:
+        """The run's effort for `reasoning_effort` (None: the workers' AEON_EFFORT)."""
+        return None if self.reasoning_effort is None else EFFORT_OF[self.reasoning_effort]
 
     @field_validator("messages", mode="before")
     @classmethod
@@ -248,6 +269,11 @@ class ChatOutcome(BaseModel):
     degraded: bool = Field(description="the answer was made short of a converged loop")
     degraded_because: list[str] = Field(description="why, one plain line each")
     checks_not_held: list[str] = Field(description="each check of the answer that did not hold")
+    notes: str | None = Field(
+        None,
+        description="the answer's notes: the host's account of a run that did not go well, "
+        "beside the model's text, which the completion's content is alone",
+    )
     total_passes: int
     usage: Usage = Field(description="the run's usage in full: calls, estimated, budget")
     links: Links
@@ -367,6 +393,7 @@ def outcome(correlation_id: str, result: ExecutionResult) -> ChatOutcome:
         degraded=result.degraded,
         degraded_because=degraded_because(result),
         checks_not_held=checks_not_held(result),
+        notes=result.final_answer.notes,
         total_passes=result.total_passes,
         usage=result.usage,
         links=links(correlation_id),

@@ -32,6 +32,7 @@ from typing import Any
 from aeonloop.contracts import Usage
 from aeonloop.gateway.client import AeonClient
 from aeonloop.gateway.quality.cases import Case, Mode, summarise, tokens, usable, verdicts
+from aeonloop.limits import EFFORTS as EFFORT_LEVELS
 from aeonloop.limits import LoopSettings
 from aeonloop.llm.base import LLMAdapter
 from aeonloop.llm.session import LLMSession
@@ -44,18 +45,17 @@ RUN_TIMEOUT_S = 900.0
 #: The most plain samples a case takes when their number is matched to Aeon's spend: on a
 #: small model a run spends 7 to 60 plain calls' tokens, so this bounds the baseline's cost.
 K_CEILING = 8
-#: Aeon's effort when none is asked for, and the only one this build's runs take.
+#: Aeon's effort when none is asked for: the workers' AEON_EFFORT.
 DEFAULT_EFFORT = "default"
-#: The efforts `--effort` accepts.
-EFFORT_NAMES = ("low", "medium", "high")
-#: The efforts a run can be asked at in this build: none but its default, so every effort asked
-#: runs as that one, once. The effort setting (issue 40, item 6) fills this in and passes the
-#: effort on in `_effort_options`: the one place the harness turns an effort into a run.
-EFFORTS: tuple[str, ...] = ()
+#: The efforts a run can be asked at (limits.Effort), each passed on in `_effort_options`: the
+#: one place the harness turns an effort into a run.
+EFFORTS: tuple[str, ...] = EFFORT_LEVELS
 
-#: How Phase E opens an answer that is degraded or its own (FR-030, phases/phase_e.py): one
-#: paragraph that says how the run ended and names each check that failed, in the check's words.
-HOST_OPENINGS = ("Degraded answer: ", "Unable to synthesize a complete answer.")
+#: How the host opens an answer it wrote itself (publish.degraded_answer): one paragraph that
+#: says how the run ended and names each check that failed, in the check's words. An answer the
+#: model wrote has no such opening: the host's account of it is in its notes (FR-030 as
+#: docs/requirements.md reads it).
+HOST_OPENING = "Unable to synthesize a complete answer."
 
 
 @dataclass(frozen=True)
@@ -86,20 +86,10 @@ class Plan:
     loop: LoopSettings = field(default_factory=LoopSettings)
 
 
-def efforts_to_run(asked: Sequence[str]) -> tuple[tuple[str, ...], str | None]:
-    """The efforts to run Aeon at, and a line to show when what was asked cannot be told apart
-    in this build (each such effort runs as the default, once, and is shown as `aeon`)."""
-    runnable = tuple(e for e in asked if e in EFFORTS)
-    if len(runnable) == len(asked) and runnable:
-        return runnable, None
-    if not asked:
-        return (DEFAULT_EFFORT,), None
-    unknown = [e for e in asked if e not in EFFORTS]
-    note = (
-        f"--effort {','.join(unknown)}: this build has no effort setting; Aeon runs at its "
-        "default effort, once, shown as `aeon`"
-    )
-    return (*runnable, DEFAULT_EFFORT), note
+def efforts_to_run(asked: Sequence[str]) -> tuple[str, ...]:
+    """The efforts to run Aeon at: those asked, each once, in the order asked; none asked, the
+    default (the workers' AEON_EFFORT), shown as `aeon`."""
+    return tuple(dict.fromkeys(asked)) or (DEFAULT_EFFORT,)
 
 
 def path_name(effort: str) -> str:
@@ -108,15 +98,16 @@ def path_name(effort: str) -> str:
 
 
 def _effort_options(effort: str) -> dict[str, Any]:
-    """What a run is asked with at `effort`: nothing in this build (see EFFORTS)."""
-    return {}
+    """What a run is asked with at `effort`: the request's effort (the default: none, so the
+    workers' AEON_EFFORT)."""
+    return {} if effort == DEFAULT_EFFORT else {"effort": effort}
 
 
 def answer_body(text: str) -> str:
-    """`text` without the host's opening paragraph, if it has one. That paragraph quotes the
-    rules that failed ("Check moon did not hold: Name the Moon as a cause."), so scored with
-    it, a degraded answer would hold the very rules it failed."""
-    if text.startswith(HOST_OPENINGS) and "\n\n" in text:
+    """`text` without the host's opening paragraph, if it has one (an answer the host wrote).
+    That paragraph quotes the rules that failed ("Check moon did not hold: Name the Moon as a
+    cause."), so scored with it, a degraded answer would hold the very rules it failed."""
+    if text.startswith(HOST_OPENING) and "\n\n" in text:
         return text.split("\n\n", 1)[1]
     return text
 

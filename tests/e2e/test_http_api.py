@@ -51,11 +51,11 @@ def _answered(server: Server, correlation_id: str) -> dict:
 
 
 def test_a_submit_is_202_with_links_and_the_run_is_then_200_with_its_answer(stack: Stack) -> None:
-    reply = stack.server.post("/v1/runs", {"request": "Explain how tides work"})
+    reply = stack.server.post("/v1/runs", {"request": "Explain how tides work, then why they vary"})
     assert reply.status == 202, reply
     cid = reply.body["correlation_id"]
     assert reply.body["state"] == "running"
-    assert reply.body["request"] == "Explain how tides work"
+    assert reply.body["request"] == "Explain how tides work, then why they vary"
     assert reply.body["links"] == {
         "self": f"/v1/runs/{cid}",
         "events": f"/v1/runs/{cid}/events",
@@ -65,7 +65,7 @@ def test_a_submit_is_202_with_links_and_the_run_is_then_200_with_its_answer(stac
 
     run = _answered(stack.server, cid)
     assert run["state"] == "answered"
-    assert run["request"] == "Explain how tides work"
+    assert run["request"] == "Explain how tides work, then why they vary"
     result = run["result"]
     assert result["status"] == "converged" and result["degraded"] is False
     assert result["final_answer"]["answer_text"]
@@ -122,15 +122,15 @@ def test_unknown_runs_and_paths_are_404_as_json(stack: Stack) -> None:
 
 
 def test_recent_runs_list_the_newest_first_with_their_answers(stack: Stack) -> None:
-    first = stack.server.submit("Explain why the sky is blue")
-    second = stack.server.submit("Explain why the sea is salty")
+    first = stack.server.submit("Explain why the sky is blue, then why sunsets are red")
+    second = stack.server.submit("Explain why the sea is salty, then how salt gets there")
     _answered(stack.server, first)
     _answered(stack.server, second)
     reply = stack.server.get("/v1/runs?limit=2")
     assert reply.status == 200
     runs = reply.body["runs"]
     assert [r["correlation_id"] for r in runs] == [second, first]
-    assert runs[0]["request"] == "Explain why the sea is salty"
+    assert runs[0]["request"] == "Explain why the sea is salty, then how salt gets there"
     assert runs[0]["state"] == "answered" and runs[0]["status"] == "converged"
     assert 0 <= runs[0]["confidence"] <= 1 and runs[0]["total_passes"] >= 1
     assert stack.server.get("/v1/runs?limit=0").body["field"] == "limit"
@@ -308,7 +308,9 @@ def test_the_plan_is_counted_as_phase_b_made_it_by_the_cli_and_the_event_stream(
     page's Plan card, made from it) showed 3: the offline model's refinement after pass 1 adds
     a review step, which a reader who came after it took for a planned one. The `plan` event
     counts B's steps and marks the added one with its pass, as the CLI's pass line names it."""
-    ask = procs.run_aeon(stack.env, "ask", "Explain how tides work", "--json", timeout=60)
+    ask = procs.run_aeon(
+        stack.env, "ask", "Explain how tides work, then why they vary", "--json", timeout=60
+    )
     assert ask.returncode == 0, ask.tail()
     planned = re.search(r"B  planned: (\d+) steps", ask.stderr)
     added = re.search(r"C  pass 1: .*\(added ([\w, -]+)\)", ask.stderr)

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.e2e
 MAIN_JOB = "Explain how photosynthesis works, then rewrite it for a 10-year-old"
 README = Path(__file__).resolve().parents[2] / "README.md"
 #: The request of the run the README shows ("What an answer looks like").
-SHOWN = "Explain how tides work"
+SHOWN = "Explain how photosynthesis works, then rewrite it for a 10-year-old"
 #: The README's run whose answer is checked against the constraints its request states.
 CHECKED = "Name three kinds of tea in three bullet points, and mention Darjeeling."
 
@@ -109,7 +109,7 @@ def test_the_run_in_the_readme_is_what_aeon_ask_prints(
     procs: Processes, zero_config: dict[str, str]
 ) -> None:
     # When the offline model, the phases or the prompts change what a run prints, paste the new
-    # output of `aeon ask "Explain how tides work"` (run with no AEON_* set) into the README.
+    # output of `aeon ask SHOWN` (run with no AEON_* set) into the README.
     progress, answer = _shown_run()
     ask = procs.run_aeon(zero_config, "ask", SHOWN, timeout=45)
 
@@ -131,7 +131,9 @@ def test_the_checks_in_the_readme_are_what_aeon_ask_prints(
 
     assert ask.returncode == 0, ask.tail()
     assert shown in ask.stdout
-    assert "A  profiled: depth 3, pass budget 4, 2 check(s) prepared" in ask.stderr
+    assert (
+        "A  profiled: depth 3, pass budget 4 (default profile), 2 check(s) prepared" in ask.stderr
+    )
 
 
 def _embedded_server(ask) -> int:

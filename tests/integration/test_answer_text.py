@@ -262,7 +262,10 @@ async def test_whole_runs_stream_their_answer_and_settle_on_it(settings: BusSett
     """The offline model writes the draft and the answer in chunks; each run's stream ends
     settled on its FinalAnswer's text: a short ask (ended at Phase A on its draft) and one the
     loop plans and passes over (its draft set aside, its synthesis streamed)."""
-    requests = ["What is the capital of France?", "Compare three sorting algorithms in depth"]
+    requests = [
+        "What is the capital of France?",
+        "Compare three sorting algorithms in depth, then pick one",
+    ]
     async with AeonTestStack(OfflineLLM(), settings=settings) as stack:
         client = stack.client
         results = {}
@@ -274,7 +277,10 @@ async def test_whole_runs_stream_their_answer_and_settle_on_it(settings: BusSett
             found = await answer_text.read(client.redis, keys, cid)
             assert found[-1].kind == SETTLED
             assert since_reset(found) == result.final_answer.answer_text
-            written = [e for e in found if e.kind == DELTA and e.candidate != "published"]
-            assert len(written) > 1, "the offline model writes its answer in chunks"
+            # Written as it came, before it was published; a simple ask's one call (phases.
+            # spend) may end within one flush, its rest then published at once.
+            deltas = [e for e in found if e.kind == DELTA]
+            assert deltas[0].candidate != "published", "the answer is written as it comes"
+            assert len(deltas) > 1, "the offline model writes its answer in chunks"
     deep = list(results.values())[1]
     assert deep.total_passes > 0

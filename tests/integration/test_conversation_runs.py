@@ -20,7 +20,9 @@ from aeonloop.prompts.registry import PromptId
 
 FIRST = "My locker code is 4817; keep it in mind."
 SECOND = "Which floor is the gym on? It is the floor after the third."
-THIRD = "What was my locker code, the number I told you first?"
+# Two parts (phases.spend): the run is profiled and planned, so every prompt that takes the
+# turns is sent them.
+THIRD = "What was my locker code, the number I told you first, and then which floor?"
 
 
 def answer(text: str) -> str:

@@ -61,7 +61,7 @@ async def test_on_a_server_it_is_given_it_takes_a_prefix_and_clears_it(redis_url
     llm = ScriptedLLM({PromptId.ANSWER_SYNTHESIS_USER: LLMError("no answer today")})
     async with AeonTestStack(llm, redis_url=redis_url) as stack:
         prefix = stack.settings.prefix
-        result = await stack.client.ask("Explain tides", timeout=60)
+        result = await stack.client.ask("Explain tides, then their causes", timeout=60)
         assert keys_under(redis_url, prefix), "the run wrote nothing under the stack's prefix"
     assert prefix.startswith("aeontest-")
     assert result.degraded and result.final_answer.answer_text
@@ -83,7 +83,7 @@ def test_the_synchronous_form_answers_and_stops_its_thread() -> None:
     with pytest.raises(UsageError, match="not running"):
         _ = AeonTestStack(llm).client
     with AeonTestStack(llm) as stack:
-        result = stack.run(stack.client.ask("Explain tides", timeout=60))
+        result = stack.run(stack.client.ask("Explain tides, then their causes", timeout=60))
         assert any(t.name == "aeon-test-stack" for t in threading.enumerate())
     assert "The Moon pulls the sea." in result.final_answer.answer_text
     assert not any(t.name == "aeon-test-stack" for t in threading.enumerate())

@@ -92,10 +92,10 @@ SAMPLES.update(
             check_types=described(),
         ),
         PromptId.ANSWER_DRAFT_USER: r.DraftAnswerInput(request=REQUEST),
-        PromptId.ANSWER_REFINE_USER: r.RefineAnswerInput(
+        PromptId.ANSWER_REWRITE_USER: r.RewriteAnswerInput(
             request=REQUEST + " Answer in three bullet points.",
             answer="Quicksort wins. It is faster on average. Mergesort is stable.",
-            issues="- [request.bullets] Fix: give exactly 3 bullet points",
+            failed_checks="- [request.bullets] exactly 3 bullet points",
         ),
     }
 )
@@ -517,12 +517,12 @@ async def test_the_draft_restates_the_request_without_meeting_it(make_call):
 
 async def test_refine_meets_the_stated_constraints_and_keeps_the_rest(make_call):
     answer = "Green tea is mild. Black tea is strong. Oolong sits between them."
-    data = r.RefineAnswerInput(
+    data = r.RewriteAnswerInput(
         request="Name teas in three bullet points and mention Assam.",
         answer=answer,
-        issues="- [request.bullets] Fix: three bullet points",
+        failed_checks="- [request.bullets] three bullet points",
     )
-    reply = await OfflineLLM().complete(make_call(PromptId.ANSWER_REFINE_USER, data))
+    reply = await OfflineLLM().complete(make_call(PromptId.ANSWER_REWRITE_USER, data))
     lines = reply.text.splitlines()
     assert len(lines) == 3 and all(line.startswith("- ") for line in lines)
     assert "Assam" in reply.text

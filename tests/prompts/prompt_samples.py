@@ -28,7 +28,6 @@ from aeonloop.prompts.registry import (
     ReasoningStepInput,
     RecursivePlanInput,
     RecursiveSubplanInput,
-    RefineAnswerInput,
     RefinementInput,
     RefinementOutput,
     RepairedJSONOutput,
@@ -36,6 +35,7 @@ from aeonloop.prompts.registry import (
     RepairMissingToolInput,
     RepairPlanInput,
     RepairToolCallInput,
+    RewriteAnswerInput,
     SemanticValidationInput,
     SemanticValidationOutput,
     SystemPromptInput,
@@ -125,10 +125,10 @@ SAMPLE_INPUTS: dict[type[PromptInput], dict[str, Any]] = {
         "check_types": "- CHECKTYPES-MARK",
     },
     DraftAnswerInput: {"request": "REQUEST-MARK"},
-    RefineAnswerInput: {
+    RewriteAnswerInput: {
         "request": "REQUEST-MARK",
         "answer": "ANSWER-MARK",
-        "issues": "- [r1] ISSUES-MARK",
+        "failed_checks": "- [r1] ISSUES-MARK",
     },
     AnswerSynthesisInput: {
         "request": "REQUEST-MARK",

@@ -189,7 +189,7 @@ def test_system_phases_are_the_ids_in_lower_case() -> None:
         "rule_critique",
         "checks_prepare",
         "answer_draft",
-        "answer_refine",
+        "answer_rewrite",
     }
     shipped = {path.name for path in TEMPLATES_DIR.glob("BASE-*.md")}
     assert shipped == {f"BASE-{phase}.md" for phase in phases}

@@ -34,7 +34,7 @@ from aeonloop.phases.worker import build_routes
 from aeonloop.prompts.registry import PromptRegistry
 from aeonloop.testing import DictMemo, ScriptedLLM
 
-REQUEST = "Compare two ways to cache web pages and recommend one."
+REQUEST = "Compare two ways to cache web pages, then recommend one."
 
 
 @pytest.fixture

@@ -116,7 +116,9 @@ def test_the_turn_limits_are_settings_with_a_cap(monkeypatch: pytest.MonkeyPatch
 
 
 def request_with(*turns: Turn) -> RequestSubmitted:
-    return RequestSubmitted.new("and the other one?", timeout=60, messages=list(turns))
+    return RequestSubmitted.new(
+        "and the other one, then which is bigger?", timeout=60, messages=list(turns)
+    )
 
 
 async def test_the_request_keeps_its_turns_once_as_a_record_and_its_run_only_their_count() -> None:

@@ -17,7 +17,6 @@ from aeonloop.runs.memo import MEMO_MARGIN_S, RedisMemo, memo_ttl
 from aeonloop.testing import DictMemo
 
 INFER = PromptId.TASKPROFILE_INFERENCE_USER
-PREPARE = PromptId.CHECKS_PREPARE_USER
 DRAFT = PromptId.ANSWER_DRAFT_USER
 
 
@@ -73,12 +72,13 @@ async def test_a_first_delivery_asks_the_memo_nothing_and_a_redelivery_finds_its
     """What the bus says of a delivery reaches the handler as its deps (PhaseDeps.delivered):
     a first delivery cannot have memoised replies, so it spends no read on them; the replies
     it makes are kept, and its redelivery takes them instead of calling the LLM again."""
-    script = {INFER: replies.profile(depth=2), PREPARE: '{"checks": []}', DRAFT: "A draft."}
+    # The request states no constraint, so no PREPARE is asked (phases.spend).
+    script = {INFER: replies.profile(depth=2), DRAFT: "A draft."}
     h = harness(script)
     memo = h.deps.memo = Recording()
     request = make_request()
     (first,) = await phase_a.handle(request, h.deps.delivered(Delivery()))
-    assert memo.asked == [] and len(memo.values) == 3  # the profile, PREPARE, the draft
+    assert memo.asked == [] and len(memo.values) == 2  # the profile, the draft
     (again,) = await phase_a.handle(request, h.deps.delivered(Delivery(redelivered=True)))
     assert sorted(memo.asked) == sorted(memo.values)
     assert sorted(h.llm.calls) == sorted(script), "the redelivery took the memoised replies"

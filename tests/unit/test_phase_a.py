@@ -33,7 +33,8 @@ async def test_inferred_profile_sets_version_1_and_the_ttl(harness, replies, mak
     # 5·1.5·1·1·1.5·1·2 = 22.5, capped by AEON_MAX_PASSES (8): the request set no cap of its own
     assert out.run.ttl_remaining == out.run.max_ttl == 8
     assert not out.run.profile_is_default and out.run.notes == []
-    assert out.run.usage.calls == 3  # the profile, PREPARE and the draft, at once
+    # The profile and the draft, at once: the request states no constraint to PREPARE.
+    assert out.run.usage.calls == 2
 
 
 async def test_ttl_respects_the_request_cap(harness, replies, make_request) -> None:
@@ -96,12 +97,13 @@ async def test_malformed_twice_falls_back_to_the_default_profile(harness, make_r
 
 
 async def test_same_event_twice_makes_no_second_call(harness, replies, make_request) -> None:
-    """The profile, PREPARE and the draft are each memoised under their own scope."""
+    """The profile and the draft are each memoised under their own scope (and PREPARE, where it
+    is asked: tests/unit/test_verification.py)."""
     h = harness({INFER: replies.profile(depth=4), **QUIET})
     event = make_request()
     (first,) = await phase_a.handle(event, h.deps)
     (second,) = await phase_a.handle(event, h.deps)
-    assert sorted(h.llm.calls) == sorted([INFER, PREPARE, DRAFT])
+    assert sorted(h.llm.calls) == sorted([INFER, DRAFT])
     assert first.event_id == second.event_id
     assert first.run.profile == second.run.profile
     assert first.run.ttl_remaining == second.run.ttl_remaining

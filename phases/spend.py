@@ -1,0 +1,64 @@
+"""Spend that follows need: which of Phase A's calls a request is worth (docs/verified-answers.md,
+"Spend that follows need").
+
+The host's checks are the verifier; every call after the draft is a way to get a candidate that
+holds more of them. So the host decides, from the request alone, what to ask the model for:
+
+- **the profile** only for a request that is not a simple ask (`simple_ask`): one with tools or
+  files to use, or more than one short ask. A simple ask's profile would only say "no more than
+  the draft", which the host reads itself (a weak model rates "What is the capital of France?"
+  depth 3, its format's example, and sends it through a plan it cannot make: issue 33);
+- **PREPARE** only when a rule's check is in words, or the request has constraint language the
+  host's reader (checks.stated) did not turn into a check (`needs_prepare`): what the reader
+  read needs no model to check.
+
+Pure: each function decides from what it is given.
+"""
+
+from __future__ import annotations
+
+import re
+
+from aeonloop.checks.stated import one_short_ask, stated_constraints
+from aeonloop.phases.events import RunState
+
+#: Words that ask for a shape or a measure a check could hold an answer to: counts of units,
+#: case, formats, wrappings, exact openings and endings, words to use or avoid, the language.
+#: A request that says none of them states no checkable constraint the reader could have missed.
+CONSTRAINT_WORDS = re.compile(
+    r"\b(?:words?|sentences?|paragraphs?|bullet(?:ed|s)?|numbered|items?|lines?|sections?"
+    r"|characters?|letters?|lower\s*-?\s*case|upper\s*-?\s*case|capitali[sz]ed|all\s+caps"
+    r"|json|yaml|markdown|table|csv|quot(?:es?|ed|ation\s+marks?)|title|commas?"
+    r"|p\.\s?s\.|postscript|highlight(?:ed)?|keywords?|placeholders?"
+    r"|(?:start|begin|end|finish|open|close)(?:s|ing)?\s+with"
+    r"|(?:do\s+not|don't|never|without|avoid)\s+(?:us(?:e|ing)|say(?:ing)?|mention(?:ing)?)"
+    r"|(?:respond|answer|reply|write)\s+(?:only\s+)?in\s+[A-Z][a-z]+)\b",
+    re.IGNORECASE,
+)
+#: Where one clause of a request ends and the next begins: the reader reads clause by clause.
+_CLAUSE_BREAK = re.compile(r"[,;.!?:\n]+|\s+(?:and|then|but)\s+", re.IGNORECASE)
+
+
+def simple_ask(run: RunState, *, tools_available: bool) -> bool:
+    """A request with no tools to use and no files, that is one short ask as the host reads it
+    (checks.stated.one_short_ask): it never asks the model for a profile."""
+    return not tools_available and not run.file_paths and one_short_ask(run.request)
+
+
+def unread_constraints(request: str) -> list[str]:
+    """The clauses of `request` that use constraint language (CONSTRAINT_WORDS) in which the
+    host's reader reads no check: what PREPARE may turn into one. Each clause is read on its
+    own, so a clause the reader reads does not vouch for another it does not."""
+    clauses = (clause.strip() for clause in _CLAUSE_BREAK.split(request))
+    return [
+        clause
+        for clause in clauses
+        if clause and CONSTRAINT_WORDS.search(clause) and not stated_constraints(clause)
+    ]
+
+
+def needs_prepare(run: RunState) -> bool:
+    """Whether PREPARE is worth its call: a rule's check is in words, or the request has
+    constraint language the host's reader did not turn into a check (`unread_constraints`)."""
+    in_words = any(isinstance(rule.check, str) for rule in run.rules)
+    return in_words or bool(unread_constraints(run.request))

@@ -1,0 +1,188 @@
+"""Spend that follows need (docs/verified-answers.md, "Spend that follows need"): a simple ask
+makes no profile call, PREPARE is asked only for words or unread constraint language, the loop
+runs only where it has something to add, and a redelivered hop makes no second call. The calls
+are counted on the scripted LLM."""
+
+from __future__ import annotations
+
+import pytest
+
+from aeonloop.contracts import AttachedFile, Usage
+from aeonloop.gateway.cli.main import _parser
+from aeonloop.gateway.http.chat_models import ChatRequest, completion
+from aeonloop.limits import LoopSettings
+from aeonloop.phases import phase_a, spend, verification
+from aeonloop.phases.events import (
+    ExecutionResult,
+    LoopExited,
+    RequestSubmitted,
+    RunState,
+    TaskProfiled,
+)
+from aeonloop.phases.models import ExitReason, FinalAnswer, Rule
+from aeonloop.prompts.registry import PromptId
+
+INFER = PromptId.TASKPROFILE_INFERENCE_USER
+PREPARE = PromptId.CHECKS_PREPARE_USER
+DRAFT = PromptId.ANSWER_DRAFT_USER
+FRANCE = "What is the capital of France?"
+FRUITS = "Name three fruits in three bullet points, in lower case, in under 20 words."
+
+
+def ask(text: str, **options: object) -> RequestSubmitted:
+    return RequestSubmitted.new(text, timeout=600, **options)  # type: ignore[arg-type]
+
+
+async def test_a_simple_ask_makes_no_profile_call(harness, delivered) -> None:
+    """ "What is the capital of France?": one call, the draft; the run ends on it. Its
+    redelivery makes none."""
+    h = harness({DRAFT: "The capital of France is Paris."})
+    event = ask(FRANCE)
+    (out,) = await phase_a.handle(delivered(event), h.deps)
+    assert isinstance(out, LoopExited) and out.reason == "converged"
+    assert h.llm.calls == [DRAFT]
+    assert out.run.profile_is_default and out.run.notes == []
+    assert "one short ask, with no tools or files" in out.detail
+    (again,) = await phase_a.handle(delivered(event), h.deps)
+    assert h.llm.calls == [DRAFT] and again.event_id == out.event_id
+
+
+async def test_a_simple_ask_whose_constraints_the_host_reads_makes_one_call(harness) -> None:
+    """The fruits request: every constraint is read by the host, so neither the profile nor
+    PREPARE is asked; the draft that holds them all ends the run."""
+    h = harness({DRAFT: "- apple\n- pear\n- plum"})
+    (out,) = await phase_a.handle(ask(FRUITS), h.deps)
+    assert isinstance(out, LoopExited)
+    assert h.llm.calls == [DRAFT]
+    assert {rule.id for rule in out.run.rules} >= {"request.bullets", "request.case"}
+
+
+@pytest.mark.parametrize(
+    ("text", "rules", "asked"),
+    [
+        (FRANCE, [], False),  # no constraint language
+        (FRUITS, [], False),  # the host's reader reads every constraint it states
+        ("Explain how tides work in a table.", [], True),  # "in a table": not read
+        (FRANCE, [Rule(id="r.short", check="keep it brief")], True),  # a rule in words
+    ],
+)
+async def test_prepare_only_for_words_or_unread_constraint_language(
+    harness, text: str, rules: list[Rule], asked: bool
+) -> None:
+    h = harness({PREPARE: '{"checks": []}', DRAFT: "x", INFER: "{}"})
+    await phase_a.handle(ask(text, rules=rules), h.deps)
+    assert (PREPARE in h.llm.calls) is asked
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ("Name three fruits in three bullet points.", True),
+        ("Explain tides in a table.", False),
+        ("Explain tides, and end with 'Done'.", True),
+        ("What is the capital of France?", True),  # nothing to read: nothing unread
+    ],
+)
+def test_unread_constraints(text: str, read: bool) -> None:
+    assert (spend.unread_constraints(text) == []) is read
+
+
+async def test_the_loop_runs_for_a_simple_ask_whose_draft_fails_a_check(harness) -> None:
+    """The draft path has not met every check: the loop has something to add."""
+    h = harness({DRAFT: "Apple, pear and plum."}, draft_samples=1)
+    (out,) = await phase_a.handle(ask(FRUITS), h.deps)
+    assert isinstance(out, TaskProfiled) and out.run.has_draft
+    assert INFER not in h.llm.calls  # a simple ask: the default profile stands in
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"files": [AttachedFile(path="notes.txt", content="Tides: the Moon.")]},
+        {"text": "Explain how photosynthesis works, then rewrite it for a 10-year-old"},
+    ],
+)
+async def test_a_request_that_needs_steps_is_profiled(harness, replies, options) -> None:
+    """Files to read, or several parts: the profile is asked, and without its reasons to say
+    one call is enough, the loop runs though the draft holds."""
+    text = options.pop("text", FRANCE)
+    h = harness({INFER: "not json", PromptId.SUPERVISOR_REPAIR_JSON_USER: "no", DRAFT: "x"})
+    (out,) = await phase_a.handle(ask(text, **options), h.deps)
+    assert INFER in h.llm.calls
+    assert isinstance(out, TaskProfiled)
+
+
+def test_a_simple_ask_has_no_tools_files_or_second_part() -> None:
+    assert spend.simple_ask(RunState(request=FRANCE), tools_available=False)
+    assert not spend.simple_ask(RunState(request=FRANCE), tools_available=True)
+    assert not spend.simple_ask(RunState(request=FRANCE, file_paths=["a"]), tools_available=False)
+    assert not spend.simple_ask(RunState(request=f"{FRANCE} Then Spain's."), tools_available=False)
+
+
+# -- the effort (limits.Effort: AEON_EFFORT, a request's effort) ---------------------------------
+
+
+async def test_effort_low_ends_on_the_draft_path_even_when_a_check_fails(harness) -> None:
+    """Low: the draft path only. No profile is asked, and the run ends at A on its best draft
+    (Phase E then rewrites it once, at most: `rewrite_rounds`)."""
+    h = harness({DRAFT: "Apple, pear and plum."}, draft_samples=1)
+    (out,) = await phase_a.handle(ask(FRUITS, effort="low"), h.deps)
+    assert isinstance(out, LoopExited) and out.reason == "converged"
+    assert out.detail.startswith("effort low, the draft path only: the plain draft held 1 of 3")
+    assert h.llm.calls == [DRAFT]
+    assert verification.rewrite_rounds(out.run, LoopSettings(answer_refine_rounds=3)) == 1
+
+
+async def test_effort_high_runs_the_loop_even_for_a_simple_ask(harness, replies) -> None:
+    h = harness({INFER: replies.profile(depth=1, tool="none"), DRAFT: "Paris."})
+    (out,) = await phase_a.handle(ask(FRANCE, effort="high"), h.deps)
+    assert isinstance(out, TaskProfiled)
+    assert sorted(h.llm.calls) == sorted([INFER, DRAFT])
+
+
+async def test_the_effort_travels_with_the_request_over_the_workers_setting(harness) -> None:
+    """A request's effort is its run's, whatever the worker's AEON_EFFORT; without one, the
+    worker's stands."""
+    h = harness({DRAFT: "Paris.", INFER: "{}"}, effort="high")
+    (mine,) = await phase_a.handle(ask(FRANCE, effort="medium"), h.deps)
+    assert mine.run.effort == "medium" and isinstance(mine, LoopExited)
+    (theirs,) = await phase_a.handle(ask(FRANCE), h.deps)
+    assert theirs.run.effort == "high" and isinstance(theirs, TaskProfiled)
+
+
+@pytest.mark.parametrize(
+    ("given", "effort"),
+    [(None, None), ("minimal", "low"), ("low", "low"), ("medium", "medium"), ("xhigh", "high")],
+)
+def test_the_chat_endpoints_reasoning_effort_is_the_runs_effort(given, effort) -> None:
+    body = {"model": "aeon", "messages": [{"role": "user", "content": "hi"}]}
+    if given is not None:
+        body["reasoning_effort"] = given
+    assert ChatRequest.model_validate(body).effort() == effort
+
+
+def test_aeon_ask_takes_an_effort() -> None:
+    parser = _parser()
+    assert parser.parse_args(["ask", "hi", "--effort", "low"]).effort == "low"
+    assert parser.parse_args(["ask", "hi"]).effort is None  # the workers' AEON_EFFORT
+
+
+def test_the_chat_outcome_carries_the_hosts_account_beside_the_models_text() -> None:
+    """Issue 41, finding 7: the completion's content is the model's text alone; the host's
+    account of the run is in `aeon.notes`."""
+    answer = FinalAnswer(
+        answer_text="Paris.", notes="The loop exited early.", metadata={"reason": "no_passes"}
+    )
+    result = ExecutionResult(
+        status=ExitReason.FAILED,
+        degraded=True,
+        total_passes=0,
+        total_refinements=0,
+        ttl_remaining=0,
+        usage=Usage(),
+        elapsed_seconds=1.0,
+        final_answer=answer,
+    )
+    made = completion("run-1", 0, result)
+    assert made.choices[0].message.content == "Paris."
+    assert made.aeon.notes == "The loop exited early."
