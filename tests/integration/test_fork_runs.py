@@ -48,11 +48,11 @@ def calls(server: FakeOpenAI) -> list[PromptId]:
     return [read(seen)[0] for seen in server.seen if seen.path.endswith("/chat/completions")]
 
 
-#: What the parent's run calls before its second pass: Phase A's three, B's plan, and pass 1's
-#: two steps and its evaluation (the stand-in's plan has two steps), A's side by side.
+#: What the parent's run calls before its second pass: Phase A's two (the profile and the draft:
+#: no PREPARE, the request states no constraint and has no rules in words), B's plan, and pass
+#: 1's two steps and its evaluation (the stand-in's plan has two steps), A's side by side.
 BEFORE_PASS_2 = [
     PromptId.TASKPROFILE_INFERENCE_USER,
-    PromptId.CHECKS_PREPARE_USER,
     PromptId.ANSWER_DRAFT_USER,
     PromptId.PLAN_GENERATION_USER,
     PromptId.REASONING_STEP_USER,

@@ -530,14 +530,14 @@ async def test_refine_meets_the_stated_constraints_and_keeps_the_rest(make_call)
         assert sentence in reply.text
 
 
-async def test_refine_cuts_to_a_word_limit_line_by_line_keeping_the_list(make_call):
+async def test_rewrite_cuts_to_a_word_limit_line_by_line_keeping_the_list(make_call):
     """A list cut to a word limit stays a list of as many items: each keeps its first words."""
-    data = r.RefineAnswerInput(
+    data = r.RewriteAnswerInput(
         request="Name fruits in three bullet points, in under 10 words.",
         answer="Fruits:\n- apples are crisp and sweet\n- pears are soft\n- plums are tart and dark",
-        issues="- [request.words] Fix: at most 9 words",
+        failed_checks="- at most 9 words",
     )
-    reply = await OfflineLLM().complete(make_call(PromptId.ANSWER_REFINE_USER, data))
+    reply = await OfflineLLM().complete(make_call(PromptId.ANSWER_REWRITE_USER, data))
     assert reply.text.splitlines() == ["- apples are crisp", "- pears are soft", "- plums are tart"]
 
 
@@ -552,19 +552,19 @@ def test_a_streamed_reply_is_paced_in_a_few_steps_that_join_to_it() -> None:
     assert paced(["only"]) == ["only"]
 
 
-async def test_refine_meets_the_newer_forms_the_host_reads(make_call):
+async def test_rewrite_meets_the_newer_forms_the_host_reads(make_call):
     """No commas, a title marker, lower case and an exact ending: the offline model meets each,
     the host's own lossless fixes first (checks.repairs)."""
-    data = r.RefineAnswerInput(
+    data = r.RewriteAnswerInput(
         request=(
             "Describe tea in all lowercase letters. Do not use any commas. Your answer must "
             "contain a title, wrapped in double angular brackets, such as <<poem of joy>>. End "
             "your answer with 'Any other questions?'"
         ),
         answer="Tea is a drink, made from leaves. It is Popular.",
-        issues="",
+        failed_checks="",
     )
-    reply = await OfflineLLM().complete(make_call(PromptId.ANSWER_REFINE_USER, data))
+    reply = await OfflineLLM().complete(make_call(PromptId.ANSWER_REWRITE_USER, data))
     assert "," not in reply.text
     assert reply.text.startswith("<<") and ">>" in reply.text
     assert reply.text == reply.text.lower()

@@ -128,7 +128,7 @@ async def test_effort_low_ends_on_the_draft_path_even_when_a_check_fails(harness
     h = harness({DRAFT: "Apple, pear and plum."}, draft_samples=1)
     (out,) = await phase_a.handle(ask(FRUITS, effort="low"), h.deps)
     assert isinstance(out, LoopExited) and out.reason == "converged"
-    assert out.detail.startswith("effort low, the draft path only: the plain draft held 1 of 3")
+    assert out.detail.startswith("effort low, the draft path only: the plain draft held 2 of 3")
     assert h.llm.calls == [DRAFT]
     assert verification.rewrite_rounds(out.run, LoopSettings(answer_refine_rounds=3)) == 1
 
