@@ -9,7 +9,7 @@ Where the Redis comes from, in order (DESIGN.md, "Running it"):
 The source used is printed in the terminal summary. Tests sharing one server never collide
 because each takes its own key prefix (`redis_prefix`); nothing here ever flushes a database.
 
-The suite can run in parallel under pytest-xdist (`-n 4 --dist loadgroup`, docs/development.md):
+The suite runs in parallel under pytest-xdist (`-n 3 --dist loadgroup`, docs/development.md):
 each worker is a process with its own session, so its own Redis. Tests that must not share a
 worker's time with their kind run in xdist groups (`_group_of`), one group on one worker, its
 tests one after another; the groups go first, the longest first, so the real-server tier, the

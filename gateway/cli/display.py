@@ -97,6 +97,10 @@ def metadata_summary(result: Mapping[str, Any], answer: Mapping[str, Any]) -> st
     """
     outcome = _outcome(answer)
     usage = outcome.usage if outcome is not None else None
+    degraded = _degraded(result, outcome)
+    # What the run lacks matters only where it explains a degraded answer: a run answered by
+    # its draft by choice (phases.spend) has no plan, and is none the worse for it.
+    missing = outcome.missing_fields if outcome is not None and degraded != "no" else []
     parts = [
         _pair("status", _first(result.get("status"), outcome and outcome.stopped)),
         _pair("passes", _first(result.get("total_passes"), outcome and outcome.total_passes)),
@@ -104,8 +108,8 @@ def metadata_summary(result: Mapping[str, Any], answer: Mapping[str, Any]) -> st
             "refinement actions",
             _first(result.get("total_refinements"), outcome and outcome.total_refinements),
         ),
-        _pair("degraded", _degraded(result, outcome)),
-        _pair("missing", ", ".join(outcome.missing_fields) or None if outcome else None),
+        _pair("degraded", degraded),
+        _pair("missing", ", ".join(missing) or None),
         _pair("tokens", _tokens(result.get("usage") or (usage and usage.model_dump()))),
         _pair("elapsed", _seconds(result.get("elapsed_seconds"))),
     ]

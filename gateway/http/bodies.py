@@ -139,6 +139,8 @@ def checked_run(
 
     names = {**_BODY_FIELDS, **(fields or {})}
     checked: dict[str, Any] = {"threshold": body.threshold, "approve_plan": body.approve_plan}
+    if body.effort is not None:  # None: the chat endpoint's reasoning_effort, or AEON_EFFORT
+        checked["effort"] = body.effort
     for field, check in {"request": checks["request"], "rules": rules, **checks}.items():
         try:
             checked[field] = check()

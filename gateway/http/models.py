@@ -18,6 +18,7 @@ from aeonloop.limits import (
     MAX_TOKEN_BUDGET,
     MAX_TOOLS,
     MAX_TTL_CAP,
+    Effort,
     ToolName,
 )
 from aeonloop.phases.events import DEFAULT_THRESHOLD, ExecutionResult
@@ -153,6 +154,14 @@ class RunRequest(RunOptions, RequestText):
         f"AEON_MAX_TURNS ({TurnSettings().max_turns} unless set). Turns holding more than "
         "AEON_MAX_TURNS_CHARS characters together are 413; too many turns, or one that is "
         "not text, 422",
+    )
+    # Here, not in RunOptions: the chat endpoint takes OpenAI's `reasoning_effort` instead.
+    effort: Effort | None = Field(
+        None,
+        description="how hard the run works, as `aeon ask --effort` (docs/configuration.md, "
+        "AEON_EFFORT): `low` the draft path only (one call's answer, repaired, rewritten once), "
+        "`medium` the loop where it adds something, `high` the loop always; omitted or null: "
+        "the server's AEON_EFFORT",
     )
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from e2e_support import Processes, child_env
@@ -67,7 +68,7 @@ def test_a_server_listing_models_but_failing_every_chat_call_is_not_hammered(
 
 @pytest.mark.timeout(120)
 def test_a_server_dropping_one_prompt_s_calls_fails_that_call_and_the_run_goes_on(
-    procs: Processes, server: FakeOpenAI
+    procs: Processes, server: FakeOpenAI, tmp_path: Path
 ) -> None:
     """Issue 41, finding 9: a server that disconnects without a response on every call of one
     prompt (the checks' preparation here), while it answers the others, was taken for an
@@ -91,7 +92,11 @@ def test_a_server_dropping_one_prompt_s_calls_fails_that_call_and_the_run_goes_o
         AEON_LLM_TIMEOUT="10",
     )
     started = time.monotonic()
-    run = procs.run_aeon(env, "ask", "--json", "--timeout", "60", "Explain tides", timeout=90)
+    # A rule in words: PREPARE is asked for it (phases.spend.needs_prepare), and dropped.
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps([{"id": "brief", "check": "Keep it under 200 words."}]))
+    argv = ["ask", "--json", "--timeout", "60", "--rules", str(rules), "Explain tides"]
+    run = procs.run_aeon(env, *argv, timeout=90)
     took = time.monotonic() - started
 
     assert "Traceback" not in run.stderr, run.tail()

@@ -67,7 +67,14 @@ def _phase(span: dict[str, Any]) -> str:
 def test_one_run_is_one_trace_across_two_worker_processes(
     procs: Processes, bus: Bus, env: dict[str, str]
 ) -> None:
-    traced = {**env, "OTEL_TRACES_EXPORTER": "console", "OTEL_BSP_SCHEDULE_DELAY": "200"}
+    # Effort high: the loop runs even for this one short ask (phases.spend), so the trace
+    # crosses both workers through every phase.
+    traced = {
+        **env,
+        "OTEL_TRACES_EXPORTER": "console",
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+        "AEON_EFFORT": "high",
+    }
     first = procs.worker(
         {**traced, "OTEL_SERVICE_NAME": "worker-ace"},
         "--phase",
@@ -235,8 +242,9 @@ def test_metrics_count_what_happened(procs: Processes, bus: Bus, env: dict[str, 
     )
 
     port = _free_port()
+    # Effort high: every run goes through the loop (a short ask would end on its draft).
     worker = procs.worker(
-        {**env, "AEON_HANDLER_ATTEMPTS": "2", "AEON_METRICS_SAMPLE_S": "1"},
+        {**env, "AEON_HANDLER_ATTEMPTS": "2", "AEON_METRICS_SAMPLE_S": "1", "AEON_EFFORT": "high"},
         "--metrics-port",
         str(port),
     )

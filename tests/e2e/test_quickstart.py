@@ -132,8 +132,12 @@ def background() -> Iterator[list[Background]]:
 def test_the_first_answer(workdir: Path, shell_env: dict[str, str]) -> None:
     done = run(command('aeon ask "Explain how tides work"'), workdir, shell_env, 60)
     assert done.returncode == 0, done.stderr
-    assert "B  planned: 2 steps" in done.stderr and "Answer:" in done.stdout
+    assert "E  loop ended: converged (the plain draft had no check to fail" in done.stderr
+    assert "B  planned" not in done.stderr and "Answer:" in done.stdout
     assert "offline model" in done.stdout
+    looped = run(command('aeon ask --effort high "Explain'), workdir, shell_env, 60)
+    assert looped.returncode == 0, looped.stderr
+    assert "B  planned: 2 steps" in looped.stderr and "C  pass 1: score 0.88" in looped.stderr
 
 
 @pytest.mark.timeout(90)

@@ -113,6 +113,18 @@ def test_human_readable_format_of_a_complete_answer() -> None:
     assert "missing=" not in summary
 
 
+def test_a_run_answered_by_its_draft_does_not_list_what_it_never_needed() -> None:
+    """A simple ask ends on its draft (phases.spend): no plan, no passes, and not degraded. The
+    fields it never made stay in the metadata (FR-038), but the summary does not list them as
+    missing; a degraded run's summary does (test_human_readable_format)."""
+    data = result(ttl_exhausted=None)
+    data.update(status="converged", degraded=False)
+    data["final_answer"]["metadata"].update(degraded=False, reason="converged")
+    summary = render_human(data).splitlines()[-1]
+    assert "degraded=no" in summary and "missing=" not in summary
+    assert data["final_answer"]["metadata"]["missing_fields"]
+
+
 def test_json_format() -> None:
     """FR-053 (2): final_answer as a top-level key with every FinalAnswer field."""
     data = result()

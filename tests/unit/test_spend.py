@@ -6,10 +6,12 @@ are counted on the scripted LLM."""
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from aeonloop.contracts import AttachedFile, Usage
 from aeonloop.gateway.cli.main import _parser
 from aeonloop.gateway.http.chat_models import ChatRequest, completion
+from aeonloop.gateway.http.models import RunRequest
 from aeonloop.limits import LoopSettings
 from aeonloop.phases import phase_a, spend, verification
 from aeonloop.phases.events import (
@@ -159,6 +161,15 @@ def test_the_chat_endpoints_reasoning_effort_is_the_runs_effort(given, effort) -
     if given is not None:
         body["reasoning_effort"] = given
     assert ChatRequest.model_validate(body).effort() == effort
+
+
+def test_the_runs_api_takes_an_effort_and_names_a_wrong_one() -> None:
+    """`POST /v1/runs` takes `effort` as `aeon ask --effort` does; left out, the workers'
+    AEON_EFFORT decides (None)."""
+    assert RunRequest.model_validate({"request": "hi", "effort": "high"}).effort == "high"
+    assert RunRequest.model_validate({"request": "hi"}).effort is None
+    with pytest.raises(ValidationError, match="effort"):
+        RunRequest.model_validate({"request": "hi", "effort": "max"})
 
 
 def test_aeon_ask_takes_an_effort() -> None:
