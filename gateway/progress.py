@@ -131,23 +131,28 @@ _WAITING_FOR: dict[Phase | None, str] = {
 }
 
 
-def waiting_line(last: Progress | None, seconds: float) -> str:
-    """The line saying what a run waits for, `seconds` after `last` (None: its submission)."""
-    return f"waiting for the model: {_WAITING_FOR[last.phase if last else None]}, {seconds:.0f} s"
+def waiting_line(phase: Phase | None, seconds: float) -> str:
+    """The line saying what a run waits for, `seconds` after its last progress line, which was
+    `phase`'s (None: there was none since its submission)."""
+    return f"waiting for the model: {_WAITING_FOR[phase]}, {seconds:.0f} s"
 
 
 class Silence:
     """How long a reader of a run has heard nothing of it, and the line that says what it waits
-    for, once every WAITING_EVERY_S of silence (`due`): `aeon ask` and the chat stream's
-    reasoning show it between the run's progress lines."""
+    for, once every WAITING_EVERY_S of silence (`due`): `aeon ask`, the chat stream's reasoning
+    and the runs API's `waiting` events (so the run page) show it between the run's progress
+    lines."""
 
     def __init__(self, every_s: float | None = None) -> None:
         self._every_s = WAITING_EVERY_S if every_s is None else every_s
-        self._last: Progress | None = None
+        #: The phase of the last progress line heard (None: none yet).
+        self.phase: Phase | None = None
         self._heard_at = self._said_at = time.monotonic()
 
-    def heard(self, progress: Progress) -> None:
-        self._last = progress
+    def heard(self, phase: Phase | None) -> None:
+        """Something of the run came: a progress line of `phase`, or (the same phase again)
+        the answer's text being written."""
+        self.phase = phase
         self._heard_at = self._said_at = time.monotonic()
 
     def next_in(self) -> float:
@@ -160,7 +165,7 @@ class Silence:
         if now - self._said_at < self._every_s:
             return None
         self._said_at = now
-        return waiting_line(self._last, now - self._heard_at)
+        return waiting_line(self.phase, now - self._heard_at)
 
 
 async def lines_until(

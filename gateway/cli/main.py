@@ -407,7 +407,7 @@ class _Shown:
 
     def __call__(self, progress: Progress) -> None:
         self.phases.add(progress.phase)
-        self.silence.heard(progress)
+        self.silence.heard(progress.phase)
         self._say(progress.line)
 
     async def waiting(self) -> None:

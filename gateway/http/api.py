@@ -270,7 +270,10 @@ class HttpApi:
             async for step in stream_steps(watch, after):
                 retry = RETRY_MS if first else None
                 first = False
-                yield ServerSentEvent(step.data, event=step.kind, id=step.event_id, retry=retry)
+                # A waiting line has no id (""): it marks no place to resume from.
+                yield ServerSentEvent(
+                    step.data, event=step.kind, id=step.event_id or None, retry=retry
+                )
 
         return EventSourceResponse(
             frames(),

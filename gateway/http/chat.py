@@ -278,7 +278,7 @@ async def _events(
             while not lines.empty():
                 heard.append(lines.get_nowait())
             for progress in heard:
-                silence.heard(progress)
+                silence.heard(progress.phase)
                 for piece in relay.progress(progress.line):
                     yield _event(chunks.delta(reasoning_content=piece))
             quiet = silence.due()
@@ -287,6 +287,7 @@ async def _events(
                     yield _event(chunks.delta(reasoning_content=piece))
             while seen < len(text.entries):  # entries may come while a yield waits
                 entry, seen = text.entries[seen], seen + 1
+                silence.heard(silence.phase)  # the model is writing: not silent
                 for field, piece in relay.take(entry):
                     yield _event(chunks.delta(**{field: piece}))
             if waiting.done():

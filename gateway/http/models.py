@@ -271,11 +271,14 @@ class EventFrame(BaseModel):
         "text can still be withdrawn when its call is cut and made again, or the answer "
         "published differs: docs/http-api.md) and "
         "`answer_reset` (`{why}`: the text since the last reset is not the answer); the "
-        "deltas since the last reset join to the `answer` event's `answer_text`"
+        "deltas since the last reset join to the `answer` event's `answer_text`. While "
+        "nothing of the run comes, every 10 s: `waiting` (`{line}`: what the run waits for)"
     )
-    id: str = Field(
+    id: str | None = Field(
+        None,
         description="`<step>@<Redis entry id>`, then, once answer text was sent, `~<entry id>` "
-        "of the last answer text entry; send it back as Last-Event-ID to continue after it"
+        "of the last answer text entry; send it back as Last-Event-ID to continue after it. "
+        "A `waiting` event has none: it marks no place to resume from",
     )
     data: str = Field(
         description="the event's fields as one line of JSON (a StepEvent's `data`, as text)"

@@ -54,8 +54,10 @@ from aeonloop.gateway.http.run_steps import (
     ANSWER_RESET,
     ANSWERED,
     BEFORE_ANY_STEP,
+    PHASE_OF_STEP,
     START,
     TYPE_RANK,
+    WAITING,
     WEBHOOK_SETTLED,
     EventId,
     Order,
@@ -68,6 +70,7 @@ from aeonloop.gateway.http.run_steps import (
     webhook_url_of,
     with_text,
 )
+from aeonloop.gateway.progress import Silence
 from aeonloop.phases import history
 from aeonloop.phases.events import (
     EVENT_TYPES,
@@ -579,12 +582,15 @@ async def stream_steps(watch: Watch, after: EventId | None) -> AsyncIterator[Wir
     lets the watch go at the end. Between them, the answer's text as it is written
     (`answer_delta`, `answer_reset`: runs.answer_text), after the entry `after` names, all of
     it before the answer; a reader that comes once the run is answered gets the answer alone.
-    Every event's id says both where the reader is among the steps and in the text."""
+    Every event's id says both where the reader is among the steps and in the text. While
+    nothing comes, every WAITING_EVERY_S a `waiting` event says what the run waits for; it has
+    no id, since it marks no place in the run."""
     run, feed = watch.run, watch.feed
     sent = after.order if after is not None else BEFORE_ANY_STEP
     step_id = after.step if after is not None else START
     text_after = after.text_after if after is not None else None
     with_deltas = text_after is not None or run.view.answer is None
+    silence, last_kind = Silence(), None
     feed.open_streams += 1
     try:
         while True:
@@ -594,6 +600,9 @@ async def stream_steps(watch: Watch, after: EventId | None) -> AsyncIterator[Wir
             except TRANSIENT:
                 return  # the reader tries again, by its id, when Redis is back
             for step in run.steps():
+                if step.kind != last_kind:  # those sent before too: what the reader is after
+                    last_kind = step.kind
+                    silence.heard(PHASE_OF_STEP.get(step.kind, silence.phase))
                 if step.order <= sent:
                     continue
                 if step.order >= ANSWERED and with_deltas:
@@ -610,6 +619,7 @@ async def stream_steps(watch: Watch, after: EventId | None) -> AsyncIterator[Wir
             if with_deltas:
                 for text_step in _text_steps(run.text.entries, text_after, sent, step_id):
                     text_after = text_step.text_after
+                    silence.heard(silence.phase)  # the model is writing: not silent
                     yield text_step.wire
             if run.view.answer is not None and sent >= run.view.last_order:
                 return
@@ -631,8 +641,13 @@ async def stream_steps(watch: Watch, after: EventId | None) -> AsyncIterator[Wir
                     yield run.view.no_answer()
                     return
                 continue
+            if last_kind != "awaiting_approval" and (line := silence.due()) is not None:
+                yield WireStep(sent, WAITING, "", orjson.dumps({"line": line}).decode())
+            wait_s = silence.next_in()
+            if give_up_in is not None:
+                wait_s = min(wait_s, give_up_in)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(run.changed(version, text_seen), give_up_in)
+                await asyncio.wait_for(run.changed(version, text_seen), wait_s)
     finally:
         feed.open_streams -= 1
         watch.release()

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from aeonloop.gateway.progress import Phase
 from aeonloop.phases import render
 from aeonloop.phases.events import (
     Event,
@@ -57,8 +58,15 @@ StepKind = Literal[
 TextKind = Literal["answer_delta", "answer_reset"]
 ANSWER_DELTA: TextKind = "answer_delta"
 ANSWER_RESET: TextKind = "answer_reset"
-#: The SSE `event:` field's values: a step's kind, or the answer's text.
-EventKind = Literal[StepKind, TextKind]
+#: Sent while nothing of the run has come for gateway.progress.WAITING_EVERY_S: what it waits
+#: for (`{line}`), with no SSE id, since it marks no place in the run.
+WaitingKind = Literal["waiting"]
+WAITING: WaitingKind = "waiting"
+#: The SSE `event:` field's values: a step's kind, the answer's text, or a waiting line.
+EventKind = Literal[StepKind, TextKind, WaitingKind]
+#: The phase whose progress line a step is, for the waiting line that may follow it (a run
+#: paused for its plan's approval waits for a person, and gets none).
+PHASE_OF_STEP: dict[str, Phase] = {"profile": "A", "plan": "B", "pass": "C", "exit": "E"}
 #: A run ends with its answer, or, past its deadline without one, with `no_answer`: either is
 #: its last step.
 _KIND_ORDER: dict[str, int] = {

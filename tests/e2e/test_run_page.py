@@ -473,6 +473,31 @@ def test_a_run_that_calls_two_tools_shows_each_call(
     print(f"\nscreenshot: {path}")
 
 
+def test_a_slow_call_shows_what_the_run_waits_for(
+    browser: object, procs: Processes, env: dict[str, str]
+) -> None:
+    """Issue 41, finding 8: against a slow server the page said nothing for minutes while a
+    call ran. Every 10 s of silence the runs API's `waiting` event says what the run waits for,
+    and the page shows it under the pending step. Each call here takes 12 s, and the loop runs
+    (effort high), so the plan's call, which writes no answer text, is silent past 10 s."""
+    from selenium.webdriver.common.by import By
+
+    slow = {**env, "AEON_LLM_DELAY_MS": "12000", "AEON_EFFORT": "high"}
+    procs.worker(slow)
+    server = Server(procs, slow)
+    driver = browser
+    driver.get(f"http://{server.host}:{server.port}/")
+    _submit(driver, REQUEST)
+
+    def waiting_line(d: object) -> str:
+        found = d.find_elements(By.CSS_SELECTOR, "#run .step.pending .waiting")
+        return found[0].get_attribute("textContent") if found else ""
+
+    line = _wait(driver, waiting_line, 60, "a waiting line on the page")
+    assert line.startswith("waiting for the model: "), line
+    assert line.endswith(" s"), line
+
+
 def test_the_answer_is_written_on_the_page_as_it_comes(
     browser: object, procs: Processes, env: dict[str, str]
 ) -> None:

@@ -206,7 +206,7 @@ async function follow(id, view, signal) {
         }
       } else {
         const finished = await readEvents(response, (event) => {
-          lastId = event.id;
+          if (event.id) lastId = event.id; // a waiting line has none: no place to resume from
           tries = 0;
           view.add(event.event, event.data);
           return event.event === "no_answer" || WEBHOOK_STEPS.has(event.event);
@@ -363,7 +363,14 @@ class RunView {
 
   // The answer's text as it is written (answer_delta), in a card above the pending step:
   // cleared when it is set aside (answer_reset), replaced by the answer's own card at the end.
+  // A waiting line is stale once something of the run came.
+  clearWaiting() {
+    const line = this.pending.querySelector(".waiting");
+    if (line) line.remove();
+  }
+
   write(kind, data) {
+    this.clearWaiting();
     if (!this.writing) {
       this.writingText = el("div", { class: "answer-text", id: "answer-live", "aria-live": "polite" });
       this.writingChip = el("span", { class: "chip live" });
@@ -385,6 +392,15 @@ class RunView {
   }
 
   add(kind, data) {
+    if (kind === "waiting") { // what the run waits for while nothing comes: under the pending step
+      let line = this.pending.querySelector(".waiting");
+      if (!line) {
+        line = el("div", { class: "waiting", "aria-live": "polite" });
+        this.pending.querySelector(".card").append(line);
+      }
+      line.textContent = data.line;
+      return;
+    }
     if (kind === "answer_delta" || kind === "answer_reset") {
       this.write(kind, data);
       return;
@@ -411,6 +427,7 @@ class RunView {
   }
 
   setPending(kind, data) {
+    this.clearWaiting();
     const next = {
       profile: ["B", "Planning…"],
       plan: ["1", "Running pass 1…"],
