@@ -128,7 +128,8 @@ _TEXT_SETTLED_S = 2.0
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)  # a bad option: one line and exit 2 (see _Parser)
     try:  # every variable is read now, so a mistake is reported whatever the command
-        level = LogSettings.from_env().log_level or args.default_log_level
+        asked_level = LogSettings.from_env().log_level
+        level = asked_level or args.default_log_level
         args.settings = BusSettings.from_env()
         args.llm = LLMSettings.from_env()
         args.loop = LoopSettings.from_env()
@@ -140,11 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tracing.setup(args.tracing, f"aeon-{args.command_name}")
     except SettingsError as error:
         return _fail(str(error), EXIT_BAD_INPUT)
-    logging.basicConfig(
-        level=level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logging.basicConfig(level=level, format=_log_format(args, asked_level), stream=sys.stderr)
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
         # The openai client's HTTP library logs every request at INFO: a line per LLM call.
         for name in ("httpx", "httpx2"):
@@ -843,6 +840,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 Command = Callable[[argparse.Namespace], Awaitable[int]]
+
+#: A service's log (worker, serve): when, how bad, and from where, for a log reader.
+SERVICE_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+#: A command a person runs and reads (`aeon ask`, `aeon fork`, ...) says a warning as it says
+#: its progress, `aeon: ...`: timestamped log lines mixed into `aeon ask`'s progress read as
+#: noise from elsewhere (issue 41, finding 8).
+PERSON_LOG_FORMAT = "aeon: %(levelname)s: %(message)s"
+
+
+def _log_format(args: argparse.Namespace, asked_level: str | None) -> str:
+    """The person's format for a command whose log is quiet by default (WARNING), unless
+    AEON_LOG_LEVEL asks for a log: then the service's, which says when and from where."""
+    person = args.default_log_level == "WARNING" and asked_level is None
+    return PERSON_LOG_FORMAT if person else SERVICE_LOG_FORMAT
 
 
 def _command(

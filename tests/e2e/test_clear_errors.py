@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -131,6 +132,11 @@ def test_a_misspelt_variable_is_one_warning_naming_the_closest_and_the_run_goes_
     for proc in (ask, worker):
         warned = [line for line in proc.stderr.splitlines() if "AEON_" in line]
         assert len(warned) == 1 and warned[0].endswith(said), proc.stderr
+    # `aeon ask` says it as it says its progress; the worker's log says when, for a log reader.
+    [asked] = [line for line in ask.stderr.splitlines() if "AEON_" in line]
+    assert asked == f"aeon: WARNING: {said}", asked
+    [logged] = [line for line in worker.stderr.splitlines() if "AEON_" in line]
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ WARNING aeon: ", logged), logged
 
 
 @pytest.mark.timeout(30)

@@ -389,7 +389,12 @@ def test_the_quality_harness_on_the_real_model(
     for mode in ("checks", "words"):
         for row in section["modes"][mode]["per_case"]:
             assert row["plain"]["calls"] == 1 and row["plain"]["completion_tokens"] > 0, row
-            assert row["aeon"]["calls"] > 1 and row["aeon"]["prompt_tokens"] > 0, row
+            assert row["aeon"]["prompt_tokens"] > 0, row
+            # One call, its draft, only where that draft held every rule (issue 40: draft
+            # samples stop at the first that holds every check); rules in words are prepared
+            # by a call of their own first.
+            one_call_enough = mode == "checks" and row["aeon"]["all_held"]
+            assert row["aeon"]["calls"] > 1 or one_call_enough, row
             # Decided by the loop, or, as for every run here (`decided_by_the_loop`), failed
             # only on a reply this model copied from the prompt (or whose ids were not clean),
             # which the answer names.
