@@ -158,6 +158,8 @@ async def aeon_take(
     )
     return {
         "text": result.final_answer.answer_text,
+        # The host's account of the run (why it ended as it did), beside the model's text.
+        "notes": result.final_answer.notes,
         "verdicts": await verdicts(case, published_text(result), plan.loop),
         "calls": result.usage.calls,
         "prompt_tokens": result.usage.prompt_tokens,

@@ -36,19 +36,21 @@ class Reply:
 @dataclass
 class Event:
     kind: str
-    id: str
+    id: str | None  # None: a `waiting` line, which marks no place to resume from
     data: dict[str, Any]
 
 
 #: The events of the answer's text as it is written, between a run's steps.
 TEXT_KINDS = ("answer_delta", "answer_reset")
+#: What a silent run waits for, said every 10 s (no id): neither a step nor text.
+WAITING = "waiting"
 
 
 @dataclass
 class Stream:
     """What one GET of a run's events gave: its status, the events read (`received`: all of
-    them; `events`: the steps; `text`: the answer's text as it was written), whether it
-    ended."""
+    them; `events`: the steps; `text`: the answer's text as it was written; `waiting`: the
+    lines of what a silent run waits for), whether it ended."""
 
     status: int
     received: list[Event] = field(default_factory=list)
@@ -57,7 +59,11 @@ class Stream:
 
     @property
     def events(self) -> list[Event]:
-        return [e for e in self.received if e.kind not in TEXT_KINDS]
+        return [e for e in self.received if e.kind not in (*TEXT_KINDS, WAITING)]
+
+    @property
+    def waiting(self) -> list[Event]:
+        return [e for e in self.received if e.kind == WAITING]
 
     @property
     def text(self) -> list[Event]:
@@ -163,7 +169,7 @@ class Server:
                 if "data" in fields:
                     data = json.loads(fields["data"])
                     stream.received.append(
-                        Event(fields.get("event", "message"), fields["id"], data)
+                        Event(fields.get("event", "message"), fields.get("id"), data)
                     )
                     if stop_after is not None and len(stream.events) >= stop_after:
                         return stream

@@ -380,8 +380,12 @@ def test_the_quality_harness_on_the_real_model(
     section = json.loads(out.read_text())["quality"]
     assert section["model"] == MODEL and section["cases"] == QUALITY_SLICE
     assert json.loads((tmp_path / "cases.json").read_text())["records"] == section["records"]
-    texts = {
-        r["case"]: {mode: paths["aeon"]["text"] for mode, paths in r["aeon"].items()}
+    # What Aeon published and, beside it, the host's account, which names a refused reply.
+    said = {
+        r["case"]: {
+            mode: f"{paths['aeon']['text']}\n{paths['aeon'].get('notes') or ''}"
+            for mode, paths in r["aeon"].items()
+        }
         for r in section["records"]
     }
     for record in section["records"]:  # matched to Aeon's spend: at most 8 samples
@@ -400,8 +404,8 @@ def test_the_quality_harness_on_the_real_model(
             # which the answer names.
             status = row["aeon"]["status"]
             assert status in LOOP_DECIDED or (
-                status == "failed" and refused_as_not_the_models(texts[row["case"]][mode])
-            ), row
+                status == "failed" and refused_as_not_the_models(said[row["case"]][mode])
+            ), (row, said[row["case"]][mode][-1500:])
             if mode == "words":
                 assert row["aeon"]["agreement"]["checked"] <= row["rules"], row
     assert "Quality, rules in words (PREPARE makes the checks)" in done.stdout
