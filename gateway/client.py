@@ -490,6 +490,7 @@ class AeonClient:
             files=request.files,
             tools=request.tools,
             messages=request.messages,
+            effort=request.effort,
             tenant=tenant,
             correlation_id=correlation_id,
             fork=fork,

@@ -110,6 +110,21 @@ async def test_a_fork_from_pass_2_with_a_new_rule_takes_what_came_before_and_che
     assert await stack.client.lineage(fork) == Fork(parent=parent, from_pass=2, changed=True)
 
 
+async def test_a_fork_keeps_its_parents_effort(stack: AeonTestStack) -> None:
+    """A short ask with effort high runs the loop; its fork from pass 2, with a rule its draft
+    holds, runs it too: at the workers' default effort the draft would end the fork at Phase A
+    (phases.spend), which is not the run it was forked from."""
+    parent = await stack.client.submit("What is the capital of France?", effort="high")
+    first = await stack.client.wait(parent, 90)
+    assert first.total_passes >= 1
+    held = Rule.model_validate(
+        {"id": "roomy", "check": {"type": "count", "unit": "words", "max": 10_000}}
+    )
+    fork = await stack.client.fork(parent, from_pass=2, rules=[held], timeout=60)
+    other = await stack.client.wait(fork, 90)
+    assert other.total_passes >= 1, other.final_answer.metadata
+
+
 async def test_the_same_fork_asked_twice_is_one_run_answered_once(
     stack: AeonTestStack, server: FakeOpenAI
 ) -> None:
