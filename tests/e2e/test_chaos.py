@@ -235,7 +235,11 @@ def test_a_fork_under_a_worker_kill_is_answered_once(
     answered once, with the new rule checked."""
     worker_env = scripted_llm(env, tmp_path, delay_ms=150)
     first = procs.worker(worker_env, name="first")
-    asked = procs.run_aeon(env, "ask", "--json", "Explain tides", timeout=90, name="parent")
+    # Effort high: the parent, and so its fork, runs the loop, whose pass 1 the fork makes
+    # anew at 150 ms a call. At the default effort this short ask ends on its draft, and the
+    # fork, taking that draft from the memo, was answered before the victim was seen holding it.
+    argv = ["ask", "--json", "--effort", "high", "Explain tides"]
+    asked = procs.run_aeon(env, *argv, timeout=90, name="parent")
     assert asked.returncode == 0, asked.tail()
     parent = json.loads(asked.stdout)["correlation_id"]
     rules = tmp_path / "rules.json"
