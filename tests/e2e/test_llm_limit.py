@@ -14,11 +14,15 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
-from e2e_support import Processes
+from e2e_support import Bus, Processes, assert_answered_once, wait_until
 from openai_fake import FakeOpenAI, Planned, Seen, error_body, serve
 from openai_styles import CASES, PipelineModel
+
+from aeonloop.bus.keys import Keys
+from aeonloop.settings import redact
 
 pytestmark = pytest.mark.e2e
 
@@ -104,3 +108,60 @@ def test_workers_sharing_a_limit_keep_under_the_provider_s(
         assert provider.most_in_a_window() <= PROVIDER_LIMIT
     else:
         assert provider.refused > 0  # the same load, unshared, runs into the provider's limit
+
+
+#: Calls in flight the deployment allows, and how long a slot is leased (renewed while its
+#: call runs): a killed worker's slots come back within the lease.
+IN_FLIGHT, LEASE_S = 2, 3
+
+
+@pytest.mark.timeout(180)
+def test_workers_killed_mid_call_answer_every_run_and_leave_no_slot_held(
+    procs: Processes, bus: Bus, env: dict[str, str], server: FakeOpenAI
+) -> None:
+    """Issue 42: the chaos of the kill tests with the limiter on. Two workers share a limit of
+    IN_FLIGHT calls in flight (each call 0.4 s at the stand-in); the one holding work is
+    SIGKILLed twice mid-call and started again. Every run is answered once, none failed, and
+    once the runs are answered no slot stays held past its lease: the in-flight set is empty."""
+    model = PipelineModel(CASES["plain"])
+
+    def slow(seen: Seen) -> Planned:
+        planned = model(seen)
+        return replace(planned, sleep=max(planned.sleep, 0.4))
+
+    server.responder = slow
+    llm = {
+        "AEON_LLM": "openai",
+        "AEON_LLM_BASE_URL": server.base_url,
+        "AEON_LLM_MODEL": "stand-in",
+        "AEON_LLM_TIMEOUT": "20",
+        "AEON_LLM_MAX_IN_FLIGHT": str(IN_FLIGHT),
+        "AEON_LLM_LIMIT_LEASE_S": str(LEASE_S),
+        "AEON_EFFORT": "high",  # the loop: calls enough to kill a worker in the middle of
+    }
+    worker_env = {**env, **llm}
+    procs.worker(worker_env, name="steady")
+    victim = procs.worker(worker_env, name="victim")
+    runs = 8
+    gateway = procs.gateway(env, runs, timeout=150)
+    for _ in range(2):
+        wait_until(lambda v=victim: bus.pending(v.consumer), 60, f"{victim.name} to hold work")
+        victim.kill()
+        victim = procs.worker(worker_env, name="victim")
+    assert gateway.wait(170) == 0, gateway.tail()
+
+    answered = gateway.answered()
+    assert sorted(row["cid"] for row in answered) == sorted(gateway.submitted())
+    assert all(row["status"] != "failed" for row in answered), answered
+    assert_answered_once(bus, gateway.submitted())
+    in_flight = Keys(bus.prefix).llm_limit(redact(server.base_url), "stand-in")[2]
+
+    def held() -> int:
+        """Slots whose lease has not ended by Redis's clock (an ended one is dropped lazily,
+        at the next call's take)."""
+        seconds, micros = bus.redis.time()
+        return bus.redis.zcount(in_flight, f"({seconds * 1000 + micros // 1000}", "+inf")
+
+    # Slots of calls that ended are released at once; a killed worker's, within their lease.
+    wait_until(lambda: held() == 0, LEASE_S + 5, "every slot in flight to be free")
+    assert server.seen, "the stand-in was called"
