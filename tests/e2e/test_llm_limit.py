@@ -4,8 +4,9 @@ A stand-in provider enforces its requests a window (5 in any 4 s: "a minute" sho
 AEON_LLM_LIMIT_WINDOW_S, so the test runs in seconds) and answers 429 with `Retry-After` past
 it. Three `aeon worker` processes answer three runs at once. With the shared limit set a little
 under the provider's (4 a window), the provider never sees more than its limit and answers no
-429; without it, the same load draws 429s (each retried after its `Retry-After`). Every run is
-answered once either way, none failed for a 429.
+429, and no run fails; without it, the same load draws 429s (each retried after its
+`Retry-After`; at scale some calls run out of retries and fail their run). Every run is answered
+once either way.
 """
 
 from __future__ import annotations
@@ -96,18 +97,22 @@ def test_workers_sharing_a_limit_keep_under_the_provider_s(
 
     answered = gateway.answered()
     assert sorted(row["cid"] for row in answered) == sorted(gateway.submitted())
-    assert all(row["status"] != "failed" for row in answered), answered
+    failed = [row for row in answered if row["status"] == "failed"]
     calls = len(provider.accepted)
     print(
-        f"limit={'on' if limited else 'off'}: {RUNS} runs answered in {took:.0f}s; provider saw "
-        f"{calls} calls ({60 * calls / took:.0f} a minute), at most {provider.most_in_a_window()} "
-        f"in {WINDOW_S:g}s (its limit {PROVIDER_LIMIT}), {provider.refused} answered 429"
+        f"limit={'on' if limited else 'off'}: {RUNS} runs answered in {took:.0f}s "
+        f"({len(failed)} failed); provider saw {calls} calls ({60 * calls / took:.0f} a minute), "
+        f"at most {provider.most_in_a_window()} in {WINDOW_S:g}s (its limit "
+        f"{PROVIDER_LIMIT}), {provider.refused} answered 429"
     )
     if limited:
+        assert not failed, failed
         assert provider.refused == 0
         assert provider.most_in_a_window() <= PROVIDER_LIMIT
     else:
-        assert provider.refused > 0  # the same load, unshared, runs into the provider's limit
+        # The same load, unshared, runs into the provider's limit: each call retries its own
+        # 429s, and at scale (AEON_TEST_LIMIT_LOAD) some run out of retries and fail their run.
+        assert provider.refused > 0
 
 
 #: Calls in flight the deployment allows, and how long a slot is leased (renewed while its
