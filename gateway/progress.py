@@ -150,9 +150,12 @@ class Silence:
         self._heard_at = self._said_at = time.monotonic()
 
     def heard(self, phase: Phase | None) -> None:
-        """Something of the run came: a progress line of `phase`, or (the same phase again)
-        the answer's text being written."""
+        """A progress line of `phase` came."""
         self.phase = phase
+        self.writing()
+
+    def writing(self) -> None:
+        """The answer's text came: the model is writing, so the run is not silent."""
         self._heard_at = self._said_at = time.monotonic()
 
     def next_in(self) -> float:

@@ -287,7 +287,7 @@ async def _events(
                     yield _event(chunks.delta(reasoning_content=piece))
             while seen < len(text.entries):  # entries may come while a yield waits
                 entry, seen = text.entries[seen], seen + 1
-                silence.heard(silence.phase)  # the model is writing: not silent
+                silence.writing()
                 for field, piece in relay.take(entry):
                     yield _event(chunks.delta(**{field: piece}))
             if waiting.done():

@@ -590,7 +590,9 @@ async def stream_steps(watch: Watch, after: EventId | None) -> AsyncIterator[Wir
     step_id = after.step if after is not None else START
     text_after = after.text_after if after is not None else None
     with_deltas = text_after is not None or run.view.answer is None
-    silence, last_kind = Silence(), None
+    # What the reader has heard of the run: the newest step (by its order, as steps sent
+    # before come round again each time the run is read), and when, for the waiting line.
+    silence, heard, last_kind = Silence(), BEFORE_ANY_STEP, None
     feed.open_streams += 1
     try:
         while True:
@@ -599,10 +601,12 @@ async def stream_steps(watch: Watch, after: EventId | None) -> AsyncIterator[Wir
                 await run.load_history(feed.records)
             except TRANSIENT:
                 return  # the reader tries again, by its id, when Redis is back
-            for step in run.steps():
-                if step.kind != last_kind:  # those sent before too: what the reader is after
-                    last_kind = step.kind
-                    silence.heard(PHASE_OF_STEP.get(step.kind, silence.phase))
+            steps = run.steps()
+            newest = max(steps, key=lambda step: step.order, default=None)
+            if newest is not None and newest.order > heard:
+                heard, last_kind = newest.order, newest.kind
+                silence.heard(PHASE_OF_STEP.get(newest.kind, silence.phase))
+            for step in steps:
                 if step.order <= sent:
                     continue
                 if step.order >= ANSWERED and with_deltas:
@@ -619,7 +623,7 @@ async def stream_steps(watch: Watch, after: EventId | None) -> AsyncIterator[Wir
             if with_deltas:
                 for text_step in _text_steps(run.text.entries, text_after, sent, step_id):
                     text_after = text_step.text_after
-                    silence.heard(silence.phase)  # the model is writing: not silent
+                    silence.writing()
                     yield text_step.wire
             if run.view.answer is not None and sent >= run.view.last_order:
                 return

@@ -12,7 +12,13 @@ import pytest
 
 from aeonloop.gateway import progress
 from aeonloop.gateway.http.run_feed import RunView, Watch, WatchedRun, WireStep, stream_steps
-from aeonloop.phases.events import LoopExited, PlanAwaitingApproval, RunState, TaskProfiled
+from aeonloop.phases.events import (
+    LoopExited,
+    PlanAwaitingApproval,
+    PlanReady,
+    RunState,
+    TaskProfiled,
+)
 from aeonloop.phases.models import Plan, PlanStep, TaskProfile
 from aeonloop.testing import DictRunRecords
 
@@ -90,3 +96,22 @@ async def test_a_run_paused_for_its_plans_approval_gets_no_waiting_line() -> Non
     sent = await _read(watched, 0.35)
     assert "awaiting_approval" in [s.kind for s in sent]
     assert not [s for s in sent if s.kind == "waiting"], [s.kind for s in sent]
+
+
+async def test_a_run_silent_after_its_plan_says_it_waits_for_the_first_pass() -> None:
+    """With several steps in, a reader going round its loop meets the steps it has sent again:
+    only a step newer than any heard may count as something heard, or the waiting line after
+    the plan (the first pass's calls, the longest silence of a run) never comes."""
+    run = RunState(
+        request="q",
+        profile=TaskProfile.default(),
+        plan=Plan(goal="g", steps=[PlanStep(step_id="s1", description="d")]),
+    )
+    planned = PlanReady(correlation_id="c", deadline=DEADLINE, run=run)
+    watched = WatchedRun("c")
+    watched.offer(RunView(planned, "1-0", None))
+    sent = await _read(watched, 0.45)
+    assert [s.kind for s in sent][:2] == ["profile", "plan"], [s.kind for s in sent]
+    lines = [orjson.loads(s.data)["line"] for s in sent if s.kind == "waiting"]
+    assert len(lines) >= 2, [s.kind for s in sent]
+    assert all("the first pass's steps (Phase C)" in line for line in lines), lines
