@@ -70,6 +70,16 @@ def server() -> Iterator[FakeOpenAI]:
         yield fake
 
 
+def _stand_in(server: FakeOpenAI) -> dict[str, str]:
+    """A worker's settings for the stand-in provider."""
+    return {
+        "AEON_LLM": "openai",
+        "AEON_LLM_BASE_URL": server.base_url,
+        "AEON_LLM_MODEL": "stand-in",
+        "AEON_LLM_TIMEOUT": "20",
+    }
+
+
 @pytest.mark.timeout(150 + RUNS * 3)
 @pytest.mark.parametrize("limited", [True, False], ids=["shared-limit", "no-limit"])
 def test_workers_sharing_a_limit_keep_under_the_provider_s(
@@ -77,12 +87,7 @@ def test_workers_sharing_a_limit_keep_under_the_provider_s(
 ) -> None:
     provider = Provider()
     server.responder = provider
-    llm = {
-        "AEON_LLM": "openai",
-        "AEON_LLM_BASE_URL": server.base_url,
-        "AEON_LLM_MODEL": "stand-in",
-        "AEON_LLM_TIMEOUT": "20",
-    }
+    llm = _stand_in(server)
     if limited:
         llm |= {
             "AEON_LLM_REQUESTS_PER_MINUTE": str(SHARED_LIMIT),
@@ -136,10 +141,7 @@ def test_workers_killed_mid_call_answer_every_run_and_leave_no_slot_held(
 
     server.responder = slow
     llm = {
-        "AEON_LLM": "openai",
-        "AEON_LLM_BASE_URL": server.base_url,
-        "AEON_LLM_MODEL": "stand-in",
-        "AEON_LLM_TIMEOUT": "20",
+        **_stand_in(server),
         "AEON_LLM_MAX_IN_FLIGHT": str(IN_FLIGHT),
         "AEON_LLM_LIMIT_LEASE_S": str(LEASE_S),
         "AEON_EFFORT": "high",  # the loop: calls enough to kill a worker in the middle of

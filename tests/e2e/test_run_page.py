@@ -473,6 +473,19 @@ def test_a_run_that_calls_two_tools_shows_each_call(
     print(f"\nscreenshot: {path}")
 
 
+def _submitted_to_a_slow_stack(
+    driver: object, procs: Processes, env: dict[str, str], **settings: str
+) -> Server:
+    """A worker and a server with `settings` (a slow model), REQUEST submitted on the page: the
+    server."""
+    slow = {**env, **settings}
+    procs.worker(slow)
+    server = Server(procs, slow)
+    driver.get(f"http://{server.host}:{server.port}/")
+    _submit(driver, REQUEST)
+    return server
+
+
 def test_a_slow_call_shows_what_the_run_waits_for(
     browser: object, procs: Processes, env: dict[str, str]
 ) -> None:
@@ -482,12 +495,8 @@ def test_a_slow_call_shows_what_the_run_waits_for(
     (effort high), so the plan's call, which writes no answer text, is silent past 10 s."""
     from selenium.webdriver.common.by import By
 
-    slow = {**env, "AEON_LLM_DELAY_MS": "12000", "AEON_EFFORT": "high"}
-    procs.worker(slow)
-    server = Server(procs, slow)
     driver = browser
-    driver.get(f"http://{server.host}:{server.port}/")
-    _submit(driver, REQUEST)
+    _submitted_to_a_slow_stack(driver, procs, env, AEON_LLM_DELAY_MS="12000", AEON_EFFORT="high")
 
     def waiting_line(d: object) -> str:
         found = d.find_elements(By.CSS_SELECTOR, "#run .step.pending .waiting")
@@ -507,12 +516,8 @@ def test_the_answer_is_written_on_the_page_as_it_comes(
     over long enough to be seen half done (the screenshot run-page-mid-answer shows it)."""
     from selenium.webdriver.common.by import By
 
-    slow = {**env, "AEON_LLM_DELAY_MS": "1500"}
-    procs.worker(slow)
-    server = Server(procs, slow)
     driver = browser
-    driver.get(f"http://{server.host}:{server.port}/")
-    _submit(driver, REQUEST)
+    server = _submitted_to_a_slow_stack(driver, procs, env, AEON_LLM_DELAY_MS="1500")
 
     def steps(kind: str) -> list:
         return driver.find_elements(By.CSS_SELECTOR, f'#run .step[data-kind="{kind}"]')
