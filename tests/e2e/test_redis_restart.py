@@ -16,14 +16,19 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from e2e_support import Bus, Processes, assert_answered_once, wait_until
 from http_support import Event, Server, answer_written, served
+from openai_fake import FakeOpenAI, Planned, Seen, serve
+from openai_styles import CASES, PipelineModel
 
+from aeonloop.bus.keys import Keys
 from aeonloop.servers.embedded import RedisServer
+from aeonloop.settings import redact
 
 pytestmark = pytest.mark.e2e
 
@@ -97,6 +102,78 @@ def test_restart_with_data_lost_keeps_serving_and_times_out_the_lost_request(
     assert f"aeon answer {lost_cid}" in lost.stderr
     assert "Traceback" not in lost.stderr
     assert worker.stop() == 0, worker.tail()
+
+
+#: The limiter in the restart test: calls in flight the deployment allows, a slot's lease, and
+#: how long Redis is away (longer than a lease, so a slot taken before it has lapsed after it).
+IN_FLIGHT, LEASE_S, AWAY_S = 2, 3, 4
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeOpenAI]:
+    """A stand-in LLM whose every call takes 0.3 s: long enough to be mid-call at the restart."""
+    model = PipelineModel(CASES["plain"])
+
+    def slow(seen: Seen) -> Planned:
+        planned = model(seen)
+        return replace(planned, sleep=max(planned.sleep, 0.3))
+
+    with serve() as fake:
+        fake.models = ["stand-in"]
+        fake.responder = slow
+        yield fake
+
+
+@pytest.mark.timeout(180)
+def test_restart_with_the_limiter_on_loses_no_run_and_leaves_no_slot_held(
+    procs: Processes, server: RedisServer, env: dict[str, str], bus: Bus, provider: FakeOpenAI
+) -> None:
+    """Issue 42: the shared limit of calls in flight lives in Redis, and Redis goes away for
+    AWAY_S while two workers' calls hold its slots. A release Redis does not take is lost, and
+    a take Redis cannot answer waits (llm.limiter.RateLimiter._take); the slots come back with
+    their lease. Every run is answered once, none failed, the workers live through it, and once
+    the runs are answered no slot is held."""
+    worker_env = {
+        **env,
+        "AEON_LLM": "openai",
+        "AEON_LLM_BASE_URL": provider.base_url,
+        "AEON_LLM_MODEL": "stand-in",
+        "AEON_LLM_TIMEOUT": "20",
+        "AEON_LLM_MAX_IN_FLIGHT": str(IN_FLIGHT),
+        "AEON_LLM_REQUESTS_PER_MINUTE": "600",
+        "AEON_LLM_LIMIT_LEASE_S": str(LEASE_S),
+        "AEON_EFFORT": "high",  # the loop: calls enough to be mid-call when Redis goes
+    }
+    workers = [procs.worker(worker_env, name=f"w{n}") for n in range(2)]
+    runs = 6
+    gateway = procs.gateway(env, runs, timeout=150)
+    wait_until(lambda: len(gateway.submitted()) == runs, 20, "the runs to be submitted")
+    in_flight = Keys(bus.prefix).llm_limit(redact(provider.base_url), "stand-in")[2]
+    wait_until(lambda: bus.redis.zcard(in_flight) > 0, 60, "a call to hold a slot")
+
+    held_at_stop, answered_before = bus.redis.zcard(in_flight), len(bus.answer_cids())
+    server.stop()
+    time.sleep(AWAY_S)
+    server.start()
+
+    assert gateway.wait(160) == 0, gateway.tail()
+    print(f"\nslots held when Redis went: {held_at_stop}; answers before: {answered_before}")
+    assert answered_before < runs, "Redis went after the last answer: not mid-way"
+    answered = gateway.answered()
+    assert sorted(row["cid"] for row in answered) == sorted(gateway.submitted())
+    assert all(row["status"] != "failed" for row in answered), answered
+    assert_answered_once(bus, gateway.submitted())
+    for worker in workers:
+        assert worker.alive, f"{worker.name} died with Redis:\n{worker.tail()}"
+
+    def held() -> int:
+        """Slots whose lease has not ended by Redis's clock."""
+        seconds, micros = bus.redis.time()
+        return bus.redis.zcount(in_flight, f"({seconds * 1000 + micros // 1000}", "+inf")
+
+    wait_until(lambda: held() == 0, LEASE_S + 5, "every slot in flight to be free")
+    for worker in workers:
+        assert worker.stop() == 0, worker.tail()
 
 
 #: How long Redis is away mid-answer in the outage test: as long as the outage of issue 41's
