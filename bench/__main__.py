@@ -128,10 +128,13 @@ async def _run(
             _say(f"{name}: done in {time.perf_counter() - section_started:.1f} s")
     finally:
         await redis.aclose()
-    report["targets"] = judge(report)
     report["meta"] = {
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "duration_s": round(time.perf_counter() - started, 1),
+        # Whether the sections run are the bench's own (all but those run on request, which
+        # take an LLM server's time), so the time is the bench's.
+        "whole": set(only) == {name for name in SECTIONS if name not in ON_REQUEST},
+        "budget_minutes": profile.minutes,
         "profile": profile.name,
         "command": " ".join([Path(sys.executable).name, "-m", "bench", *sys.argv[1:]]),
         "sections": only,
@@ -141,6 +144,7 @@ async def _run(
         "redis": {"source": source, "url": redact(url), "version": info.get("redis_version")},
         "inherited_env": _inherited_env(),
     }
+    report["targets"] = judge(report)
     return report
 
 

@@ -371,11 +371,22 @@ def _quality(section: Mapping[str, Any]) -> str:
 
 
 def _targets(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Each target: its goal and verdict, and where a goal is far, issue 39's step toward it
+    and its verdict ("-": no step)."""
     verdict = {True: "PASS", False: "MISS", None: "not run"}
     return "Targets\n" + table(
-        ["target", "goal", "before", "issue 33", "measured", "verdict"],
+        ["target", "goal", "before", "issue 33", "measured", "verdict", "step", "step verdict"],
         [
-            [r["target"], r["goal"], r["before"], r["issue_33"], r["value"], verdict[r["met"]]]
+            [
+                r["target"],
+                r["goal"],
+                r["before"],
+                r["issue_33"],
+                r["value"],
+                verdict[r["met"]],
+                r["step_goal"],
+                verdict[r["step_met"]] if r["step_goal"] != "-" else "-",
+            ]
             for r in rows
         ],
     )

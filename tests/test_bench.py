@@ -239,8 +239,16 @@ def test_tools_compares_a_tool_step_with_a_reasoning_step(report: dict[str, Any]
 
 def test_every_target_is_judged(report: dict[str, Any]) -> None:
     targets = report["targets"]
-    assert len(targets) == 11
+    assert len(targets) == 12
+    took = next(row for row in targets if row["target"].startswith("minutes the bench takes"))
     for row in targets:
         assert isinstance(row["met"], bool), row
         assert row["value"] is not None
-        assert row["before"] and row["issue_33"] not in ("", "-"), row  # printed beside it
+        assert row["before"], row  # printed beside it
+        # The bench's own time was first a target after issue 33.
+        assert row is took or row["issue_33"] not in ("", "-"), row
+    assert took["value"] == pytest.approx(report["meta"]["duration_s"] / 60)
+    # Issue 39's steps: judged beside the goals they lead to, where they are set.
+    steps = [row for row in targets if row["step_goal"] != "-"]
+    assert len(steps) == 5
+    assert all(isinstance(row["step_met"], bool) for row in steps), steps
