@@ -61,10 +61,13 @@ DRAFT_MAX_DEPTH = 2
 def draft_suffices(
     run: RunState, judged: Evaluation, *, tools_available: bool, simple: bool
 ) -> Exit | None:
-    """The run ends at Phase A, its draft to be published, when the draft holds every
-    fail-severity check, the request needs no steps, and nobody asked to see the plan first
-    (docs/verified-answers.md, "Spend that follows need": the loop runs only where it has
-    something to add).
+    """The run ends at Phase A, its draft to be published, when the request needs no steps and
+    nobody asked to see the plan first (docs/verified-answers.md, "Spend that follows need": the
+    loop runs only where it has something to add). A draft that still fails a fail-severity
+    check, the best of its samples and repaired by the host, is rewritten by Phase E (the draft
+    path): on SmolLM2, the loop after a draft of a request that needs no steps held fewer rules
+    than the draft path at six times its tokens (`aeon eval --effort low,medium,high`, the
+    first 20 cases: docs/benchmarks.md).
 
     A simple ask (`simple`: no tools, no files, one short ask, phases.spend.simple_ask) needs no
     steps: no profile was asked for it. Any other request needs steps unless the model's profile,
@@ -75,15 +78,15 @@ def draft_suffices(
     depth), and each of those went on to a plan it could not make (issue 33).
 
     The run's effort (limits.Effort) comes first: `low` ends every run here (the draft path
-    only: Phase E rewrites a draft that fails a check once), `high` none (the loop runs even
-    for a simple ask)."""
+    only, whatever the request: Phase E rewrites a draft that fails a check once), `high` none
+    (the loop runs even for a simple ask)."""
     profile = run.profile
     if profile is None or run.approve_plan:
         return None
     if run.effort == "low":  # the draft path only, whatever its checks say
         detail = f"effort low, the draft path only: the plain draft {_held(run, judged)}"
         return Exit(ExitReason.CONVERGED, detail)
-    if judged.failed or run.effort == "high":
+    if run.effort == "high":
         return None
     if simple:
         asks = "the request is one short ask, with no tools or files to use"
@@ -94,7 +97,8 @@ def draft_suffices(
         )
     else:
         return None
-    return Exit(ExitReason.CONVERGED, f"the plain draft {_held(run, judged)}, and {asks}")
+    then = "; Phase E rewrites it for the checks it fails" if judged.failed else ""
+    return Exit(ExitReason.CONVERGED, f"the plain draft {_held(run, judged)}, and {asks}{then}")
 
 
 def _held(run: RunState, judged: Evaluation) -> str:

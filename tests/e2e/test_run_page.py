@@ -218,7 +218,8 @@ def test_a_degraded_answer_says_why_in_plain_words(browser: object, server: Serv
 
     driver = browser
     driver.get(f"http://{server.host}:{server.port}/")
-    _submit(driver, "Explain why the sea is salty", IMPOSSIBLE_RULE)
+    # Two parts: the request needs steps, so the loop runs (and fails the rule in its passes).
+    _submit(driver, "Explain why the sea is salty, then why lakes are not", IMPOSSIBLE_RULE)
     _wait(
         driver,
         lambda d: d.find_elements(By.CSS_SELECTOR, '#run .step[data-kind="answer"]'),

@@ -354,7 +354,8 @@ async def test_a_catastrophic_pattern_fails_its_rule_and_the_worker_keeps_answer
     loop = LoopSettings(max_passes=2, check_pattern_timeout_s=0.2)
     async with pipeline(settings, llm, loop) as client:
         slow, other = await asyncio.gather(
-            client.ask("Explain the alphabet", rules=rules, timeout=60),
+            # effort high: the loop, whose steps' output the pattern is run on.
+            client.ask("Explain the alphabet", rules=rules, timeout=60, effort="high"),
             client.ask("Explain the alphabet again", timeout=60),
         )
     assert (other.status, other.degraded) == ("converged", False)

@@ -315,7 +315,7 @@ async def test_draft_samples(
 @pytest.mark.parametrize(
     ("profile", "draft", "why"),
     [
-        ({"depth": 1, "tool": "none"}, "no bullets at all", "a check fails"),
+        ({"depth": 3, "tool": "none"}, "no bullets at all", "it needs steps, a check fails"),
         ({"depth": 3, "tool": "none"}, THREE, "the profile asks for more"),
     ],
 )
@@ -519,8 +519,11 @@ def _judged(failed: bool) -> Evaluation:
         (2, "moderate", False, False, False, True),  # no tools here: the loop has none either
         (2, "moderate", True, False, False, False),
         (3, "none", False, False, False, False),
-        (1, "none", False, True, False, False),
+        # A check fails: still the draft path (E rewrites it), not the loop, for a request the
+        # profile says needs no steps.
+        (1, "none", False, True, False, True),
         (1, "none", False, False, True, False),
+        (3, "none", False, True, False, False),  # it needs steps, and a check fails: the loop
     ],
 )
 def test_when_the_draft_is_enough(depth, tool, tools_available, failed, approve, ends) -> None:
@@ -540,17 +543,19 @@ def test_when_the_draft_is_enough(depth, tool, tools_available, failed, approve,
     ("simple", "failed", "approve", "ends"),
     [
         (True, False, False, True),
-        (True, True, False, False),  # a check fails: the loop has something to add
+        (True, True, False, True),  # a check fails: the draft path's rewrite, not the loop
         (True, False, True, False),  # the plan is to be approved first
         (False, False, False, False),  # it needs steps, and no profile says it does not
+        (False, True, False, False),
     ],
 )
 def test_without_a_profile_a_simple_ask_ends_on_its_draft(
     simple: bool, failed: bool, approve: bool, ends: bool
 ) -> None:
     """A simple ask (no tools, no files, one short ask: phases.spend) is never profiled: the
-    default profile stands in and says nothing, and the draft that holds every check is the
-    answer. A request that needs steps, its profile not had, runs the loop."""
+    default profile stands in and says nothing, and the draft is the answer, rewritten by Phase
+    E where it fails a check (the loop held fewer rules than the draft path on SmolLM2, at six
+    times its tokens). A request that needs steps, its profile not had, runs the loop."""
     run = RunState(
         request="What is the capital of France?",
         profile=TaskProfile(reasoning_depth=5),
@@ -561,6 +566,7 @@ def test_without_a_profile_a_simple_ask_ends_on_its_draft(
     assert (end is not None) == ends
     if end is not None:
         assert "the request is one short ask, with no tools or files to use" in end.detail
+        assert ("Phase E rewrites it for the checks it fails" in end.detail) == failed
 
 
 @pytest.mark.parametrize("raw_inference", ["", "   "])
