@@ -15,15 +15,12 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 
 import pytest
 from e2e_support import Bus, Processes, assert_answered_once, wait_until
+from limit_support import MODEL, slots_held, slowed, stand_in_env
 from openai_fake import FakeOpenAI, Planned, Seen, error_body, serve
 from openai_styles import CASES, PipelineModel
-
-from aeonloop.bus.keys import Keys
-from aeonloop.settings import redact
 
 pytestmark = pytest.mark.e2e
 
@@ -66,18 +63,8 @@ class Provider:
 @pytest.fixture
 def server() -> Iterator[FakeOpenAI]:
     with serve() as fake:
-        fake.models = ["stand-in"]
+        fake.models = [MODEL]
         yield fake
-
-
-def _stand_in(server: FakeOpenAI) -> dict[str, str]:
-    """A worker's settings for the stand-in provider."""
-    return {
-        "AEON_LLM": "openai",
-        "AEON_LLM_BASE_URL": server.base_url,
-        "AEON_LLM_MODEL": "stand-in",
-        "AEON_LLM_TIMEOUT": "20",
-    }
 
 
 @pytest.mark.timeout(150 + RUNS * 3)
@@ -87,7 +74,7 @@ def test_workers_sharing_a_limit_keep_under_the_provider_s(
 ) -> None:
     provider = Provider()
     server.responder = provider
-    llm = _stand_in(server)
+    llm = stand_in_env(server)
     if limited:
         llm |= {
             "AEON_LLM_REQUESTS_PER_MINUTE": str(SHARED_LIMIT),
@@ -133,15 +120,9 @@ def test_workers_killed_mid_call_answer_every_run_and_leave_no_slot_held(
     IN_FLIGHT calls in flight (each call 0.4 s at the stand-in); the one holding work is
     SIGKILLed twice mid-call and started again. Every run is answered once, none failed, and
     once the runs are answered no slot stays held past its lease: the in-flight set is empty."""
-    model = PipelineModel(CASES["plain"])
-
-    def slow(seen: Seen) -> Planned:
-        planned = model(seen)
-        return replace(planned, sleep=max(planned.sleep, 0.4))
-
-    server.responder = slow
+    server.responder = slowed(0.4)
     llm = {
-        **_stand_in(server),
+        **stand_in_env(server),
         "AEON_LLM_MAX_IN_FLIGHT": str(IN_FLIGHT),
         "AEON_LLM_LIMIT_LEASE_S": str(LEASE_S),
         "AEON_EFFORT": "high",  # the loop: calls enough to kill a worker in the middle of
@@ -161,14 +142,6 @@ def test_workers_killed_mid_call_answer_every_run_and_leave_no_slot_held(
     assert sorted(row["cid"] for row in answered) == sorted(gateway.submitted())
     assert all(row["status"] != "failed" for row in answered), answered
     assert_answered_once(bus, gateway.submitted())
-    in_flight = Keys(bus.prefix).llm_limit(redact(server.base_url), "stand-in")[2]
-
-    def held() -> int:
-        """Slots whose lease has not ended by Redis's clock (an ended one is dropped lazily,
-        at the next call's take)."""
-        seconds, micros = bus.redis.time()
-        return bus.redis.zcount(in_flight, f"({seconds * 1000 + micros // 1000}", "+inf")
-
     # Slots of calls that ended are released at once; a killed worker's, within their lease.
-    wait_until(lambda: held() == 0, LEASE_S + 5, "every slot in flight to be free")
+    wait_until(lambda: slots_held(bus, server) == 0, LEASE_S + 5, "every slot in flight to be free")
     assert server.seen, "the stand-in was called"

@@ -17,18 +17,15 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from e2e_support import Bus, Processes, assert_answered_once, wait_until
 from http_support import Event, Server, answer_written, served
-from openai_fake import FakeOpenAI, Planned, Seen, serve
-from openai_styles import CASES, PipelineModel
+from limit_support import MODEL, slots_held, slots_taken, slowed, stand_in_env
+from openai_fake import FakeOpenAI, serve
 
-from aeonloop.bus.keys import Keys
 from aeonloop.servers.embedded import RedisServer
-from aeonloop.settings import redact
 
 pytestmark = pytest.mark.e2e
 
@@ -112,15 +109,9 @@ IN_FLIGHT, LEASE_S, AWAY_S = 2, 3, 4
 @pytest.fixture
 def provider() -> Iterator[FakeOpenAI]:
     """A stand-in LLM whose every call takes 0.3 s: long enough to be mid-call at the restart."""
-    model = PipelineModel(CASES["plain"])
-
-    def slow(seen: Seen) -> Planned:
-        planned = model(seen)
-        return replace(planned, sleep=max(planned.sleep, 0.3))
-
     with serve() as fake:
-        fake.models = ["stand-in"]
-        fake.responder = slow
+        fake.models = [MODEL]
+        fake.responder = slowed(0.3)
         yield fake
 
 
@@ -135,10 +126,7 @@ def test_restart_with_the_limiter_on_loses_no_run_and_leaves_no_slot_held(
     the runs are answered no slot is held."""
     worker_env = {
         **env,
-        "AEON_LLM": "openai",
-        "AEON_LLM_BASE_URL": provider.base_url,
-        "AEON_LLM_MODEL": "stand-in",
-        "AEON_LLM_TIMEOUT": "20",
+        **stand_in_env(provider),
         "AEON_LLM_MAX_IN_FLIGHT": str(IN_FLIGHT),
         "AEON_LLM_REQUESTS_PER_MINUTE": "600",
         "AEON_LLM_LIMIT_LEASE_S": str(LEASE_S),
@@ -148,10 +136,9 @@ def test_restart_with_the_limiter_on_loses_no_run_and_leaves_no_slot_held(
     runs = 6
     gateway = procs.gateway(env, runs, timeout=150)
     wait_until(lambda: len(gateway.submitted()) == runs, 20, "the runs to be submitted")
-    in_flight = Keys(bus.prefix).llm_limit(redact(provider.base_url), "stand-in")[2]
-    wait_until(lambda: bus.redis.zcard(in_flight) > 0, 60, "a call to hold a slot")
+    wait_until(lambda: slots_taken(bus, provider) > 0, 60, "a call to hold a slot")
 
-    held_at_stop, answered_before = bus.redis.zcard(in_flight), len(bus.answer_cids())
+    held_at_stop, answered_before = slots_taken(bus, provider), len(bus.answer_cids())
     server.stop()
     time.sleep(AWAY_S)
     server.start()
@@ -165,13 +152,9 @@ def test_restart_with_the_limiter_on_loses_no_run_and_leaves_no_slot_held(
     assert_answered_once(bus, gateway.submitted())
     for worker in workers:
         assert worker.alive, f"{worker.name} died with Redis:\n{worker.tail()}"
-
-    def held() -> int:
-        """Slots whose lease has not ended by Redis's clock."""
-        seconds, micros = bus.redis.time()
-        return bus.redis.zcount(in_flight, f"({seconds * 1000 + micros // 1000}", "+inf")
-
-    wait_until(lambda: held() == 0, LEASE_S + 5, "every slot in flight to be free")
+    wait_until(
+        lambda: slots_held(bus, provider) == 0, LEASE_S + 5, "every slot in flight to be free"
+    )
     for worker in workers:
         assert worker.stop() == 0, worker.tail()
 
