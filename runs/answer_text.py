@@ -221,16 +221,14 @@ class RedisAnswerText:
             pipe.execute_command("EVAL", _WRITE, len(keys), *keys, *args)
         try:
             replies = await pipe.execute(raise_on_error=False)
-        except BaseException as error:  # the round trip failed: every write of it did
+        except asyncio.CancelledError:  # the loop ends: so do the writes
             for _, _, done in writes:
-                if done.done():
-                    continue
-                if isinstance(error, Exception):
+                done.cancel()
+            raise
+        except Exception as error:  # the round trip failed: every write of it did
+            for _, _, done in writes:
+                if not done.done():
                     done.set_exception(error)
-                else:  # cancelled (the loop ends): so are the writes
-                    done.cancel()
-            if not isinstance(error, Exception):
-                raise
             return
         for (_, _, done), reply in zip(writes, replies, strict=True):
             if done.done():  # its writer was cancelled meanwhile
