@@ -38,14 +38,14 @@ from typing import Any, Self
 from redis.asyncio.cluster import PipelineCommand
 from redis.exceptions import ResponseError
 
-from aeonloop.bus.codec import encode, text
+from aeonloop.bus.codec import decode, encode, text
 from aeonloop.bus.connection import RedisClient, connect, is_cluster
 from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, TURNS_RECORD, WEBHOOK_OUTCOMES, Keys
 from aeonloop.bus.layout import agree_on_shards
 from aeonloop.bus.redis_errors import FAILING_OVER, TRANSIENT
 from aeonloop.bus.settings import BusSettings
 from aeonloop.contracts import AttachedFile, Turn
-from aeonloop.exceptions import AnswerTimeout, BadInput, ParentGone
+from aeonloop.exceptions import AnswerTimeout, BadInput, DecodeError, ParentGone
 from aeonloop.gateway.conversation import turns_after
 from aeonloop.gateway.progress import Progress, progress_of
 from aeonloop.gateway.validation import (
@@ -459,7 +459,7 @@ class AeonClient:
         (a plan given is the one every pass runs). `admit` is given the fork's id before it is
         published (the HTTP API's tenant quotas, gateway.http.guards.TenantGate.fork)."""
         first_pass = fork_point(from_pass, plan)
-        request = await history.load_request(self.runs.records, parent)
+        request = await self._request(parent)
         if request is None:
             raise ParentGone(
                 parent, "no request of it is recorded (unknown, or expired: AEON_ANSWER_KEEP_S)"
@@ -499,8 +499,32 @@ class AeonClient:
     async def lineage(self, correlation_id: str) -> Fork | None:
         """The run `correlation_id` was forked from, and where, if it is a fork whose request
         is still recorded (as long as its answer); None otherwise."""
-        request = await history.load_request(self.runs.records, correlation_id)
+        request = await self._request(correlation_id)
         return request.fork if request is not None else None
+
+    async def _request(self, correlation_id: str) -> RequestSubmitted | None:
+        """The request that started the run: its record (history.load_request), or, before
+        Phase A has taken it, the request's entry, which the run's head names from the moment
+        it is submitted (runs.store.RunStore.submission). The commit that writes the record
+        moves the head on, so a run submitted is found by one or the other, read in this order:
+        a fork asked for right after its parent's submit is not refused as unknown. None for a
+        run unknown, expired, or whose request this version cannot read."""
+        recorded = await history.load_request(self.runs.records, correlation_id)
+        if recorded is not None:
+            return recorded
+        head = (await self.runs.get(correlation_id)).head
+        if head is None:
+            return None
+        if head.kind != RequestSubmitted.__name__:  # taken between the two reads: recorded now
+            return await history.load_request(self.runs.records, correlation_id)
+        found = await self.runs.at_head(correlation_id, head)
+        if found is None:  # trimmed from its stream before a worker took it
+            return None
+        types = {head.kind: RequestSubmitted}
+        try:
+            return decode(found[1], types, self.settings.max_event_bytes)
+        except DecodeError:
+            return None
 
     async def cancel(self, correlation_id: str) -> CancelOutcome:
         """Cancel a run: REQUESTED, and it stops at its next hop, abandoning a call in flight,

@@ -11,6 +11,7 @@ import pytest
 from openai_fake import SECRET, FakeOpenAI, serve
 from openai_styles import CASES, PipelineModel, read
 
+from aeonloop import AeonClient
 from aeonloop.bus.connection import RedisClient as Redis
 from aeonloop.bus.keys import ANSWERS, Keys
 from aeonloop.bus.settings import BusSettings
@@ -186,3 +187,29 @@ async def test_a_fork_given_a_plan_runs_it_from_the_first_pass_without_writing_o
     assert lineage is not None and lineage.plan is not None
     assert (lineage.parent, lineage.from_pass, lineage.changed) == (parent, 1, True)
     assert [step.step_id for step in lineage.plan.steps] == ["only"]  # as the request had it
+
+
+async def test_a_run_is_forked_right_after_its_submit_before_a_worker_takes_it(
+    server: FakeOpenAI, settings: BusSettings
+) -> None:
+    """A request's record is written by the commit of Phase A's hop; until then the run's head
+    names its request's entry, and the fork is made from that (GatewayClient._request). The
+    HTTP fuzzer forked a run the moment POST /v1/runs answered and was told 404."""
+    async with AeonClient(settings=settings) as client:  # no worker yet: the request waits
+        parent = await client.submit(REQUEST, timeout=60, watch=False)
+        fork = await client.fork(parent, rules=[NO_MOON], timeout=60, watch=False)
+        lineage = await client.lineage(fork)
+        assert lineage is not None and (lineage.parent, lineage.changed) == (parent, True)
+        assert await client.fetch(parent) is None
+    llm = OpenAIAdapter(base_url=server.base_url, model="stand-in", api_key=SECRET, timeout=10.0)
+    try:
+        async with AeonTestStack(llm, settings=settings) as stack:
+            first = await stack.client.wait(parent, 90)
+            other = await stack.client.wait(fork, 90)
+            assert await stack.client.lineage(fork) == lineage  # from its record now
+            for run in (parent, fork):
+                assert await answers_of(stack.client.redis, settings, run) == 1
+    finally:
+        await llm.aclose()
+    assert not any(check.id == "no-moon" for check in first.outcome.checks)
+    assert [c.verdict for c in other.outcome.checks if c.id == "no-moon"] == ["fail"]
