@@ -21,6 +21,7 @@ from aeonloop.checks.types import (
 from aeonloop.contracts import Usage
 from aeonloop.gateway.cli.display import render_human
 from aeonloop.gateway.http.run_steps import answer_data
+from aeonloop.limits import Effort
 from aeonloop.phases import exits, history, phase_a, phase_e, render, verification
 from aeonloop.phases.events import (
     ExecutionResult,
@@ -68,10 +69,14 @@ FORMATTED = "Compare two ways to cache web pages, then recommend one, in a table
 
 @pytest.fixture
 def make_request() -> Any:
-    """The run's request: FORMATTED, with the rules and cap given."""
+    """The run's request: FORMATTED, with the rules, cap and effort given."""
 
-    def make(rules: list[Rule] | None = None, max_ttl: int | None = None) -> RequestSubmitted:
-        return RequestSubmitted.new(FORMATTED, timeout=600, rules=rules, max_ttl=max_ttl)
+    def make(
+        rules: list[Rule] | None = None, max_ttl: int | None = None, effort: Effort | None = None
+    ) -> RequestSubmitted:
+        return RequestSubmitted.new(
+            FORMATTED, timeout=600, rules=rules, max_ttl=max_ttl, effort=effort
+        )
 
     return make
 
@@ -308,30 +313,51 @@ async def test_draft_samples(
     checks = prepared(("request.bullets", BULLETS), ("request.oolong", OOLONG))
     h = harness({INFER: replies.profile(), PREPARE: checks, DRAFT: drafts}, draft_samples=samples)
     (out,) = await phase_a.handle(make_request(), h.deps)
-    assert isinstance(out, TaskProfiled)  # the default depth (3) asks for the loop
+    # The default depth (3) asks for the loop, which runs unless the draft kept holds both
+    # checks: then it has nothing to add (phases.exits.draft_suffices).
+    assert isinstance(out, LoopExited if kept == THREE else TaskProfiled)
     assert h.llm.calls.count(DRAFT) == made and out.run.draft == kept
 
 
 @pytest.mark.parametrize(
-    ("profile", "draft", "why"),
+    ("checks", "draft", "why"),
     [
-        ({"depth": 3, "tool": "none"}, "no bullets at all", "it needs steps, a check fails"),
-        ({"depth": 3, "tool": "none"}, THREE, "the profile asks for more"),
+        ([("request.bullets", BULLETS)], "no bullets at all", "it needs steps, a check fails"),
+        ([], THREE, "it needs steps, and no check says the draft is enough"),
     ],
 )
 async def test_the_loop_runs_when_the_draft_is_not_enough(
-    harness, replies, make_request, profile, draft, why
+    harness, replies, make_request, checks, draft, why
 ) -> None:
     h = harness(
         {
-            INFER: replies.profile(**profile),
-            PREPARE: prepared(("request.bullets", BULLETS)),
+            INFER: replies.profile(depth=3, tool="none"),
+            PREPARE: prepared(*checks),
             DRAFT: draft,
         }
     )
     (out,) = await phase_a.handle(make_request(), h.deps)
     assert isinstance(out, TaskProfiled), why
     assert out.run.has_draft and out.run.draft == draft
+
+
+async def test_a_request_that_needs_steps_ends_on_a_draft_that_holds_every_check(
+    harness, replies, make_request
+) -> None:
+    """The profile asks for more, but the draft holds every check: the loop has nothing to
+    add (the loop runs where a request needs steps and the draft path has not met every
+    check), and the run ends at Phase A, its draft to be published."""
+    h = harness(
+        {
+            INFER: replies.profile(depth=3, tool="none"),
+            PREPARE: prepared(("request.bullets", BULLETS)),
+            DRAFT: THREE,
+        }
+    )
+    (out,) = await phase_a.handle(make_request(), h.deps)
+    assert isinstance(out, LoopExited) and out.reason is ExitReason.CONVERGED
+    assert "nothing to add to a draft that holds every check" in out.detail
+    assert out.run.draft == THREE and h.llm.calls.count(DRAFT) == 1
 
 
 async def test_a_plan_to_approve_is_never_skipped_for_the_draft(
@@ -427,7 +453,8 @@ async def test_the_draft_is_kept_when_refinement_makes_things_worse(
     """The draft holds the check; the answer and both refinements do not: the draft is
     published, and the answer is not degraded, since what the user gets holds every check."""
     h = harness(loop_script(replies, **{DRAFT: THREE, REWRITE: ["worse", "still worse"]}))
-    out = await answered(h, make_request, drive)
+    # effort high: the loop runs, though the draft holds every check
+    out = await answered(h, make_request, drive, effort="high")
     final = out.result.final_answer
     assert final.answer_text == THREE
     assert final.metadata["answered_by"] == "draft"
@@ -678,7 +705,8 @@ async def test_the_draft_stands_in_when_the_answer_cannot_be_had(
             },
         )
     )
-    out = await answered(h, make_request, drive)
+    # effort high: the loop runs, though the draft holds every check
+    out = await answered(h, make_request, drive, effort="high")
     final = out.result.final_answer
     assert out.result.degraded and final.metadata["reason"] == "invalid_llm_output"
     assert final.metadata["answered_by"] == "draft"
@@ -696,7 +724,8 @@ async def test_a_loop_that_fails_before_its_first_pass_publishes_the_draft_witho
     loop path, not the run: the draft holds every check, so it is published as it is, the run
     answered, not failed, and the outcome names the loop as the part not used."""
     h = harness(no_plan_script(replies, THREE))
-    out = await answered(h, make_request, drive)
+    # effort high: the loop runs, though the draft holds every check
+    out = await answered(h, make_request, drive, effort="high")
     final = out.result.final_answer
     assert out.result.status == ExitReason.CONVERGED and not out.result.degraded
     assert final.metadata["reason"] == "converged" and final.metadata["answered_by"] == "draft"
@@ -767,7 +796,8 @@ async def test_the_draft_stands_in_when_the_deadline_passed(
 ) -> None:
     """Past the deadline no model call starts; the draft was made in time, and is published."""
     h = harness(loop_script(replies, **{DRAFT: THREE}))
-    trail = await drive(make_request(), h.deps)
+    # effort high: the loop runs, though the draft holds every check
+    trail = await drive(make_request(effort="high"), h.deps)
     late = trail[-1].model_copy(update={"deadline": utcnow()})
     calls = len(h.llm.calls)
     (out,) = await phase_e.handle(late, h.deps)
@@ -854,7 +884,8 @@ async def test_a_repaired_answer_holds_the_check_and_no_model_call_rewrites_it(
         },
     )
     h = harness(script)
-    out = await answered(h, make_request, drive)
+    # effort high: the loop runs, though the draft holds every check
+    out = await answered(h, make_request, drive, effort="high")
     final = out.result.final_answer
     assert final.answer_text == "green, black and oolong."
     outcome = outcome_of(final.metadata)
