@@ -6,7 +6,8 @@ not a fault to warn about on every `aeon ask`).
   that refuses it (by what it says, whatever the status: llama-cpp-python answers HTTP 500) gets
   `json_object` with the schema attached, which llama.cpp's and llama-cpp-python's servers turn
   into a grammar (with ranges it can enforce: llm.schemas), then plain `json_object`, then no
-  `response_format`.
+  `response_format`. A prompt gives the schema as text only on those two last steps
+  (`schema_sent`): sent once, through `response_format`, where the server takes it.
 - Streaming: a server that refuses `stream_options` (an HTTP 4xx naming it) gets streaming
   without it; one that refuses streaming (a 4xx naming `stream`), or answers it with something
   other than an event stream, gets whole replies.
@@ -62,6 +63,16 @@ _FORMAT_ERROR = re.compile(r"response_format|json_schema|json_object|structured|
 _MAX_TOKENS_NAME_ERROR = re.compile(r"max_completion_tokens", re.IGNORECASE)
 #: A refusal naming streaming (`stream`, `streaming`, `stream_options`; not "upstream").
 _STREAM_ERROR = re.compile(r"\bstream", re.IGNORECASE)
+
+
+def schema_sent(options: dict[str, Any]) -> bool:
+    """Whether a request's options send the reply's schema to the server (json_schema, or
+    json_object with the schema): where they do not, the prompt carries it as text instead
+    (llm.openai_transport, `prompts.registry.schema_in_text`)."""
+    response_format = options.get("response_format")
+    if response_format is None:
+        return False
+    return response_format["type"] == "json_schema" or "schema" in response_format
 
 
 class StepDowns:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import openai
@@ -44,9 +44,10 @@ from aeonloop.llm.base import LLMCall, LLMReply, TokenUsage, approx_tokens
 from aeonloop.llm.limiter import RateLimiter, Slot
 from aeonloop.llm.openai_errors import Endpoint, cause
 from aeonloop.llm.openai_retry import seconds_left
-from aeonloop.llm.openai_stepdowns import StepDowns, Streaming
+from aeonloop.llm.openai_stepdowns import StepDowns, Streaming, schema_sent
 from aeonloop.llm.reasoning import opened_in_prompt, split_reasoning
 from aeonloop.llm.streaming import Assembled, Relay, Watch
+from aeonloop.prompts.registry import schema_in_text
 
 #: The reply budget a whole call's bound allows for when the call sends none (the server's own
 #: applies): generous, since a reply's length is then unknown.
@@ -186,7 +187,7 @@ class Transport:
     ) -> Assembled | None:
         """The reply to one request, streamed when `options` ask for it: each chunk that carries
         some of it tells `watch` the call is making progress, and its answer goes to `relay`."""
-        messages = [{"role": "user", "content": call.message}]
+        messages = [{"role": "user", "content": _message(call, options)}]
         if not options.get("stream"):
             completion = await self._client.chat.completions.create(
                 model=self._names.model, messages=messages, **options
@@ -338,6 +339,18 @@ def _field(value: Any, name: str) -> Any:
     if isinstance(value, dict):
         return value.get(name)
     return getattr(value, name, None)
+
+
+def _message(call: LLMCall, options: dict[str, Any]) -> str:
+    """The user message of `call` sent with `options`: `call.message`, with the reply's schema
+    written into its system prompt where `options` do not send it to the server (its
+    `response_format` stepped down to json_object or none): the schema goes once, by
+    `response_format` where the server takes it, else as text (issue 40)."""
+    schema = call.response_schema
+    if schema is None or schema_sent(options):
+        return call.message
+    system = schema_in_text(call.prompt.system_prompt, schema)
+    return replace(call, prompt=replace(call.prompt, system_prompt=system)).message
 
 
 def _seconds(value: float) -> str:

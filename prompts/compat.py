@@ -52,6 +52,15 @@ def json_schema(model: type[BaseModel]) -> dict[str, Any]:
     return model.schema()
 
 
+def schema_only(**keywords: Any) -> dict[str, Any]:
+    """`Field` keywords that add `keywords` to the field's JSON schema and nothing to its
+    validation: what a server that enforces the schema may let a model write (a step id's
+    pattern), narrower than what the host accepts from a server that does not."""
+    if PYDANTIC_V2:
+        return {"json_schema_extra": keywords}
+    return dict(keywords)  # Pydantic 1 puts Field's extra keywords in the schema
+
+
 if PYDANTIC_V2:
     from pydantic import ConfigDict
 

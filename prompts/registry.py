@@ -47,6 +47,7 @@ from aeonloop.prompts.compat import (
     dump_model,
     json_schema,
     model_fields,
+    schema_only,
     validate_model,
 )
 from aeonloop.prompts.extraction import extract_json
@@ -321,14 +322,35 @@ class TaskProfileOutput(PromptOutput):
     raw_inference: str = Field("", description="your reasons for these ratings of this request")
 
 
+#: A step id as a server that enforces the schema lets a model write it: s1, s2, ..., and a
+#: sub-plan's s2.1, s2.2 under its parent. Schema only (`schema_only`): the host still takes any
+#: clean id (prompts.echo) from a server that does not enforce it, as scripted plans use. Issue
+#: 40: on outside slices, plans failed on step ids such as `][`, which this rules out.
+STEP_ID_PATTERN = r"^s[0-9]+(\.[0-9]+)*$"
+_STEP_ID = {"type": "string", "pattern": STEP_ID_PATTERN, "maxLength": 16}
+#: A field that holds a step id or null, a list of them, or a list of them or null, as schemas:
+#: alternatives (`anyOf`) the field's own schema is checked against as well, since Pydantic 1
+#: writes a list's own `items` over a field's.
+_STEP_ID_OR_NULL = schema_only(anyOf=[_STEP_ID, {"type": "null"}])
+_STEP_IDS = schema_only(anyOf=[{"type": "array", "items": _STEP_ID}])
+_STEP_IDS_OR_NULL = schema_only(anyOf=[{"type": "array", "items": _STEP_ID}, {"type": "null"}])
+
+
 class PlanStepOutput(PromptOutput):
-    step_id: str = Field(..., min_length=1, description="short id, unique in the plan, e.g. s1")
+    step_id: str = Field(
+        ...,
+        min_length=1,
+        description="short id, unique in the plan: s1, s2, ...",
+        **schema_only(pattern=STEP_ID_PATTERN, maxLength=16),
+    )
     description: str = Field(
         ..., min_length=1, description="the work this step does for this request"
     )
     #: The ids of the steps whose outputs this one needs; omitted: every earlier step.
     depends_on: list[str] | None = Field(
-        None, description="ids of the earlier steps whose outputs this step needs"
+        None,
+        description="ids of the earlier steps whose outputs this step needs",
+        **_STEP_IDS_OR_NULL,
     )
     #: A tool from the plan prompt's list that does this step; omitted: the model does it.
     tool: str | None = Field(None, description="a listed tool's name, or null for reasoning")
@@ -356,7 +378,7 @@ class SemanticIssueOutput(PromptOutput):
     kind: str = Field("semantic", description="a short label for the kind of problem")
     severity: Literal["low", "medium", "high"] = "medium"
     description: str = Field(..., min_length=1, description="what is wrong, and where")
-    step_id: str | None = Field(None, description="the step concerned, or null")
+    step_id: str | None = Field(None, description="the step concerned, or null", **_STEP_ID_OR_NULL)
 
 
 class SemanticValidationOutput(PromptOutput):
@@ -366,7 +388,9 @@ class SemanticValidationOutput(PromptOutput):
 
 class RefinementActionOutput(PromptOutput):
     action_type: Literal["ADD", "MODIFY", "REMOVE", "REPLACE"]
-    target_step_id: str | None = Field(None, description="the step changed, or null for ADD")
+    target_step_id: str | None = Field(
+        None, description="the step changed, or null for ADD", **_STEP_ID_OR_NULL
+    )
     new_step: PlanStepOutput | None = None
     reason: str = Field("", description="the listed issue this action fixes")
 
@@ -445,7 +469,11 @@ class FinalAnswerOutput(PromptOutput):
     confidence: float = Field(
         ..., ge=0.0, le=1.0, description="how likely the answer is correct and complete"
     )
-    used_step_ids: list[str] = Field(..., description="ids of the steps whose results it uses")
+    used_step_ids: list[str] = Field(
+        ...,
+        description="ids of the steps whose results it uses",
+        **_STEP_IDS,
+    )
     notes: str | None = Field(None, description="caveats for the reader, or null")
 
 
@@ -588,20 +616,24 @@ def _json_user(
     (docs/llm-servers.md, "Prompt prefix caching"). The data lists what a run's calls share
     (the request, its rules, the plan) before what changes from call to call (outputs, a step).
 
-    The example is serialised here (and checked against the output model at import), so the shape
-    the model is shown cannot drift from the shape `validate_output` accepts. Its values answer
-    EXAMPLE_REQUEST, a request no run is about, so a model that copies them writes something
-    plainly wrong rather than something that reads like an answer (issue 32: small models copy
-    a format's example; prompts.echo catches the copy).
+    The example is serialised here, on one line (indentation is tokens and says nothing the
+    braces do not), and checked against the output model at import, so the shape the model is
+    shown cannot drift from the shape `validate_output` accepts. `field_rules` says only what
+    the fields mean: their allowed values, ranges and id patterns are the output model's
+    schema, which a server that takes `response_format` enforces, and which the adapter writes
+    into the prompt for one that does not (`schema_in_text`); issue 40 cut the prompts so.
+    The example's values answer EXAMPLE_REQUEST, a request no run is about, so a model that
+    copies them writes something plainly wrong rather than something that reads like an
+    answer (issue 32: small models copy a format's example; prompts.echo catches the copy).
     """
-    shape = json.dumps(example, indent=2).replace("{", "{{").replace("}", "}}")
+    shape = json.dumps(example).replace("{", "{{").replace("}", "}}")
+    rules = f"{field_rules}\n" if field_rules else ""
     template = (
         f"{task}\n\n"
-        "Reply with only the JSON object, in exactly this shape. The values below were written "
-        f'for another request ("{EXAMPLE_REQUEST}"), so none of them is right here: write your '
-        "own, for the request given at the end.\n"
-        f"{shape}\n\n"
-        f"{field_rules}\n\n"
+        f'Reply with only the JSON object, as here for another request ("{EXAMPLE_REQUEST}") '
+        "but with your own values:\n"
+        f"{shape}\n"
+        f"{rules}"
         "No text before or after the object, and no Markdown fences.\n\n"
         f"{data}"
     )
@@ -613,6 +645,38 @@ def _json_user(
         description=description,
         example_output=example,
     )
+
+
+#: What a JSON call is told of its reply's schema when its server is not sent it (a
+#: `response_format` stepped down to plain json_object, or none: llm.openai_stepdowns).
+SCHEMA_IN_TEXT = (
+    "{system}\n\nThe reply is one JSON object that satisfies this JSON schema:\n{schema}"
+)
+
+
+def schema_in_text(system_prompt: str, schema: Mapping[str, Any]) -> str:
+    """`system_prompt` followed by the reply's JSON `schema` (compact, without the titles
+    pydantic gives every field), for a server that is not sent the schema: the prompt's own
+    text says only what the fields mean (`_json_user`), and a server that takes
+    `response_format` is sent the schema once, there, and not again in the text (issue 40).
+    It goes in the system prompt, which comes before the instructions (prompts.unified), so the
+    call still gives its fixed text before its data, for servers that cache prompt prefixes."""
+    compact = json.dumps(_untitled(schema), separators=(",", ":"))
+    return SCHEMA_IN_TEXT.format(system=system_prompt, schema=compact)
+
+
+def _untitled(schema: Any) -> Any:
+    """`schema` without its "title" keywords (names pydantic derives from the field names)."""
+    if isinstance(schema, list):
+        return [_untitled(item) for item in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    # A title is a string; a field named "title" is a schema (a dict) under "properties".
+    return {
+        key: _untitled(value)
+        for key, value in schema.items()
+        if not (key == "title" and isinstance(value, str))
+    }
 
 
 def _free_form(
@@ -633,16 +697,14 @@ def _free_form(
 EXAMPLE_REQUEST = "Compare the yearly running costs of a heat pump and a gas boiler"
 
 _PROFILE_SCALES = """\
-- reasoning_depth: integer 1 to 5. 1 = a fact or a single lookup; 3 = several connected steps;
-  5 = long, multi-stage reasoning where later parts depend on earlier ones.
-- information_sufficiency: number 0.0 to 1.0: how much of what the answer needs the request
-  itself supplies (1.0 = everything; 0.0 = the answer hinges on facts the request does not give).
-- expected_tool_usage: "none", "minimal", "moderate" or "extensive": how much the work depends
-  on looking things up, calculating or running code.
-- output_breadth: "narrow" (one short answer), "moderate" (a few connected points) or "broad"
-  (a long answer with many parts).
-- confidence_requirement: "low", "medium" or "high": how costly a wrong answer would be.
-- raw_inference: one or two sentences explaining the ratings."""
+- reasoning_depth: 1 = a fact or one lookup; 3 = several connected steps; 5 = long reasoning
+  whose later parts depend on earlier ones.
+- information_sufficiency: how much of what the answer needs the request itself gives (1.0 =
+  all of it; 0.0 = it hinges on facts the request does not give).
+- expected_tool_usage: how much the work depends on looking up, calculating or running code.
+- output_breadth: narrow (one short answer), moderate (a few points) or broad (many parts).
+- confidence_requirement: how costly a wrong answer would be.
+- raw_inference: one sentence of reasons."""
 
 _PROFILE_EXAMPLE: dict[str, Any] = {
     "reasoning_depth": 3,
@@ -650,7 +712,7 @@ _PROFILE_EXAMPLE: dict[str, Any] = {
     "expected_tool_usage": "minimal",
     "output_breadth": "moderate",
     "confidence_requirement": "medium",
-    "raw_inference": "Two cost estimates and a comparison; the energy prices must be assumed.",
+    "raw_inference": "Two cost estimates and a comparison; energy prices must be assumed.",
 }
 
 _PLAN_EXAMPLE: dict[str, Any] = {
@@ -659,22 +721,15 @@ _PLAN_EXAMPLE: dict[str, Any] = {
         "steps": [
             {
                 "step_id": "s1",
-                "description": "Estimate the heat pump's yearly electricity cost.",
+                "description": "Estimate the yearly energy cost of each system.",
                 "depends_on": [],
                 "tool": None,
                 "arguments": None,
             },
             {
                 "step_id": "s2",
-                "description": "Estimate the gas boiler's yearly gas cost.",
-                "depends_on": [],
-                "tool": None,
-                "arguments": None,
-            },
-            {
-                "step_id": "s3",
-                "description": "Compare the costs from s1 and s2 and say which system is cheaper.",
-                "depends_on": ["s1", "s2"],
+                "description": "Compare the costs from s1 and say which is cheaper.",
+                "depends_on": ["s1"],
                 "tool": None,
                 "arguments": None,
             },
@@ -683,14 +738,10 @@ _PLAN_EXAMPLE: dict[str, Any] = {
 }
 
 _PLAN_FIELDS = """\
-- plan.goal: string, required.
-- plan.steps: list of steps in execution order; each has step_id (a short string, unique within
-  the plan, at most 64 characters), description (a non-empty string) and depends_on (the ids of
-  the earlier steps whose outputs it needs; [] when it needs none). Steps that need nothing of
-  each other run at the same time, and a step is shown only the outputs of those it names.
-- A step that a listed tool does also has tool (the tool's name, exactly as listed) and
-  arguments (an object matching the tool's argument schema); the tool's result is the step's
-  output. Name only listed tools; leave tool out of every other step."""
+- depends_on: the earlier steps whose outputs the step needs ([] for none); steps that need \
+nothing of each other run at once.
+- tool and arguments: only for a step a listed tool does (its name as listed, and arguments \
+matching its schema); else null."""
 
 
 _PREPARE_EXAMPLE: dict[str, Any] = {
@@ -700,11 +751,6 @@ _PREPARE_EXAMPLE: dict[str, Any] = {
             "description": "exactly 4 bullet points",
             "check": {"type": "count", "unit": "bullets", "min": 4, "max": 4},
         },
-        {
-            "rule_id": "r-example-mentions",
-            "description": "names the river Zambezi at least once",
-            "check": {"type": "phrase_count", "phrase": "Zambezi", "min": 1, "max": None},
-        },
     ]
 }
 
@@ -712,10 +758,8 @@ _PREPARE_EXAMPLE: dict[str, Any] = {
 #: What a semantic validation looks for, in a plan or a pass's outputs (and what the pass
 #: evaluation lists as issues).
 _LOOK_FOR = (
-    "parts of the request that nothing covers; steps or outputs that do not serve the request; "
-    "steps in the wrong order or relying on something not produced earlier; contradictions; "
-    "claims stated as fact without support; steps too vague to carry out. Do not report style "
-    "or wording."
+    "parts of the request nothing covers, work that does not serve it, wrong order, "
+    "contradictions, unsupported claims, vague steps; not style or wording."
 )
 _ISSUE_EXAMPLE: dict[str, Any] = {
     "kind": "missing_coverage",
@@ -724,18 +768,14 @@ _ISSUE_EXAMPLE: dict[str, Any] = {
     "step_id": None,
 }
 _ISSUE_FIELDS = (
-    "- issues: list, empty when there is nothing to report. Each issue has kind (a short "
-    'label: "missing_coverage", "irrelevant", "ordering", "contradiction", '
-    '"unsupported_claim" or "vague"), severity ("low", "medium" or "high"; high means '
-    "the answer would be wrong or incomplete without a fix), description (what is wrong "
-    "and where), and step_id (the step concerned, or null)."
+    "- issues: [] when there is nothing to report; severity high when the answer would be "
+    "wrong or incomplete without a fix; step_id the step concerned, or null."
 )
 #: The convergence assessment's task, and what it is shown of the pass (the pass evaluation's
 #: too: it judges what the assessment judges, and validates beside it).
 _ASSESS_TASK = (
-    "Assess whether the work so far fully answers the request. Judge from the step "
-    "outputs given at the end, not from what the plan intended. Be strict: a score of 1.0 "
-    "means nothing at all is missing or wrong."
+    "Assess whether the step outputs at the end fully answer the request, judging the "
+    "outputs, not what the plan intended. Be strict: 1.0 means nothing is missing or wrong."
 )
 _PASS_SHOWN = (
     "Request:\n{request}\n\n"
@@ -756,17 +796,12 @@ _ASSESSMENT_EXAMPLE: dict[str, Any] = {
     "summary": "Both yearly costs are estimated; none says which is cheaper.",
 }
 _ASSESSMENT_FIELDS = (
-    "- completeness_score: number 0.0 to 1.0, the share of what the request asks for that "
-    "the outputs actually deliver.\n"
-    "- coherence_score: number 0.0 to 1.0, how well the outputs fit together without "
-    "contradictions or gaps in the reasoning.\n"
-    "- consistency.plan_aligned: true when the plan's steps serve the request's goal.\n"
-    "- consistency.step_aligned: true when every step output does what its step said.\n"
-    "- consistency.answer_aligned: true when the outputs, put together, answer the "
-    "request as asked.\n"
-    "- converged: true only when nothing substantive is missing or wrong.\n"
-    '- reason_codes: short labels for what is still wrong ("incomplete", "incoherent", '
-    '"unsupported_claims", "rule_failed", "off_goal"); an empty list when converged.'
+    "- completeness_score: the share of what the request asks that the outputs deliver; "
+    "coherence_score: how well they fit together.\n"
+    "- consistency: plan_aligned (the steps serve the request), step_aligned (each output does "
+    "its step), answer_aligned (together they answer the request as asked).\n"
+    "- converged: true only when nothing substantive is missing or wrong; reason_codes then [], "
+    'else labels such as "incomplete", "incoherent", "unsupported_claims", "rule_failed".'
 )
 
 
@@ -780,11 +815,9 @@ def _definitions() -> list[PromptDefinition]:
             TaskProfileInferenceInput,
             TaskProfileOutput,
             "Phase A: rate how much reasoning a request needs; the TTL is computed from it.",
-            "Judge what the request given at the end will take to answer well. Do not answer "
-            "it.\n\n"
-            "Rate the request on these scales:\n" + _PROFILE_SCALES,
+            "Rate what the request at the end will take to answer well. Do not answer it.",
             _PROFILE_EXAMPLE,
-            "Use exactly these field names and only the allowed values listed above.",
+            _PROFILE_SCALES,
             "Request:\n{request}\n\nRules the answer will be checked against:\n{rules_summary}",
         ),
         _system(PromptId.TASKPROFILE_UPDATE_SYSTEM, TaskProfileOutput),
@@ -793,15 +826,13 @@ def _definitions() -> list[PromptDefinition]:
             TaskProfileUpdateInput,
             TaskProfileOutput,
             "Phase D: re-rate a request when the last pass shows its profile was misjudged.",
-            "The task profile given at the end set the budget of reasoning passes for the request "
-            "given there. The last pass suggests it may be wrong. Re-rate the request.\n\n"
-            "Change a rating only where the evidence shows it was misjudged: for example, raise "
-            "reasoning_depth when steps keep coming out incomplete, or lower "
-            "information_sufficiency when steps are blocked on facts nobody supplied. Keep every "
-            "other rating as it is, and say in raw_inference what you changed and why.\n\n"
-            "The scales:\n" + _PROFILE_SCALES,
+            "The task profile at the end set the budget of passes for the request there, and "
+            "the last pass suggests it is wrong. Re-rate the request: change a rating only where "
+            "the evidence shows it was misjudged (raise reasoning_depth when steps keep coming "
+            "out incomplete, lower information_sufficiency when steps are blocked on facts nobody "
+            "gave), keep the others, and say in raw_inference what you changed and why.",
             _PROFILE_EXAMPLE,
-            "Give all six fields, changed or not, with only the allowed values listed above.",
+            _PROFILE_SCALES,
             "Request:\n{request}\n\n"
             "Current profile (JSON):\n{current_profile}\n\n"
             "What the last pass showed:\n{evidence}",
@@ -813,12 +844,10 @@ def _definitions() -> list[PromptDefinition]:
             PlanGenerationInput,
             PlanGenerationOutput,
             "Phase B: write the plan whose steps the C-loop executes.",
-            "Write a plan for the request given at the end.\n\n"
-            "Each step is one concrete piece of work whose output later steps can build on, in "
-            "the order it must be done. Use as few steps as the task needs (usually 2 to 7). A "
-            "step that only restates the request is not a step; the last step assembles the "
-            "results of the earlier ones. When there are rules, make sure some step produces "
-            "what each rule checks for.",
+            "Write a plan for the request at the end: as few steps as it needs (usually 2 to 5), "
+            "s1, s2, ... in the order they must be done, each one concrete piece of work whose "
+            "output later steps build on; the last assembles the earlier results. When there "
+            "are rules, some step must produce what each rule checks for.",
             _PLAN_EXAMPLE,
             _PLAN_FIELDS,
             "Request:\n{request}\n\n"
@@ -832,23 +861,13 @@ def _definitions() -> list[PromptDefinition]:
             SemanticValidationInput,
             SemanticValidationOutput,
             "Phases B and C: find semantic problems in a plan or in a pass's step outputs.",
-            "Check the plan or the step outputs given at the end for semantic problems: do they "
-            "actually serve the request?\n\n"
-            "Look for: " + _LOOK_FOR + " If there is nothing to report, return an empty issues "
-            "list.",
+            "Check whether the plan or the step outputs at the end serve the request. Look "
+            "for: " + _LOOK_FOR,
             {
-                "issues": [
-                    _ISSUE_EXAMPLE,
-                    {
-                        "kind": "ordering",
-                        "severity": "medium",
-                        "description": "s3 compares the totals that s4 computes later.",
-                        "step_id": "s3",
-                    },
-                ],
-                "summary": "The plan misses the boiler's cost and runs s3 before s4.",
+                "issues": [_ISSUE_EXAMPLE],
+                "summary": "The plan misses the boiler's cost.",
             },
-            _ISSUE_FIELDS + "\n- summary: one sentence.",
+            _ISSUE_FIELDS,
             "Request:\n{request}\n\nThe {artifact_kind} to check:\n{artifact}",
         ),
         # ---- C: execute, evaluate, refine ----------------------------------------------------
@@ -859,11 +878,10 @@ def _definitions() -> list[PromptDefinition]:
             "Phase C: carry out one plan step; the reply is the step's output.",
             # What every step call of a run shares comes first (the instructions, the request,
             # the goal), so servers that cache prompt prefixes reuse it from call to call.
-            "Carry out one step of a plan. Do this step only, and write its result: the content "
-            "itself (facts, reasoning, calculations, text), not a description of what you would "
-            "do. Build on the earlier outputs instead of repeating them. If the step cannot be "
-            'done with what you have, start your reply with "BLOCKED:" and say exactly what is '
-            "missing. Write plain text or Markdown, not JSON.\n\n"
+            "Do only the step at the end and write its result itself (facts, reasoning, "
+            "calculations, text), building on the earlier outputs without repeating them. If "
+            'it cannot be done with what you have, start your reply with "BLOCKED:" and say '
+            "what is missing. Write plain text or Markdown, not JSON.\n\n"
             "Request:\n{request}\n\n"
             "Goal of the plan:\n{goal}\n\n"
             "Outputs of the steps this one builds on:\n{prior_outputs}\n\n"
@@ -877,7 +895,7 @@ def _definitions() -> list[PromptDefinition]:
             "Phase C: assess whether a pass's outputs answer the request (the host decides).",
             _ASSESS_TASK,
             _ASSESSMENT_EXAMPLE,
-            _ASSESSMENT_FIELDS + "\n- summary: one or two sentences.",
+            _ASSESSMENT_FIELDS,
             _PASS_SHOWN,
         ),
         _system(PromptId.PASS_EVALUATION_SYSTEM, PassEvaluationOutput),
@@ -887,14 +905,13 @@ def _definitions() -> list[PromptDefinition]:
             PassEvaluationOutput,
             "Phase C: judge a pass's outputs and find their semantic problems, in one call (the "
             "host decides).",
-            _ASSESS_TASK + " Then list the semantic problems of the outputs.\n\n"
-            "Problems to list: " + _LOOK_FOR,
+            _ASSESS_TASK + " Then list the outputs' problems: " + _LOOK_FOR,
             {
                 **_ASSESSMENT_EXAMPLE,
                 "issues": [_ISSUE_EXAMPLE],
-                "summary": "Both yearly costs are estimated, but nothing says which is cheaper.",
+                "summary": "Both costs are estimated; neither is called cheaper.",
             },
-            _ASSESSMENT_FIELDS + "\n" + _ISSUE_FIELDS + "\n- summary: one or two sentences.",
+            _ASSESSMENT_FIELDS + "\n" + _ISSUE_FIELDS,
             _PASS_SHOWN,
         ),
         _system(PromptId.RULE_CRITIQUE_SYSTEM, CritiqueOutput),
@@ -903,10 +920,9 @@ def _definitions() -> list[PromptDefinition]:
             CritiqueInput,
             CritiqueOutput,
             "Phase C (CRITIQUE): say how to fix the output for each failed rule.",
-            "The output given at the end failed some of the rules it is checked against. Say how "
-            "to fix it.\n\n"
-            "Name at most 5 issues, each tied to exactly one of the failed rules listed there. Do "
-            "not rewrite the output, and raise no issue that is not about a failed rule.",
+            "The output at the end failed some of its rules. Name at most 5 issues, each tied "
+            "to one failed rule by its id as listed: what in the output makes it fail, and one "
+            "specific change that fixes it. Do not rewrite the output.",
             {
                 "issues": [
                     {
@@ -917,9 +933,7 @@ def _definitions() -> list[PromptDefinition]:
                     }
                 ]
             },
-            "- issues: at most 5. rule_id is the id of one failed rule, exactly as listed; problem "
-            "says what in the output makes the rule fail; fix_instruction is one specific, "
-            "actionable change; expected_effect says what will pass after the fix.",
+            "",
             "Request:\n{request}\n\n"
             "Output that was checked:\n{artifact}\n\n"
             "Failed rules (id, severity, message):\n{failed_rules}",
@@ -930,58 +944,29 @@ def _definitions() -> list[PromptDefinition]:
             RefinementInput,
             RefinementOutput,
             "Phases B and C: revise the pending part of a plan to address listed issues.",
-            "Revise the plan given at the end so that it addresses the issues listed there.\n\n"
-            "Propose actions, no more than the number given at the end, each of one of these "
-            "types:\n"
-            "- ADD: a new step, appended to the end of the plan. Give new_step with a step_id "
-            "not used in the plan; target_step_id is null.\n"
-            "- MODIFY: a new description for a pending step. Give target_step_id and new_step "
-            "with the same step_id and the new description.\n"
-            "- REMOVE: drop a pending step that is wrong or redundant. Give target_step_id; "
-            "new_step is null.\n"
-            "- REPLACE: swap a pending step for a different one. Give target_step_id and "
-            "new_step.\n"
-            "Address only the listed issues. If none of them needs a change to the plan, return "
-            "an empty actions list.",
+            "Revise the plan at the end to address the issues listed there, and only those, in "
+            "at most the number of actions given there ([] when no issue needs a change):\n"
+            "- ADD: new_step, a step appended with an unused step_id; target_step_id null.\n"
+            "- MODIFY: target_step_id, and new_step with that step_id and a new description.\n"
+            "- REMOVE: target_step_id of a pending step; new_step null.\n"
+            "- REPLACE: target_step_id, and new_step to put in its place.",
             {
                 "actions": [
                     {
                         "action_type": "ADD",
                         "target_step_id": None,
                         "new_step": {
-                            "step_id": "s4",
+                            "step_id": "s3",
                             "description": "Work out the yearly saving of the cheaper one.",
-                            "depends_on": ["s1", "s2"],
+                            "depends_on": ["s2"],
                             "tool": None,
                             "arguments": None,
                         },
                         "reason": "Nothing covers the saving the request asks for.",
                     },
-                    {
-                        "action_type": "MODIFY",
-                        "target_step_id": "s2",
-                        "new_step": {
-                            "step_id": "s2",
-                            "description": "Estimate the boiler's cost from 1,200 m3 of gas.",
-                            "depends_on": [],
-                            "tool": None,
-                            "arguments": None,
-                        },
-                        "reason": "s2 gave no basis for its figure.",
-                    },
-                    {
-                        "action_type": "REMOVE",
-                        "target_step_id": "s3",
-                        "new_step": None,
-                        "reason": "s3 repeats s2.",
-                    },
                 ]
             },
-            '- actions: list. action_type is "ADD", "MODIFY", "REMOVE" or "REPLACE"; '
-            "target_step_id is a step id or null; new_step has step_id, description and "
-            "depends_on (the ids of the steps whose outputs it needs, [] for none), and tool and "
-            "arguments (null, unless the step calls a tool the plan already uses), or is null; "
-            "reason names the issue the action fixes.",
+            "",
             "Request:\n{request}\n\n"
             "Current plan (JSON):\n{plan}\n\n"
             "Steps already executed, which must not be changed or removed: {executed_step_ids}\n\n"
@@ -996,22 +981,16 @@ def _definitions() -> list[PromptDefinition]:
             PrepareChecksOutput,
             "Phase A (PREPARE): turn rules in words and the request's own checkable constraints "
             "into checks the host runs on the answer.",
-            "Turn what the answer to the request given at the end must satisfy into concrete "
-            "checks. Do not answer the request.\n\n"
-            "Make checks from two sources only:\n"
-            "- each rule in words given at the end: one or more checks that together decide it, "
-            "under its id;\n"
-            "- each constraint the request itself states that a program can check (a number "
-            'of bullet points, words or sentences, "mention X", "start with Y", a language, '
-            "JSON), under a new id that starts with request. (request.bullets, request.words).\n"
-            "Leave out what a program cannot check (tone, accuracy, quality). With nothing to "
-            "check, return an empty checks list.\n\n"
-            "Each check is one of these objects:\n{check_types}",
+            "Turn what the answer to the request at the end must satisfy into checks a program "
+            "runs. Do not answer the request. Make them from:\n"
+            "- each rule in words given at the end, under its id;\n"
+            "- each constraint the request states that a program can check (a number of bullet "
+            'points, words or sentences, "mention X", "start with Y", a language, JSON), under '
+            "an id request.<name>.\n"
+            "Leave out tone, accuracy and quality; with nothing to check, return []. Each check "
+            "is one of these objects, with exactly their fields:\n{check_types}",
             _PREPARE_EXAMPLE,
-            "- checks: list, empty when nothing can be checked. rule_id is a rule's id exactly "
-            "as listed, or request.<name> for a constraint of the request; description says "
-            "in a few words what is checked; check is one object of the kinds above, with "
-            "exactly their fields.",
+            "",
             "Request:\n{request}\n\nRules in words (id: what to check):\n{rules_in_words}",
         ),
         _system(PromptId.ANSWER_DRAFT_SYSTEM, None),
@@ -1051,9 +1030,9 @@ def _definitions() -> list[PromptDefinition]:
             RecursiveSubplanInput,
             PlanGenerationOutput,
             "Expand one plan step that is too large into a sub-plan.",
-            "One step of the plan for the request given at the end is too large to carry out in "
-            "one go. Write a sub-plan for it. The sub-plan's goal is what this step must produce. "
-            "Use 2 to 5 steps, and give them ids that start with the parent step's id.",
+            "One step of the plan for the request at the end is too large to do in one go. Write "
+            "a sub-plan for it, whose goal is what the step must produce: 2 to 5 steps, with ids "
+            "that start with the step's id.",
             {
                 "plan": {
                     "goal": "The heat pump's yearly running cost in euros.",
@@ -1147,12 +1126,10 @@ def _definitions() -> list[PromptDefinition]:
             AnswerSynthesisInput,
             FinalAnswerOutput,
             "Phase E: write the final answer from whatever the loop produced (FR-041).",
-            "Write the final answer to the request given at the end from the work that was done, "
-            "shown there too.\n\n"
-            "Answer the request directly, using the step results; do not describe the process. "
-            "If the loop did not converge, ran out of budget or is missing data, still give the "
-            "best answer the results support, and say plainly what is incomplete or uncertain. "
-            "Never invent results that are not shown.",
+            "Write the final answer to the request at the end from the step results there. "
+            "Answer it directly; do not describe the process. If the work is incomplete, still "
+            "give the best answer the results support, and say what is missing or uncertain. "
+            "Never invent results.",
             {
                 "answer_text": "The heat pump: about 900 euros a year against 1,400 for "
                 "the gas boiler (s1, s2).",
@@ -1160,11 +1137,8 @@ def _definitions() -> list[PromptDefinition]:
                 "used_step_ids": ["s1", "s2"],
                 "notes": None,
             },
-            "- answer_text: the answer itself, never empty.\n"
-            "- confidence: number 0.0 to 1.0, how likely the answer is correct and complete, "
-            "judged from the results and the last pass's score.\n"
-            "- used_step_ids: ids of the steps whose results the answer uses (may be empty).\n"
-            "- notes: caveats for the reader as a string, or null.",
+            "- confidence: how likely the answer is correct and complete, judged from the results "
+            "and the last pass's score.",
             "Request:\n{request}\n\n"
             "How the reasoning loop ended: {convergence_status}, after {total_passes} pass(es) "
             "and {total_refinements} refinement action(s) applied to the plan; passes left in "

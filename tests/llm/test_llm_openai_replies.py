@@ -8,6 +8,7 @@ context-length refusals, and usage a server did not report.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from dataclasses import replace
@@ -178,6 +179,28 @@ async def test_server_without_any_response_format_gets_none(fake_openai, adapter
     sent = ["response_format" in seen.body for seen in fake_openai.seen]
     assert sent == [True, True, True, False]
     assert adapter.response_format == "off"
+
+
+async def test_the_schema_is_in_the_text_only_where_response_format_does_not_send_it(
+    fake_openai, adapter_for, json_call
+):
+    """Issue 40: the reply's schema goes once, by response_format, where the server takes it
+    (json_schema, or json_object with the schema); stepped down to plain json_object or none,
+    the prompt carries it as text, in its system prompt, before the instructions' data."""
+    for _ in range(3):
+        fake_openai.fail(422, "Unrecognized request argument: response_format")
+    fake_openai.reply(FINAL)
+
+    await adapter_for().complete(json_call)
+
+    messages = [seen.body["messages"][0]["content"] for seen in fake_openai.seen]
+    schema_text = json.dumps(PROFILE_SCHEMA, separators=(",", ":"))
+    assert [schema_text in message for message in messages] == [False, False, True, True]
+    assert messages[0] == json_call.message
+    for message in messages[2:]:
+        system = message[message.index("<system_prompt>") : message.index("</system_prompt>")]
+        assert schema_text in system
+        assert message.replace(schema_text, "").count("JSON schema") == 1
 
 
 async def test_other_client_errors_do_not_step_down(fake_openai, adapter_for, json_call):

@@ -225,7 +225,7 @@ def test_a_json_prompt_shows_a_valid_example_with_every_field(prompt_id: PromptI
         return
     example = definition.example_output
     assert example is not None
-    assert json.dumps(example, indent=2) in text
+    assert json.dumps(example) in text
     # Validating and dumping gives the example back only if it names every field, nested too.
     assert dump_model(validate_model(definition.output_model, example)) == example
     # And the registry's own extraction reads the example as the reply it asks for.
@@ -401,3 +401,74 @@ def test_a_json_prompt_gives_its_fixed_text_first_and_its_data_last(prompt_id: P
     fixed = first[: first.index("and no Markdown fences.")]
     assert second.startswith(fixed)
     assert all(str(given[name]) in fixed for name in _HOST_CONSTANTS.intersection(given))
+
+
+# ---- What the schema carries (issue 40) ------------------------------------------------------
+
+
+def _step_id_schemas(schema: object) -> list[dict]:
+    """Every schema of a field named like a step id (step_id, target_step_id, depends_on,
+    used_step_ids) in `schema`, nested ones included."""
+    found: list[dict] = []
+    if isinstance(schema, dict):
+        for name, field in schema.get("properties", {}).items():
+            if name in {"step_id", "target_step_id", "depends_on", "used_step_ids"}:
+                found.append(field)
+        for value in schema.values():
+            found += _step_id_schemas(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            found += _step_id_schemas(item)
+    return found
+
+
+def _patterns(schema: object) -> list[str]:
+    if isinstance(schema, dict):
+        own = [schema["pattern"]] if "pattern" in schema else []
+        return own + [p for value in schema.values() for p in _patterns(value)]
+    if isinstance(schema, list):
+        return [p for item in schema for p in _patterns(item)]
+    return []
+
+
+@pytest.mark.parametrize(
+    "prompt_id",
+    [
+        PromptId.PLAN_GENERATION_USER,
+        PromptId.RECURSIVE_SUBPLAN_GENERATION_USER,
+        PromptId.RECURSIVE_REFINEMENT_USER,
+        PromptId.VALIDATION_SEMANTIC_USER,
+        PromptId.PASS_EVALUATION_USER,
+        PromptId.ANSWER_SYNTHESIS_USER,
+    ],
+)
+def test_step_ids_are_patterned_in_the_schema_a_server_enforces(prompt_id: PromptId) -> None:
+    """Issue 40: a server that makes a grammar of the schema (llama.cpp) lets a model write a
+    step id only as s1, s2, ... (a sub-plan's s2.1): never `][`, on which outside slices'
+    plans failed. Every step-id field of the reply carries the pattern."""
+    fields = _step_id_schemas(json.loads(REGISTRY.output_schema(prompt_id)))
+    assert fields
+    for field in fields:
+        (pattern,) = set(_patterns(field))
+        assert pattern == registry_module.STEP_ID_PATTERN
+    allowed = re.compile(registry_module.STEP_ID_PATTERN)
+    assert all(allowed.search(good) for good in ("s1", "s12", "s2.1", "s2.1.3"))
+    assert not any(allowed.search(bad) for bad in ("][", "s1,", "step 1", "s", "s2.", ""))
+
+
+def test_the_pattern_narrows_the_server_not_the_host() -> None:
+    """The host still takes any id of a reply from a server that does not enforce the schema
+    (prompts.echo judges whether it is a clean one), so the pattern is the schema's alone."""
+    plan = {"plan": {"goal": "g", "steps": [{"step_id": "collect", "description": "d"}]}}
+    parsed = REGISTRY.validate_output(PromptId.PLAN_GENERATION_USER, json.dumps(plan))
+    assert parsed.plan.steps[0].step_id == "collect"
+
+
+def test_the_schema_as_text_comes_after_the_system_prompt_without_titles() -> None:
+    schema = json.loads(REGISTRY.output_schema(PromptId.PLAN_GENERATION_USER))
+    text = registry_module.schema_in_text("SYSTEM", schema)
+    assert text.startswith("SYSTEM\n\n")
+    shown = json.loads(text[text.index("{") :])
+    assert '"title"' not in json.dumps(shown)
+    assert shown == registry_module._untitled(schema)
+    assert _patterns(shown)

@@ -357,7 +357,9 @@ async def test_files_that_do_not_fit_are_clipped_longest_first_with_a_marker() -
 
 
 async def test_the_request_is_never_cut_to_make_room_for_files() -> None:
-    request = "R" * 9_000
+    # A request as long as the whole budget: with any prompt text around it, nothing is left
+    # for the file (it was 9,000 characters, which issue 40's shorter step prompt left room by).
+    request = "R" * 10_000
     xml = await sent_prompt([attached("a.txt", "a" * 30_000)], budget=10_000, request=request)
     assert request in xml
     assert CONTEXT_MARKER.format(count=30_000) in xml  # the file gave up all it had
