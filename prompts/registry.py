@@ -325,8 +325,10 @@ class TaskProfileOutput(PromptOutput):
 #: A step id as a server that enforces the schema lets a model write it: s1, s2, ..., and a
 #: sub-plan's s2.1, s2.2 under its parent. Schema only (`schema_only`): the host still takes any
 #: clean id (prompts.echo) from a server that does not enforce it, as scripted plans use. Issue
-#: 40: on outside slices, plans failed on step ids such as `][`, which this rules out.
-STEP_ID_PATTERN = r"^s[0-9]+(\.[0-9]+)*$"
+#: 40: on outside slices, plans failed on step ids such as `][`, which this rules out. The dot
+#: as a class (`[.]`), not escaped: llama-cpp-python 0.3 writes `\.` into its grammar as an
+#: escape its own grammar parser refuses, which took its server down.
+STEP_ID_PATTERN = r"^s[0-9]+([.][0-9]+)*$"
 _STEP_ID = {"type": "string", "pattern": STEP_ID_PATTERN, "maxLength": 16}
 #: A field that holds a step id or null, a list of them, or a list of them or null, as schemas:
 #: alternatives (`anyOf`) the field's own schema is checked against as well, since Pydantic 1
@@ -616,9 +618,10 @@ def _json_user(
     (docs/llm-servers.md, "Prompt prefix caching"). The data lists what a run's calls share
     (the request, its rules, the plan) before what changes from call to call (outputs, a step).
 
-    The example is serialised here, on one line (indentation is tokens and says nothing the
-    braces do not), and checked against the output model at import, so the shape the model is
-    shown cannot drift from the shape `validate_output` accepts. `field_rules` says only what
+    The example is serialised here, on one line and without spaces (EXAMPLE_SEPARATORS:
+    indentation is tokens that say nothing the braces do not), and checked against the output
+    model at import, so the shape the model is shown cannot drift from the shape
+    `validate_output` accepts. `field_rules` says only what
     the fields mean: their allowed values, ranges and id patterns are the output model's
     schema, which a server that takes `response_format` enforces, and which the adapter writes
     into the prompt for one that does not (`schema_in_text`); issue 40 cut the prompts so.
@@ -626,7 +629,8 @@ def _json_user(
     copies them writes something plainly wrong rather than something that reads like an
     answer (issue 32: small models copy a format's example; prompts.echo catches the copy).
     """
-    shape = json.dumps(example).replace("{", "{{").replace("}", "}}")
+    shape = json.dumps(example, separators=EXAMPLE_SEPARATORS)
+    shape = shape.replace("{", "{{").replace("}", "}}")
     rules = f"{field_rules}\n" if field_rules else ""
     template = (
         f"{task}\n\n"
@@ -692,6 +696,9 @@ def _free_form(
     )
 
 
+#: How a reply format's example is written: on one line, with no space after a comma or a
+#: colon (a space there is a token that says nothing the punctuation does not).
+EXAMPLE_SEPARATORS = (",", ":")
 #: The request every reply format's example answers: concrete, so the example reads as another
 #: request's reply, not as a template of this one's.
 EXAMPLE_REQUEST = "Compare the yearly running costs of a heat pump and a gas boiler"

@@ -225,7 +225,7 @@ def test_a_json_prompt_shows_a_valid_example_with_every_field(prompt_id: PromptI
         return
     example = definition.example_output
     assert example is not None
-    assert json.dumps(example) in text
+    assert json.dumps(example, separators=registry_module.EXAMPLE_SEPARATORS) in text
     # Validating and dumping gives the example back only if it names every field, nested too.
     assert dump_model(validate_model(definition.output_model, example)) == example
     # And the registry's own extraction reads the example as the reply it asks for.
