@@ -33,8 +33,9 @@ from aeonloop.llm.offline import OfflineLLM
 from aeonloop.testing import AeonTestStack
 from bench.report import table
 
-#: The standard request: the README's main job (`aeon ask "Explain how tides work"`) and the
-#: costs section's two-part request.
+#: The standard requests: the README's main job, a request of two parts that runs the loop,
+#: and a simple ask, which one plain call answers (docs/verified-answers.md, "Spend that
+#: follows need").
 STANDARD_REQUESTS = (
     "Explain how photosynthesis works, then rewrite it for a 10-year-old",
     "Explain how tides work",

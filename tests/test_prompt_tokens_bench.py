@@ -8,7 +8,7 @@ import asyncio
 
 from bench.prompt_tokens import CountingLLM, main, measure, render
 
-REQUEST = "Explain how tides work"
+REQUEST = "Explain how photosynthesis works, then rewrite it for a 10-year-old"  # the loop runs
 
 
 def _words(text: str) -> int:
