@@ -39,6 +39,7 @@ from aeonloop.gateway.http.models import (
 )
 from aeonloop.gateway.http.run_steps import EVENT_ID_PATTERN
 from aeonloop.limits import DEFAULT_MAX_PASSES
+from aeonloop.prompts.registry import STEP_ID_PATTERN
 from aeonloop.tenants.ledger import UsageReport
 
 _REF = "#/components/schemas/{model}"
@@ -112,7 +113,23 @@ def openapi_document(max_passes: int = DEFAULT_MAX_PASSES) -> dict[str, Any]:
 
 def _schemas() -> dict[str, Any]:
     _, definitions = models_json_schema(_MODELS, ref_template=_REF)
-    return definitions["$defs"]
+    return _as_the_host_reads(definitions["$defs"])
+
+
+def _as_the_host_reads(schema: Any) -> Any:
+    """`schema` without the step id's pattern and length, which a plan given to the API shares
+    with the model's reply (prompts.registry.PlanBody) but only a server's grammar enforces
+    (`schema_only`): the host takes any id a person writes ("only", "intro"), so the API's
+    schema says what it accepts, not what a model is held to."""
+    if isinstance(schema, list):
+        return [_as_the_host_reads(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    kept = {key: _as_the_host_reads(value) for key, value in schema.items()}
+    if kept.get("pattern") == STEP_ID_PATTERN:
+        del kept["pattern"]
+        kept.pop("maxLength", None)
+    return kept
 
 
 def _chat_request(schema: dict[str, Any]) -> None:
