@@ -34,8 +34,8 @@ from aeonloop.testing import AeonTestStack
 from bench.report import table
 
 #: The standard requests: the README's main job, a request of two parts that runs the loop,
-#: and a simple ask, which one plain call answers (docs/verified-answers.md, "Spend that
-#: follows need").
+#: and a simple ask, which one plain call answers
+#: (docs/verified-answers.md, "Spend that follows need").
 STANDARD_REQUESTS = (
     "Explain how photosynthesis works, then rewrite it for a 10-year-old",
     "Explain how tides work",

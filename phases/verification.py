@@ -346,10 +346,13 @@ async def judged_after_repair(
 
 def best(candidates: Sequence[Candidate], *, loop_converged: bool = True) -> Candidate:
     """The candidate that holds the most fail-severity checks. Ties go to the later one (the
-    answer over the draft, a refinement over what it refined), except that a loop that did not
-    converge showed nothing its answer could rest on: then a tie goes to the draft, one call's
-    answer, which such a loop's answer (on a weak model, often a copy of the reply format's
-    example) has not been shown to beat; and a repaired candidate wins no tie."""
+    answer over the draft), except that a loop that did not converge showed nothing its answer
+    could rest on: then a tie goes to the draft, one call's answer, which such a loop's answer
+    (on a weak model, often a copy of the reply format's example) has not been shown to beat;
+    a repaired candidate wins no tie; and a rewrite wins none: it was asked for to hold a
+    check, and one that holds no more than the text before it has not. On SmolLM2 such a
+    rewrite was often the rewrite prompt's own words paraphrased, published in place of a
+    draft as good on the checks (the 40 cases: `defs`, docs/benchmarks.md)."""
     chosen = candidates[0]
     for each in candidates[1:]:
         if each.held > chosen.held or (
@@ -361,10 +364,12 @@ def best(candidates: Sequence[Candidate], *, loop_converged: bool = True) -> Can
 
 def _keeps(chosen: Candidate, later: Candidate, loop_converged: bool) -> bool:
     """Whether `chosen` holds its place against a later candidate that ties it: a draft against
-    a loop that did not converge, and the model's own text against a repaired one (a repair
-    wins only by holding more)."""
-    return (bool(later.repairs) and not chosen.repairs) or (
-        chosen.source == "draft" and not loop_converged
+    a loop that did not converge, the model's own text against a repaired one (a repair wins
+    only by holding more), and anything against a rewrite (so does a rewrite)."""
+    return (
+        later.source == "refinement"
+        or (bool(later.repairs) and not chosen.repairs)
+        or (chosen.source == "draft" and not loop_converged)
     )
 
 

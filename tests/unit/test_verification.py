@@ -444,7 +444,8 @@ async def test_refinement_stops_at_the_first_round_that_holds(
     assert h.llm.calls.count(REWRITE) == 2 and CRITIQUE not in h.llm.calls
     assert out.result.final_answer.metadata["answered_by"] == "refinement:2"
     second = [call for call in h.llm.history if call.prompt_id is REWRITE][1]
-    assert second.input.answer == "- only\n- two"  # round 2 refines round 1's text
+    # Round 2 rewrites the best candidate: still the answer, which round 1's rewrite tied
+    assert second.input.answer == "Green, black and oolong are three teas."
 
 
 async def test_the_draft_is_kept_when_refinement_makes_things_worse(
@@ -472,8 +473,11 @@ async def test_a_check_no_candidate_holds_degrades_the_answer_and_is_named(
     final = out.result.final_answer
     assert out.result.degraded and final.metadata["reason"] == "checks_failed"
     assert final.metadata["checks_never_held"] == ["request.bullets"]
-    assert final.metadata["answered_by"] == "refinement:2"  # ties go to the later one
-    assert final.answer_text == "still worse"  # the model's text alone; the account beside it
+    # The answer over the draft it ties, and over the rewrites, which held no more than it
+    assert final.metadata["answered_by"] == "answer"
+    assert [c["held"] for c in final.metadata["candidates"]] == [0, 0, 0, 0]
+    # the model's text alone; the account beside it
+    assert final.answer_text == "Green, black and oolong are three teas."
     assert "request.bullets (from the request) did not hold" in final.notes
     assert "not even the plain draft: this model did not meet it" in final.notes
 
@@ -777,9 +781,11 @@ def _candidate(source: verification.Source, held: int) -> verification.Candidate
 @pytest.mark.parametrize(
     ("loop_converged", "held", "chosen"),
     [
-        (True, (1, 1, 1), "refinement"),  # ties go to the later one
-        (False, (1, 1, 1), "draft"),  # but not past the draft, where the loop showed nothing
-        (False, (0, 1, 1), "refinement"),
+        (True, (1, 1, 1), "answer"),  # ties go to the later one, but a rewrite wins none
+        (True, (1, 1, 2), "refinement"),  # a rewrite wins by holding more
+        (False, (1, 1, 1), "draft"),  # and not past the draft, where the loop showed nothing
+        (False, (0, 1, 1), "answer"),
+        (False, (0, 0, 1), "refinement"),
         (False, (1, 2, 0), "answer"),  # more checks held win, whatever the loop did
     ],
 )
@@ -987,7 +993,8 @@ async def test_the_checks_run_on_exactly_the_text_delivered(
     trail = await drive(make_request(), h.deps)
     (out,) = await phase_e.handle(trail[-1], h.deps)
     final = out.result.final_answer
-    assert out.result.degraded and final.answer_text == "still worse"
+    # the answer: the rewrites held no more than it
+    assert out.result.degraded and final.answer_text == "Green, black and oolong are three teas."
     assert len(final.notes.split()) > 12  # the account would have broken the limit
     run = trail[-1].run
     judged = await verification.check_text(run, final.answer_text, h.deps.settings)
