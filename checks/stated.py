@@ -614,7 +614,7 @@ def stated_checks(request: str, rules_in_words: str) -> list[dict[str, Any]]:
             words = match.group(2)
             checks += [
                 {"rule_id": match.group(1), "description": said, "check": check}
-                for _, said, check in stated_constraints(words) or _mention_rule(words)
+                for _, said, check in stated_constraints(words) or _rule_alone(words)
             ]
     names: set[str] = set()
     for phrase in _phrases(request):
@@ -639,19 +639,113 @@ _NOT_A_NAME = frozenset(
 )
 
 
-def _mention_rule(rule: str) -> list[tuple[str, str, dict[str, Any]]]:
-    """A rule in words that is only "Mention gravity." ("Name X.", "Use the word X."; one to
-    three words, lower case allowed): the request's own reading asks for a capital or quotes,
-    since a request says much else, but a rule that says nothing else asks for that phrase."""
+#: A rule whose whole text is "Mention X or Y." ("Name X, Y or Z."): any one of them will do.
+_EITHER_RULE = regex.compile(
+    r"^\s*(?:mention|name)\s+(?:the\s+)?"
+    r"(?P<first>[a-z][\w-]*(?:\s+[a-z][\w-]*){0,2})"
+    r"(?P<more>(?:\s*,\s*[a-z][\w-]*(?:\s+[a-z][\w-]*){0,2})*)"
+    r",?\s+or\s+(?P<last>[a-z][\w-]*(?:\s+[a-z][\w-]*){0,2})\s*\.?\s*$",
+    regex.IGNORECASE,
+)
+#: A rule whose whole text gives a quoted text or a name to say: "Give 'bonjour'.", "Say
+#: Canberra." A bare name only after "say" or "state", and capitalised: "Say light cannot
+#: escape." states a claim, in words the answer may choose, and "Use Markdown." a form.
+_SAY_RULE = regex.compile(
+    r"^\s*(?:(?:say|give|write|state|use|include|contains?)\s+" + _QUOTED + r"|(?:say|state)\s+"
+    r"(?-i:([A-Z][\w-]*(?:\s+[A-Z][\w-]*){0,2})))\s*\.?\s*$",
+    regex.IGNORECASE,
+)
+#: A rule whose whole text asks for a line that starts with a quoted text: "A line starting
+#: 'Pro:'.", "A last line starting 'Summary:'.", "First line is 'The Painter'."
+_LINE_RULE = regex.compile(
+    r"^\s*(?:(?:an?|one)\s+(?P<last>last\s+)?line\s+(?:starting|beginning|that\s+starts)"
+    r"(?:\s+with)?|(?P<first>(?:the\s+)?first\s+line\s+is))\s+" + _QUOTED + r"\s*\.?\s*$",
+    regex.IGNORECASE,
+)
+#: Markup a line may open with before its text: a bullet, emphasis, a heading's hashes.
+_LINE_MARKUP = r"[^\w\n]*"
+
+
+def _rule_alone(rule: str) -> list[Constraint]:
+    """What a rule in words asks when it says nothing else: a phrase to mention
+    (`_mention_rule`), one of several (`_either_rule`), a name or quoted text to say
+    (`_say_rule`), or a line to start with a quoted text (`_line_rule`). The request's own
+    reading asks for more (a capital, quotes, a clause that asks), since a request says much
+    else; a rule that says only this asks for it."""
+    for reader in (_mention_rule, _either_rule, _say_rule, _line_rule):
+        found = reader(rule)
+        if found:
+            return found
+    return []
+
+
+def _mention_rule(rule: str) -> list[Constraint]:
+    """ "Mention gravity." ("Name X.", "Use the word X."; one to three words, lower case
+    allowed)."""
     match = _MENTION_RULE.match(rule)
+    if match is None or not _a_name(match.group(1)):
+        return []  # "Name two planets." asks for any two, not for the words "two planets"
+    return [_mentions(match.group(1), 1)]
+
+
+def _either_rule(rule: str) -> list[Constraint]:
+    """ "Mention leaves or autumn." ("Name X, Y or Z."): a pattern of the phrases, escaped, as
+    whole-word alternatives in any case."""
+    match = _EITHER_RULE.match(rule)
     if match is None:
         return []
-    phrase = match.group(1)
+    more = [each.strip() for each in match.group("more").split(",") if each.strip()]
+    phrases = [match.group("first"), *more, match.group("last")]
+    if not all(_a_name(phrase) for phrase in phrases):
+        return []  # "Name one or two causes." asks for causes, not for the words
+    either = "|".join(
+        r"\s+".join(regex.escape(w, special_only=True) for w in p.split()) for p in phrases
+    )
+    check = {"type": "pattern", "pattern": rf"\b(?:{either})\b", "case_sensitive": False}
+    said = f"mentions {', '.join(phrases[:-1])} or {phrases[-1]}"
+    return [(f"mentions-{_slug(' or '.join(phrases))}", said, check)]
+
+
+def _say_rule(rule: str) -> list[Constraint]:
+    """ "Say Canberra.", "Give 'bonjour'.": the name or the quoted text, at least once."""
+    match = _SAY_RULE.match(rule)
+    if match is None:
+        return []
+    phrase = (match.group(1) or match.group(2)).strip()
+    if not phrase or (match.group(2) and not _a_name(phrase)):
+        return []
+    return [_mentions(phrase, 1)]
+
+
+def _line_rule(rule: str) -> list[Constraint]:
+    """ "A line starting 'Pro:'.": a line that opens with the text, after any markup (a
+    bullet, emphasis, a heading's hashes); "A last line starting ...": the last line with
+    text; "First line is '...'": the first line, that text alone."""
+    match = _LINE_RULE.match(rule)
+    if match is None:
+        return []
+    said_text = _original(match, rule, 3).strip()
+    if not said_text:
+        return []
+    text = regex.escape(said_text, special_only=True, literal_spaces=True)
+    if match.group("first"):
+        pattern, said = rf"\A\s*{_LINE_MARKUP}{text}{_LINE_MARKUP}$", f"first line is {said_text!r}"
+    elif match.group("last"):
+        pattern = rf"^{_LINE_MARKUP}{text}[^\n]*\s*\Z"
+        said = f"last line starts with {said_text!r}"
+    else:
+        pattern, said = rf"^{_LINE_MARKUP}{text}", f"a line starts with {said_text!r}"
+    check = {"type": "pattern", "pattern": pattern}
+    return [(f"line-{_slug(said_text)}", said, check)]
+
+
+def _a_name(phrase: str) -> bool:
+    """Whether `phrase` names a thing to find: no article, preposition or question word in it
+    ("the Moon as a cause"), and no count ("two planets")."""
     words = phrase.lower().split()
-    if _NOT_A_NAME.intersection(words) or any(w.isdigit() or w in _NUMBER_WORDS for w in words):
-        return []  # "Name two planets." asks for any two, not for the words "two planets"
-    check = {"type": "phrase_count", "phrase": phrase, "min": 1, "max": None}
-    return [(f"mentions-{_slug(phrase)}", f"mentions {phrase}", check)]
+    return not _NOT_A_NAME.intersection(words) and not any(
+        w.isdigit() or w in _NUMBER_WORDS for w in words
+    )
 
 
 #: The most words a request may have and still read as one short ask (`one_short_ask`).

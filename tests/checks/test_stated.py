@@ -83,6 +83,51 @@ def test_a_rule_in_words_that_only_says_mention_x(rule: str, phrase: str | None)
     assert [c["check"]["phrase"] for c in checks] == ([phrase] if phrase else [])
 
 
+@pytest.mark.parametrize(
+    ("rule", "holds", "fails"),
+    [
+        ("Mention leaves or autumn.", "Red Leaves fall.", "The trees are bare."),
+        ("Name screens, light or caffeine.", "Avoid caffeine late.", "Sleep early."),
+        ("Mention walking or exercise needs.", "Dogs need walking.", "Dogs need exercise."),
+        ("Say Canberra.", "It is Canberra.", "It is Sydney."),
+        ("Give 'bonjour'.", "Bonjour !", "Salut."),
+        ("Give 'Answer: 80 km/h'.", "So: Answer: 80 km/h", "Answer: 80"),
+        ("A line starting 'Pro:'.", "Remote work\n- **Pro:** no commute", "Pros: no commute"),
+        ("A line starting '1.'.", "Tips:\n1. Sleep early", "Tip 1. Sleep early"),
+        ("A last line starting 'Summary:'.", "Text.\nSummary: done\n", "Summary: x\nMore."),
+        ("First line is 'The Painter'.", "# The Painter\nOnce upon", "The Painter went out"),
+    ],
+)
+def test_a_rule_in_words_that_says_nothing_else_is_read_and_run(
+    rule: str, holds: str, fails: str
+) -> None:
+    """Rules in words as people write them (the harness's cases held 30 of 93 the host read;
+    these forms bring it to 48): one of several words, a name or quoted text to say, a line's
+    opening. Each check is run on a text that holds it and one that does not."""
+    (check,) = [c["check"] for c in stated_checks("Explain it.", f"- r: {rule}")]
+    made = parse_check(check)
+    assert run_check(made, holds).held, (check, holds)
+    assert not run_check(made, fails).held, (check, fails)
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [
+        "Name one or two causes.",  # a count: any causes, not the words
+        "Mention the cause or the effect at length.",  # more than names
+        "Name a fruit or a vegetable.",  # any fruit
+        "Say light cannot escape.",  # a claim, in words the answer may choose
+        "Say something kind.",
+        "Use Markdown.",  # a form, not a word to use
+        "Contains z.",  # a letter, not a word: no whole-word phrase holds it
+        "A line starting with a verb.",  # nothing quoted to start with
+        "Say that most places get two high tides a day.",
+    ],
+)
+def test_near_misses_of_a_rule_that_says_nothing_else(rule: str) -> None:
+    assert stated_checks("Explain it.", f"- r: {rule}") == []
+
+
 #: A request stating every form the host reads, and an answer that meets each of them.
 EVERY_FORM = (
     'Start with "Yes" and end with "Done". List three bullet points in lower case, under 40 words, '

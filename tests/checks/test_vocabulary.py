@@ -65,5 +65,7 @@ def test_prepare_is_shown_the_vocabulary_before_its_data() -> None:
     prompt = default_registry().get_prompt(
         PromptId.CHECKS_PREPARE_USER, verification.prepare_input(run)
     )
-    assert f"Each check is one of these objects:\n{vocabulary.described()}\n" in prompt
+    described = vocabulary.described()
+    shown = f"Each check is one of these objects, with exactly their fields:\n{described}\n"
+    assert shown in prompt
     assert prompt.index(vocabulary.described()) < prompt.index("List three fruits.")
