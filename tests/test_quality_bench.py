@@ -437,8 +437,10 @@ def test_aeon_eval_against_a_server_counts_what_the_server_was_sent(tmp_path: Pa
     """The tides case against a stand-in server: the report's calls and tokens are the
     server's (every call answered with 11 prompt and 7 completion tokens), the samples are the
     server's plain replies in order, best of k picks by the case's checks, and Aeon is scored on
-    its answer as published, never a step's output: its steps hold every rule and its answer
-    none, so it holds none and loses the rule the first plain call held (a flip)."""
+    its answer as published, never a step's output: its steps hold every rule, and its draft,
+    its answer and its rewrites none, so it publishes its draft (a tie: the one pass did not
+    converge, and a rewrite wins no tie), holds none and loses the rule the first plain call
+    held (a flip)."""
     cases = tmp_path / "cases.jsonl"
     cases.write_text(TIDES.model_dump_json(exclude_defaults=True) + "\n")
     out = tmp_path / "report.json"
@@ -478,7 +480,7 @@ def test_aeon_eval_against_a_server_counts_what_the_server_was_sent(tmp_path: Pa
     [row] = report["modes"]["checks"]["per_case"]
     assert row["best of 3"]["picked"] == 3
     aeon = record["aeon"]["checks"]["aeon"]
-    assert aeon["text"].endswith(PUBLISHED) and STEP not in aeon["text"]
+    assert aeon["text"] == PLAIN_REPLIES[0] and STEP not in aeon["text"]
     assert totals["aeon"]["rules_held"] == 0 and row["aeon"]["flipped"] == ["moon"]
     assert totals["aeon"]["calls"] == len(sent) - 3
     rows = _rows(done.stdout)
