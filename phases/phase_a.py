@@ -4,9 +4,10 @@ the plain draft, at once; end the run on the draft when it is enough.
 See docs/phases.md, "A: task profile and TTL", and docs/verified-answers.md, "Verified answers"
 and "Spend that follows need".
 
-Only the calls the request is worth are made (phases.spend): a simple ask (no tools, no files,
-one short ask) asks for no profile, the default profile standing in (`run.profile_is_default`);
-PREPARE is asked only for a rule in words or constraint language the host's reader did not read.
+Only the calls the request is worth are made (phases.spend): the profile only where it can
+change the run's path (a simple ask, or a request with checks and nothing to use, asks for none:
+the default profile stands in, `run.profile_is_default`); PREPARE only for a rule in words or
+constraint language the host's reader did not read.
 
 A profile is only a judgement of effort, so a failed inference must not stop the run: the default
 profile stands in, `run.profile_is_default` says so, and a note says why. PREPARE and the draft
@@ -16,8 +17,9 @@ The calls need only the request, so they are made at once (one call's wall time)
 memoised under its own scope (`a`, `a/prepare`, `a/draft`): a redelivered hop makes none of
 them again. While the draft fails a fail-severity check, further plain drafts are taken, one at
 a time, up to AEON_DRAFT_SAMPLES (`a/draft:<n>`), and the one that holds most is kept
-(verification.best_draft). If it holds every fail-severity check and the profile asks for no
-more (phases.exits.draft_suffices), the run goes straight to Phase E, which publishes it.
+(verification.best_draft). When the loop has nothing to add (phases.exits.draft_suffices: a
+simple ask, a request with checks and nothing to use, a profile asking for no more), the run
+goes straight to Phase E, which publishes the draft, rewritten there for a check it fails.
 """
 
 from __future__ import annotations
@@ -53,9 +55,7 @@ async def handle(event: RequestSubmitted, deps: PhaseDeps) -> list[Event]:
     stream = NO_STREAM if run.approve_plan else deps.answer_stream(event.correlation_id)
     tools = bool(deps.tool_runner(run).specs)
     simple = spend.simple_ask(run, tools_available=tools)
-    # A simple ask needs no profile, unless the loop is to run for it whatever its draft
-    # (effort high), and a run held to the draft path (effort low) never uses one.
-    unprofiled = run.effort == "low" or (simple and run.effort != "high")
+    unprofiled = not spend.needs_profile(run, tools_available=tools, simple=simple)
     # All run to the end, so a redelivery finds every reply memoised; what stops the run (a
     # cancel, the budget, the LLM away at the deadline) is raised, in this order, after.
     profiled, prepared, drafted = await asyncio.gather(

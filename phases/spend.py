@@ -4,10 +4,13 @@
 The host's checks are the verifier; every call after the draft is a way to get a candidate that
 holds more of them. So the host decides, from the request alone, what to ask the model for:
 
-- **the profile** only for a request that is not a simple ask (`simple_ask`): one with tools or
-  files to use, or more than one short ask. A simple ask's profile would only say "no more than
-  the draft", which the host reads itself (a weak model rates "What is the capital of France?"
-  depth 3, its format's example, and sends it through a plan it cannot make: issue 33);
+- **the profile** only where it can change the run's path (`needs_profile`): a request with
+  tools or files to use, one whose plan a person asked to see, or one of more than one short ask
+  with no check to hold its draft to. At the default effort a request with checks and nothing to
+  use but its own words ends on the draft path whatever a profile says (phases.exits
+  .draft_suffices), and a simple ask's profile would only say "no more than the draft", which
+  the host reads itself (a weak model rates "What is the capital of France?" depth 3, its
+  format's example, and sends it through a plan it cannot make: issue 33);
 - **PREPARE** only when a rule's check is in words, or the request has constraint language the
   host's reader (checks.stated) did not turn into a check (`needs_prepare`): what the reader
   read needs no model to check.
@@ -43,6 +46,28 @@ def simple_ask(run: RunState, *, tools_available: bool) -> bool:
     """A request with no tools to use and no files, that is one short ask as the host reads it
     (checks.stated.one_short_ask): it never asks the model for a profile."""
     return not tools_available and not run.file_paths and one_short_ask(run.request)
+
+
+def needs_profile(run: RunState, *, tools_available: bool, simple: bool) -> bool:
+    """Whether the model's profile can change what the run does, so is worth its call: always
+    at effort high (the loop runs, and its passes follow the profile), never at low (the draft
+    path only); at medium, for a request whose plan a person asked to see, or with tools or
+    files to use, or that is not a simple ask and has no check known before any call (no
+    fail-severity rule, and nothing the host's reader reads): the run's end then turns on the
+    profile (phases.exits.draft_suffices)."""
+    if run.effort != "medium":
+        return run.effort == "high"
+    if run.approve_plan or tools_available or run.file_paths:
+        return True
+    return not simple and not checked_before_calls(run)
+
+
+def checked_before_calls(run: RunState) -> bool:
+    """The run has a fail-severity check before the model is asked anything: a rule the
+    request gives, or a constraint the host's reader reads in the request (checks.stated)."""
+    return any(rule.severity == "fail" for rule in run.rules) or bool(
+        stated_constraints(run.request)
+    )
 
 
 def unread_constraints(request: str) -> list[str]:

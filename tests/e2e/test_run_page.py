@@ -105,13 +105,19 @@ def _screenshot(driver: object, name: str, size: tuple[int, int]) -> Path:
     return path
 
 
-def _submit(driver: object, request: str, rules: list | None = None) -> None:
+def _submit(
+    driver: object, request: str, rules: list | None = None, effort: str | None = None
+) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.select import Select
 
     driver.find_element(By.ID, "request").send_keys(request)
-    if rules is not None:
+    if rules is not None or effort is not None:
         driver.find_element(By.CSS_SELECTOR, "details.more > summary").click()
+    if rules is not None:
         driver.find_element(By.ID, "rules").send_keys(json.dumps(rules))
+    if effort is not None:
+        Select(driver.find_element(By.ID, "effort")).select_by_value(effort)
     driver.find_element(By.ID, "submit").click()
 
 
@@ -218,8 +224,9 @@ def test_a_degraded_answer_says_why_in_plain_words(browser: object, server: Serv
 
     driver = browser
     driver.get(f"http://{server.host}:{server.port}/")
-    # Two parts: the request needs steps, so the loop runs (and fails the rule in its passes).
-    _submit(driver, "Explain why the sea is salty, then why lakes are not", IMPOSSIBLE_RULE)
+    # Effort high, chosen on the page: the loop runs (and fails the rule in its passes); at
+    # medium a request with a rule and nothing to use ends on its draft path.
+    _submit(driver, "Explain why the sea is salty, then why lakes are not", IMPOSSIBLE_RULE, "high")
     _wait(
         driver,
         lambda d: d.find_elements(By.CSS_SELECTOR, '#run .step[data-kind="answer"]'),

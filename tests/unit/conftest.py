@@ -17,7 +17,7 @@ import pytest
 
 from aeonloop.bus.delivery import Delivery
 from aeonloop.bus.route import RunRecord
-from aeonloop.limits import LoopSettings
+from aeonloop.limits import Effort, LoopSettings
 from aeonloop.llm.base import LLMCall
 from aeonloop.phases import history
 from aeonloop.phases.deps import PhaseDeps
@@ -183,8 +183,10 @@ def harness() -> HarnessFactory:
     return make
 
 
-def submitted(rules: list[Rule] | None = None, max_ttl: int | None = None) -> RequestSubmitted:
-    return RequestSubmitted.new(REQUEST, timeout=600, rules=rules, max_ttl=max_ttl)
+def submitted(
+    rules: list[Rule] | None = None, max_ttl: int | None = None, effort: Effort | None = None
+) -> RequestSubmitted:
+    return RequestSubmitted.new(REQUEST, timeout=600, rules=rules, max_ttl=max_ttl, effort=effort)
 
 
 def plan_ready(

@@ -67,7 +67,8 @@ async def test_a_request_above_aeon_max_passes_is_held_to_it_and_told(
 async def test_rules_reach_the_prompt(harness, replies, make_request) -> None:
     rule = Rule(id="has-total", check=RuleCheck(type="content", search="total"))
     h = harness({INFER: replies.profile()})
-    await phase_a.handle(make_request(rules=[rule]), h.deps)
+    # effort high: at medium a request with a rule and nothing to use asks for no profile
+    await phase_a.handle(make_request(rules=[rule], effort="high"), h.deps)
     assert "has-total" in h.llm.history[0].input.rules_summary
 
 

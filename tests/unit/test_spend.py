@@ -1,7 +1,7 @@
 """Spend that follows need (docs/verified-answers.md, "Spend that follows need"): a simple ask
-makes no profile call, PREPARE is asked only for words or unread constraint language, the loop
-runs only where it has something to add, and a redelivered hop makes no second call. The calls
-are counted on the scripted LLM."""
+makes no profile call, the profile is asked only where it can change the run's path, PREPARE
+only for words or unread constraint language, the loop runs only where it has something to
+add, and a redelivered hop makes no second call. The calls are counted on the scripted LLM."""
 
 from __future__ import annotations
 
@@ -120,6 +120,42 @@ async def test_a_request_that_needs_steps_is_profiled(harness, replies, options)
     (out,) = await phase_a.handle(ask(text, **options), h.deps)
     assert INFER in h.llm.calls
     assert isinstance(out, TaskProfiled)
+
+
+TIDES = "Explain how tides work, then say why there are two a day."
+TIDE_RULE = Rule(id="r.moon", check={"type": "content", "search": "Moon"})
+
+
+@pytest.mark.parametrize(
+    ("state", "tools", "asked"),
+    [
+        ({"request": FRANCE}, False, False),  # a simple ask
+        ({"request": TIDES}, False, True),  # several parts, no check: the profile decides
+        ({"request": TIDES, "rules": [TIDE_RULE]}, False, False),  # a rule, nothing to use
+        ({"request": f"{TIDES} Answer in under 50 words."}, False, False),  # the host reads one
+        ({"request": TIDES, "rules": [TIDE_RULE]}, True, True),  # tools to use
+        ({"request": TIDES, "rules": [TIDE_RULE], "file_paths": ["a.txt"]}, False, True),
+        ({"request": TIDES, "rules": [TIDE_RULE], "approve_plan": True}, False, True),
+        ({"request": FRANCE, "effort": "high"}, False, True),  # high: the loop, as profiled
+        ({"request": TIDES, "effort": "low"}, True, False),  # low: the draft path only
+    ],
+)
+def test_the_profile_only_where_it_can_change_the_runs_path(
+    state: dict[str, object], tools: bool, asked: bool
+) -> None:
+    run = RunState.model_validate({"effort": "medium", **state})
+    simple = spend.simple_ask(run, tools_available=tools)
+    assert spend.needs_profile(run, tools_available=tools, simple=simple) is asked
+
+
+async def test_a_request_of_several_parts_with_a_rule_ends_on_its_draft_path(harness) -> None:
+    """Two parts and a rule the draft fails, nothing to use: no profile is asked, the samples
+    are taken, and the run ends at A on the best (Phase E rewrites it); the loop is not run."""
+    h = harness({DRAFT: ["Tides rise and fall.", "The sea moves."]}, draft_samples=2)
+    (out,) = await phase_a.handle(ask(TIDES, rules=[TIDE_RULE]), h.deps)
+    assert isinstance(out, LoopExited) and out.reason == "converged"
+    assert h.llm.calls == [DRAFT, DRAFT]
+    assert "nothing to use but its words; Phase E rewrites it" in out.detail
 
 
 def test_a_simple_ask_has_no_tools_files_or_second_part() -> None:

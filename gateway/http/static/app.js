@@ -127,6 +127,7 @@ async function submit(event) {
     const value = $(`#${name}`).value.trim();
     if (value) body[name] = Number(value);
   }
+  if ($("#effort").value) body.effort = $("#effort").value;
   if ($("#approve_plan").checked) body.approve_plan = true;
   const button = $("#submit");
   button.disabled = true;
