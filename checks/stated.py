@@ -611,10 +611,9 @@ def stated_checks(request: str, rules_in_words: str) -> list[dict[str, Any]]:
     for line in rules_in_words.splitlines():
         match = _WORDS_RULE.match(line.strip())
         if match:
-            words = match.group(2)
             checks += [
                 {"rule_id": match.group(1), "description": said, "check": check}
-                for _, said, check in stated_constraints(words) or _rule_alone(words)
+                for _, said, check in read_rule(match.group(2))
             ]
     names: set[str] = set()
     for phrase in _phrases(request):
@@ -623,6 +622,13 @@ def stated_checks(request: str, rules_in_words: str) -> list[dict[str, Any]]:
         names.update(rule_id for rule_id, _, _ in fresh)
         checks += [{"rule_id": r, "description": said, "check": check} for r, said, check in fresh]
     return checks
+
+
+def read_rule(words: str) -> list[Constraint]:
+    """The checks the host reads in one rule in words: what the text states, as in a request,
+    or else what the rule asks when it says nothing else (`_rule_alone`). None: only a model
+    (PREPARE) can turn it into a check."""
+    return stated_constraints(words) or _rule_alone(words)
 
 
 #: A rule whose whole text is "Mention X." (`_mention_rule`): X is one to three words.

@@ -11,9 +11,9 @@ holds more of them. So the host decides, from the request alone, what to ask the
   .draft_suffices), and a simple ask's profile would only say "no more than the draft", which
   the host reads itself (a weak model rates "What is the capital of France?" depth 3, its
   format's example, and sends it through a plan it cannot make: issue 33);
-- **PREPARE** only when a rule's check is in words, or the request has constraint language the
-  host's reader (checks.stated) did not turn into a check (`needs_prepare`): what the reader
-  read needs no model to check.
+- **PREPARE** only when a rule's check is in words the host's reader (checks.stated) does not
+  read, or the request has constraint language the reader did not turn into a check
+  (`needs_prepare`): what the reader read needs no model to check.
 
 Pure: each function decides from what it is given.
 """
@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import re
 
-from aeonloop.checks.stated import one_short_ask, stated_constraints
+from aeonloop.checks.stated import one_short_ask, read_rule, stated_constraints
 from aeonloop.phases.events import RunState
+from aeonloop.phases.models import Rule
 
 #: Words that ask for a shape or a measure a check could hold an answer to: counts of units,
 #: case, formats, wrappings, exact openings and endings, words to use or avoid, the language.
@@ -82,8 +83,14 @@ def unread_constraints(request: str) -> list[str]:
     ]
 
 
+def unread_rules(run: RunState) -> list[Rule]:
+    """The rules whose check is in words in which the host's reader reads no check
+    (checks.stated.read_rule): the rules PREPARE is shown."""
+    return [rule for rule in run.rules if isinstance(rule.check, str) and not read_rule(rule.check)]
+
+
 def needs_prepare(run: RunState) -> bool:
-    """Whether PREPARE is worth its call: a rule's check is in words, or the request has
-    constraint language the host's reader did not turn into a check (`unread_constraints`)."""
-    in_words = any(isinstance(rule.check, str) for rule in run.rules)
-    return in_words or bool(unread_constraints(run.request))
+    """Whether PREPARE is worth its call: a rule's check is in words the host's reader does not
+    read (`unread_rules`), or the request has constraint language the reader did not turn into
+    a check (`unread_constraints`)."""
+    return bool(unread_rules(run)) or bool(unread_constraints(run.request))

@@ -40,7 +40,7 @@ from aeonloop.checks.stated import stated_checks
 from aeonloop.checks.types import Check, PatternCheck, asks_presence, parse_check
 from aeonloop.exceptions import BudgetExhausted, LLMFailure, LLMUnreachable
 from aeonloop.llm.session import LLMSession, Reply
-from aeonloop.phases import evaluation, summaries
+from aeonloop.phases import evaluation, spend, summaries
 from aeonloop.phases.deps import NO_STREAM, AnswerStream, LoopSettings
 from aeonloop.phases.events import RunState
 from aeonloop.phases.models import CritiqueIssue, Evaluation, Rule, RuleCheck
@@ -74,14 +74,19 @@ Source = Literal["draft", "answer", "refinement"]
 
 
 def prepare_input(run: RunState) -> PrepareChecksInput:
-    """The request and the rules whose check is in words, one per line: `- id: the words`, and
-    the host's check vocabulary as the types describe it (checks.vocabulary)."""
-    lines = [f"- {rule.id}: {rule.check}" for rule in run.rules if isinstance(rule.check, str)]
+    """The request and the rules in words the host's reader does not read (spend.unread_rules:
+    what it read needs no model), and the host's check vocabulary as the types describe it
+    (checks.vocabulary)."""
     return PrepareChecksInput(
         request=run.request,
-        rules_in_words="\n".join(lines),
+        rules_in_words=in_words(spend.unread_rules(run)),
         check_types=vocabulary.described(),
     )
+
+
+def in_words(rules: Sequence[Rule]) -> str:
+    """The rules whose check is in words, one per line: `- id: the words`."""
+    return "\n".join(f"- {rule.id}: {rule.check}" for rule in rules if isinstance(rule.check, str))
 
 
 async def prepare(session: LLMSession, run: RunState) -> PrepareChecksOutput:
@@ -95,9 +100,8 @@ def stated(run: RunState) -> PrepareChecksOutput:
     """The checks the host reads itself in the request and the rules in words (checks.stated):
     PREPARE's floor, adopted before the model's checks, since a small model often prepares none
     for a constraint spelled out as plainly as "in three bullet points"."""
-    rules_in_words = prepare_input(run).rules_in_words
     return PrepareChecksOutput.model_validate(
-        {"checks": stated_checks(run.request, rules_in_words)}
+        {"checks": stated_checks(run.request, in_words(run.rules))}
     )
 
 

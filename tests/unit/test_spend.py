@@ -66,6 +66,7 @@ async def test_a_simple_ask_whose_constraints_the_host_reads_makes_one_call(harn
         (FRUITS, [], False),  # the host's reader reads every constraint it states
         ("Explain how tides work in a table.", [], True),  # "in a table": not read
         (FRANCE, [Rule(id="r.short", check="keep it brief")], True),  # a rule in words
+        (FRANCE, [Rule(id="r.paris", check="Mention Paris.")], False),  # one the host reads
     ],
 )
 async def test_prepare_only_for_words_or_unread_constraint_language(

@@ -139,13 +139,28 @@ async def answered(h: Any, make_request: Any, drive: Any, **request: Any) -> Fin
 
 
 async def test_prepare_from_a_rule_in_words(harness, replies, make_request) -> None:
-    rule = Rule(id="r.city", check="mentions Lisbon at least once")
+    """A rule in words the host's reader does not read is PREPARE's to turn into a check; one
+    it reads is not shown to PREPARE (what the reader read needs no model)."""
+    rule = Rule(id="r.city", check="names the capital of Portugal")
+    read = Rule(id="r.sea", check="Mention the Atlantic.")
     phrase = {"type": "phrase_count", "phrase": "Lisbon", "min": 1}
     h = harness({INFER: replies.profile(), PREPARE: prepared(("r.city", phrase)), DRAFT: "x"})
-    (out,) = await phase_a.handle(make_request(rules=[rule]), h.deps)
+    (out,) = await phase_a.handle(make_request(rules=[rule, read]), h.deps)
     (sent,) = [call for call in h.llm.history if call.prompt_id is PREPARE]
-    assert sent.input.rules_in_words == "- r.city: mentions Lisbon at least once"
-    assert out.run.rules == [rule]  # no rule added: the check is the rule's own
+    assert sent.input.rules_in_words == "- r.city: names the capital of Portugal"
+    assert out.run.rules == [rule, read]  # no rule added: the checks are the rules' own
+    assert out.run.prepared["r.city"] == [PhraseCountCheck(phrase="Lisbon", min=1)]
+    assert out.run.prepared["r.sea"] == [PhraseCountCheck(phrase="Atlantic", min=1)]
+
+
+async def test_a_rule_in_words_the_host_reads_asks_no_prepare(harness) -> None:
+    rule = Rule(id="r.city", check="mentions Lisbon at least once")
+    h = harness({DRAFT: "Lisbon."})
+    request = RequestSubmitted.new(
+        "Which city is the capital of Portugal?", rules=[rule], timeout=600
+    )
+    (out,) = await phase_a.handle(request, h.deps)
+    assert PREPARE not in h.llm.calls and INFER not in h.llm.calls
     assert out.run.prepared == {"r.city": [PhraseCountCheck(phrase="Lisbon", min=1)]}
 
 
