@@ -18,6 +18,7 @@ asked), so each phrase is read only where it asks something of the answer: never
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -670,15 +671,119 @@ _LINE_RULE = regex.compile(
 )
 #: Markup a line may open with before its text: a bullet, emphasis, a heading's hashes.
 _LINE_MARKUP = r"[^\w\n]*"
+#: A rule whose whole text is a quantity to say: "100 °C.", "Say 5000 metres." A number, then
+#: a degree sign and a scale letter, a percent sign, or a unit word.
+_QUANTITY_RULE = regex.compile(
+    r"^\s*(?:(?:say|give|state)\s+)?(?P<number>\d[\d,]*(?:\.\d+)?)\s*"
+    r"(?P<unit>°\s*[CFK]|%|[a-z]+)\s*\.?\s*$",
+    regex.IGNORECASE,
+)
+#: The unit words a quantity rule may end with: measures, not things counted ("Say 2 things."
+#: asks for two things, not for the words).
+_MEASURES = frozenset(
+    {
+        "m",
+        "metre",
+        "metres",
+        "meter",
+        "meters",
+        "km",
+        "kilometre",
+        "kilometres",
+        "kilometer",
+        "kilometers",
+        "cm",
+        "mm",
+    }
+    | {"mi", "mile", "miles", "ft", "foot", "feet", "in", "inch", "inches", "yd", "yard", "yards"}
+    | {
+        "g",
+        "gram",
+        "grams",
+        "kg",
+        "kilogram",
+        "kilograms",
+        "lb",
+        "lbs",
+        "pound",
+        "pounds",
+        "oz",
+        "ounce",
+        "ounces",
+    }
+    | {"l", "litre", "litres", "liter", "liters", "ml"}
+    | {
+        "s",
+        "sec",
+        "second",
+        "seconds",
+        "min",
+        "minute",
+        "minutes",
+        "h",
+        "hr",
+        "hour",
+        "hours",
+        "day",
+        "days",
+        "week",
+        "weeks",
+        "year",
+        "years",
+    }
+    | {
+        "kb",
+        "mb",
+        "gb",
+        "tb",
+        "hz",
+        "khz",
+        "mhz",
+        "ghz",
+        "w",
+        "kw",
+        "v",
+        "volt",
+        "volts",
+        "mph",
+        "kph",
+    }
+)
+#: A rule whose whole text is a name of two to four capitalised words: "Central Processing
+#: Unit." Its first word may not lead an instruction or a negation ("No Pluto.", "Use Markdown
+#: Tables.", "Not Pluto."), which would ask something of the answer, not a name to say.
+_TITLE_RULE = regex.compile(r"^\s*(?P<words>[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){1,3})\s*\.?\s*$")
+_NOT_A_TITLE = frozenset(
+    {"a", "an", "the", "no", "not", "never", "do", "don't", "avoid", "without", "only", "all"}
+    | {"use", "include", "mention", "name", "say", "give", "write", "state", "keep", "make"}
+    | {"add", "be", "at", "exactly", "every", "each", "one", "two", "three"}
+)
+#: A rule whose whole text is a label and the number it gives: "Answer: 8."
+_LABEL_RULE = regex.compile(r"^\s*(?P<label>[A-Z]\w{0,20}):\s*(?P<number>\d+(?:\.\d+)?)\s*\.?\s*$")
+#: A rule whose whole text is code: a keyword in capitals, then more code with a symbol or a
+#: second keyword in it: "SELECT * FROM users.", "WHERE age > 30." ("JSON only." is a form.)
+_CODE_RULE = regex.compile(r"^\s*(?P<code>[A-Z]{3,}\s+\S.*?)\s*\.?\s*$")
+_CODE_SIGN = regex.compile(r"[*<>=()\[\]{};]|\s[A-Z]{3,}\b")
 
 
 def _rule_alone(rule: str) -> list[Constraint]:
     """What a rule in words asks when it says nothing else: a phrase to mention
     (`_mention_rule`), one of several (`_either_rule`), a name or quoted text to say
-    (`_say_rule`), or a line to start with a quoted text (`_line_rule`). The request's own
+    (`_say_rule`), a line to start with a quoted text (`_line_rule`), or a literal to say: a
+    quantity (`_quantity_rule`), a capitalised name (`_title_rule`), a label and its number
+    (`_label_rule`), a line of code (`_code_rule`). The request's own
     reading asks for more (a capital, quotes, a clause that asks), since a request says much
     else; a rule that says only this asks for it."""
-    for reader in (_mention_rule, _either_rule, _say_rule, _line_rule):
+    for reader in (
+        _mention_rule,
+        _either_rule,
+        _say_rule,
+        _line_rule,
+        _quantity_rule,
+        _title_rule,
+        _label_rule,
+        _code_rule,
+    ):
         found = reader(rule)
         if found:
             return found
@@ -743,6 +848,66 @@ def _line_rule(rule: str) -> list[Constraint]:
         pattern, said = rf"^{_LINE_MARKUP}{text}", f"a line starts with {said_text!r}"
     check = {"type": "pattern", "pattern": pattern}
     return [(f"line-{_slug(said_text)}", said, check)]
+
+
+def _quantity_rule(rule: str) -> list[Constraint]:
+    """ "100 °C.", "Say 5000 metres.": the number, its thousands written with or without a
+    separator ("5000", "5,000", "5 000"), then the unit, the degree sign optional; in any case."""
+    match = _QUANTITY_RULE.match(rule)
+    if match is None:
+        return []
+    number, unit = match.group("number"), match.group("unit")
+    if not unit.startswith("°") and unit != "%" and unit.lower() not in _MEASURES:
+        return []
+    whole, _, decimals = number.replace(",", "").partition(".")
+    groups = [whole[max(0, end - 3) : end] for end in range(len(whole), 0, -3)][::-1]
+    pattern = r"[,\s]?".join(groups) + (rf"\.{decimals}" if decimals else "")
+    if unit.startswith("°"):
+        sign = rf"°?\s*{unit[-1]}\b"
+    else:
+        sign = rf"{regex.escape(unit)}\b" if unit != "%" else "%"
+    check = {
+        "type": "pattern",
+        "pattern": rf"(?<![\d.]){pattern}\s*{sign}",
+        "case_sensitive": False,
+    }
+    said = f"{number} {unit}".replace("° ", "°")
+    return [(f"says-{_slug(said)}", f"says {said}", check)]
+
+
+def _title_rule(rule: str) -> list[Constraint]:
+    """ "Central Processing Unit.": the name, at least once, in any case."""
+    match = _TITLE_RULE.match(rule)
+    if match is None or match.group("words").split()[0].lower() in _NOT_A_TITLE:
+        return []
+    return [_mentions(match.group("words"), 1)]
+
+
+def _label_rule(rule: str) -> list[Constraint]:
+    """ "Answer: 8.": the label, its colon, then the number as a whole number."""
+    match = _LABEL_RULE.match(rule)
+    if match is None:
+        return []
+    label, number = match.group("label"), match.group("number")
+    pattern = rf"\b{regex.escape(label)}:\s*{regex.escape(number)}(?!\d|\.\d)"
+    check = {"type": "pattern", "pattern": pattern}
+    return [(f"says-{_slug(label)}", f"says {label}: {number}", check)]
+
+
+def _code_rule(rule: str) -> list[Constraint]:
+    """ "SELECT * FROM users.": the code's tokens in order, in any case, with any space between
+    words and none needed beside a sign ("age>30" holds "age > 30")."""
+    match = _CODE_RULE.match(rule)
+    tokens = match.group("code").split() if match else []
+    if not tokens or not _CODE_SIGN.search(" " + " ".join(tokens[1:])):
+        return []
+    pattern = regex.escape(tokens[0])
+    for before, token in itertools.pairwise(tokens):
+        signs = not before[-1].isalnum() or not token[0].isalnum()
+        pattern += (r"\s*" if signs else r"\s+") + regex.escape(token)
+    check = {"type": "pattern", "pattern": pattern, "case_sensitive": False}
+    code = match.group("code")
+    return [(f"code-{_slug(code)}", f"has the code {code}", check)]
 
 
 def _a_name(phrase: str) -> bool:

@@ -96,14 +96,23 @@ def test_a_rule_in_words_that_only_says_mention_x(rule: str, phrase: str | None)
         ("A line starting '1.'.", "Tips:\n1. Sleep early", "Tip 1. Sleep early"),
         ("A last line starting 'Summary:'.", "Text.\nSummary: done\n", "Summary: x\nMore."),
         ("First line is 'The Painter'.", "# The Painter\nOnce upon", "The Painter went out"),
+        ("100 °C.", "It boils at 100°C.", "It boils at 1100 °C."),
+        ("212 °F.", "or 212 degrees... 212 °F", "or 212 degrees Fahrenheit"),
+        ("Say 5000 metres.", "That is 5,000 metres.", "That is 500 metres."),
+        ("Say 3.11 miles.", "About 3.11 Miles.", "About 3.1 miles."),
+        ("Central Processing Unit.", "The central processing unit.", "The processor."),
+        ("Answer: 8.", "Answer: 8", "Answer: 80"),
+        ("SELECT * FROM users.", "select *\nfrom users;", "SELECT name FROM users"),
+        ("WHERE age > 30.", "WHERE age>30;", "WHERE age > 3;"),
     ],
 )
 def test_a_rule_in_words_that_says_nothing_else_is_read_and_run(
     rule: str, holds: str, fails: str
 ) -> None:
     """Rules in words as people write them (the harness's cases held 30 of 93 the host read;
-    these forms bring it to 48): one of several words, a name or quoted text to say, a line's
-    opening. Each check is run on a text that holds it and one that does not."""
+    these forms bring it to 56): one of several words, a name or quoted text to say, a line's
+    opening, a quantity, a capitalised name, a label and its number, a line of code. Each
+    check is run on a text that holds it and one that does not."""
     (check,) = [c["check"] for c in stated_checks("Explain it.", f"- r: {rule}")]
     made = parse_check(check)
     assert run_check(made, holds).held, (check, holds)
@@ -122,6 +131,15 @@ def test_a_rule_in_words_that_says_nothing_else_is_read_and_run(
         "Contains z.",  # a letter, not a word: no whole-word phrase holds it
         "A line starting with a verb.",  # nothing quoted to start with
         "Say that most places get two high tides a day.",
+        "Say 2 things.",  # a count of things, not a measure
+        "JSON only.",  # a form, not code
+        "Not Pluto.",  # a negation, not a name
+        "No Third Tip.",
+        "Use Markdown Tables.",  # an instruction
+        "Saturday.",  # one word: a name, or a form ("Markdown.")
+        "Exactly HELLO.",
+        "A separator row.",
+        "Note: be brief.",  # a label with words, not a number
     ],
 )
 def test_near_misses_of_a_rule_that_says_nothing_else(rule: str) -> None:
