@@ -95,6 +95,7 @@ _UNITS = {
     "words": r"words?",
     "sentences": r"sentences?",
     "paragraphs": r"paragraphs?",
+    "lines": r"lines?",
     "bullets": r"(?:bullet(?:ed)?(?:[\s-]+(?:points?|items?))?s?)",
     "numbered_items": r"numbered[\s-]+(?:items?|points?)",
     "placeholders": r"placeholders?",
@@ -758,6 +759,22 @@ _NOT_A_TITLE = frozenset(
     | {"use", "include", "mention", "name", "say", "give", "write", "state", "keep", "make"}
     | {"add", "be", "at", "exactly", "every", "each", "one", "two", "three"}
 )
+#: One thing an order rule puts in order: a capitalised name of up to three words, or a number.
+_ITEM = r"(?:[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,2}|\d+(?:\.\d+)?)"
+#: A rule whose whole text puts things in order: "Mercury before Venus before Earth.",
+#: "Jupiter, Saturn, Uranus, Neptune in order.", "Contains 2, 3, 5, 7 in order."
+_ORDER_RULE = regex.compile(
+    rf"^\s*(?:(?P<before>{_ITEM}(?:\s+before\s+{_ITEM})+)"
+    rf"|(?:(?:contains?|lists?|names?|gives?|says?)\s+)?"
+    rf"(?P<listed>{_ITEM}(?:\s*,\s*{_ITEM})+(?:,?\s+and\s+{_ITEM})?)\s+in\s+(?:that\s+)?order)"
+    r"\s*\.?\s*$",
+    regex.IGNORECASE,
+)
+#: Verbs that ask for an order rather than name the first thing in it ("Put A before B.").
+_ORDERING = frozenset({"put", "place", "list", "sort", "rank", "order", "show", "write", "keep"})
+#: A thing to put in order, in the rule's own case (`_ORDER_RULE` reads in any case, for its
+#: words: "before", "in order").
+_ITEM_CASED = regex.compile(_ITEM)
 #: A rule whose whole text is a label and the number it gives: "Answer: 8."
 _LABEL_RULE = regex.compile(r"^\s*(?P<label>[A-Z]\w{0,20}):\s*(?P<number>\d+(?:\.\d+)?)\s*\.?\s*$")
 #: A rule whose whole text is code: a keyword in capitals, then more code with a symbol or a
@@ -771,9 +788,9 @@ def _rule_alone(rule: str) -> list[Constraint]:
     (`_mention_rule`), one of several (`_either_rule`), a name or quoted text to say
     (`_say_rule`), a line to start with a quoted text (`_line_rule`), or a literal to say: a
     quantity (`_quantity_rule`), a capitalised name (`_title_rule`), a label and its number
-    (`_label_rule`), a line of code (`_code_rule`). The request's own
-    reading asks for more (a capital, quotes, a clause that asks), since a request says much
-    else; a rule that says only this asks for it."""
+    (`_label_rule`), a line of code (`_code_rule`); or things in order (`_order_rule`). The
+    request's own reading asks for more (a capital, quotes, a clause that asks), since a
+    request says much else; a rule that says only this asks for it."""
     for reader in (
         _mention_rule,
         _either_rule,
@@ -783,6 +800,7 @@ def _rule_alone(rule: str) -> list[Constraint]:
         _title_rule,
         _label_rule,
         _code_rule,
+        _order_rule,
     ):
         found = reader(rule)
         if found:
@@ -908,6 +926,30 @@ def _code_rule(rule: str) -> list[Constraint]:
     check = {"type": "pattern", "pattern": pattern, "case_sensitive": False}
     code = match.group("code")
     return [(f"code-{_slug(code)}", f"has the code {code}", check)]
+
+
+def _order_rule(rule: str) -> list[Constraint]:
+    """ "Mercury before Venus before Earth.", "Jupiter, Saturn, Uranus in order.": each thing,
+    as a whole word in any case, after the one before it. Each must be a capitalised name or
+    a number: "Breakfast before lunch." or "List the steps in order." say nothing to find."""
+    match = _ORDER_RULE.match(rule)
+    if match is None:
+        return []
+    if match.group("before"):
+        items = regex.split(r"\s+before\s+", match.group("before"), flags=regex.IGNORECASE)
+    else:
+        items = regex.split(r"\s*,\s*(?:and\s+)?|\s+and\s+", match.group("listed"))
+    if any(not _ITEM_CASED.fullmatch(item) for item in items):
+        return []  # the rule's own case: "mercury before venus" names nothing
+    if items[0].split()[0].lower() in _NOT_A_TITLE | _ORDERING:
+        return []  # "Put A before B.": an instruction, not a name
+    found = r"[\s\S]*?".join(
+        rf"(?<!\w){regex.escape(item, special_only=True, literal_spaces=True)}(?!\w)"
+        for item in items
+    )
+    check = {"type": "pattern", "pattern": found, "case_sensitive": False}
+    said = f"{', '.join(items)} in that order"
+    return [(f"order-{_slug(' '.join(items[:3]))}", said, check)]
 
 
 def _a_name(phrase: str) -> bool:

@@ -104,14 +104,26 @@ def test_a_rule_in_words_that_only_says_mention_x(rule: str, phrase: str | None)
         ("Answer: 8.", "Answer: 8", "Answer: 80"),
         ("SELECT * FROM users.", "select *\nfrom users;", "SELECT name FROM users"),
         ("WHERE age > 30.", "WHERE age>30;", "WHERE age > 3;"),
+        (
+            "Mercury before Venus before Earth.",
+            "mercury, then Venus, Earth",
+            "Venus, Mercury, Earth",
+        ),
+        (
+            "Jupiter, Saturn and Uranus in order.",
+            "Jupiter; Saturn; Uranus",
+            "Saturn, Jupiter, Uranus",
+        ),
+        ("Contains 2, 3, 5, 7 in order.", "2, 3, 5, and 7", "2, 3, 7, 5, 25"),
     ],
 )
 def test_a_rule_in_words_that_says_nothing_else_is_read_and_run(
     rule: str, holds: str, fails: str
 ) -> None:
     """Rules in words as people write them (the harness's cases held 30 of 93 the host read;
-    these forms bring it to 56): one of several words, a name or quoted text to say, a line's
-    opening, a quantity, a capitalised name, a label and its number, a line of code. Each
+    these forms bring it to 60 with lines counted): one of several words, a name or quoted text
+    to say, a line's opening, a quantity, a capitalised name, a label and its number, a line of
+    code, things in order. Each
     check is run on a text that holds it and one that does not."""
     (check,) = [c["check"] for c in stated_checks("Explain it.", f"- r: {rule}")]
     made = parse_check(check)
@@ -140,6 +152,10 @@ def test_a_rule_in_words_that_says_nothing_else_is_read_and_run(
         "Exactly HELLO.",
         "A separator row.",
         "Note: be brief.",  # a label with words, not a number
+        "Breakfast before lunch.",  # not names
+        "List the steps in order.",  # nothing named to put in order
+        "Put A before B.",  # an instruction
+        "mercury before venus.",  # not capitalised: not read as names
     ],
 )
 def test_near_misses_of_a_rule_that_says_nothing_else(rule: str) -> None:
@@ -194,6 +210,9 @@ def mentions(phrase: str, low: int = 1, high: int | None = None) -> dict:
         # paragraphs, sentences, words, placeholders
         ("There should be 3 paragraphs. Separate them with ***", [count("paragraphs", 3, 3)]),
         ("Answer in two paragraphs.", [count("paragraphs", 2, 2)]),
+        ("Write a haiku in exactly three lines.", [count("lines", 3, 3)]),
+        ("Exactly three lines.", [count("lines", 3, 3)]),
+        ("Write a poem of 4 lines.", [count("lines", 4, 4)]),
         ("Write a three-sentence summary.", [count("sentences", 3, 3)]),
         ("Your response should contain less than 5 sentences.", [count("sentences", None, 4)]),
         ("Answer with at least 300 words.", [count("words", 300, None)]),
@@ -331,6 +350,8 @@ def test_each_phrasing_the_host_reads(text: str, expected: list[dict]) -> None:
         "List three benefits of diet and two of sleep as a bulleted list",
         "List three benefits of diet and exercise as a bulleted list",  # one list or two?
         "Summarise the three paragraphs below.",
+        "Explain the three lines below.",
+        "Why are two lines parallel?",
         "Explain why two sentences are enough.",
         "Write 100 words about tea.",  # about, or exactly, or at least: not said
         "It takes 2 to 3 words.",
