@@ -46,7 +46,7 @@ from aeonloop.phases.events import RunState
 from aeonloop.phases.models import CritiqueIssue, Evaluation, Rule, RuleCheck
 from aeonloop.prompts.baseline import plain_call
 from aeonloop.prompts.clipping import clip
-from aeonloop.prompts.echo import quoted_instruction
+from aeonloop.prompts.echo import copied_placeholder, quoted_instruction
 from aeonloop.prompts.registry import (
     DraftAnswerInput,
     PrepareChecksInput,
@@ -108,12 +108,21 @@ def stated(run: RunState) -> PrepareChecksOutput:
 def adopt_prepared(run: RunState, output: PrepareChecksOutput) -> None:
     """Put PREPARE's checks in the run: each under its rule's id in `run.prepared`, a rule the
     request implies added to `run.rules` (origin "request"). What cannot be used is noted and
-    dropped: a check the host cannot run, one for a rule that has a check of its own, one past
+    dropped: a check whose id is built from the format example's placeholder (a copy of the
+    example, not a constraint of this request: prompts.echo.copied_placeholder), a check the
+    host cannot run, one for a rule that has a check of its own, one past
     MAX_PREPARED_CHECKS."""
     by_id = {rule.id: rule for rule in run.rules}
+    said = " ".join([REQUEST_PREFIX, run.request, in_words(run.rules)])
     kept = 0
     for item in output.checks:
         rule_id = item.rule_id.strip()
+        if copied := copied_placeholder(rule_id, PromptId.CHECKS_PREPARE_USER, said=said):
+            run.notes.append(
+                f"phase A: a prepared check for {rule_id} was dropped: its id has the format "
+                f"example's {copied!r}, which the request does not use"
+            )
+            continue
         if kept >= MAX_PREPARED_CHECKS:
             run.notes.append(
                 f"phase A: prepared checks past the first {MAX_PREPARED_CHECKS} were dropped"

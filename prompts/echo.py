@@ -174,6 +174,43 @@ def clean_id(value: str) -> bool:
     return bool(value) and _ID_BREAKERS.search(value) is None
 
 
+def copied_placeholder(
+    value: str, prompt_id: PromptId, *, said: str = "", registry: PromptRegistry | None = None
+) -> str | None:
+    """The placeholder word of `prompt_id`'s reply example that the id `value` is built from,
+    when the text the model was given (`said`: the request, the rules) does not use it; None
+    when the id is the model's own. A placeholder is a word of an id in the example that no
+    other value of the example says ("example" in PREPARE's `request.example-bullets`, whose
+    description says "exactly 4 bullet points"): SmolLM2 named checks `request.example-bullets`
+    and `request.your-code.example` for requests that state no such constraint, and gave them
+    checks every answer fails (issue 40)."""
+    placeholders = _placeholders(registry or default_registry(), prompt_id)
+    copied = set(_words(value)) & placeholders
+    return next(iter(sorted(copied - set(_words(said)))), None)
+
+
+@functools.lru_cache(maxsize=16)
+def _placeholders(registry: PromptRegistry, prompt_id: PromptId) -> frozenset[str]:
+    example = registry.get_definition(prompt_id).example_output
+    ids: list[str] = []
+    values: list[str] = []
+    _ids_and_values(example, "", ids, values)
+    said = {word for value in values for word in _words(value)}
+    return frozenset(word for value in ids for word in _words(value) if word not in said)
+
+
+def _ids_and_values(value: Any, name: str, ids: list[str], values: list[str]) -> None:
+    """Sort the example's strings into its ids (fields `is_id_field` names) and the rest."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _ids_and_values(item, str(key), ids, values)
+    elif isinstance(value, list):
+        for item in value:
+            _ids_and_values(item, name, ids, values)
+    elif isinstance(value, str):
+        (ids if is_id_field(name) else values).append(value)
+
+
 def unusable_reply(
     output: BaseModel, registry: PromptRegistry | None = None, *, request: str = ""
 ) -> str | None:

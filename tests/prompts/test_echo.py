@@ -16,6 +16,7 @@ from aeonloop.prompts.compat import json_schema, validate_model
 from aeonloop.prompts.echo import (
     MIN_WORDS,
     clean_id,
+    copied_placeholder,
     instruction_echo,
     is_id_field,
     quoted_instruction,
@@ -262,3 +263,21 @@ def test_a_tool_named_as_none_is_no_tool(tool: str | None) -> None:
 @pytest.mark.parametrize("tool", ["search", "none_such", "nonexistent", "calculator"])
 def test_a_real_tool_name_is_a_tool(tool: str) -> None:
     assert not names_no_tool(tool)
+
+
+@pytest.mark.parametrize(
+    ("rule_id", "said", "copied"),
+    [
+        ("request.example-bullets", "Explain tides in a table.", "example"),
+        ("request.your-code.example", "Write a SQL query.", "example"),
+        ("request.bullets", "Explain tides in three bullet points.", None),
+        ("request.example", "Give an example of a table.", None),  # the request's own word
+    ],
+)
+def test_an_id_built_from_the_examples_placeholder_is_a_copy(
+    rule_id: str, said: str, copied: str | None
+) -> None:
+    """PREPARE's example names its check `request.example-bullets`; "example" is said nowhere
+    else in the example, so it is a placeholder; "request" is said by the request text given."""
+    found = copied_placeholder(rule_id, PromptId.CHECKS_PREPARE_USER, said=f"request. {said}")
+    assert found == copied

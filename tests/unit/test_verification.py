@@ -164,6 +164,24 @@ async def test_a_rule_in_words_the_host_reads_asks_no_prepare(harness) -> None:
     assert out.run.prepared == {"r.city": [PhraseCountCheck(phrase="Lisbon", min=1)]}
 
 
+async def test_a_prepared_check_named_after_the_formats_example_is_dropped(
+    harness, replies, make_request
+) -> None:
+    """SmolLM2 named a check `request.example-bullets` (the format example's id) for requests
+    that state no such thing, with a check every answer failed: dropped, noted; a check named
+    for the request is kept."""
+    words = {"type": "count", "unit": "words", "min": 4, "max": 10}
+    table = {"type": "pattern", "pattern": "\\|"}
+    reply = prepared(("request.example-bullets", words), ("request.table", table))
+    h = harness({INFER: replies.profile(), PREPARE: reply, DRAFT: "x"})
+    (out,) = await phase_a.handle(make_request(), h.deps)
+    assert [rule.id for rule in out.run.rules] == ["request.table"]
+    assert any(
+        "request.example-bullets was dropped: its id has the format example's 'example'" in note
+        for note in out.run.notes
+    )
+
+
 async def test_prepare_from_the_requests_own_constraints(harness, replies, make_request) -> None:
     """A constraint the request states becomes a rule of its own, named for the request."""
     reply = prepared(("bullets", BULLETS), description="exactly 3 bullet points")
