@@ -445,6 +445,15 @@ def rewrite_rounds(run: RunState, settings: LoopSettings) -> int:
     return min(rounds, 1) if run.effort == "low" else rounds
 
 
+def gained(rules: Sequence[Rule], rewritten: Sequence[Candidate], source: Candidate) -> bool:
+    """Whether a rewrite (or its repaired form) holds more fail-severity checks than `source`,
+    the text it rewrote. One that does not leaves the next round the same text and the same
+    failed checks to rewrite: on SmolLM2 that was one more sample of a call that had just
+    failed, at the price of the request and the whole answer again."""
+    before = held(rules, source.evaluation)
+    return any(held(rules, each.evaluation) > before for each in rewritten)
+
+
 def broke(rewritten: Candidate, source: Candidate) -> list[str]:
     """The fail-severity checks `source` held that its rewrite fails: such a rewrite is not
     published (it traded a check the user had for another)."""
@@ -493,7 +502,8 @@ async def verified(
 
     `answer` None: the model wrote no answer of its own, since no pass ran, and the draft is
     the text rewritten; the checks are the outside signal either way. A rewrite that breaks a
-    check the text it rewrote held is not a candidate (`broke`): noted, and the rounds end.
+    check the text it rewrote held is not a candidate (`broke`): noted, and the rounds end; so
+    do they after a rewrite that holds no more checks than the text it rewrote (`gained`).
 
     A round that cannot start (the token budget is spent, the LLM server is away) ends the
     rounds with a note: the candidates in hand are still published. A candidate a round sets
@@ -520,6 +530,12 @@ async def verified(
             )
             break
         candidates += rewritten
+        if not gained(run.rules, rewritten, current):
+            run.notes.append(
+                f"phase E: rewrite {round} held no more checks than the text it rewrote; "
+                "the rewrites end (another would rewrite the same text for the same checks)"
+            )
+            break
     chosen = best(candidates, loop_converged=loop_converged)
     return Verified(chosen, tuple(candidates), tuple(run.rules))
 

@@ -480,13 +480,33 @@ async def test_a_rewrite_that_breaks_a_check_that_held_is_not_published(
 async def test_refinement_stops_at_the_first_round_that_holds(
     harness, replies, make_request, drive
 ) -> None:
-    h = harness(loop_script(replies, **{REWRITE: ["- only\n- two", THREE, "never asked"]}))
+    """Round 1 meets one of the two failed checks, round 2 the other: the rounds stop there."""
+    chai = {"type": "phrase_count", "phrase": "chai", "min": 1}
+    checks = prepared(("request.bullets", BULLETS), ("request.chai", chai))
+    rewrites = ["- chai\n- only two", "- chai\n- green\n- black", "never asked"]
+    h = harness(
+        loop_script(replies, **{PREPARE: checks, REWRITE: rewrites}), answer_refine_rounds=3
+    )
     out = await answered(h, make_request, drive)
-    assert h.llm.calls.count(REWRITE) == 2 and CRITIQUE not in h.llm.calls
+    assert h.llm.calls.count(REWRITE) == 2
     assert out.result.final_answer.metadata["answered_by"] == "refinement:2"
     second = [call for call in h.llm.history if call.prompt_id is REWRITE][1]
-    # Round 2 rewrites the best candidate: still the answer, which round 1's rewrite tied
-    assert second.input.answer == "Green, black and oolong are three teas."
+    # Round 2 rewrites the best candidate: round 1's rewrite, which held one check more
+    assert second.input.answer == "- chai\n- only two"
+
+
+async def test_a_rewrite_that_gains_nothing_ends_the_rounds(
+    harness, replies, make_request, drive
+) -> None:
+    """Round 1's rewrite holds no more checks than the answer it rewrote: a round 2 would
+    rewrite the same text for the same checks, so none is asked, and the note says why."""
+    h = harness(loop_script(replies, **{REWRITE: ["- only\n- two", THREE]}))
+    out = await answered(h, make_request, drive)
+    final = out.result.final_answer
+    assert h.llm.calls.count(REWRITE) == 1
+    assert final.metadata["answered_by"] == "answer"
+    ended = "phase E: rewrite 1 held no more checks than the text it rewrote; the rewrites end"
+    assert any(note.startswith(ended) for note in final.metadata["run_notes"])
 
 
 async def test_the_draft_is_kept_when_refinement_makes_things_worse(
@@ -514,9 +534,10 @@ async def test_a_check_no_candidate_holds_degrades_the_answer_and_is_named(
     final = out.result.final_answer
     assert out.result.degraded and final.metadata["reason"] == "checks_failed"
     assert final.metadata["checks_never_held"] == ["request.bullets"]
-    # The answer over the draft it ties, and over the rewrites, which held no more than it
+    # The answer over the draft it ties, and over the rewrite, which held no more than it (so
+    # the rounds ended after it)
     assert final.metadata["answered_by"] == "answer"
-    assert [c["held"] for c in final.metadata["candidates"]] == [0, 0, 0, 0]
+    assert [c["held"] for c in final.metadata["candidates"]] == [0, 0, 0]
     # the model's text alone; the account beside it
     assert final.answer_text == "Green, black and oolong are three teas."
     assert "request.bullets (from the request) did not hold" in final.notes
