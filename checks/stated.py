@@ -80,6 +80,21 @@ def _masked(text: str) -> str:
     )
 
 
+#: Where one clause of a request ends and the next begins (`clauses`).
+_CLAUSE_BREAK = regex.compile(r"[,;.!?:\n]+|\s+(?:and|then|but)\s+", regex.IGNORECASE)
+
+
+def clauses(text: str) -> list[str]:
+    """The clauses of `text`, stripped, empty ones left out: split at punctuation and at "and",
+    "then", "but", never inside quotes ("with lines starting 'Pro:' and 'Con:'" is one)."""
+    masked, cuts, start = _masked(text), [], 0
+    for brk in _CLAUSE_BREAK.finditer(masked):
+        cuts.append(text[start : brk.start()])
+        start = brk.end()
+    cuts.append(text[start:])
+    return [clause.strip() for clause in cuts if clause.strip()]
+
+
 def _quoted_in(text: str, start: int, end: int) -> list[str]:
     """The quoted texts between `start` and `end` of the original text, in order."""
     return [m.group(0)[1:-1] for m in _QUOTE_SPANS.finditer(text, start, end) if m.group(0)[1:-1]]
@@ -390,6 +405,63 @@ def _quotes(m: regex.Match[str], text: str) -> list[Constraint]:
     ]
 
 
+@_stated(
+    r"\b(?:with\s+|use\s+|using\s+|have\s+|give\s+)(?:a\s+|one\s+|two\s+)?lines?\s+"
+    r"(?:starting|beginning|that\s+starts?|that\s+begins?)\s+(?:with\s+)?"
+    + _QUOTED
+    + r"(?:\s*(?:,|and|or|,\s*and)\s*"
+    + _QUOTED
+    + r")*"
+)
+def _lines_starting(m: regex.Match[str], text: str) -> list[Constraint]:
+    """ "with lines starting 'Pro:' and 'Con:'": a line that opens with each quoted text, after
+    any markup (a bullet, emphasis, a heading's hashes)."""
+    return [_line_opening(said, last=False) for said in _quoted_in(text, m.start(), m.end())]
+
+
+@_stated(
+    _LEAD
+    + r"(?:end|finish|close|conclude)s?\s+(?:"
+    + _ANSWER
+    + r"\s+|it\s+)?with\s+a\s+(?:final\s+|last\s+)?line\s+(?:starting\s+with\s+|that\s+"
+    r"starts\s+with\s+|reading\s+)?" + _QUOTED
+)
+def _last_line(m: regex.Match[str], text: str) -> list[Constraint]:
+    """ "End with a line 'Summary: ' followed by one sentence.": the last line with text opens
+    with the quoted text (what follows it is the answer's own)."""
+    return [_line_opening(_original(m, text, 1), last=True)]
+
+
+@_stated(r"\btitle\s+" + _QUOTED + r"\s+(?:on|as)\s+(?:the\s+|its\s+)?first\s+line\b")
+def _title_line(m: regex.Match[str], text: str) -> list[Constraint]:
+    """ "Give it the title 'The Painter' on the first line.": the first line is the title."""
+    said_text = _original(m, text, 1).strip()
+    text_pattern = regex.escape(said_text, special_only=True, literal_spaces=True)
+    pattern = rf"\A\s*{_LINE_MARKUP}{text_pattern}{_LINE_MARKUP}$"
+    check = {"type": "pattern", "pattern": pattern}
+    return [(f"title-{_slug(said_text)}", f"first line is {said_text!r}", check)]
+
+
+def _line_opening(said_text: str, *, last: bool) -> Constraint:
+    """A line (the last line with text, when `last`) that opens with `said_text`, stripped,
+    after any markup."""
+    said_text = said_text.strip()
+    text_pattern = regex.escape(said_text, special_only=True, literal_spaces=True)
+    if last:
+        pattern = rf"^{_LINE_MARKUP}{text_pattern}[^\n]*\s*\Z"
+        return (
+            f"last-line-{_slug(said_text)}",
+            f"last line starts with {said_text!r}",
+            {"type": "pattern", "pattern": pattern},
+        )
+    pattern = rf"^{_LINE_MARKUP}{text_pattern}"
+    return (
+        f"line-{_slug(said_text)}",
+        f"a line starts with {said_text!r}",
+        {"type": "pattern", "pattern": pattern},
+    )
+
+
 #: What a title in double angular brackets looks like (IFEval's `<<poem of joy>>`).
 TITLE_PATTERN = r"<<[^\n<>]+>>"
 
@@ -529,6 +601,7 @@ def _language(m: regex.Match[str], text: str) -> list[Constraint]:
     + _ANSWER
     + r"|the\s+result)\s+|(?:answer|respond|reply)\s+)?(?:as|in|with)\s+(?:only\s+)?(?:valid\s+)?"
     r"JSON(?:\s+format)?(?:\s+only)?(?=\s*(?:[.!?;:,)]|$))"
+    r"|" + _LEAD + r"(?:answer|respond|reply)\s+with\s+(?:the\s+)?JSON(?:\s+object)?\s+only\b"
     r"|\b" + _ANSWER + r"\s+(?:should|must)\s+be\s+(?:wrapped\s+|formatted\s+|written\s+)?"
     r"(?:as|in)\s+(?:valid\s+)?JSON\b"
 )

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from aeonloop.checks.stated import one_short_ask, read_rule, stated_constraints
+from aeonloop.checks.stated import clauses, one_short_ask, read_rule, stated_constraints
 from aeonloop.phases.events import RunState
 from aeonloop.phases.models import Rule
 
@@ -39,8 +39,6 @@ CONSTRAINT_WORDS = re.compile(
     r"|(?:respond|answer|reply|write)\s+(?:only\s+)?in\s+[A-Z][a-z]+)\b",
     re.IGNORECASE,
 )
-#: Where one clause of a request ends and the next begins: the reader reads clause by clause.
-_CLAUSE_BREAK = re.compile(r"[,;.!?:\n]+|\s+(?:and|then|but)\s+", re.IGNORECASE)
 
 
 def simple_ask(run: RunState, *, tools_available: bool) -> bool:
@@ -75,11 +73,10 @@ def unread_constraints(request: str) -> list[str]:
     """The clauses of `request` that use constraint language (CONSTRAINT_WORDS) in which the
     host's reader reads no check: what PREPARE may turn into one. Each clause is read on its
     own, so a clause the reader reads does not vouch for another it does not."""
-    clauses = (clause.strip() for clause in _CLAUSE_BREAK.split(request))
     return [
         clause
-        for clause in clauses
-        if clause and CONSTRAINT_WORDS.search(clause) and not stated_constraints(clause)
+        for clause in clauses(request)
+        if CONSTRAINT_WORDS.search(clause) and not stated_constraints(clause)
     ]
 
 

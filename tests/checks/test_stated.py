@@ -211,6 +211,25 @@ def mentions(phrase: str, low: int = 1, high: int | None = None) -> dict:
         ("There should be 3 paragraphs. Separate them with ***", [count("paragraphs", 3, 3)]),
         ("Answer in two paragraphs.", [count("paragraphs", 2, 2)]),
         ("Write a haiku in exactly three lines.", [count("lines", 3, 3)]),
+        (
+            "Give one pro and one con, with lines starting 'Pro:' and 'Con:'.",
+            [
+                {"type": "pattern", "pattern": "^[^\\w\\n]*Pro:"},
+                {"type": "pattern", "pattern": "^[^\\w\\n]*Con:"},
+            ],
+        ),
+        (
+            "Explain it. End with a line 'Summary: ' followed by one sentence.",
+            [{"type": "pattern", "pattern": "^[^\\w\\n]*Summary:[^\\n]*\\s*\\Z"}],
+        ),
+        (
+            "Write a poem. Give it the title 'The Painter' on the first line.",
+            [{"type": "pattern", "pattern": "\\A\\s*[^\\w\\n]*The Painter[^\\w\\n]*$"}],
+        ),
+        (
+            "Give a JSON object for Ada. Reply with the JSON only.",
+            [{"type": "json", "json_schema": None}],
+        ),
         ("Exactly three lines.", [count("lines", 3, 3)]),
         ("Write a poem of 4 lines.", [count("lines", 4, 4)]),
         ("Write a three-sentence summary.", [count("sentences", 3, 3)]),
@@ -351,6 +370,10 @@ def test_each_phrasing_the_host_reads(text: str, expected: list[dict]) -> None:
         "List three benefits of diet and exercise as a bulleted list",  # one list or two?
         "Summarise the three paragraphs below.",
         "Explain the three lines below.",
+        "Why do lines starting 'Pro:' look odd?",
+        "Explain what a line starting with '#' does in Python.",
+        "Why end with a line 'Bye'?",
+        "Explain the JSON only format.",
         "Why are two lines parallel?",
         "Explain why two sentences are enough.",
         "Write 100 words about tea.",  # about, or exactly, or at least: not said

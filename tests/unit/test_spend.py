@@ -83,6 +83,8 @@ async def test_prepare_only_for_words_or_unread_constraint_language(
         ("Name three fruits in three bullet points.", True),
         ("Explain tides in a table.", False),
         ("Explain tides, and end with 'Done'.", True),
+        ("Give a pro and a con, with lines starting 'Pro:' and 'Con:'.", True),  # one clause
+        ("Explain it. End with a line 'Summary: ' followed by one sentence.", True),
         ("What is the capital of France?", True),  # nothing to read: nothing unread
     ],
 )
