@@ -261,12 +261,13 @@ def test_a_worker_on_real_redis_and_a_server_killed_mid_run(
     # CI's 30 minutes are better spent than on samples that cannot hold the rule below.
     env = {**llm_env(llama, redis_url, redis_prefix), "AEON_DRAFT_SAMPLES": "1"}
     worker = procs.worker(env, name="real-worker")
-    # Each run's rule holds on no draft, so the runs go on past Phase A (a draft that holds
-    # can end a run there, issue 32), then critique and refine their answers, and the kill
-    # lands mid-run.
+    # Effort high, so the runs go on past Phase A to the loop (at medium a request with a rule
+    # and nothing to use ends on its draft path there); each run's rule holds on no draft, so
+    # they rewrite their answers too, and the kill lands mid-run.
     rules = tmp_path / "rules.json"
     rules.write_text(json.dumps([UNMET_RULE]))
     argv = ["ask", "--json", "--timeout", str(RUN_TIMEOUT_S), "--rules", str(rules)]
+    argv += ["--effort", "high"]
     asks = [
         procs.aeon(env, *argv, request, name="ask")
         for request in (REQUEST, "Why is the sky blue? Answer in two paragraphs.")
