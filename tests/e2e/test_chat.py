@@ -160,6 +160,7 @@ def test_a_runs_option_comes_through_extra_body(stack: Stack) -> None:
         model="aeon",
         messages=[{"role": "user", "content": REQUEST}],
         temperature=0.2,  # a standard field that tunes one call: taken, and ignored
+        reasoning_effort="high",  # the loop, which a rule and nothing to use skip at medium
         extra_body={"rules": [rule], "max_ttl": 1},
     )
     assert completion.aeon["total_passes"] == 1
