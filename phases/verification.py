@@ -60,6 +60,8 @@ PREPARE_SCOPE = memo_scope("a", "prepare")
 DRAFT_SCOPE = memo_scope("a", "draft")
 #: The most issues Phase C's critique may name (docs/requirements.md, CRITIQUE).
 MAX_CRITIQUE_ISSUES = 5
+#: Draft samples that repeat an earlier one before the sampling ends (`best_draft`).
+REPEATS_END_SAMPLES = 2
 #: The most checks PREPARE may add to a run: they ride in every event of the run.
 MAX_PREPARED_CHECKS = 20
 #: The prefix of the id of a rule the request implies.
@@ -199,12 +201,16 @@ async def best_draft(
 
     A weak model's plain answers differ from one sample to the next, and the host's checks
     tell them apart at the price of a plain call each, far less than a plan and its passes
-    (the quality bench's best of k). A sample that repeats an earlier one ends the sampling (a
-    model that answers alike each time has nothing more to give: the offline model); one that
+    (the quality bench's best of k). A second sample that repeats an earlier one ends the
+    sampling (a model that answers alike each time has nothing more to give: the offline model,
+    a server at temperature 0); one repeat alone does not: a sampling server repeats a short
+    answer by chance (SmolLM2's primes and planets, where the first repeat had ended the
+    samples at 3, and best of 8 held a rule more: the 40 cases, issue 40); one that
     cannot be used is noted and passed over; a call that fails, or that the budget or the
     deadline forbids, ends it with a note (the run goes on with the best in hand)."""
     best, best_judged = first, await judged_after_repair(run, first, judged, settings)
     seen = {first}
+    repeats = 0
     for sample in range(2, settings.draft_samples + 1):
         if all_hold(best_judged):
             break
@@ -218,7 +224,10 @@ async def best_draft(
             continue
         text = clip(reply.text.strip(), settings.max_step_output_chars)
         if text in seen:
-            break
+            repeats += 1
+            if repeats == REPEATS_END_SAMPLES:
+                break
+            continue
         seen.add(text)
         checked = await judged_after_repair(
             run, text, await check_text(run, text, settings), settings

@@ -266,9 +266,9 @@ async def test_a_redelivered_prepare_hop_makes_no_second_call(
     made = list(h.llm.calls)
     (again,) = await phase_a.handle(delivered(event), h.deps)
     assert h.llm.calls == made, "the redelivered hop made a call"
-    # The draft "x" fails the bullets check, so a second is sampled; it repeats the first,
-    # which ends the sampling.
-    assert made.count(PREPARE) == 1 and made.count(DRAFT) == 2
+    # The draft "x" fails the bullets check, so more are sampled; the second repeat of the
+    # first ends the sampling.
+    assert made.count(PREPARE) == 1 and made.count(DRAFT) == 3
     assert again.run.prepared == first.run.prepared and again.run.rules == first.run.rules
     assert first.event_id == again.event_id
     keys = [key.split("/", 1)[1] for key in h.deps.memo.values]
@@ -276,6 +276,7 @@ async def test_a_redelivered_prepare_hop_makes_no_second_call(
         "a/TASKPROFILE_INFERENCE_USER",
         "a/draft/ANSWER_DRAFT_USER",
         "a/draft:2/ANSWER_DRAFT_USER",
+        "a/draft:3/ANSWER_DRAFT_USER",
         "a/prepare/CHECKS_PREPARE_USER",
     ]
 
@@ -338,7 +339,8 @@ REFUSAL = "I'm sorry, but I can't help with that."
         (4, ["none", THREE, "never asked"], 2, THREE),  # the first that holds ends them
         (2, ["none", "oolong", THREE], 2, "oolong"),  # AEON_DRAFT_SAMPLES bounds them
         (1, ["none", THREE], 1, "none"),  # 1: the first draft only
-        (4, ["none", "none", THREE], 2, "none"),  # a repeat ends them: nothing more to give
+        (5, ["none", "none", "none", THREE], 3, "none"),  # a second repeat ends them
+        (4, ["none", "none", THREE], 3, THREE),  # one repeat alone does not: chance
         (3, ["none", REFUSAL, "oolong"], 3, "oolong"),  # a refusal is passed over
         (3, ["oolong", "oolong tea", "green oolong"], 3, "oolong"),  # ties keep the earlier
     ],
