@@ -119,7 +119,9 @@ def test_aeon_cancel_of_an_id_aeon_never_saw_is_exit_2_and_writes_nothing(
     slow = {**env, "AEON_LLM_DELAY_MS": SLOW_MS}
     procs.worker(slow)
     server = Server(procs, slow)
-    cid = server.submit("Explain tides")
+    # Effort high: the loop's calls, 1.5 s each, outlast the CLI's start on a loaded machine; a
+    # short ask's one call at the default effort could be answered before the cancel lands.
+    cid = server.submit("Explain tides", effort="high")
     known = procs.run_aeon(env, "cancel", cid, timeout=30)
     assert known.returncode == 0, known.tail()
     assert _answer(bus, cid, 20)["status"] == "cancelled"

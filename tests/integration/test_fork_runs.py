@@ -20,6 +20,7 @@ from aeonloop.limits import LoopSettings
 from aeonloop.llm.openai_adapter import OpenAIAdapter
 from aeonloop.phases.events import ExecutionResult, Fork
 from aeonloop.phases.models import Plan, PlanStep, Rule
+from aeonloop.phases.verification import REPEATS_END_SAMPLES
 from aeonloop.prompts.registry import PromptId
 from aeonloop.runs.memo import MEMO_MARGIN_S
 from aeonloop.testing import AeonTestStack
@@ -104,7 +105,9 @@ async def test_a_fork_from_pass_2_with_a_new_rule_takes_what_came_before_and_che
     # new rule asked for (a draft sample, critiques, refinements, the answer), none of them
     # a profile, PREPARE, the plan, a step of pass 1 or its evaluation.
     assert made and not set(made) & set(BEFORE_PASS_2) - {PromptId.ANSWER_DRAFT_USER}
-    assert made.count(PromptId.ANSWER_DRAFT_USER) <= 1  # a second sample, not the first draft
+    # Samples after the first draft (the stand-in repeats itself: the second repeat ends
+    # them), never the first draft again
+    assert made.count(PromptId.ANSWER_DRAFT_USER) <= REPEATS_END_SAMPLES
     [verdict] = [check for check in other.outcome.checks if check.id == "no-moon"]
     assert verdict.verdict == "fail"  # every step the stand-in writes names the Moon
     assert not any(check.id == "no-moon" for check in first.outcome.checks)
