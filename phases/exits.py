@@ -33,7 +33,14 @@ from aeonloop.exceptions import (
 from aeonloop.limits import LoopSettings
 from aeonloop.phases import evaluation
 from aeonloop.phases.events import Event, LoopExited, RequestSubmitted, RunState, utcnow
-from aeonloop.phases.models import AnswerReason, Evaluation, ExecutionPass, ExitReason, Plan
+from aeonloop.phases.models import (
+    AnswerReason,
+    Evaluation,
+    ExecutionPass,
+    ExitReason,
+    Plan,
+    fail_rules,
+)
 
 #: How long Phase E has to answer a run known only by its correlation id (its deadline went
 #: with the event that could not be read).
@@ -106,7 +113,7 @@ def draft_suffices(
             f"the profile asks for no more (reasoning depth {profile.reasoning_depth}, tool "
             f"use {profile.expected_tool_usage})"
         )
-    elif not tools_available and not run.file_paths and _has_checks(run):
+    elif not tools_available and not run.file_paths and fail_rules(run.rules):
         asks = "the request has checks to hold its draft to and nothing to use but its words"
     else:
         return None
@@ -116,18 +123,12 @@ def draft_suffices(
 
 def _held(run: RunState, judged: Evaluation) -> str:
     """What the draft held, in words."""
-    checks = sum(1 for rule in run.rules if rule.severity == "fail")
+    checks = len(fail_rules(run.rules))
     if not checks:
         return "had no check to fail"
     if judged.failed:
         return f"held {checks - len(judged.failed)} of {checks} fail-severity check(s)"
     return f"held all {checks} fail-severity check(s)"
-
-
-def _has_checks(run: RunState) -> bool:
-    """The run has at least one fail-severity check: what the draft path's samples, repairs and
-    rewrite are chosen by."""
-    return any(rule.severity == "fail" for rule in run.rules)
 
 
 def _profile_asks_no_more(run: RunState, tools_available: bool) -> bool:

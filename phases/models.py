@@ -7,6 +7,7 @@ without a bus or an LLM.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Dict, List, Literal, Optional
@@ -409,6 +410,11 @@ class Rule(Model):
     def check_text(self) -> str:
         """The check in one line for display: its words, or its description."""
         return self.check if isinstance(self.check, str) else self.check.describe()
+
+
+def fail_rules(rules: Sequence[Rule]) -> list[Rule]:
+    """The rules of fail severity: the checks a candidate answer is chosen and judged by."""
+    return [rule for rule in rules if rule.severity == "fail"]
 
 
 class RuleFinding(Model):

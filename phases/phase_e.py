@@ -54,7 +54,7 @@ from aeonloop.phases import exits, history, publish, upstream, verification
 from aeonloop.phases.cancels import Stopped, unless_stopped
 from aeonloop.phases.deps import NO_STREAM, AnswerStream, PhaseDeps
 from aeonloop.phases.events import Event, FinalAnswerReady, LoopExited, RunState, utcnow
-from aeonloop.phases.models import AnswerReason, FinalAnswer, PhaseEInput
+from aeonloop.phases.models import AnswerReason, FinalAnswer, PhaseEInput, fail_rules
 from aeonloop.phases.outcome import outcome_of
 from aeonloop.prompts.registry import FinalAnswerOutput, PromptId, PromptRegistry
 from aeonloop.runs.in_process import DictMemo
@@ -209,7 +209,7 @@ def published_as_written(phase_e_input: PhaseEInput, run: RunState | None) -> bo
     asks for no caveat before it (the reason the answer would be given is CONVERGED). Only a
     reply that turns out unusable (cut, not the JSON asked for, a copy of the prompt) is then
     not published: the host's checks have nothing left to judge."""
-    if run is not None and verification.fail_rules(run.rules):
+    if run is not None and fail_rules(run.rules):
         return False
     reason = publish.answer_reason_of(phase_e_input, has_draft=run is not None and run.has_draft)
     return reason is AnswerReason.CONVERGED

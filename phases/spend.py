@@ -24,7 +24,7 @@ import re
 
 from aeonloop.checks.stated import clauses, one_short_ask, read_rule, stated_constraints
 from aeonloop.phases.events import RunState
-from aeonloop.phases.models import Rule
+from aeonloop.phases.models import Rule, fail_rules
 
 #: Words that ask for a shape or a measure a check could hold an answer to: counts of units,
 #: case, formats, wrappings, exact openings and endings, words to use or avoid, the language.
@@ -64,9 +64,7 @@ def needs_profile(run: RunState, *, tools_available: bool, simple: bool) -> bool
 def checked_before_calls(run: RunState) -> bool:
     """The run has a fail-severity check before the model is asked anything: a rule the
     request gives, or a constraint the host's reader reads in the request (checks.stated)."""
-    return any(rule.severity == "fail" for rule in run.rules) or bool(
-        stated_constraints(run.request)
-    )
+    return bool(fail_rules(run.rules)) or bool(stated_constraints(run.request))
 
 
 def unread_constraints(request: str) -> list[str]:

@@ -43,7 +43,7 @@ from aeonloop.llm.session import LLMSession, Reply
 from aeonloop.phases import evaluation, spend, summaries
 from aeonloop.phases.deps import NO_STREAM, AnswerStream, LoopSettings
 from aeonloop.phases.events import RunState
-from aeonloop.phases.models import CritiqueIssue, Evaluation, Rule, RuleCheck
+from aeonloop.phases.models import CritiqueIssue, Evaluation, Rule, RuleCheck, fail_rules
 from aeonloop.prompts.baseline import plain_call
 from aeonloop.prompts.clipping import clip
 from aeonloop.prompts.echo import copied_placeholder, quoted_instruction
@@ -88,7 +88,7 @@ def prepare_input(run: RunState) -> PrepareChecksInput:
 
 def in_words(rules: Sequence[Rule]) -> str:
     """The rules whose check is in words, one per line: `- id: the words`."""
-    return "\n".join(f"- {rule.id}: {rule.check}" for rule in rules if isinstance(rule.check, str))
+    return "\n".join(f"- {rule.id}: {rule.check}" for rule in rules if rule.in_words)
 
 
 async def prepare(session: LLMSession, run: RunState) -> PrepareChecksOutput:
@@ -261,10 +261,6 @@ def unusable(reply: Reply, request: str) -> str | None:
 async def check_text(run: RunState, text: str, settings: LoopSettings) -> Evaluation:
     """Every rule of the run on `text`, with the prepared checks (phases.evaluation)."""
     return await evaluation.evaluate_run(run, text, settings, run.prepared)
-
-
-def fail_rules(rules: Sequence[Rule]) -> list[Rule]:
-    return [rule for rule in rules if rule.severity == "fail"]
 
 
 def held(rules: Sequence[Rule], judged: Evaluation) -> int:
