@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import regex
 
@@ -416,7 +416,7 @@ def _quotes(m: regex.Match[str], text: str) -> list[Constraint]:
 def _lines_starting(m: regex.Match[str], text: str) -> list[Constraint]:
     """ "with lines starting 'Pro:' and 'Con:'": a line that opens with each quoted text, after
     any markup (a bullet, emphasis, a heading's hashes)."""
-    return [_line_opening(said, last=False) for said in _quoted_in(text, m.start(), m.end())]
+    return [_line_opening(said, "any") for said in _quoted_in(text, m.start(), m.end())]
 
 
 @_stated(
@@ -429,37 +429,30 @@ def _lines_starting(m: regex.Match[str], text: str) -> list[Constraint]:
 def _last_line(m: regex.Match[str], text: str) -> list[Constraint]:
     """ "End with a line 'Summary: ' followed by one sentence.": the last line with text opens
     with the quoted text (what follows it is the answer's own)."""
-    return [_line_opening(_original(m, text, 1), last=True)]
+    return [_line_opening(_original(m, text, 1), "last")]
 
 
 @_stated(r"\btitle\s+" + _QUOTED + r"\s+(?:on|as)\s+(?:the\s+|its\s+)?first\s+line\b")
 def _title_line(m: regex.Match[str], text: str) -> list[Constraint]:
     """ "Give it the title 'The Painter' on the first line.": the first line is the title."""
-    said_text = _original(m, text, 1).strip()
-    text_pattern = regex.escape(said_text, special_only=True, literal_spaces=True)
-    pattern = rf"\A\s*{_LINE_MARKUP}{text_pattern}{_LINE_MARKUP}$"
-    check = {"type": "pattern", "pattern": pattern}
-    return [(f"title-{_slug(said_text)}", f"first line is {said_text!r}", check)]
+    return [_line_opening(_original(m, text, 1), "first")]
 
 
-def _line_opening(said_text: str, *, last: bool) -> Constraint:
-    """A line (the last line with text, when `last`) that opens with `said_text`, stripped,
-    after any markup."""
+def _line_opening(said_text: str, where: Literal["first", "last", "any"]) -> Constraint:
+    """A line that opens with `said_text`, stripped, after any markup (a bullet, emphasis, a
+    heading's hashes): the first line, that text alone; the last line with text; or any line.
+    The one reading of a line's opening, for a rule in words and for a request alike."""
     said_text = said_text.strip()
-    text_pattern = regex.escape(said_text, special_only=True, literal_spaces=True)
-    if last:
-        pattern = rf"^{_LINE_MARKUP}{text_pattern}[^\n]*\s*\Z"
-        return (
-            f"last-line-{_slug(said_text)}",
-            f"last line starts with {said_text!r}",
-            {"type": "pattern", "pattern": pattern},
-        )
-    pattern = rf"^{_LINE_MARKUP}{text_pattern}"
-    return (
-        f"line-{_slug(said_text)}",
-        f"a line starts with {said_text!r}",
-        {"type": "pattern", "pattern": pattern},
-    )
+    text = regex.escape(said_text, special_only=True, literal_spaces=True)
+    if where == "first":
+        pattern, said = rf"\A\s*{_LINE_MARKUP}{text}{_LINE_MARKUP}$", f"first line is {said_text!r}"
+    elif where == "last":
+        pattern = rf"^{_LINE_MARKUP}{text}[^\n]*\s*\Z"
+        said = f"last line starts with {said_text!r}"
+    else:
+        pattern, said = rf"^{_LINE_MARKUP}{text}", f"a line starts with {said_text!r}"
+    name = f"line-{_slug(said_text)}" if where == "any" else f"{where}-line-{_slug(said_text)}"
+    return (name, said, {"type": "pattern", "pattern": pattern})
 
 
 #: What a title in double angular brackets looks like (IFEval's `<<poem of joy>>`).
@@ -920,25 +913,16 @@ def _say_rule(rule: str) -> list[Constraint]:
 
 
 def _line_rule(rule: str) -> list[Constraint]:
-    """ "A line starting 'Pro:'.": a line that opens with the text, after any markup (a
-    bullet, emphasis, a heading's hashes); "A last line starting ...": the last line with
-    text; "First line is '...'": the first line, that text alone."""
+    """ "A line starting 'Pro:'.", "A last line starting ...", "First line is '...'": that
+    line's opening (`_line_opening`)."""
     match = _LINE_RULE.match(rule)
     if match is None:
         return []
-    said_text = _original(match, rule, 3).strip()
-    if not said_text:
+    said_text = _original(match, rule, 3)
+    if not said_text.strip():
         return []
-    text = regex.escape(said_text, special_only=True, literal_spaces=True)
-    if match.group("first"):
-        pattern, said = rf"\A\s*{_LINE_MARKUP}{text}{_LINE_MARKUP}$", f"first line is {said_text!r}"
-    elif match.group("last"):
-        pattern = rf"^{_LINE_MARKUP}{text}[^\n]*\s*\Z"
-        said = f"last line starts with {said_text!r}"
-    else:
-        pattern, said = rf"^{_LINE_MARKUP}{text}", f"a line starts with {said_text!r}"
-    check = {"type": "pattern", "pattern": pattern}
-    return [(f"line-{_slug(said_text)}", said, check)]
+    where = "first" if match.group("first") else "last" if match.group("last") else "any"
+    return [_line_opening(said_text, where)]
 
 
 def _quantity_rule(rule: str) -> list[Constraint]:
@@ -955,8 +939,10 @@ def _quantity_rule(rule: str) -> list[Constraint]:
     pattern = r"[,\s]?".join(groups) + (rf"\.{decimals}" if decimals else "")
     if unit.startswith("°"):
         sign = rf"°?\s*{unit[-1]}\b"
+    elif unit == "%":
+        sign = "%"
     else:
-        sign = rf"{regex.escape(unit)}\b" if unit != "%" else "%"
+        sign = rf"{regex.escape(unit)}\b"
     check = {
         "type": "pattern",
         "pattern": rf"(?<![\d.]){pattern}\s*{sign}",

@@ -115,6 +115,8 @@ def adopt_prepared(run: RunState, output: PrepareChecksOutput) -> None:
     host cannot run, one for a rule that has a check of its own, one past
     MAX_PREPARED_CHECKS."""
     by_id = {rule.id: rule for rule in run.rules}
+    # What the model was told: the request, the rules, and the prefix the prompt asks ids to
+    # take ("request.<name>"), which the example's id has too.
     said = " ".join([REQUEST_PREFIX, run.request, in_words(run.rules)])
     kept = 0
     for item in output.checks:
