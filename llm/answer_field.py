@@ -15,6 +15,8 @@ import re
 
 from aeonloop.llm.base import TextSink
 
+#: A stretch of characters that stand for themselves in a JSON string.
+_PLAIN = re.compile(r'[^"\\]+')
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
@@ -52,16 +54,18 @@ class FieldSink:
 
 def decode_some(raw: str, at: int) -> tuple[str, int, bool]:
     """The JSON string characters of `raw` from `at` that are whole, where decoding stopped,
-    and whether the string's closing quote was reached."""
+    and whether the string's closing quote was reached. Plain characters are taken a stretch
+    at a time (`_PLAIN`): a character at a time was the largest share of a worker's own CPU
+    that reading a streamed answer took (`python -m bench`, concurrency, profiled)."""
     out: list[str] = []
     while at < len(raw):
-        char = raw[at]
-        if char == '"':
-            return "".join(out), at + 1, True
-        if char != "\\":
-            out.append(char)
-            at += 1
+        plain = _PLAIN.match(raw, at)
+        if plain is not None:
+            out.append(plain.group())
+            at = plain.end()
             continue
+        if raw[at] == '"':
+            return "".join(out), at + 1, True
         escaped, used = _escape(raw, at)
         if escaped is None:
             break  # cut in two: the rest comes with the next write
