@@ -19,6 +19,7 @@ asked), so each phrase is read only where it asks something of the answer: never
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -57,16 +58,26 @@ _ANSWER = r"(?:(?:your|the)\s+)?(?:entire\s+|whole\s+)?(?:answer|response|reply|
 _NOT_NEGATED = r"(?<!\b(?:not|n't|never|nor)\s+)"
 #: Quoted text: double quotes, curly quotes, and single quotes that are not apostrophes.
 _QUOTE_SPANS = regex.compile(r"\"[^\"\n]*\"|“[^”\n]*”|‘[^’\n]*’|(?<!\w)'[^'\n]*'(?!\w)")
-_STATED: list[tuple[regex.Pattern[str], _Maker]] = []
+#: Each reading: its pattern, what it makes of a match, and a word one of which any match
+#: holds (None: no such word), looked for first (`_phrases`).
+_STATED: list[tuple[regex.Pattern[str], _Maker, re.Pattern[str] | None]] = []
 
 
 def _number(word: str) -> int:
     return int(word) if word.isdigit() else _NUMBER_WORDS[word.lower()]
 
 
-def _stated(pattern: str) -> Callable[[_Maker], _Maker]:
+def _stated(pattern: str, *, needs: str | None = None) -> Callable[[_Maker], _Maker]:
+    """Register a reading. `needs`: words (a regex alternation) one of which every match of
+    `pattern` holds, so a text without any is passed over by one plain search: the patterns
+    that try look-behinds at every position (JSON, commas, case) were most of the CPU a
+    worker spent reading a request (`python -m bench`, concurrency, profiled), and most
+    requests say none of their words."""
+
     def register(make: _Maker) -> _Maker:
-        _STATED.append((regex.compile(pattern, regex.IGNORECASE | regex.MULTILINE), make))
+        compiled = regex.compile(pattern, regex.IGNORECASE | regex.MULTILINE)
+        gate = re.compile(needs, re.IGNORECASE) if needs else None
+        _STATED.append((compiled, make, gate))
         return make
 
     return register
@@ -498,7 +509,8 @@ _MARKS = r"(?:periods|full\s+stops|semicolons|colons|dashes|hyphens|apostrophes|
     + _MARKS
     + r")|at\s+all|in\s+"
     + _ANSWER
-    + r")\b))"
+    + r")\b))",
+    needs="commas",
 )
 def _no_commas(m: regex.Match[str], text: str) -> list[Constraint]:
     """ "Use no commas", "refrain from the use of any commas": not "there are no commas in
@@ -511,7 +523,8 @@ def _no_commas(m: regex.Match[str], text: str) -> list[Constraint]:
     r"|be\s+(?:written\s+)?(?:all\s+)?))(?:only\s+)?"
     r"(?:(lower|upper)[\s-]*case(?:\s+letters)?|(capital\s+letters|caps|(?<=(?:in|all)\s)capitals))"
     r"(?=\s*(?:[.!?;:,)]|$|\s+(?:and|only|throughout|please)\b)|(?<=letters)(?!\s+(?:in|of|for)\b))"
-    r"|(?:^|(?<=[.!?;:,(\n]))\s*no\s+capital\s+letters(?:\s+are\s+allowed)?\b"
+    r"|(?:^|(?<=[.!?;:,(\n]))\s*no\s+capital\s+letters(?:\s+are\s+allowed)?\b",
+    needs="case|capital|caps",
 )
 def _case(m: regex.Match[str], text: str) -> list[Constraint]:
     """ "in lower case", "in all capital letters", "Answer in upper case", "No capital letters
@@ -596,7 +609,8 @@ def _language(m: regex.Match[str], text: str) -> list[Constraint]:
     r"JSON(?:\s+format)?(?:\s+only)?(?=\s*(?:[.!?;:,)]|$))"
     r"|" + _LEAD + r"(?:answer|respond|reply)\s+with\s+(?:the\s+)?JSON(?:\s+object)?\s+only\b"
     r"|\b" + _ANSWER + r"\s+(?:should|must)\s+be\s+(?:wrapped\s+|formatted\s+|written\s+)?"
-    r"(?:as|in)\s+(?:valid\s+)?JSON\b"
+    r"(?:as|in)\s+(?:valid\s+)?JSON\b",
+    needs="json",
 )
 def _json_answer(m: regex.Match[str], text: str) -> list[Constraint]:
     """ "Give it as JSON.", "Answer in JSON format.", "Entire output should be wrapped in JSON
@@ -660,7 +674,9 @@ def _phrases(text: str) -> list[list[Constraint]]:
     text with its quotes blanked (`_masked`); what a phrase quotes is read from the text."""
     masked = _masked(text)
     found: list[tuple[int, int, list[Constraint]]] = []
-    for order, (pattern, make) in enumerate(_STATED):
+    for order, (pattern, make, gate) in enumerate(_STATED):
+        if gate is not None and gate.search(masked) is None:
+            continue
         found += [
             (m.start(), order, made)
             for m in pattern.finditer(masked)
