@@ -11,9 +11,12 @@ that has none says why (`LEFT_TO_THE_MODEL`), and a test holds the two to the vo
   would answer for the model;
 - `json`: the one JSON object or array in the text taken out of its prose or fence and written
   again as JSON;
-- `pattern`, the host's own title pattern only (`stated.TITLE_PATTERN`): a first line that is a
-  title (a Markdown heading, or a short line with no full stop before a blank line) marked
-  `<<title>>`.
+- `pattern`, the host's own patterns only: for its title pattern (`stated.TITLE_PATTERN`), a
+  first line that is a title (a Markdown heading, or a short line with no full stop before a
+  blank line) marked `<<title>>`; for a first line asked to be a given text (`stated.line_form`),
+  that text put first, in place of a first line that says it in other words ("Title: The
+  Painter"); for a heading asked (the same), a line that opens with it and runs on ("**For:**
+  it is safer") split in two, the heading alone above the rest.
 
 Never a cut, a deletion or an invention: a word limit is not met by cutting mid-sentence,
 forbidden words are not deleted, a missing keyword or postscript is not written by the host.
@@ -33,7 +36,7 @@ from typing import Any
 import regex
 
 from aeonloop.checks.running import run_check
-from aeonloop.checks.stated import TITLE_PATTERN
+from aeonloop.checks.stated import TITLE_PATTERN, line_form
 from aeonloop.checks.types import (
     CaseCheck,
     Check,
@@ -158,12 +161,23 @@ _HEADING = regex.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 _TITLE_WORDS = 12
 
 
-def _mark_title(check: PatternCheck, text: str) -> tuple[str, str] | None:
+def _own_pattern(check: PatternCheck, text: str) -> tuple[str, str] | None:
+    """The fix of a pattern the host writes itself; a pattern from anywhere else has none."""
+    if not check.present:
+        return None
+    if check.pattern == TITLE_PATTERN:
+        return _mark_title(text)
+    form = line_form(check.pattern)
+    if form is None:
+        return None
+    where, asked = form
+    return _first_line(asked, text) if where == "first" else _heading_apart(asked, text)
+
+
+def _mark_title(text: str) -> tuple[str, str] | None:
     """The first line marked `<<...>>` when it is a title already: a Markdown heading, or a short
     line (at most _TITLE_WORDS words) with no full stop, followed by a blank line and more text.
     Any other text has no title to mark, and the host does not write one."""
-    if check.pattern != TITLE_PATTERN or not check.present:
-        return None
     lines = text.strip().split("\n")
     first = lines[0].strip()
     heading = _HEADING.match(first)
@@ -185,13 +199,46 @@ def _mark_title(check: PatternCheck, text: str) -> tuple[str, str] | None:
     return marked, f"title marked <<{title}>> by the host"
 
 
-#: The lossless fix each check type declares (a `pattern` check: the title pattern's only).
+#: A first line that says a title in other words: a "Title:" label, markup, another case.
+_LABELLED = regex.compile(r"^[^\w\n]*(?:title\s*:\s*)?(?P<said>.*?)[^\w\n]*$", regex.IGNORECASE)
+
+
+def _first_line(asked: str, text: str) -> tuple[str, str] | None:
+    """The text asked for the first line put first: in place of a first line that is it in
+    other words, else above the text (as an opening asked is added: the words are the
+    request's, not the host's)."""
+    lines = text.strip("\n").split("\n")
+    labelled = _LABELLED.match(lines[0].strip())
+    if labelled is not None and labelled.group("said").casefold() == asked.casefold():
+        lines = lines[1:]
+    return "\n".join([asked, *lines]), f"first line {quote(asked)} put first by the host"
+
+
+def _heading_apart(asked: str, text: str) -> tuple[str, str] | None:
+    """The first line that opens with the heading asked and runs on after a colon or a dash
+    ("**For:** it is safer", "Against - cost"), split: the heading alone on its line, then the
+    rest. None when no line opens so: where a heading would go is the model's to say."""
+    opening = regex.compile(
+        r"^[^\w\n]*(?i:"
+        + regex.escape(asked)
+        + r")[*_]*\s*(?::|\s[-–—])[*_]*\s*(?P<rest>\S[^\n]*)$",
+        regex.MULTILINE,
+    )
+    found = opening.search(text)
+    if found is None:
+        return None
+    split = f"{asked}\n{found.group('rest')}"
+    fixed = text[: found.start()] + split + text[found.end() :]
+    return fixed, f"heading {quote(asked)} put on a line of its own by the host"
+
+
+#: The lossless fix each check type declares (a `pattern` check: the host's own patterns only).
 REPAIRS: dict[str, _Fix] = {
     "case": _recase,
     "starts_with": _add_opening,
     "ends_with": _add_ending,
     "json": _json_out,
-    "pattern": _mark_title,
+    "pattern": _own_pattern,
 }
 #: The check types with no lossless fix, and why: these are left to the model.
 LEFT_TO_THE_MODEL: dict[str, str] = {

@@ -449,21 +449,63 @@ def _title_line(m: regex.Match[str], text: str) -> list[Constraint]:
     return [_line_opening(_original(m, text, 1), "first")]
 
 
+@_stated(
+    r"\b(?:under|with|use|using|have|give\s+them)\s+(?:the\s+)?(?:section\s+)?headings?\s+"
+    + _QUOTED_LIST,
+    needs="heading",
+)
+def _headings(m: regex.Match[str], text: str) -> list[Constraint]:
+    """ "under headings 'For' and 'Against'": a line that is each heading alone, its markup
+    aside ("## For", "**For:**")."""
+    return [_heading_line(said) for said in _quoted_in(text, m.start(), m.end())]
+
+
+def _heading_line(said_text: str) -> Constraint:
+    """A line that is `said_text` alone, in any case, its markup aside (`line_form` reads it
+    back)."""
+    said_text = said_text.strip()
+    pattern = _HEADING_FORM.format(text=_escaped(said_text))
+    return (f"heading-{_slug(said_text)}", f"a heading line {said_text!r}", _pattern_check(pattern))
+
+
+def _pattern_check(pattern: str) -> dict[str, Any]:
+    """A pattern check as PREPARE writes one: the pattern must occur."""
+    return {"type": "pattern", "pattern": pattern}
+
+
+def _escaped(said_text: str) -> str:
+    return regex.escape(said_text, special_only=True, literal_spaces=True)
+
+
+def line_form(pattern: str) -> tuple[Literal["first", "heading"], str] | None:
+    """The host's own first-line or heading pattern (`_line_opening`'s "first", `_heading_line`)
+    and the text it asks for; None for any other pattern. Read from the pattern itself, so a
+    check that came in an event reads the same as one just made (checks.repairs)."""
+    for where, form in (("first", _FIRST_LINE_FORM), ("heading", _HEADING_FORM)):
+        head, _, tail = form.partition("{text}")
+        if pattern.startswith(head) and pattern.endswith(tail) and len(pattern) > len(form) - 6:
+            escaped = pattern[len(head) : len(pattern) - len(tail)]
+            said_text = regex.sub(r"\\(.)", r"\1", escaped)
+            if _escaped(said_text) == escaped:
+                return where, said_text
+    return None
+
+
 def _line_opening(said_text: str, where: Literal["first", "last", "any"]) -> Constraint:
     """A line that opens with `said_text`, stripped, after any markup (a bullet, emphasis, a
     heading's hashes): the first line, that text alone; the last line with text; or any line.
     The one reading of a line's opening, for a rule in words and for a request alike."""
     said_text = said_text.strip()
-    text = regex.escape(said_text, special_only=True, literal_spaces=True)
+    text = _escaped(said_text)
     if where == "first":
-        pattern, said = rf"\A\s*{_LINE_MARKUP}{text}{_LINE_MARKUP}$", f"first line is {said_text!r}"
+        pattern, said = _FIRST_LINE_FORM.format(text=text), f"first line is {said_text!r}"
     elif where == "last":
         pattern = rf"^{_LINE_MARKUP}{text}[^\n]*\s*\Z"
         said = f"last line starts with {said_text!r}"
     else:
         pattern, said = rf"^{_LINE_MARKUP}{text}", f"a line starts with {said_text!r}"
     name = f"line-{_slug(said_text)}" if where == "any" else f"{where}-line-{_slug(said_text)}"
-    return (name, said, {"type": "pattern", "pattern": pattern})
+    return (name, said, _pattern_check(pattern))
 
 
 #: What a title in double angular brackets looks like (IFEval's `<<poem of joy>>`).
@@ -754,6 +796,19 @@ _LINE_RULE = regex.compile(
 )
 #: Markup a line may open with before its text: a bullet, emphasis, a heading's hashes.
 _LINE_MARKUP = r"[^\w\n]*"
+#: The first line is the text alone; a line is the heading alone, in any case (`{text}`: the
+#: text, escaped as `_escaped` does).
+_FIRST_LINE_FORM = r"\A\s*" + _LINE_MARKUP + "{text}" + _LINE_MARKUP + "$"
+_HEADING_FORM = "^" + _LINE_MARKUP + "(?i:{text})" + _LINE_MARKUP + "$"
+#: "A 'For' heading line.", "Heading 'Against'.": a rule in words that asks for one heading.
+_HEADING_RULE = regex.compile(
+    r"^\s*(?:an?\s+)?(?:"
+    + _QUOTED
+    + r"\s+heading(?:\s+line)?|heading(?:\s+line)?\s+"
+    + _QUOTED.replace("(", "(?P<after>", 1)
+    + r")\s*\.?\s*$",
+    regex.IGNORECASE,
+)
 #: A rule whose whole text is a quantity to say: "100 °C.", "Say 5000 metres." A number, then
 #: a degree sign and a scale letter, a percent sign, or a unit word.
 _QUANTITY_RULE = regex.compile(
@@ -878,6 +933,7 @@ def _rule_alone(rule: str) -> list[Constraint]:
         _either_rule,
         _say_rule,
         _line_rule,
+        _heading_rule,
         _quantity_rule,
         _title_rule,
         _label_rule,
@@ -939,6 +995,15 @@ def _line_rule(rule: str) -> list[Constraint]:
         return []
     where = "first" if match.group("first") else "last" if match.group("last") else "any"
     return [_line_opening(said_text, where)]
+
+
+def _heading_rule(rule: str) -> list[Constraint]:
+    """ "A 'For' heading line.", "Heading 'Against'.": a line that is the heading alone."""
+    match = _HEADING_RULE.match(rule)
+    if match is None:
+        return []
+    said_text = _original(match, rule, 1 if match.group(1) else "after")
+    return [_heading_line(said_text)] if said_text.strip() else []
 
 
 def _quantity_rule(rule: str) -> list[Constraint]:

@@ -9,7 +9,7 @@ import pytest
 
 from aeonloop.checks.repairs import LEFT_TO_THE_MODEL, REPAIRS, repair
 from aeonloop.checks.running import run_check
-from aeonloop.checks.stated import TITLE_PATTERN
+from aeonloop.checks.stated import TITLE_PATTERN, stated_checks
 from aeonloop.checks.types import CHECK_TYPES, parse_check
 
 
@@ -21,6 +21,14 @@ LOWER = {"type": "case", "case": "lower"}
 UPPER = {"type": "case", "case": "upper"}
 JSON = {"type": "json", "json_schema": None}
 TITLE = {"type": "pattern", "pattern": TITLE_PATTERN}
+#: The host's own first-line and heading patterns, as it reads them in a request.
+FIRST_LINE, HEADING_FOR, HEADING_AGAINST = (
+    check["check"]
+    for check in stated_checks(
+        "Give it the title 'The Painter' on the first line, under headings 'For' and 'Against'.",
+        "",
+    )
+)
 QUOTES = ({"type": "starts_with", "text": '"'}, {"type": "ends_with", "text": '"'})
 
 
@@ -100,6 +108,27 @@ def test_every_check_type_declares_a_fix_or_why_it_has_none() -> None:
             "<<A Day at Sea>>\n\nThe waves were high.",
             ["title marked <<A Day at Sea>> by the host"],
         ),
+        (
+            "**For:** fewer crashes.\n\n**Against** - lost jobs.",
+            [HEADING_FOR, HEADING_AGAINST],
+            "For\nfewer crashes.\n\nAgainst\nlost jobs.",
+            [
+                "heading 'For' put on a line of its own by the host",
+                "heading 'Against' put on a line of its own by the host",
+            ],
+        ),
+        (
+            "Title: the painter\n\nA robot painted.",
+            [FIRST_LINE],
+            "The Painter\n\nA robot painted.",
+            ["first line 'The Painter' put first by the host"],
+        ),
+        (
+            "A robot painted.",
+            [FIRST_LINE],
+            "The Painter\nA robot painted.",
+            ["first line 'The Painter' put first by the host"],
+        ),
     ],
 )
 def test_each_repair_fixes_its_check(text: str, checks: list, fixed: str, names: list) -> None:
@@ -122,6 +151,12 @@ def test_each_repair_fixes_its_check(text: str, checks: list, fixed: str, names:
         ('```json\n{"a": 1}\n```', {"type": "json", "json_schema": {"required": ["b"]}}),
         ("The sun is up. The waves were high.", TITLE),  # no title to mark
         ("A first line that ends.\n\nMore.", TITLE),
+        # a heading asked where no line opens with it, or runs on without a colon or a dash
+        ("Cars are safer.\nThey cost more.", HEADING_FOR),
+        ("For self-driving cars: safety.", HEADING_FOR),
+        ("For-profit firms build them.", HEADING_FOR),
+        # a line pattern the host did not write has no fix
+        ("Pros: cheap", {"type": "pattern", "pattern": "^Pros$"}),
         # left to the model
         ("One two three four five.", {"type": "count", "unit": "words", "max": 3}),
         ("- a\n- b", {"type": "count", "unit": "bullets", "min": 3}),

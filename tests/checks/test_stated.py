@@ -8,6 +8,8 @@ import pytest
 from aeonloop.checks.running import run_check
 from aeonloop.checks.stated import (
     SHORT_ASK_WORDS,
+    TITLE_PATTERN,
+    line_form,
     one_short_ask,
     stated_checks,
     stated_constraints,
@@ -96,6 +98,8 @@ def test_a_rule_in_words_that_only_says_mention_x(rule: str, phrase: str | None)
         ("A line starting '1.'.", "Tips:\n1. Sleep early", "Tip 1. Sleep early"),
         ("A last line starting 'Summary:'.", "Text.\nSummary: done\n", "Summary: x\nMore."),
         ("First line is 'The Painter'.", "# The Painter\nOnce upon", "The Painter went out"),
+        ("A 'For' heading line.", "Intro.\n**FOR**\nSafer.", "For: safer."),
+        ("Heading 'Against'.", "## Against\nCost.", "Against them: cost."),
         ("100 °C.", "It boils at 100°C.", "It boils at 1100 °C."),
         ("212 °F.", "or 212 degrees... 212 °F", "or 212 degrees Fahrenheit"),
         ("Say 5000 metres.", "That is 5,000 metres.", "That is 500 metres."),
@@ -142,6 +146,7 @@ def test_a_rule_in_words_that_says_nothing_else_is_read_and_run(
         "Use Markdown.",  # a form, not a word to use
         "Contains z.",  # a letter, not a word: no whole-word phrase holds it
         "A line starting with a verb.",  # nothing quoted to start with
+        "A heading line.",  # nothing quoted to head with
         "Say that most places get two high tides a day.",
         "Say 2 things.",  # a count of things, not a measure
         "JSON only.",  # a form, not code
@@ -225,6 +230,13 @@ def mentions(phrase: str, low: int = 1, high: int | None = None) -> dict:
         (
             "Write a poem. Give it the title 'The Painter' on the first line.",
             [{"type": "pattern", "pattern": "\\A\\s*[^\\w\\n]*The Painter[^\\w\\n]*$"}],
+        ),
+        (
+            "Give one argument for and one against, under headings 'For' and 'Against'.",
+            [
+                {"type": "pattern", "pattern": "^[^\\w\\n]*(?i:For)[^\\w\\n]*$"},
+                {"type": "pattern", "pattern": "^[^\\w\\n]*(?i:Against)[^\\w\\n]*$"},
+            ],
         ),
         (
             "Give a JSON object for Ada. Reply with the JSON only.",
@@ -419,6 +431,9 @@ def test_each_phrasing_the_host_reads(text: str, expected: list[dict]) -> None:
         "Should emails be written in lower case?",
         "How do I respond in French to 'merci'?",
         "Put the title in quotes.",
+        # headings talked about
+        "Why do reports have headings?",
+        "Explain the heading 'Risks' in my report.",
         "The letter q should appear in the word queen.",
     ],
 )
@@ -440,3 +455,26 @@ def test_a_phrase_stated_again_keeps_its_first_reading_and_both_quote_checks_sta
         ("request.bullets", "count"),
     ]
     assert checks[2]["check"]["min"] == 3
+
+
+@pytest.mark.parametrize(
+    ("made", "form"),
+    [
+        (stated_checks("Write it. Give it the title 'A.B (c)' on the first line.", ""), "first"),
+        (stated_checks("Compare them under headings 'Pros' and 'Cons'.", ""), "heading"),
+        (stated_checks("Explain it.", "- r: Heading 'Risk [1]'."), "heading"),
+    ],
+)
+def test_the_host_reads_its_own_line_patterns_back(made: list[dict], form: str) -> None:
+    """What checks.repairs reads of a first-line or heading check: the form and the text asked,
+    from the pattern alone (a check that came in an event), escapes undone."""
+    for check in made:
+        where, asked = line_form(check["check"]["pattern"])
+        assert where == form and asked in check["description"]
+
+
+@pytest.mark.parametrize(
+    "pattern", [r"^[^\w\n]*Pro:", TITLE_PATTERN, r"\A\s*[^\w\n]*[^\w\n]*$", r"(?i)^\W*for\W*$"]
+)
+def test_no_line_form_in_a_pattern_the_host_did_not_write(pattern: str) -> None:
+    assert line_form(pattern) is None
