@@ -251,10 +251,10 @@ LEFT_TO_THE_MODEL: dict[str, str] = {
     "language": "a translation is the model's work",
 }
 #: The order fixes are tried in: JSON first (it replaces the whole text; an opening added before
-#: it would be cut away), then a title, the openings and endings, and recasing last, so an
-#: ending asked in any case ("Any other questions?", matched in any case by default) takes the
-#: case the text is asked to be in; one asked in its own case keeps it, and the recase that
-#: would break it is dropped.
+#: it would be cut away), then the host's own line patterns (a title, a first line, a heading),
+#: the openings and endings, and recasing last, so an ending asked in any case ("Any other
+#: questions?", matched in any case by default) takes the case the text is asked to be in; one
+#: asked in its own case keeps it, and the recase that would break it is dropped.
 _ORDER = ("json", "pattern", "starts_with", "ends_with", "case")
 
 
