@@ -918,14 +918,26 @@ _LABEL_RULE = regex.compile(r"^\s*(?P<label>[A-Z]\w{0,20}):\s*(?P<number>\d+(?:\
 #: second keyword in it: "SELECT * FROM users.", "WHERE age > 30." ("JSON only." is a form.)
 _CODE_RULE = regex.compile(r"^\s*(?P<code>[A-Z]{3,}\s+\S.*?)\s*\.?\s*$")
 _CODE_SIGN = regex.compile(r"[*<>=()\[\]{};]|\s[A-Z]{3,}\b")
+#: A rule whose whole text is one letter to have: "Contains z.", "Has the letter q."
+_LETTER_RULE = regex.compile(
+    r"^\s*(?:contains|has|uses|includes)\s+(?:the\s+letter\s+)?(?P<letter>[a-z])\s*\.?\s*$",
+    regex.IGNORECASE,
+)
+#: A rule whose whole text is a JSON member to have: 'Has "name": "Ada".', 'Has "age": 36.'
+_MEMBER_RULE = regex.compile(
+    r"^\s*(?:has|contains|includes)\s+(?P<key>\"[^\"\n]+\")\s*:\s*"
+    r"(?P<value>\"[^\"\n]*\"|-?\d+(?:\.\d+)?|true|false|null)\s*\.?\s*$",
+    regex.IGNORECASE,
+)
 
 
 def _rule_alone(rule: str) -> list[Constraint]:
     """What a rule in words asks when it says nothing else: a phrase to mention
     (`_mention_rule`), one of several (`_either_rule`), a name or quoted text to say
-    (`_say_rule`), a line to start with a quoted text (`_line_rule`), or a literal to say: a
-    quantity (`_quantity_rule`), a capitalised name (`_title_rule`), a label and its number
-    (`_label_rule`), a line of code (`_code_rule`); or things in order (`_order_rule`). The
+    (`_say_rule`), a line to start with a quoted text (`_line_rule`), a heading
+    (`_heading_rule`), or a literal to say: a quantity (`_quantity_rule`), a capitalised name
+    (`_title_rule`), a label and its number (`_label_rule`), a line of code (`_code_rule`), a
+    letter (`_letter_rule`), a JSON member (`_member_rule`); or things in order (`_order_rule`). The
     request's own reading asks for more (a capital, quotes, a clause that asks), since a
     request says much else; a rule that says only this asks for it."""
     for reader in (
@@ -938,6 +950,8 @@ def _rule_alone(rule: str) -> list[Constraint]:
         _title_rule,
         _label_rule,
         _code_rule,
+        _letter_rule,
+        _member_rule,
         _order_rule,
     ):
         found = reader(rule)
@@ -1066,6 +1080,32 @@ def _code_rule(rule: str) -> list[Constraint]:
     check = {"type": "pattern", "pattern": pattern, "case_sensitive": False}
     code = match.group("code")
     return [(f"code-{_slug(code)}", f"has the code {code}", check)]
+
+
+def _letter_rule(rule: str) -> list[Constraint]:
+    """ "Contains z.": the letter, anywhere, in any case (as "the letter z at least once" in a
+    request reads)."""
+    match = _LETTER_RULE.match(rule)
+    if match is None:
+        return []
+    letter = match.group("letter").lower()
+    _, said, check = _mentions(letter, 1)
+    check["whole_word"] = False
+    return [(f"letter-{letter}", said.replace("mentions", "has the letter", 1), check)]
+
+
+def _member_rule(rule: str) -> list[Constraint]:
+    """'Has "name": "Ada".', 'Has "age": 36.': the member as JSON writes it, any space around
+    its colon; a number not followed by more digits ("36" is not "365" or "36.5")."""
+    match = _MEMBER_RULE.match(rule)
+    if match is None:
+        return []
+    key, value = match.group("key"), match.group("value")
+    pattern = rf"{regex.escape(key)}\s*:\s*{regex.escape(value)}"
+    if not value.startswith('"'):
+        pattern += r"(?!\.?\w)"
+    check = {"type": "pattern", "pattern": pattern}
+    return [(f"has-{_slug(key)}", f"has {key}: {value}", check)]
 
 
 def _order_rule(rule: str) -> list[Constraint]:

@@ -100,6 +100,10 @@ def test_a_rule_in_words_that_only_says_mention_x(rule: str, phrase: str | None)
         ("First line is 'The Painter'.", "# The Painter\nOnce upon", "The Painter went out"),
         ("A 'For' heading line.", "Intro.\n**FOR**\nSafer.", "For: safer."),
         ("Heading 'Against'.", "## Against\nCost.", "Against them: cost."),
+        ("Contains z.", "A Zebra.", "A horse."),  # a letter anywhere, in any case
+        ("Has the letter q.", "quick", "fast"),
+        ('Has "name": "Ada".', '{"name" : "Ada"}', '{"name": "Adam"}'),
+        ('Has "age": 36.', '{"age":36}', '{"age": 36.5}'),
         ("100 °C.", "It boils at 100°C.", "It boils at 1100 °C."),
         ("212 °F.", "or 212 degrees... 212 °F", "or 212 degrees Fahrenheit"),
         ("Say 5000 metres.", "That is 5,000 metres.", "That is 500 metres."),
@@ -125,10 +129,10 @@ def test_a_rule_in_words_that_says_nothing_else_is_read_and_run(
     rule: str, holds: str, fails: str
 ) -> None:
     """Rules in words as people write them (the harness's cases held 30 of 93 the host read;
-    these forms bring it to 60 with lines counted): one of several words, a name or quoted text
-    to say, a line's opening, a quantity, a capitalised name, a label and its number, a line of
-    code, things in order. Each
-    check is run on a text that holds it and one that does not."""
+    these forms bring it to 68 with lines counted): one of several words, a name or quoted text
+    to say, a line's opening, a heading, a quantity, a capitalised name, a label and its number,
+    a line of code, a letter, a JSON member, things in order. Each check is run on a text that
+    holds it and one that does not."""
     (check,) = [c["check"] for c in stated_checks("Explain it.", f"- r: {rule}")]
     made = parse_check(check)
     assert run_check(made, holds).held, (check, holds)
@@ -144,7 +148,8 @@ def test_a_rule_in_words_that_says_nothing_else_is_read_and_run(
         "Say light cannot escape.",  # a claim, in words the answer may choose
         "Say something kind.",
         "Use Markdown.",  # a form, not a word to use
-        "Contains z.",  # a letter, not a word: no whole-word phrase holds it
+        "Contains zinc.",  # a word to contain: not a letter, nor a name
+        'Has "name".',  # a key without its value: any value, not a literal
         "A line starting with a verb.",  # nothing quoted to start with
         "A heading line.",  # nothing quoted to head with
         "Say that most places get two high tides a day.",
