@@ -13,6 +13,7 @@ each kind is recognised one way, however it arrived:
 - `retry_later`: what a commit sends again (any of the above, or a master new to the script:
   `script_missing`);
 - `group_exists`, `group_missing`, `no_such_key`: replies the consumer and `aeon status` expect;
+- `unblocked`: a blocking read ended by a failover (the gateway's reader reads again);
 - `not_redis`: the server at the URL speaks another protocol (an HTTP server, say), or none
   (`NoGreeting`);
 - `cluster_unusable`, `cluster_not_enabled`, `unreachable`, `timed_out`: how the CLI words
@@ -105,6 +106,12 @@ def group_exists(error: BaseException) -> bool:
 def group_missing(error: BaseException) -> bool:
     """A command on a group (or stream) Redis does not have (NOGROUP): it lost its data."""
     return _says(error, "NOGROUP")
+
+
+def unblocked(error: BaseException) -> bool:
+    """A blocking read Redis ended because its server changed role (UNBLOCKED: a master made a
+    replica by a failover): read again once the client has learnt the new master."""
+    return _says(error, "UNBLOCKED")
 
 
 def no_such_key(error: BaseException) -> bool:

@@ -43,7 +43,7 @@ from aeonloop.bus.codec import decode, encode, text
 from aeonloop.bus.connection import RedisClient, connect, is_cluster
 from aeonloop.bus.keys import ANSWERS, AWAITING_APPROVAL, TURNS_RECORD, WEBHOOK_OUTCOMES, Keys
 from aeonloop.bus.layout import agree_on_shards
-from aeonloop.bus.redis_errors import FAILING_OVER, TRANSIENT
+from aeonloop.bus.redis_errors import FAILING_OVER, TRANSIENT, unblocked
 from aeonloop.bus.settings import BusSettings
 from aeonloop.contracts import AttachedFile, Turn
 from aeonloop.exceptions import AnswerTimeout, BadInput, DecodeError, ParentGone
@@ -676,7 +676,11 @@ class StreamReaders:
         while True:
             try:
                 reply = await self._redis.xread(last, count=_READ_COUNT, block=_BLOCK_MS)
-            except TRANSIENT as error:
+            except (*TRANSIENT, ResponseError) as error:
+                # A read a failover unblocked (its master made a replica) is read again, as
+                # one Redis dropped: it had stopped the reader (tests/e2e/test_cluster.py).
+                if not isinstance(error, TRANSIENT) and not unblocked(error):
+                    raise
                 if not failing:
                     log.warning("lost Redis (%s); reconnecting", type(error).__name__)
                 failing = True

@@ -88,3 +88,12 @@ def test_every_kind_of_failure_is_caught_as_one() -> None:
     for error in (ResponseError("ERR"), RedisClusterException("x"), OSError("x")):
         assert isinstance(error, redis_errors.FAILURES)
     assert not isinstance(ValueError("x"), redis_errors.FAILURES)
+
+
+def test_a_blocking_read_a_failover_ended() -> None:
+    """The gateway's reader reads again after it (gateway.client): it had stopped the reader in
+    a cluster failover (tests/e2e/test_cluster.py)."""
+    failover = "UNBLOCKED force unblock from blocking operation, instance state changed"
+    assert redis_errors.unblocked(ResponseError(f"{failover} (master -> replica?)"))
+    assert not redis_errors.unblocked(ResponseError("NOGROUP No such key"))
+    assert not redis_errors.unblocked(ConnectionError("UNBLOCKED"))  # not Redis's reply
