@@ -367,11 +367,14 @@ def _frequency(m: regex.Match[str], text: str) -> list[Constraint]:
     }.get(bound, (n, n))
     if high is not None and high < low:
         return []
-    name, said, check = _mentions(what, low, high)
-    if letter:
-        check["whole_word"] = False
-        name, said = f"letter-{_slug(what)}", said.replace("mentions", "has the letter", 1)
-    return [(name, said, check)]
+    return [_letter(what, low, high) if letter else _mentions(what, low, high)]
+
+
+def _letter(letter: str, least: int, most: int | None = None) -> Constraint:
+    """A letter counted wherever it occurs, in any case (not as a whole word)."""
+    _, said, check = _mentions(letter, least, most)
+    check["whole_word"] = False
+    return f"letter-{_slug(letter)}", said.replace("mentions", "has the letter", 1), check
 
 
 # The answer's edges, wrapping and markers.
@@ -483,7 +486,11 @@ def line_form(pattern: str) -> tuple[Literal["first", "heading"], str] | None:
     check that came in an event reads the same as one just made (checks.repairs)."""
     for where, form in (("first", _FIRST_LINE_FORM), ("heading", _HEADING_FORM)):
         head, _, tail = form.partition("{text}")
-        if pattern.startswith(head) and pattern.endswith(tail) and len(pattern) > len(form) - 6:
+        if (
+            len(pattern) > len(head) + len(tail)
+            and pattern.startswith(head)
+            and pattern.endswith(tail)
+        ):
             escaped = pattern[len(head) : len(pattern) - len(tail)]
             said_text = regex.sub(r"\\(.)", r"\1", escaped)
             if _escaped(said_text) == escaped:
@@ -1088,10 +1095,7 @@ def _letter_rule(rule: str) -> list[Constraint]:
     match = _LETTER_RULE.match(rule)
     if match is None:
         return []
-    letter = match.group("letter").lower()
-    _, said, check = _mentions(letter, 1)
-    check["whole_word"] = False
-    return [(f"letter-{letter}", said.replace("mentions", "has the letter", 1), check)]
+    return [_letter(match.group("letter").lower(), 1)]
 
 
 def _member_rule(rule: str) -> list[Constraint]:
@@ -1104,8 +1108,7 @@ def _member_rule(rule: str) -> list[Constraint]:
     pattern = rf"{regex.escape(key)}\s*:\s*{regex.escape(value)}"
     if not value.startswith('"'):
         pattern += r"(?!\.?\w)"
-    check = {"type": "pattern", "pattern": pattern}
-    return [(f"has-{_slug(key)}", f"has {key}: {value}", check)]
+    return [(f"has-{_slug(key)}", f"has {key}: {value}", _pattern_check(pattern))]
 
 
 def _order_rule(rule: str) -> list[Constraint]:
